@@ -1,0 +1,148 @@
+/**
+ * The one configuration schema. Every field has a description, a default and a unit in its
+ * name; docs/config.md is generated from this file (scripts/gen-config-doc.ts).
+ */
+import { Type, type Static } from '@sinclair/typebox';
+
+const Ms = (description: string, def: number, min = 0) => Type.Integer({ description, default: def, minimum: min });
+
+export const GatewaySchema = Type.Object(
+  {
+    host: Type.String({ description: 'Address to listen on.', default: '127.0.0.1' }),
+    port: Type.Integer({ description: 'TCP port to listen on (0 picks a free one).', default: 8000, minimum: 0, maximum: 65535 }),
+    maxBodyBytes: Type.Integer({ description: 'Largest accepted upload, in bytes.', default: 25 * 1024 * 1024, minimum: 1024 }),
+    maxAudioDurationMs: Ms('Longest accepted audio, in milliseconds.', 600_000, 1),
+    apiKeys: Type.Array(Type.String({ minLength: 8 }), {
+      description: 'Bearer keys; when not empty every endpoint but health and metrics requires one. Secret.',
+      default: [],
+    }),
+    ffmpegPath: Type.String({ description: 'ffmpeg binary used to decode compressed audio.', default: 'ffmpeg' }),
+    ffmpegTimeoutMs: Ms('Longest an ffmpeg decode may run, in milliseconds.', 60_000, 1),
+    tmpDir: Type.String({ description: 'Folder for temporary upload files; empty means the OS default.', default: '' }),
+    requestTimeoutMs: Ms('Deadline of one transcription call from arrival to answer, in milliseconds.', 120_000, 1),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+export const SchedulerSchema = Type.Object(
+  {
+    maxQueuedRequests: Type.Integer({
+      description: 'Requests that may wait per model before new ones get 429 queue_full.',
+      default: 512,
+      minimum: 1,
+    }),
+    retryAfterMs: Ms('Retry-After sent with 429 and 503 answers, in milliseconds.', 1000, 0),
+    lengthBucketsMs: Type.Array(Type.Integer({ minimum: 1 }), {
+      description: 'Audio length bucket bounds, in milliseconds: a batch holds requests of one bucket only.',
+      default: [5_000, 15_000, 30_000, 45_000, 60_000],
+    }),
+    maxRunningBatchesPerInstance: Type.Integer({
+      description: 'Batches sent to one instance before it answers; 1 lets batches grow while instances are busy.',
+      default: 1,
+      minimum: 1,
+      maximum: 16,
+    }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+export const MpsSchema = Type.Object(
+  {
+    enabled: Type.Boolean({ description: 'Start an NVIDIA MPS control daemon for GPU instances.', default: false }),
+    controlPath: Type.String({ description: 'The nvidia-cuda-mps-control binary.', default: 'nvidia-cuda-mps-control' }),
+    directory: Type.String({
+      description: 'Private folder for the MPS pipe and log directories; empty means a fresh temporary folder.',
+      default: '',
+    }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+export const SupervisorSchema = Type.Object(
+  {
+    pythonPath: Type.String({ description: 'Python interpreter for model hosts.', default: '/usr/bin/python3' }),
+    hostPath: Type.String({ description: 'Folder holding the voxmux_host package; empty means the bundled one.', default: '' }),
+    handshakeTimeoutMs: Ms('Time for a new instance to say Hello, in milliseconds.', 20_000, 1),
+    loadTimeoutMs: Ms('Time for an instance to load its model, in milliseconds.', 300_000, 1),
+    warmupTimeoutMs: Ms('Time for an instance to warm up, in milliseconds.', 600_000, 1),
+    heartbeatIntervalMs: Ms('Time between heartbeats to each instance, in milliseconds.', 1000, 10),
+    heartbeatMissLimit: Type.Integer({ description: 'Unanswered heartbeats in a row that mark an instance wedged.', default: 5, minimum: 1 }),
+    batchTimeoutMs: Ms('Longest one batch may run before its instance is declared wedged, in milliseconds.', 120_000, 1),
+    restartInitialBackoffMs: Ms('First delay before restarting a failed instance, in milliseconds.', 500, 0),
+    restartMaxBackoffMs: Ms('Largest delay between restarts of a failing instance, in milliseconds.', 30_000, 0),
+    crashLoopWindowMs: Ms('Window in which repeated failures count as a crash loop, in milliseconds.', 60_000, 1),
+    crashLoopMaxFailures: Type.Integer({ description: 'Failures within the window that report a crash loop.', default: 5, minimum: 1 }),
+    closeTimeoutMs: Ms('Time an instance gets to finish its work on close before it is killed, in milliseconds.', 30_000, 1),
+    loadLockPath: Type.String({ description: 'Lock file serializing model loading; empty means one in the OS temp folder.', default: '' }),
+    mps: MpsSchema,
+  },
+  { additionalProperties: false, default: {} },
+);
+
+export const ModelSchema = Type.Object(
+  {
+    adapter: Type.String({ description: 'Model-host adapter: pocketsphinx, parakeet, or test (a test double).', minLength: 1 }),
+    aliases: Type.Array(Type.String({ minLength: 1 }), { description: 'Other names clients may use.', default: [] }),
+    instances: Type.Integer({ description: 'Instances (processes) of this model.', default: 2, minimum: 0, maximum: 64 }),
+    maxBatchSize: Type.Integer({ description: 'Most requests in one batch; 0 means the largest preferred size.', default: 0, minimum: 0, maximum: 256 }),
+    preferredBatchSizes: Type.Array(Type.Integer({ minimum: 1, maximum: 256 }), {
+      description: 'Batch sizes dispatched at once when reached; empty means [maxBatchSize].',
+      default: [],
+    }),
+    maxQueueDelayMs: Ms('Longest a request waits for a fuller batch, in milliseconds.', 5, 0),
+    options: Type.Record(Type.String(), Type.Unknown(), { description: 'Adapter options passed to the model host.', default: {} }),
+    mpsActiveThreadPercentages: Type.Array(Type.Integer({ minimum: 1, maximum: 100 }), {
+      description: 'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE per instance (cycled); empty leaves it unset.',
+      default: [],
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export const TelemetrySchema = Type.Object(
+  {
+    logLevel: Type.Union(
+      ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
+      { description: 'Lowest log level written.', default: 'info' },
+    ),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+export const DEFAULT_MODELS = {
+  'pocketsphinx-en-us': {
+    adapter: 'pocketsphinx',
+    aliases: ['whisper-1'],
+    instances: 2,
+    maxBatchSize: 4,
+    preferredBatchSizes: [],
+    maxQueueDelayMs: 5,
+    options: {},
+    mpsActiveThreadPercentages: [],
+  },
+};
+
+export const ConfigSchema = Type.Object(
+  {
+    gateway: GatewaySchema,
+    scheduler: SchedulerSchema,
+    supervisor: SupervisorSchema,
+    telemetry: TelemetrySchema,
+    models: Type.Record(Type.String({ minLength: 1 }), ModelSchema, {
+      description: 'Served models by name.',
+      default: DEFAULT_MODELS,
+    }),
+    defaultModel: Type.String({ description: 'Model used for the whisper-1 style default; empty means the first model.', default: '' }),
+  },
+  { additionalProperties: false },
+);
+
+export type Config = Static<typeof ConfigSchema>;
+export type GatewayConfig = Static<typeof GatewaySchema>;
+export type SchedulerConfig = Static<typeof SchedulerSchema>;
+export type SupervisorConfig = Static<typeof SupervisorSchema>;
+export type ModelConfig = Static<typeof ModelSchema>;
+export type TelemetryConfig = Static<typeof TelemetrySchema>;
+
+/** Paths whose values are secrets: redacted by --print-config. */
+export const SECRET_PATHS = ['gateway.apiKeys'] as const;

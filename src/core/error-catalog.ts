@@ -1,0 +1,157 @@
+/**
+ * Every error code the system uses, declared once: its kind, its message and the remedy that
+ * docs/errors.md shows. Components raise errors through the `errors` factories below.
+ */
+import { ServiceError, type ErrorKind } from './errors.js';
+
+interface CatalogEntry {
+  kind: ErrorKind;
+  /** One line for docs/errors.md: what the caller can do about it. */
+  remedy: string;
+}
+
+export const ERROR_CATALOG = {
+  // gateway: the call itself
+  invalid_parameter: { kind: 'invalid_argument', remedy: 'Fix the named parameter.' },
+  missing_parameter: { kind: 'invalid_argument', remedy: 'Send the named parameter.' },
+  invalid_content_type: { kind: 'invalid_argument', remedy: 'Send multipart/form-data.' },
+  route_not_found: { kind: 'not_found', remedy: 'Check the method and path.' },
+  body_too_large: { kind: 'payload_too_large', remedy: 'Send a smaller file or raise gateway.maxBodyBytes.' },
+  missing_api_key: { kind: 'unauthenticated', remedy: 'Send Authorization: Bearer <key>.' },
+  invalid_api_key: { kind: 'unauthenticated', remedy: 'Send a configured API key.' },
+  // gateway: audio
+  invalid_audio: { kind: 'invalid_argument', remedy: 'Send a complete, valid audio file.' },
+  empty_audio: { kind: 'invalid_argument', remedy: 'Send audio with at least one sample.' },
+  unsupported_audio_format: {
+    kind: 'unsupported_media',
+    remedy: 'Send WAV, FLAC, MP3, M4A/AAC, Ogg (Opus or Vorbis) or WebM (Opus).',
+  },
+  audio_too_long: { kind: 'payload_too_large', remedy: 'Split the audio or raise gateway.maxAudioDurationMs.' },
+  // models and scheduling
+  model_not_found: { kind: 'not_found', remedy: 'Use a model listed by GET /v1/models.' },
+  queue_full: { kind: 'resource_exhausted', remedy: 'Retry after the Retry-After delay, or add instances.' },
+  no_ready_instance: { kind: 'unavailable', remedy: 'Retry after the Retry-After delay; see /health/ready.' },
+  deadline_exceeded: { kind: 'deadline_exceeded', remedy: 'Retry, or raise scheduler.requestTimeoutMs.' },
+  shutting_down: { kind: 'unavailable', remedy: 'Retry against another node.' },
+  client_disconnected: { kind: 'cancelled', remedy: 'None: the client went away.' },
+  // instances (codes that cross the wire, see docs/protocol.md)
+  instance_crashed: { kind: 'unavailable', remedy: 'Retry; the instance is being restarted.' },
+  instance_wedged: { kind: 'unavailable', remedy: 'Retry; the instance is being replaced.' },
+  model_failed: { kind: 'internal', remedy: 'Report it with the request id; see the instance log.' },
+  out_of_memory: { kind: 'unavailable', remedy: 'Retry with shorter audio or fewer instances per GPU.' },
+  unsupported_option: { kind: 'invalid_argument', remedy: 'Drop the option this model does not support.' },
+  load_failed: { kind: 'unavailable', remedy: 'Fix the model configuration; see the instance log.' },
+  protocol_mismatch: { kind: 'internal', remedy: 'Run a model host of the same protocol version.' },
+  bad_frame: { kind: 'internal', remedy: 'Report it: a protocol frame was malformed.' },
+  // programmer errors surfaced to clients
+  internal_error: { kind: 'internal', remedy: 'Report it with the request id.' },
+} as const satisfies Record<string, CatalogEntry>;
+
+export type ErrorCode = keyof typeof ERROR_CATALOG;
+
+/** Codes a model host may send in an Error frame or a per-request batch result. */
+export const WIRE_ERROR_CODES = [
+  'invalid_audio',
+  'model_failed',
+  'out_of_memory',
+  'unsupported_option',
+  'load_failed',
+  'protocol_mismatch',
+  'bad_frame',
+  'instance_wedged',
+] as const satisfies readonly ErrorCode[];
+export type WireErrorCode = (typeof WIRE_ERROR_CODES)[number];
+
+export function isErrorCode(value: string): value is ErrorCode {
+  return Object.hasOwn(ERROR_CATALOG, value);
+}
+
+function make(
+  code: ErrorCode,
+  message: string,
+  extra: { param?: string; details?: Record<string, unknown>; cause?: unknown; retryAfterMs?: number } = {},
+): ServiceError {
+  return new ServiceError({ code, kind: ERROR_CATALOG[code].kind, message, ...extra });
+}
+
+/** Factories: the only way components construct a ServiceError. */
+export const errors = {
+  invalidParameter: (p: { param: string; expected: string; got: unknown }) =>
+    make('invalid_parameter', `Expected ${p.param} to be ${p.expected}: got ${describe(p.got)}`, {
+      param: p.param,
+    }),
+  missingParameter: (p: { param: string }) =>
+    make('missing_parameter', `Missing required parameter: ${p.param}`, { param: p.param }),
+  invalidContentType: (p: { contentType: string | undefined }) =>
+    make('invalid_content_type', `Expected a multipart/form-data body: got ${p.contentType ?? 'no content type'}`),
+  routeNotFound: (p: { method: string; url: string }) =>
+    make('route_not_found', `No route for ${p.method} ${p.url}`),
+  bodyTooLarge: (p: { maxBodyBytes: number }) =>
+    make('body_too_large', `The request body exceeds the limit of ${p.maxBodyBytes} bytes`, {
+      details: { maxBodyBytes: p.maxBodyBytes },
+    }),
+  missingApiKey: () => make('missing_api_key', 'Missing API key: send Authorization: Bearer <key>'),
+  invalidApiKey: () => make('invalid_api_key', 'The API key is not valid'),
+  invalidAudio: (p: { reason: string; cause?: unknown }) =>
+    make('invalid_audio', `The audio could not be decoded: ${p.reason}`, { param: 'file', cause: p.cause }),
+  emptyAudio: () => make('empty_audio', 'The audio contains no samples', { param: 'file' }),
+  unsupportedAudioFormat: (p: { detected: string }) =>
+    make('unsupported_audio_format', `Unsupported audio format: ${p.detected}`, { param: 'file' }),
+  audioTooLong: (p: { durationMs: number; maxAudioDurationMs: number }) =>
+    make(
+      'audio_too_long',
+      `Expected audio of at most ${p.maxAudioDurationMs} ms: got ${Math.round(p.durationMs)} ms`,
+      { param: 'file', details: { durationMs: Math.round(p.durationMs), maxAudioDurationMs: p.maxAudioDurationMs } },
+    ),
+  modelNotFound: (p: { model: string }) =>
+    make('model_not_found', `The model '${p.model}' does not exist`, { param: 'model', details: { model: p.model } }),
+  queueFull: (p: { model: string; queued: number; retryAfterMs: number }) =>
+    make('queue_full', `The queue for model '${p.model}' is full: ${p.queued} requests queued`, {
+      details: { model: p.model, queued: p.queued },
+      retryAfterMs: p.retryAfterMs,
+    }),
+  noReadyInstance: (p: { model: string; retryAfterMs: number }) =>
+    make('no_ready_instance', `No ready instance of model '${p.model}'`, {
+      details: { model: p.model },
+      retryAfterMs: p.retryAfterMs,
+    }),
+  deadlineExceeded: (p: { requestId: string; timeoutMs: number }) =>
+    make('deadline_exceeded', `The request did not finish within ${p.timeoutMs} ms`, {
+      details: { requestId: p.requestId, timeoutMs: p.timeoutMs },
+    }),
+  shuttingDown: () => make('shutting_down', 'The server is shutting down', { retryAfterMs: 1000 }),
+  clientDisconnected: (p: { requestId: string }) =>
+    make('client_disconnected', 'The client disconnected', { details: { requestId: p.requestId } }),
+  instanceCrashed: (p: { instanceId: string; reason: string }) =>
+    make('instance_crashed', `The model instance failed: ${p.reason}`, {
+      details: { instanceId: p.instanceId },
+      retryAfterMs: 1000,
+    }),
+  instanceWedged: (p: { instanceId: string; reason: string }) =>
+    make('instance_wedged', `The model instance stopped responding: ${p.reason}`, {
+      details: { instanceId: p.instanceId },
+      retryAfterMs: 1000,
+    }),
+  fromWire: (p: { code: string; message: string; instanceId: string }) => {
+    const code: ErrorCode = isErrorCode(p.code) ? p.code : 'model_failed';
+    // invalid_audio from an instance is the caller's audio; everything else names the instance.
+    return make(code, p.message, { details: { instanceId: p.instanceId }, param: code === 'invalid_audio' ? 'file' : undefined });
+  },
+  protocolMismatch: (p: { expected: number; got: unknown }) =>
+    make('protocol_mismatch', `Expected protocol version ${p.expected}: got ${describe(p.got)}`),
+  badFrame: (p: { reason: string }) => make('bad_frame', `Malformed protocol frame: ${p.reason}`),
+  loadFailed: (p: { model: string; reason: string }) =>
+    make('load_failed', `Model '${p.model}' failed to load: ${p.reason}`),
+  internal: (p: { cause: unknown }) => make('internal_error', 'Internal server error', { cause: p.cause }),
+};
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return `'${value.length > 64 ? `${value.slice(0, 64)}...` : value}'`;
+  if (value === undefined) return 'nothing';
+  try {
+    const text = JSON.stringify(value);
+    return text.length > 64 ? `${text.slice(0, 64)}...` : text;
+  } catch {
+    return String(value);
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * The closed, transport-neutral set of error kinds and the ServiceError that carries them.
+ * Status numbers and OpenAI envelope types are chosen in gateway/error-mapping.ts only.
+ */
+import type { ErrorCode } from './error-catalog.js';
+
+export const ERROR_KINDS = [
+  'invalid_argument',
+  'unauthenticated',
+  'not_found',
+  'payload_too_large',
+  'unsupported_media',
+  'resource_exhausted',
+  'unavailable',
+  'deadline_exceeded',
+  'cancelled',
+  'internal',
+] as const;
+
+export type ErrorKind = (typeof ERROR_KINDS)[number];
+
+export interface ServiceErrorInit {
+  code: ErrorCode;
+  kind: ErrorKind;
+  message: string;
+  /** The offending request field, for the OpenAI envelope's `param`. */
+  param?: string;
+  details?: Readonly<Record<string, unknown>>;
+  cause?: unknown;
+  retryAfterMs?: number;
+}
+
+/** A request-scoped failure with a catalogued code. Construct through `errors.*` factories only. */
+export class ServiceError extends Error {
+  readonly code: ErrorCode;
+  readonly kind: ErrorKind;
+  readonly param: string | undefined;
+  readonly details: Readonly<Record<string, unknown>>;
+  readonly retryAfterMs: number | undefined;
+
+  constructor(init: ServiceErrorInit) {
+    super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
+    this.name = 'ServiceError';
+    this.code = init.code;
+    this.kind = init.kind;
+    this.param = init.param;
+    this.details = init.details ?? {};
+    this.retryAfterMs = init.retryAfterMs;
+  }
+
+  /** Retryable kinds may succeed if the client tries again later. */
+  get isRetryable(): boolean {
+    return (
+      this.kind === 'resource_exhausted' || this.kind === 'unavailable' || this.kind === 'deadline_exceeded'
+    );
+  }
+}
+
+export function isServiceError(value: unknown): value is ServiceError {
+  return value instanceof ServiceError;
+}

@@ -1,0 +1,51 @@
+/**
+ * The dynamic batching decision (pure). Requests are grouped by audio-length bucket so a short
+ * clip is never padded to a long one. The oldest request of the highest priority leads; its bucket's
+ * requests fill the batch in priority-then-age order.
+ *
+ * Dispatch when the batch reaches maxBatchSize or the largest preferred size it can reach, or when
+ * the leader has waited maxQueueDelayMs; otherwise wait until then.
+ */
+export interface QueuedItem {
+  bucket: number;
+  priority: number;
+  enqueuedMs: number;
+}
+
+export interface BatchPolicy {
+  maxBatchSize: number;
+  /** Sorted ascending. */
+  preferredBatchSizes: readonly number[];
+  maxQueueDelayMs: number;
+}
+
+export type BatchDecision<T> =
+  | { kind: 'dispatch'; items: T[] }
+  | { kind: 'wait'; untilMs: number }
+  | { kind: 'idle' };
+
+/** `queued` must be ordered by priority (0 first), then by arrival. */
+export function decideBatch<T extends QueuedItem>(queued: readonly T[], policy: BatchPolicy, nowMs: number): BatchDecision<T> {
+  const leader = queued[0];
+  if (leader === undefined) return { kind: 'idle' };
+  const sameBucket: T[] = [];
+  for (const item of queued) {
+    if (item.bucket === leader.bucket) sameBucket.push(item);
+    if (sameBucket.length === policy.maxBatchSize) break;
+  }
+  if (sameBucket.length >= policy.maxBatchSize) return { kind: 'dispatch', items: sameBucket };
+  const dueMs = leader.enqueuedMs + policy.maxQueueDelayMs;
+  if (nowMs >= dueMs) return { kind: 'dispatch', items: sameBucket };
+  // A preferred size reached early is dispatched at once (Triton's preferred_batch_size).
+  const largestPreferred = [...policy.preferredBatchSizes].reverse().find((s) => s <= sameBucket.length);
+  if (largestPreferred !== undefined) {
+    return { kind: 'dispatch', items: sameBucket.slice(0, largestPreferred) };
+  }
+  return { kind: 'wait', untilMs: dueMs };
+}
+
+/** Index of the first bucket bound the duration fits in; past the last bound, one overflow bucket. */
+export function bucketOf(durationMs: number, boundsMs: readonly number[]): number {
+  const i = boundsMs.findIndex((bound) => durationMs <= bound);
+  return i === -1 ? boundsMs.length : i;
+}

@@ -1,0 +1,194 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { createLogger } from '../telemetry/logger.js';
+import { createMetrics } from '../telemetry/metrics.js';
+import { FakeClock, settle } from '../../test/support/fake-clock.js';
+import { FakeExecutor } from '../../test/support/fake-executor.js';
+import { createScheduler, type SchedulerOptions } from './index.js';
+import { errors } from '../core/error-catalog.js';
+
+const audio = (seconds: number) => new Float32Array(Math.round(seconds * 16000));
+const req = (seconds: number) => ({ audio: audio(seconds), language: null, prompt: null, wordTimestamps: false });
+
+function setup(overrides: Partial<SchedulerOptions> = {}, instances = ['i0']) {
+  const clock = new FakeClock();
+  const executor = new FakeExecutor({ m: instances });
+  const metrics = createMetrics();
+  const scheduler = createScheduler(
+    {
+      maxQueuedRequests: 100,
+      retryAfterMs: 1000,
+      lengthBucketsMs: [5000, 15000, 30000],
+      maxRunningBatchesPerInstance: 1,
+      models: { m: { maxBatchSize: 4, preferredBatchSizes: [4], maxQueueDelayMs: 10 } },
+      ...overrides,
+    },
+    { executor, clock, log: createLogger({ level: 'silent' }), metrics },
+  );
+  return { clock, executor, scheduler, metrics };
+}
+
+describe('Scheduler', () => {
+  it('dispatches a partial batch when maxQueueDelayMs elapses', async () => {
+    const { clock, executor, scheduler } = setup();
+    const done = [scheduler.submit('m', req(1), { timeoutMs: 10_000 }), scheduler.submit('m', req(1), { timeoutMs: 10_000 })];
+    await settle();
+    assert.deepEqual(executor.batchSizes(), []);
+    clock.advance(9);
+    await settle();
+    assert.deepEqual(executor.batchSizes(), []);
+    clock.advance(1);
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [2]);
+    executor.complete(0);
+    const results = await Promise.all(done);
+    assert.deepEqual(results.map((r) => r.text), ['samples=16000', 'samples=16000']);
+  });
+
+  it('dispatches a full batch at once without waiting', async () => {
+    const { executor, scheduler } = setup();
+    for (let i = 0; i < 4; i++) void scheduler.submit('m', req(1), { timeoutMs: 10_000 });
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [4]);
+  });
+
+  it('groups requests by length bucket so short clips are not padded to long ones', async () => {
+    const { clock, executor, scheduler } = setup();
+    void scheduler.submit('m', req(2), { timeoutMs: 10_000 });
+    void scheduler.submit('m', req(20), { timeoutMs: 10_000 });
+    void scheduler.submit('m', req(3), { timeoutMs: 10_000 });
+    clock.advance(10);
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [2]);
+    assert.deepEqual(executor.batches[0]!.batch.requests.map((r) => r.audio.length), [32000, 48000]);
+    executor.complete(0);
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [2, 1]);
+  });
+
+  it('lets batches grow while every instance is busy', async () => {
+    const { clock, executor, scheduler } = setup();
+    void scheduler.submit('m', req(1), { timeoutMs: 10_000 });
+    clock.advance(10);
+    await settle();
+    for (let i = 0; i < 3; i++) void scheduler.submit('m', req(1), { timeoutMs: 10_000 });
+    clock.advance(50);
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [1]);
+    executor.complete(0);
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [1, 3]);
+  });
+
+  it('routes to the ready instance with the fewest pending requests', async () => {
+    const { clock, executor, scheduler } = setup({}, ['a', 'b']);
+    for (let i = 0; i < 4; i++) void scheduler.submit('m', req(1), { timeoutMs: 10_000 });
+    await settle();
+    void scheduler.submit('m', req(1), { timeoutMs: 10_000 });
+    clock.advance(10);
+    await settle();
+    assert.deepEqual(executor.batches.map((b) => b.instanceId), ['a', 'b']);
+    assert.deepEqual(executor.batchSizes(), [4, 1]);
+  });
+
+  it('serves high priority before normal priority', async () => {
+    const { clock, executor, scheduler } = setup({ models: { m: { maxBatchSize: 1, preferredBatchSizes: [1], maxQueueDelayMs: 0 } } });
+    void scheduler.submit('m', { ...req(1), prompt: 'first' }, { timeoutMs: 10_000 });
+    await settle();
+    void scheduler.submit('m', { ...req(1), prompt: 'normal' }, { timeoutMs: 10_000 });
+    void scheduler.submit('m', { ...req(1), prompt: 'urgent' }, { timeoutMs: 10_000, priority: 'high' });
+    executor.complete(0);
+    await settle();
+    clock.advance(0);
+    await settle();
+    assert.equal(executor.batches[1]!.batch.requests[0]!.prompt, 'urgent');
+  });
+
+  it('rejects with queue_full when the queue is at its limit', async () => {
+    const { scheduler } = setup({ maxQueuedRequests: 2 }, []);
+    void scheduler.submit('m', req(1), { timeoutMs: 10_000 }).catch(() => undefined);
+    void scheduler.submit('m', req(1), { timeoutMs: 10_000 }).catch(() => undefined);
+    await assert.rejects(scheduler.submit('m', req(1), { timeoutMs: 10_000 }), (e: { code: string; retryAfterMs: number }) => {
+      assert.equal(e.code, 'queue_full');
+      assert.equal(e.retryAfterMs, 1000);
+      return true;
+    });
+  });
+
+  it('rejects an unknown model with model_not_found', async () => {
+    const { scheduler } = setup();
+    await assert.rejects(scheduler.submit('nope', req(1), { timeoutMs: 1000 }), { code: 'model_not_found' });
+  });
+
+  it('rejects with no_ready_instance when the model is unavailable', async () => {
+    const { executor, scheduler } = setup({}, []);
+    executor.setAvailability('m', 'unavailable');
+    await assert.rejects(scheduler.submit('m', req(1), { timeoutMs: 1000 }), { code: 'no_ready_instance' });
+  });
+
+  it('expires a queued request at its deadline', async () => {
+    const { clock, scheduler } = setup({}, []);
+    const p = scheduler.submit('m', req(1), { timeoutMs: 500 });
+    clock.advance(500);
+    await assert.rejects(p, { code: 'deadline_exceeded' });
+    assert.equal(scheduler.stats().queued, 0);
+  });
+
+  it('drops queued work of a client that disconnected', async () => {
+    const { clock, executor, scheduler } = setup({}, []);
+    const controller = new AbortController();
+    const p = scheduler.submit('m', req(1), { timeoutMs: 10_000, signal: controller.signal });
+    controller.abort();
+    await assert.rejects(p, { code: 'client_disconnected' });
+    executor.setReady('m', ['i0']);
+    clock.advance(100);
+    await settle();
+    assert.deepEqual(executor.batchSizes(), []);
+  });
+
+  it('retries a request once on another instance after its instance crashed', async () => {
+    const { clock, executor, scheduler, metrics } = setup({}, ['a', 'b']);
+    const p = scheduler.submit('m', req(1), { timeoutMs: 10_000 });
+    clock.advance(10);
+    await settle();
+    executor.batches[0]!.reject(errors.instanceCrashed({ instanceId: 'a', reason: 'exit 137' }));
+    executor.setReady('m', ['b']);
+    await settle();
+    clock.advance(10);
+    await settle();
+    assert.equal(executor.batches[1]!.instanceId, 'b');
+    executor.complete(1);
+    assert.equal((await p).text, 'samples=16000');
+    const retries = await metrics.retries.get();
+    assert.equal(retries.values[0]?.value, 1);
+  });
+
+  it('fails a request whose retry also crashed', async () => {
+    const { clock, executor, scheduler } = setup();
+    const p = scheduler.submit('m', req(1), { timeoutMs: 10_000 });
+    clock.advance(10);
+    await settle();
+    executor.batches[0]!.reject(errors.instanceCrashed({ instanceId: 'i0', reason: 'exit' }));
+    await settle();
+    clock.advance(10);
+    await settle();
+    executor.batches[1]!.reject(errors.instanceCrashed({ instanceId: 'i0', reason: 'exit' }));
+    await assert.rejects(p, { code: 'instance_crashed' });
+  });
+
+  it('close resolves once pending requests finish and refuses new ones', async () => {
+    const { clock, executor, scheduler } = setup();
+    const p = scheduler.submit('m', req(1), { timeoutMs: 10_000 });
+    clock.advance(10);
+    await settle();
+    let closed = false;
+    const closing = scheduler.close().then(() => (closed = true));
+    await assert.rejects(scheduler.submit('m', req(1), { timeoutMs: 1000 }), { code: 'shutting_down' });
+    await settle();
+    assert.equal(closed, false);
+    executor.complete(0);
+    await p;
+    await closing;
+    assert.equal(closed, true);
+  });
+});

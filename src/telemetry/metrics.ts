@@ -1,0 +1,146 @@
+/**
+ * The metrics catalogue: the only place metric names, help texts, labels and buckets are
+ * declared. Components receive typed handles. docs/metrics.md lists each (a test checks).
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export const BATCH_SIZE_BUCKETS = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256];
+const LATENCY_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+
+export function createMetrics() {
+  const registry = new Registry();
+  const r = [registry];
+  const handles = {
+    registry,
+    gatewayCalls: new Counter({
+      name: 'voxmux_gateway_calls_total',
+      help: 'API calls by endpoint and outcome (ok or the error kind).',
+      labelNames: ['endpoint', 'outcome'] as const,
+      registers: r,
+    }),
+    gatewayCallDuration: new Histogram({
+      name: 'voxmux_gateway_call_duration_seconds',
+      help: 'Time from a call arriving to its answer, by endpoint.',
+      labelNames: ['endpoint'] as const,
+      buckets: LATENCY_BUCKETS_S,
+      registers: r,
+    }),
+    gatewayDecodeDuration: new Histogram({
+      name: 'voxmux_gateway_audio_decode_seconds',
+      help: 'Time spent decoding uploaded audio to 16 kHz mono, by format.',
+      labelNames: ['format'] as const,
+      buckets: LATENCY_BUCKETS_S,
+      registers: r,
+    }),
+    requests: new Counter({
+      name: 'voxmux_scheduler_requests_total',
+      help: 'Requests submitted to the scheduler by model and outcome (ok or the error code).',
+      labelNames: ['model', 'outcome'] as const,
+      registers: r,
+    }),
+    requestsQueued: new Gauge({
+      name: 'voxmux_scheduler_requests_queued',
+      help: 'Requests accepted and not yet dispatched, by model.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    requestsRunning: new Gauge({
+      name: 'voxmux_scheduler_requests_running',
+      help: 'Requests dispatched to an instance and not yet finished, by model.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    queueWait: new Histogram({
+      name: 'voxmux_scheduler_queue_wait_seconds',
+      help: 'Time a request waited in the queue before dispatch, by model.',
+      labelNames: ['model'] as const,
+      buckets: LATENCY_BUCKETS_S,
+      registers: r,
+    }),
+    batchSize: new Histogram({
+      name: 'voxmux_scheduler_batch_size',
+      help: 'Requests per dispatched batch, by model.',
+      labelNames: ['model'] as const,
+      buckets: BATCH_SIZE_BUCKETS,
+      registers: r,
+    }),
+    retries: new Counter({
+      name: 'voxmux_scheduler_retries_total',
+      help: 'Requests re-queued after their instance failed, by model.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    inferences: new Counter({
+      name: 'voxmux_instance_inferences_total',
+      help: 'Requests executed by instances, by model; divided by executions it gives the mean batch size.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    executions: new Counter({
+      name: 'voxmux_instance_executions_total',
+      help: 'Batches executed by instances, by model.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    computeDuration: new Histogram({
+      name: 'voxmux_instance_compute_seconds',
+      help: 'Time an instance spent computing one batch, by model.',
+      labelNames: ['model'] as const,
+      buckets: LATENCY_BUCKETS_S,
+      registers: r,
+    }),
+    instances: new Gauge({
+      name: 'voxmux_instances',
+      help: 'Instances by model and state.',
+      labelNames: ['model', 'state'] as const,
+      registers: r,
+    }),
+    instanceRestarts: new Counter({
+      name: 'voxmux_instance_restarts_total',
+      help: 'Instances restarted after a crash or wedge, by model and reason.',
+      labelNames: ['model', 'reason'] as const,
+      registers: r,
+    }),
+    instanceMemory: new Gauge({
+      name: 'voxmux_instance_memory_bytes',
+      help: 'Device memory held by the instances of a model, summed, as last reported.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    instanceWarmup: new Histogram({
+      name: 'voxmux_instance_warmup_seconds',
+      help: 'Time an instance took to load and warm up, by model.',
+      labelNames: ['model'] as const,
+      buckets: [0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600],
+      registers: r,
+    }),
+    graphsCaptured: new Gauge({
+      name: 'voxmux_instance_graphs_captured',
+      help: 'CUDA graphs captured at warmup by the instances of a model, summed.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    eagerBatches: new Gauge({
+      name: 'voxmux_instance_eager_batches',
+      help: 'Batches run eagerly (outside a captured shape) by the live instances of a model, summed.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    graphReplays: new Gauge({
+      name: 'voxmux_instance_graph_replays',
+      help: 'Batches run by replaying a CUDA graph by the live instances of a model, summed.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    audioProcessed: new Counter({
+      name: 'voxmux_audio_processed_seconds_total',
+      help: 'Seconds of audio transcribed, by model.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+  };
+  collectDefaultMetrics({ register: registry, prefix: 'voxmux_process_' });
+  return handles;
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;
