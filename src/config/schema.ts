@@ -91,6 +91,10 @@ export const ModelSchema = Type.Object(
     }),
     maxQueueDelayMs: Ms('Longest a request waits for a fuller batch, in milliseconds.', 5, 0),
     options: Type.Record(Type.String(), Type.Unknown(), { description: 'Adapter options passed to the model host.', default: {} }),
+    command: Type.Array(Type.String({ minLength: 1 }), {
+      description: 'Model-host command line (program, then arguments); empty means the bundled Python host with this adapter.',
+      default: [],
+    }),
     mpsActiveThreadPercentages: Type.Array(Type.Integer({ minimum: 1, maximum: 100 }), {
       description: 'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE per instance (cycled); empty leaves it unset.',
       default: [],
@@ -118,6 +122,7 @@ export const DEFAULT_MODELS = {
     preferredBatchSizes: [],
     maxQueueDelayMs: 5,
     options: {},
+    command: [],
     mpsActiveThreadPercentages: [],
   },
 };

@@ -1,0 +1,61 @@
+/**
+ * OpenAI-compatible transcription API shapes (POST /v1/audio/transcriptions), shared by the
+ * gateway and the bench. TypeBox schemas validate the form fields after coercion from strings.
+ */
+import { Type, type Static } from '@sinclair/typebox';
+
+export const RESPONSE_FORMATS = ['json', 'text', 'srt', 'vtt', 'verbose_json'] as const;
+export type ResponseFormat = (typeof RESPONSE_FORMATS)[number];
+export const TIMESTAMP_GRANULARITIES = ['word', 'segment'] as const;
+
+export const TranscriptionFieldsSchema = Type.Object(
+  {
+    model: Type.String({ minLength: 1, maxLength: 256 }),
+    language: Type.Optional(Type.String({ pattern: '^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})?$' })),
+    prompt: Type.Optional(Type.String({ maxLength: 8192 })),
+    response_format: Type.Union(RESPONSE_FORMATS.map((f) => Type.Literal(f)), { default: 'json' }),
+    temperature: Type.Number({ minimum: 0, maximum: 1, default: 0 }),
+    timestamp_granularities: Type.Array(Type.Union(TIMESTAMP_GRANULARITIES.map((g) => Type.Literal(g))), { default: ['segment'], maxItems: 2 }),
+    stream: Type.Boolean({ default: false }),
+  },
+  { additionalProperties: false },
+);
+export type TranscriptionFields = Static<typeof TranscriptionFieldsSchema>;
+
+/** `verbose_json` segment, with the fields OpenAI's SDK types declare. */
+export interface VerboseSegment {
+  id: number;
+  seek: number;
+  start: number;
+  end: number;
+  text: string;
+  tokens: number[];
+  temperature: number;
+  avg_logprob: number;
+  compression_ratio: number;
+  no_speech_prob: number;
+}
+
+export interface VerboseTranscription {
+  task: 'transcribe';
+  language: string;
+  duration: number;
+  text: string;
+  segments: VerboseSegment[];
+  words?: { word: string; start: number; end: number }[];
+  usage: { type: 'duration'; seconds: number };
+}
+
+export interface JsonTranscription {
+  text: string;
+  usage: { type: 'duration'; seconds: number };
+}
+
+/** Server-sent events of a streamed transcription. */
+export type TranscriptStreamEvent =
+  | { type: 'transcript.text.delta'; delta: string }
+  | { type: 'transcript.text.done'; text: string; usage: { type: 'duration'; seconds: number } };
+
+export interface OpenAiErrorEnvelope {
+  error: { message: string; type: string; param: string | null; code: string | null };
+}

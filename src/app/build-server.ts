@@ -1,0 +1,121 @@
+/**
+ * The composition root: builds every component from the validated Config and wires the ports
+ * (the supervisor is the scheduler's Executor; the gateway reads snapshots, never internals).
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Clock } from '../core/clock.js';
+import type { Config } from '../config/schema.js';
+import { buildGateway, createAudioDecoder, type ModelCatalog, type ReadinessSnapshot } from '../gateway/index.js';
+import { createScheduler, type Scheduler } from '../scheduler/index.js';
+import { createMpsController, createSupervisor, runCommand, type MpsController, type SpawnInstance, type Supervisor } from '../supervisor/index.js';
+import type { Logger } from '../telemetry/logger.js';
+import { createMetrics, type Metrics } from '../telemetry/metrics.js';
+import { tmpdir } from 'node:os';
+
+export interface ServerDeps {
+  log: Logger;
+  clock: Clock;
+  spawn: SpawnInstance;
+  baseEnv: Readonly<Record<string, string>>;
+}
+
+export interface Server {
+  app: FastifyInstance;
+  scheduler: Scheduler;
+  supervisor: Supervisor;
+  metrics: Metrics;
+  /** Starts MPS (when enabled) and every instance; resolves when each is ready or failed to start. */
+  startInstances(): Promise<void>;
+  /** Drains: refuses new calls, finishes pending requests, then closes the instances. */
+  close(): Promise<void>;
+  /** Stops now: queued requests fail with shutting_down, instances are killed. */
+  destroy(): Promise<void>;
+}
+
+export function createModelCatalog(config: Config, createdS: number): ModelCatalog {
+  const names = new Map<string, string>();
+  for (const [name, model] of Object.entries(config.models)) {
+    names.set(name, name);
+    for (const alias of model.aliases) names.set(alias, name);
+  }
+  const entries = [...names.keys()].map((id) => ({ id, created: createdS, ownedBy: 'voxmux' }));
+  return { list: () => entries, resolve: (name) => names.get(name) };
+}
+
+export async function buildServer(config: Config, deps: ServerDeps): Promise<Server> {
+  const { log, clock } = deps;
+  const metrics = createMetrics();
+  let mps: MpsController | undefined;
+  if (config.supervisor.mps.enabled) {
+    mps = createMpsController(config.supervisor.mps, { runCommand, baseEnv: deps.baseEnv, log: log.child({ component: 'mps' }) });
+  }
+  const supervisor = createSupervisor(
+    { ...config.supervisor, models: config.models },
+    {
+      spawn: deps.spawn,
+      clock,
+      log: log.child({ component: 'supervisor' }),
+      metrics,
+      baseEnv: deps.baseEnv,
+      instanceEnv: mps === undefined ? undefined : () => mps.instanceEnv(),
+    },
+  );
+  const scheduler = createScheduler(
+    { ...config.scheduler, models: config.models },
+    { executor: supervisor, clock, log: log.child({ component: 'scheduler' }), metrics },
+  );
+  const models = createModelCatalog(config, Math.floor(clock.wallMs() / 1000));
+  const readiness = (): ReadinessSnapshot => {
+    const { instances } = supervisor.stats();
+    const body: Record<string, { isReady: boolean; instances: unknown[] }> = {};
+    let isReady = true;
+    for (const [name, model] of Object.entries(config.models)) {
+      const mine = instances.filter((i) => i.model === name);
+      const modelReady = model.instances === 0 || mine.some((i) => i.state === 'ready');
+      isReady &&= modelReady;
+      body[name] = { isReady: modelReady, instances: mine.map((i) => ({ ...i })) };
+    }
+    return { isReady, body: { models: body, scheduler: scheduler.stats() } };
+  };
+  const gateway = config.gateway;
+  const app = await buildGateway(
+    { maxBodyBytes: gateway.maxBodyBytes, requestTimeoutMs: gateway.requestTimeoutMs, apiKeys: gateway.apiKeys },
+    {
+      transcribe: (model, request, options) => scheduler.submit(model, request, options),
+      models,
+      readiness,
+      metricsText: () => metrics.registry.metrics(),
+      metricsContentType: metrics.registry.contentType,
+      decoder: createAudioDecoder({
+        maxDurationMs: gateway.maxAudioDurationMs,
+        ffmpegPath: gateway.ffmpegPath,
+        ffmpegTimeoutMs: gateway.ffmpegTimeoutMs,
+        tmpDir: gateway.tmpDir !== '' ? gateway.tmpDir : tmpdir(),
+      }),
+      clock,
+      log,
+      metrics,
+    },
+  );
+  return {
+    app,
+    scheduler,
+    supervisor,
+    metrics,
+    async startInstances() {
+      await mps?.start();
+      await supervisor.start();
+    },
+    async close() {
+      await Promise.all([app.close(), scheduler.close()]);
+      await supervisor.close();
+      await mps?.stop();
+    },
+    async destroy() {
+      scheduler.destroy();
+      supervisor.destroy();
+      await app.close();
+      await mps?.stop();
+    },
+  };
+}

@@ -1,0 +1,108 @@
+/**
+ * Process entry for `voxmux serve`: load config, build, listen, start instances, handle signals.
+ * Exit codes: 0 after a clean drain, 1 on a fatal error, 78 on invalid configuration.
+ */
+import { parseArgs } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import { systemClock } from '../core/clock.js';
+import { readEnvironment, readProcessEnvironment } from '../config/env.js';
+import { ConfigError, loadConfig, readConfigFile, redact } from '../config/load.js';
+import type { Config } from '../config/schema.js';
+import { spawnInstance } from '../supervisor/index.js';
+import { createLogger } from '../telemetry/logger.js';
+import { buildServer } from './build-server.js';
+
+export const EXIT_CONFIG = 78;
+
+export function parseServeArgs(argv: readonly string[]): { config: Config; printConfig: boolean } {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      host: { type: 'string' },
+      port: { type: 'string' },
+      config: { type: 'string' },
+      'log-level': { type: 'string' },
+      'print-config': { type: 'boolean', default: false },
+      set: { type: 'string', multiple: true },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  const env = readEnvironment();
+  const filePath = values.config ?? env.VOXMUX_CONFIG;
+  const flags: Record<string, string> = {};
+  if (values.host !== undefined) flags['gateway.host'] = values.host;
+  if (values.port !== undefined) flags['gateway.port'] = values.port;
+  if (values['log-level'] !== undefined) flags['telemetry.logLevel'] = values['log-level'];
+  for (const pair of values.set ?? []) {
+    const eq = pair.indexOf('=');
+    if (eq <= 0) throw new ConfigError([`--set ${pair}: expected path=value`]);
+    flags[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  const config = loadConfig({
+    file: filePath === undefined ? undefined : readConfigFile(filePath),
+    filePath,
+    env,
+    flags,
+  });
+  return { config, printConfig: values['print-config'] === true };
+}
+
+export async function main(argv: readonly string[]): Promise<number> {
+  let parsed: { config: Config; printConfig: boolean };
+  try {
+    parsed = parseServeArgs(argv);
+  } catch (err) {
+    process.stderr.write(`${err instanceof ConfigError ? err.message : `Invalid arguments: ${(err as Error).message}`}\n`);
+    return EXIT_CONFIG;
+  }
+  const { config } = parsed;
+  if (parsed.printConfig) {
+    process.stdout.write(`${JSON.stringify(redact(config), null, 2)}\n`);
+    return 0;
+  }
+  const log = createLogger({ level: config.telemetry.logLevel });
+  const server = await buildServer(config, { log, clock: systemClock, spawn: spawnInstance, baseEnv: readProcessEnvironment() });
+  let signals = 0;
+  const done = new Promise<number>((resolve) => {
+    const onSignal = (signal: NodeJS.Signals) => {
+      signals += 1;
+      if (signals > 1) {
+        log.warn({ signal }, 'second signal: stopping now');
+        void server.destroy().finally(() => resolve(1));
+        return;
+      }
+      log.info({ signal }, 'draining');
+      server.close().then(
+        () => {
+          log.info({}, 'closed');
+          resolve(0);
+        },
+        (err: unknown) => {
+          log.error({ err }, 'close failed');
+          resolve(1);
+        },
+      );
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+  try {
+    const address = await server.app.listen({ host: config.gateway.host, port: config.gateway.port });
+    log.info({ address, models: Object.keys(config.models) }, 'listening');
+  } catch (err) {
+    log.fatal({ err }, 'listen failed');
+    await server.destroy();
+    return 1;
+  }
+  void server.startInstances().catch((err: unknown) => {
+    log.fatal({ err }, 'instances failed to start');
+    void server.destroy().finally(() => process.exit(1));
+  });
+  return done;
+}
+
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const args = process.argv.slice(2);
+  void main(args[0] === 'serve' ? args.slice(1) : args).then((code) => process.exit(code));
+}

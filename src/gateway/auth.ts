@@ -1,0 +1,16 @@
+/** Bearer API keys, compared in constant time (digests of equal length, every key checked). */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { errors } from '../core/error-catalog.js';
+
+export function createKeyChecker(apiKeys: readonly string[]): (authorization: string | undefined) => void {
+  const digests = apiKeys.map((k) => createHash('sha256').update(k).digest());
+  return (authorization) => {
+    if (digests.length === 0) return;
+    const match = /^Bearer\s+(.+)$/i.exec(authorization ?? '');
+    if (match === null) throw errors.missingApiKey();
+    const given = createHash('sha256').update(match[1]!.trim()).digest();
+    let isValid = false;
+    for (const d of digests) isValid = timingSafeEqual(d, given) || isValid;
+    if (!isValid) throw errors.invalidApiKey();
+  };
+}

@@ -1,0 +1,102 @@
+/**
+ * The only module that knows HTTP status numbers, WebSocket close codes and the OpenAI error
+ * envelope. Everything else raises a ServiceError with a kind.
+ */
+import type { OpenAiErrorEnvelope } from '../api/transcription.js';
+import { errors } from '../core/error-catalog.js';
+import { ServiceError, type ErrorKind } from '../core/errors.js';
+
+export const HTTP_STATUS: Readonly<Record<ErrorKind, number>> = {
+  invalid_argument: 400,
+  unauthenticated: 401,
+  not_found: 404,
+  payload_too_large: 413,
+  unsupported_media: 415,
+  resource_exhausted: 429,
+  unavailable: 503,
+  deadline_exceeded: 504,
+  cancelled: 499, // recorded in logs and metrics only: the client is gone
+  internal: 500,
+};
+
+export const OPENAI_TYPE: Readonly<Record<ErrorKind, string>> = {
+  invalid_argument: 'invalid_request_error',
+  unauthenticated: 'authentication_error',
+  not_found: 'invalid_request_error',
+  payload_too_large: 'invalid_request_error',
+  unsupported_media: 'invalid_request_error',
+  resource_exhausted: 'rate_limit_error',
+  unavailable: 'server_error',
+  deadline_exceeded: 'server_error',
+  cancelled: 'server_error',
+  internal: 'server_error',
+};
+
+export const WS_CLOSE_CODE: Readonly<Record<ErrorKind, number>> = {
+  invalid_argument: 1008,
+  unauthenticated: 1008,
+  not_found: 1008,
+  payload_too_large: 1009,
+  unsupported_media: 1003,
+  resource_exhausted: 1013,
+  unavailable: 1013,
+  deadline_exceeded: 1011,
+  cancelled: 1000,
+  internal: 1011,
+};
+
+export interface HttpError {
+  status: number;
+  headers: Record<string, string>;
+  body: OpenAiErrorEnvelope;
+}
+
+/** Maps fastify's and its plugins' own error codes into the catalogue. */
+function fromFrameworkError(err: Error & { code?: string; statusCode?: number }, maxBodyBytes: number): ServiceError | undefined {
+  switch (err.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+    case 'FST_REQ_FILE_TOO_LARGE':
+      return errors.bodyTooLarge({ maxBodyBytes });
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_INVALID_MULTIPART_CONTENT_TYPE':
+      return errors.invalidContentType({ contentType: undefined });
+    case 'FST_PARTS_LIMIT':
+    case 'FST_FILES_LIMIT':
+    case 'FST_FIELDS_LIMIT':
+    case 'FST_PROTO_VIOLATION':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return errors.invalidParameter({ param: 'body', expected: 'a well-formed multipart/form-data body', got: err.message });
+    default:
+      break;
+  }
+  // busboy reports a malformed multipart body with plain Errors.
+  if (/multipart|boundary|Unexpected end of form|Malformed part header/i.test(err.message) && (err.statusCode ?? 400) < 500) {
+    return errors.invalidParameter({ param: 'body', expected: 'a well-formed multipart/form-data body', got: err.message });
+  }
+  if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
+    return errors.invalidParameter({ param: 'body', expected: 'a valid request', got: err.message });
+  }
+  return undefined;
+}
+
+export function toServiceError(err: unknown, maxBodyBytes: number): ServiceError {
+  if (err instanceof ServiceError) return err;
+  if (err instanceof Error) return fromFrameworkError(err, maxBodyBytes) ?? errors.internal({ cause: err });
+  return errors.internal({ cause: err });
+}
+
+export function toHttpError(error: ServiceError): HttpError {
+  const headers: Record<string, string> = {};
+  if (error.retryAfterMs !== undefined && (error.kind === 'resource_exhausted' || error.kind === 'unavailable')) {
+    headers['retry-after'] = String(Math.max(1, Math.ceil(error.retryAfterMs / 1000)));
+  }
+  return {
+    status: HTTP_STATUS[error.kind],
+    headers,
+    body: {
+      error: { message: error.message, type: OPENAI_TYPE[error.kind], param: error.param ?? null, code: error.code },
+    },
+  };
+}

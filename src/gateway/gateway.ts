@@ -1,0 +1,87 @@
+/**
+ * buildGateway: the HTTP API as a fastify instance, not yet listening (app/main.ts listens).
+ * Routes raise ServiceErrors; the error handler maps them once, through error-mapping.ts.
+ */
+import multipart from '@fastify/multipart';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import { errors } from '../core/error-catalog.js';
+import type { ServiceError } from '../core/errors.js';
+import { createKeyChecker } from './auth.js';
+import { toHttpError, toServiceError } from './error-mapping.js';
+import type { GatewayDeps, GatewayOptions } from './gateway-types.js';
+import { registerHealthRoutes } from './routes/health.js';
+import { registerMetricsRoute } from './routes/metrics.js';
+import { registerModelRoutes } from './routes/models.js';
+import { registerTranscriptionRoute } from './routes/transcriptions.js';
+
+const OPEN_PATHS = ['/health/live', '/health/ready', '/metrics'];
+/** Multipart framing and form fields on top of the file itself. */
+const FORM_OVERHEAD_BYTES = 256 * 1024;
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    voxmuxOutcome?: string;
+  }
+}
+
+export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): Promise<FastifyInstance> {
+  const { log, metrics, clock } = deps;
+  const app = Fastify({
+    loggerInstance: log.child({ component: 'gateway' }) as FastifyBaseLogger,
+    disableRequestLogging: true,
+    bodyLimit: options.maxBodyBytes + FORM_OVERHEAD_BYTES,
+    requestIdHeader: 'x-request-id',
+    genReqId: () => crypto.randomUUID(),
+    return503OnClosing: true,
+  });
+  await app.register(multipart, {
+    throwFileSizeLimit: true,
+    limits: { fileSize: options.maxBodyBytes, files: 1, fields: 32, fieldSize: 64 * 1024, parts: 40, headerPairs: 100 },
+  });
+
+  const checkKey = createKeyChecker(options.apiKeys);
+  const startedAt = new WeakMap<FastifyRequest, number>();
+
+  app.addHook('onRequest', async (request) => {
+    startedAt.set(request, clock.nowMs());
+    const path = request.url.split('?')[0] ?? '';
+    if (!OPEN_PATHS.includes(path)) checkKey(request.headers.authorization);
+    const declared = Number(request.headers['content-length']);
+    if (Number.isFinite(declared) && declared > options.maxBodyBytes + FORM_OVERHEAD_BYTES) {
+      throw errors.bodyTooLarge({ maxBodyBytes: options.maxBodyBytes });
+    }
+  });
+
+  app.addHook('onResponse', async (request, reply) => {
+    const endpoint = request.routeOptions.url ?? 'unmatched';
+    const durationMs = clock.nowMs() - (startedAt.get(request) ?? clock.nowMs());
+    const outcome = request.voxmuxOutcome ?? (reply.statusCode < 400 ? 'ok' : 'internal');
+    metrics.gatewayCalls.inc({ endpoint, outcome });
+    metrics.gatewayCallDuration.observe({ endpoint }, durationMs / 1000);
+    if (!OPEN_PATHS.includes(endpoint)) {
+      request.log.info(
+        { requestId: request.id, method: request.method, url: request.url, statusCode: reply.statusCode, durationMs: Math.round(durationMs), code: request.voxmuxOutcome === 'ok' ? undefined : request.voxmuxOutcome },
+        'call completed',
+      );
+    }
+  });
+
+  app.setErrorHandler(async (err, request, reply) => {
+    const error: ServiceError = toServiceError(err, options.maxBodyBytes);
+    request.voxmuxOutcome = error.kind;
+    if (error.kind === 'internal') request.log.error({ err: error.cause ?? err, code: error.code, requestId: request.id }, 'request failed');
+    if (error.kind === 'cancelled' || reply.raw.destroyed) return;
+    const http = toHttpError(error);
+    return reply.code(http.status).headers(http.headers).type('application/json; charset=utf-8').send(http.body);
+  });
+
+  app.setNotFoundHandler(async (request) => {
+    throw errors.routeNotFound({ method: request.method, url: request.url.split('?')[0] ?? '' });
+  });
+
+  registerTranscriptionRoute(app, options, deps);
+  registerModelRoutes(app, deps);
+  registerHealthRoutes(app, deps);
+  registerMetricsRoute(app, deps);
+  return app;
+}

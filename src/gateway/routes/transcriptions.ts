@@ -1,0 +1,129 @@
+/** POST /v1/audio/transcriptions: multipart upload → decode → scheduler → response format or SSE. */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Value } from '@sinclair/typebox/value';
+import { TranscriptionFieldsSchema, type TranscriptionFields } from '../../api/transcription.js';
+import { errors } from '../../core/error-catalog.js';
+import type { GatewayDeps, GatewayOptions } from '../gateway-types.js';
+import { renderTranscript, toStreamEvents } from '../transcript-formats.js';
+
+const KNOWN_FIELDS = new Set(['model', 'language', 'prompt', 'response_format', 'temperature', 'timestamp_granularities', 'stream']);
+/** Fields the OpenAI API defines that voxmux accepts and ignores, so unmodified clients work. */
+const IGNORED_FIELDS = new Set(['chunking_strategy', 'include', 'include[]', 'known_speaker_names', 'known_speaker_references']);
+
+interface ParsedForm {
+  file: Buffer | undefined;
+  fields: Map<string, string[]>;
+}
+
+async function readForm(request: FastifyRequest): Promise<ParsedForm> {
+  if (!request.isMultipart()) throw errors.invalidContentType({ contentType: request.headers['content-type'] });
+  const fields = new Map<string, string[]>();
+  let file: Buffer | undefined;
+  for await (const part of request.parts()) {
+    if (part.type === 'file') {
+      if (part.fieldname !== 'file') {
+        await part.toBuffer();
+        throw errors.invalidParameter({ param: part.fieldname, expected: 'no file field other than file', got: part.fieldname });
+      }
+      file = await part.toBuffer();
+    } else {
+      const name = part.fieldname.endsWith('[]') && part.fieldname !== 'include[]' ? part.fieldname.slice(0, -2) : part.fieldname;
+      const list = fields.get(name) ?? [];
+      list.push(String(part.value));
+      fields.set(name, list);
+    }
+  }
+  return { file, fields };
+}
+
+/** Coerces form strings to the schema's types, then validates with TypeBox. */
+export function parseFields(raw: Map<string, string[]>): TranscriptionFields {
+  const candidate: Record<string, unknown> = {};
+  for (const [name, values] of raw) {
+    if (IGNORED_FIELDS.has(name)) continue;
+    if (!KNOWN_FIELDS.has(name)) throw errors.invalidParameter({ param: name, expected: 'a known parameter', got: name });
+    const last = values.at(-1)!;
+    switch (name) {
+      case 'timestamp_granularities':
+        candidate[name] = values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '');
+        break;
+      case 'temperature': {
+        const n = Number(last);
+        candidate[name] = last.trim() === '' || !Number.isFinite(n) ? last : n;
+        break;
+      }
+      case 'stream':
+        candidate[name] = last === 'true' ? true : last === 'false' ? false : last;
+        break;
+      default:
+        if (values.length > 1) throw errors.invalidParameter({ param: name, expected: 'a single value', got: `${values.length} values` });
+        candidate[name] = last;
+    }
+  }
+  if (candidate.model === undefined || candidate.model === '') throw errors.missingParameter({ param: 'model' });
+  const withDefaults = Value.Default(TranscriptionFieldsSchema, candidate);
+  const first = Value.Errors(TranscriptionFieldsSchema, withDefaults).First();
+  if (first !== undefined) {
+    const param = first.path.split('/')[1] ?? 'body';
+    throw errors.invalidParameter({ param, expected: describeSchema(param), got: first.value });
+  }
+  const fields = withDefaults as TranscriptionFields;
+  if (fields.stream && fields.response_format !== 'json' && fields.response_format !== 'text') {
+    throw errors.invalidParameter({ param: 'stream', expected: 'false with response_format srt, vtt or verbose_json', got: true });
+  }
+  return fields;
+}
+
+function describeSchema(param: string): string {
+  switch (param) {
+    case 'response_format':
+      return 'one of json, text, srt, vtt, verbose_json';
+    case 'temperature':
+      return 'a number from 0 to 1';
+    case 'timestamp_granularities':
+      return 'word and/or segment';
+    case 'stream':
+      return 'true or false';
+    case 'language':
+      return 'an ISO-639-1 language code such as en';
+    default:
+      return 'a valid value';
+  }
+}
+
+export function registerTranscriptionRoute(app: FastifyInstance, options: GatewayOptions, deps: GatewayDeps): void {
+  app.post('/v1/audio/transcriptions', async (request: FastifyRequest, reply: FastifyReply) => {
+    // The client may leave at any time: its queued request is then dropped by the scheduler.
+    const abort = new AbortController();
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) abort.abort();
+    });
+    const form = await readForm(request);
+    const fields = parseFields(form.fields);
+    const model = deps.models.resolve(fields.model);
+    if (model === undefined) throw errors.modelNotFound({ model: fields.model });
+    if (form.file === undefined) throw errors.missingParameter({ param: 'file' });
+    const decodeStartMs = deps.clock.nowMs();
+    const audio = await deps.decoder.decode(form.file, abort.signal);
+    deps.metrics.gatewayDecodeDuration.observe({ format: audio.format }, (deps.clock.nowMs() - decodeStartMs) / 1000);
+    const includeWords = fields.timestamp_granularities.includes('word');
+    const result = await deps.transcribe(
+      model,
+      { audio: audio.samples, language: fields.language ?? null, prompt: fields.prompt ?? null, wordTimestamps: includeWords },
+      { timeoutMs: options.requestTimeoutMs, signal: abort.signal, requestId: String(request.id) },
+    );
+    if (fields.stream) {
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+      for (const event of toStreamEvents(result)) res.write(`data: ${JSON.stringify(event)}\n\n`);
+      res.end();
+      return reply;
+    }
+    const rendered = renderTranscript(result, fields.response_format, {
+      includeWords,
+      includeSegments: fields.timestamp_granularities.includes('segment') || !includeWords,
+    });
+    return reply.type(rendered.contentType).send(rendered.body);
+  });
+}

@@ -1,0 +1,9 @@
+/** Public surface of the supervisor. */
+export { createSupervisor } from './supervisor.js';
+export type { Supervisor, SupervisorDeps, SupervisorOptions, SupervisorStats, InstanceSnapshot, SupervisedModel } from './supervisor.js';
+export { spawnInstance, runCommand } from './spawn.js';
+export type { SpawnInstance, SpawnRequest, InstanceChild, CommandResult } from './spawn.js';
+export type { InstanceState } from './instance-state.js';
+export { decideRestart } from './restart-policy.js';
+export { createMpsController } from './mps.js';
+export type { MpsController, MpsOptions } from './mps.js';

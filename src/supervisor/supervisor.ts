@@ -1,0 +1,319 @@
+/**
+ * The supervisor: starts, watches and restarts every model instance, and runs batches on them.
+ * It satisfies the scheduler's Executor port structurally (wired in app/).
+ *
+ * Each model has `instances` slots. A slot holds one InstanceProcess at a time; when it ends
+ * unexpectedly, the slot is refilled after the restart policy's backoff. Crash loops are reported
+ * and restarted at the longest backoff, never spun.
+ */
+import { mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Clock, TimerHandle } from '../core/clock.js';
+import { errors } from '../core/error-catalog.js';
+import type { ServiceError } from '../core/errors.js';
+import type { BatchInput, BatchItemOutcome, InstanceView, ModelAvailability } from '../scheduler/index.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import { INSTANCE_STATES, type InstanceState } from './instance-state.js';
+import { InstanceProcess, type InstanceEnd, type InstanceTimeouts } from './instance-process.js';
+import { decideRestart, type RestartPolicy } from './restart-policy.js';
+import type { SpawnInstance } from './spawn.js';
+
+export interface SupervisedModel {
+  adapter: string;
+  instances: number;
+  options: Record<string, unknown>;
+  command: readonly string[];
+  mpsActiveThreadPercentages: readonly number[];
+}
+
+export interface SupervisorOptions extends InstanceTimeouts, RestartPolicy {
+  pythonPath: string;
+  hostPath: string;
+  loadLockPath: string;
+  models: Readonly<Record<string, SupervisedModel>>;
+}
+
+export interface SupervisorDeps {
+  spawn: SpawnInstance;
+  clock: Clock;
+  log: Logger;
+  metrics: Metrics;
+  /** Environment the instances inherit. */
+  baseEnv: Readonly<Record<string, string>>;
+  /** Extra environment for instances (MPS pipe and log directories). */
+  instanceEnv?: () => Readonly<Record<string, string>>;
+}
+
+export interface InstanceSnapshot {
+  instanceId: string;
+  model: string;
+  index: number;
+  pid: number | null;
+  state: InstanceState | 'restarting';
+  restarts: number;
+  isCrashLoop: boolean;
+  device: string | null;
+  memoryBytes: number;
+  warmupMs: number | null;
+  graphsCaptured: number;
+  eagerBatches: number;
+  graphReplays: number;
+  runningBatches: number;
+  lastEnd: { reason: InstanceEnd['reason']; exitCode: number | null; signal: string | null; code: string | null; atMs: number } | null;
+}
+
+export interface SupervisorStats {
+  instances: readonly InstanceSnapshot[];
+}
+
+interface Slot {
+  model: string;
+  index: number;
+  generation: number;
+  current: InstanceProcess | undefined;
+  restarts: number;
+  failuresMs: number[];
+  isCrashLoop: boolean;
+  restartTimer: TimerHandle | undefined;
+  lastEnd: InstanceSnapshot['lastEnd'];
+}
+
+const BUNDLED_HOST_PATH = resolve(dirname(fileURLToPath(import.meta.url)), '../../host');
+
+export interface Supervisor {
+  /** Starts every instance; resolves when each has become ready or failed its first start. */
+  start(): Promise<void>;
+  readyInstances(model: string): readonly InstanceView[];
+  availability(model: string): ModelAvailability;
+  /** @throws instance_crashed, instance_wedged, and wire codes from the instance */
+  runBatch(instanceId: string, batch: BatchInput): Promise<BatchItemOutcome[]>;
+  onInstancesChanged(listener: () => void): () => void;
+  stats(): SupervisorStats;
+  /** Lets running batches finish, then stops every instance. */
+  close(): Promise<void>;
+  /** Kills every instance now. */
+  destroy(): void;
+}
+
+export function createSupervisor(options: SupervisorOptions, deps: SupervisorDeps): Supervisor {
+  const { clock, metrics } = deps;
+  const log = deps.log;
+  const slots: Slot[] = [];
+  const byId = new Map<string, InstanceProcess>();
+  const listeners = new Set<() => void>();
+  let isClosing = false;
+  const hostPath = options.hostPath !== '' ? options.hostPath : BUNDLED_HOST_PATH;
+  const loadLockPath = options.loadLockPath !== '' ? options.loadLockPath : join(tmpdir(), 'voxmux-load.lock');
+  mkdirSync(dirname(loadLockPath), { recursive: true });
+
+  for (const [model, config] of Object.entries(options.models)) {
+    for (let index = 0; index < config.instances; index++) {
+      slots.push({ model, index, generation: 0, current: undefined, restarts: 0, failuresMs: [], isCrashLoop: false, restartTimer: undefined, lastEnd: null });
+    }
+  }
+
+  const notify = () => {
+    updateStateGauges();
+    for (const l of listeners) l();
+  };
+
+  function updateStateGauges(): void {
+    for (const model of Object.keys(options.models)) {
+      const counts = new Map<string, number>(INSTANCE_STATES.map((s) => [s, 0]));
+      counts.set('restarting', 0);
+      let memory = 0;
+      let graphs = 0;
+      let eager = 0;
+      let replays = 0;
+      for (const slot of slots.filter((s) => s.model === model)) {
+        const state = slotState(slot);
+        counts.set(state, (counts.get(state) ?? 0) + 1);
+        const facts = slot.current?.facts;
+        if (facts !== undefined && slot.current?.end === undefined) {
+          memory += facts.memoryBytes;
+          graphs += facts.graphsCaptured;
+          eager += facts.eagerBatches;
+          replays += facts.graphReplays;
+        }
+      }
+      for (const [state, n] of counts) metrics.instances.set({ model, state }, n);
+      metrics.instanceMemory.set({ model }, memory);
+      metrics.graphsCaptured.set({ model }, graphs);
+      metrics.eagerBatches.set({ model }, eager);
+      metrics.graphReplays.set({ model }, replays);
+    }
+  }
+
+  function slotState(slot: Slot): InstanceSnapshot['state'] {
+    if (slot.restartTimer !== undefined) return 'restarting';
+    return slot.current?.state ?? 'closed';
+  }
+
+  function spawnArgs(model: string, config: SupervisedModel): { command: string; args: string[] } {
+    if (config.command.length > 0) return { command: config.command[0]!, args: config.command.slice(1) };
+    return { command: options.pythonPath, args: ['-u', '-m', 'voxmux_host', '--adapter', config.adapter] };
+  }
+
+  function launch(slot: Slot): Promise<void> {
+    const config = options.models[slot.model]!;
+    slot.generation += 1;
+    slot.restartTimer = undefined;
+    const instanceId = `${slot.model}-${slot.index}-g${slot.generation}`;
+    const { command, args } = spawnArgs(slot.model, config);
+    const env: Record<string, string> = {
+      ...deps.baseEnv,
+      ...(deps.instanceEnv?.() ?? {}),
+      PYTHONPATH: [hostPath, deps.baseEnv.PYTHONPATH].filter((p) => p !== undefined && p !== '').join(':'),
+      PYTHONUNBUFFERED: '1',
+      VOXMUX_INSTANCE_ID: instanceId,
+    };
+    const percentages = config.mpsActiveThreadPercentages;
+    if (percentages.length > 0) {
+      env.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = String(percentages[slot.index % percentages.length]);
+    }
+    const instance = new InstanceProcess(
+      {
+        instanceId,
+        model: slot.model,
+        adapter: config.adapter,
+        adapterOptions: config.options,
+        loadLockPath,
+        spawnRequest: { command, args, env },
+        handshakeTimeoutMs: options.handshakeTimeoutMs,
+        loadTimeoutMs: options.loadTimeoutMs,
+        warmupTimeoutMs: options.warmupTimeoutMs,
+        heartbeatIntervalMs: options.heartbeatIntervalMs,
+        heartbeatMissLimit: options.heartbeatMissLimit,
+        batchTimeoutMs: options.batchTimeoutMs,
+        closeTimeoutMs: options.closeTimeoutMs,
+      },
+      { spawn: deps.spawn, clock, log: log.child({ component: 'instance' }) },
+    );
+    slot.current = instance;
+    byId.set(instanceId, instance);
+    const startedMs = clock.nowMs();
+    instance.on('stateChanged', ({ state }) => {
+      if (state === 'ready') {
+        metrics.instanceWarmup.observe({ model: slot.model }, (clock.nowMs() - startedMs) / 1000);
+        slot.failuresMs = slot.isCrashLoop ? slot.failuresMs : [];
+      }
+      notify();
+    });
+    instance.on('batchFinished', ({ batchSize, computeMs }) => {
+      metrics.inferences.inc({ model: slot.model }, batchSize);
+      metrics.executions.inc({ model: slot.model });
+      metrics.computeDuration.observe({ model: slot.model }, computeMs / 1000);
+    });
+    instance.on('ended', (end) => onEnded(slot, instance, end));
+    return instance.start().catch((err: ServiceError) => {
+      log.error({ instanceId, model: slot.model, code: err.code, err }, 'instance failed to start');
+    });
+  }
+
+  function onEnded(slot: Slot, instance: InstanceProcess, end: InstanceEnd): void {
+    byId.delete(instance.instanceId);
+    slot.lastEnd = { reason: end.reason, exitCode: end.exitCode, signal: end.signal, code: end.error?.code ?? null, atMs: clock.wallMs() };
+    if (isClosing || end.reason === 'closed') {
+      notify();
+      return;
+    }
+    const decision = decideRestart(slot.failuresMs, clock.nowMs(), options);
+    slot.failuresMs = decision.recentFailuresMs;
+    slot.isCrashLoop = decision.isCrashLoop;
+    slot.restarts += 1;
+    metrics.instanceRestarts.inc({ model: slot.model, reason: end.reason });
+    const fields = { instanceId: instance.instanceId, model: slot.model, exitCode: end.exitCode, signal: end.signal, code: end.error?.code, restartInMs: decision.delayMs };
+    if (decision.isCrashLoop) log.error({ ...fields, failures: decision.recentFailuresMs.length }, 'instance crash loop');
+    else log.warn(fields, 'instance exited');
+    slot.restartTimer = clock.setTimeout(() => void launch(slot), decision.delayMs);
+    notify();
+  }
+
+  return {
+    async start() {
+      await Promise.all(slots.map((slot) => launch(slot)));
+      notify();
+    },
+
+    readyInstances(model) {
+      const out: InstanceView[] = [];
+      for (const slot of slots) {
+        if (slot.model === model && slot.current?.state === 'ready') out.push({ instanceId: slot.current.instanceId });
+      }
+      return out;
+    },
+
+    availability(model) {
+      const mine = slots.filter((s) => s.model === model);
+      if (mine.some((s) => s.current?.state === 'ready')) return 'ready';
+      if (isClosing || mine.length === 0 || mine.every((s) => s.isCrashLoop)) return 'unavailable';
+      return 'starting';
+    },
+
+    runBatch(instanceId, batch) {
+      const instance = byId.get(instanceId);
+      if (instance === undefined) {
+        return Promise.reject(errors.instanceCrashed({ instanceId, reason: 'the instance is gone' }));
+      }
+      return instance.runBatch(batch).then((outcomes) => {
+        for (const o of outcomes) {
+          if (o.ok) metrics.audioProcessed.inc({ model: instance.model }, o.result.durationS);
+        }
+        return outcomes;
+      });
+    },
+
+    onInstancesChanged(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+
+    stats() {
+      const instances = slots.map((slot): InstanceSnapshot => {
+        const facts = slot.current?.facts;
+        const isLive = slot.current !== undefined && slot.current.end === undefined;
+        return {
+          instanceId: slot.current?.instanceId ?? `${slot.model}-${slot.index}`,
+          model: slot.model,
+          index: slot.index,
+          pid: isLive ? (facts?.pid ?? null) : null,
+          state: slotState(slot),
+          restarts: slot.restarts,
+          isCrashLoop: slot.isCrashLoop,
+          device: facts?.device ?? null,
+          memoryBytes: facts?.memoryBytes ?? 0,
+          warmupMs: facts?.warmupMs ?? null,
+          graphsCaptured: facts?.graphsCaptured ?? 0,
+          eagerBatches: facts?.eagerBatches ?? 0,
+          graphReplays: facts?.graphReplays ?? 0,
+          runningBatches: facts?.runningBatches ?? 0,
+          lastEnd: slot.lastEnd,
+        };
+      });
+      return Object.freeze({ instances: Object.freeze(instances) });
+    },
+
+    async close() {
+      isClosing = true;
+      for (const slot of slots) {
+        slot.restartTimer?.cancel();
+        slot.restartTimer = undefined;
+      }
+      await Promise.all(slots.map((slot) => slot.current?.close()));
+      notify();
+    },
+
+    destroy() {
+      isClosing = true;
+      for (const slot of slots) {
+        slot.restartTimer?.cancel();
+        slot.restartTimer = undefined;
+        slot.current?.destroy();
+      }
+      notify();
+    },
+  };
+}

@@ -1,0 +1,136 @@
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { join } from 'node:path';
+import { crc32 } from 'node:zlib';
+import type { Supervisor } from '../../src/supervisor/index.js';
+import { buildTestSupervisor, FIXTURE_INSTANCES, testModel } from '../support/supervisor-fixture.js';
+import { waitFor } from '../support/wait-for.js';
+
+const open: Supervisor[] = [];
+after(() => open.forEach((s) => s.destroy()));
+
+function track<T extends { supervisor: Supervisor }>(built: T): T {
+  open.push(built.supervisor);
+  return built;
+}
+
+function request(samples: number, prompt: string | null = null, seed = 1) {
+  const audio = new Float32Array(samples);
+  for (let i = 0; i < samples; i++) audio[i] = Math.sin((i + seed) * 0.01) * 0.5;
+  return { requestId: `r${seed}-${samples}`, audio, language: null, prompt, wordTimestamps: true };
+}
+
+function expectedEcho(audio: Float32Array): string {
+  const crc = crc32(Buffer.from(audio.buffer, audio.byteOffset, audio.byteLength));
+  return `echo samples=${audio.length} crc=${crc.toString(16).padStart(8, '0')}`;
+}
+
+describe('Supervisor with real Python instances', () => {
+  it('walks an instance to ready and runs a batch whose results match their inputs', async () => {
+    const { supervisor, metrics } = track(buildTestSupervisor({ m: testModel() }));
+    await supervisor.start();
+    assert.equal(supervisor.availability('m'), 'ready');
+    const [view] = supervisor.readyInstances('m');
+    const reqs = [request(1600, null, 1), request(3200, null, 2)];
+    const outcomes = await supervisor.runBatch(view!.instanceId, { batchId: 'b1', requests: reqs });
+    assert.equal(outcomes.length, 2);
+    outcomes.forEach((o, i) => {
+      assert.ok(o.ok);
+      if (o.ok) assert.equal(o.result.text, expectedEcho(reqs[i]!.audio));
+    });
+    const snapshot = supervisor.stats().instances[0]!;
+    assert.equal(snapshot.state, 'ready');
+    assert.ok(snapshot.pid !== null && snapshot.pid > 0);
+    assert.equal((await metrics.executions.get()).values[0]?.value, 1);
+    assert.equal((await metrics.inferences.get()).values[0]?.value, 2);
+    await supervisor.close();
+    assert.equal(supervisor.stats().instances[0]!.state, 'closed');
+  });
+
+  it('keeps per-request failures inside a batch', async () => {
+    const { supervisor } = track(buildTestSupervisor({ m: testModel() }));
+    await supervisor.start();
+    const id = supervisor.readyInstances('m')[0]!.instanceId;
+    const outcomes = await supervisor.runBatch(id, { batchId: 'b', requests: [request(160, 'voxmux-test:fail', 1), request(160, null, 2), request(160, 'voxmux-test:bad-audio', 3)] });
+    assert.deepEqual(outcomes.map((o) => (o.ok ? 'ok' : o.error.code)), ['model_failed', 'ok', 'invalid_audio']);
+    await supervisor.close();
+  });
+
+  it('fails the running batch with instance_crashed when the instance dies, then restarts it', async () => {
+    const { supervisor, metrics } = track(buildTestSupervisor({ m: testModel() }));
+    await supervisor.start();
+    const first = supervisor.readyInstances('m')[0]!.instanceId;
+    await assert.rejects(supervisor.runBatch(first, { batchId: 'b', requests: [request(160, 'voxmux-test:crash')] }), { code: 'instance_crashed' });
+    await waitFor(() => supervisor.readyInstances('m').length === 1, 'the replacement instance');
+    const second = supervisor.readyInstances('m')[0]!.instanceId;
+    assert.notEqual(first, second);
+    const snapshot = supervisor.stats().instances[0]!;
+    assert.equal(snapshot.restarts, 1);
+    assert.equal(snapshot.lastEnd?.exitCode, 70);
+    assert.equal((await metrics.instanceRestarts.get()).values[0]?.value, 1);
+    await supervisor.close();
+  });
+
+  it('declares an instance wedged when a batch outlives batchTimeoutMs, and replaces it', async () => {
+    const { supervisor } = track(buildTestSupervisor({ m: testModel() }, { batchTimeoutMs: 400 }));
+    await supervisor.start();
+    const id = supervisor.readyInstances('m')[0]!.instanceId;
+    await assert.rejects(supervisor.runBatch(id, { batchId: 'b', requests: [request(160, 'voxmux-test:hang')] }), { code: 'instance_wedged' });
+    assert.equal(supervisor.stats().instances[0]!.lastEnd?.reason, 'wedged');
+    await waitFor(() => supervisor.readyInstances('m').length === 1, 'the replacement instance');
+    await supervisor.close();
+  });
+
+  it('declares an instance wedged when its own probe fails', async () => {
+    const { supervisor } = track(buildTestSupervisor({ m: testModel({ options: { wedgeProbe: true } }) }));
+    void supervisor.start();
+    await waitFor(() => supervisor.stats().instances[0]!.lastEnd?.reason === 'wedged', 'the wedge');
+    supervisor.destroy();
+  });
+
+  it('declares an instance wedged when it stops answering heartbeats (SIGSTOP)', async () => {
+    const { supervisor } = track(buildTestSupervisor({ m: testModel() }, { heartbeatMissLimit: 3 }));
+    await supervisor.start();
+    const pid = supervisor.stats().instances[0]!.pid!;
+    process.kill(pid, 'SIGSTOP');
+    await waitFor(() => supervisor.stats().instances[0]!.lastEnd?.reason === 'wedged', 'the wedge');
+    await waitFor(() => supervisor.readyInstances('m').length === 1, 'the replacement instance');
+    await supervisor.close();
+  });
+
+  it('reports a crash loop and backs off instead of spinning', async () => {
+    const { supervisor } = track(buildTestSupervisor({ m: testModel({ options: { crashOnLoad: true } }) }));
+    void supervisor.start();
+    await waitFor(() => supervisor.stats().instances[0]!.isCrashLoop, 'the crash loop', 20_000);
+    assert.equal(supervisor.availability('m'), 'unavailable');
+    const restarts = supervisor.stats().instances[0]!.restarts;
+    assert.ok(restarts >= 3 && restarts <= 5, `restarts ${restarts}`);
+    supervisor.destroy();
+  });
+
+  for (const [script, code] of [
+    ['wrong_version.py', 'protocol_mismatch'],
+    ['bad_frame.py', 'bad_frame'],
+    ['crash_on_start.py', 'instance_crashed'],
+  ] as const) {
+    it(`never routes to a host that fails its start (${script})`, async () => {
+      const { supervisor } = track(
+        buildTestSupervisor({ m: testModel({ command: ['/usr/bin/python3', join(FIXTURE_INSTANCES, script)] }) }, { handshakeTimeoutMs: 2000 }),
+      );
+      await supervisor.start();
+      assert.equal(supervisor.readyInstances('m').length, 0);
+      assert.equal(supervisor.stats().instances[0]!.lastEnd?.code, code);
+      supervisor.destroy();
+    });
+  }
+
+  it('times out a host that never says Hello', async () => {
+    const { supervisor } = track(
+      buildTestSupervisor({ m: testModel({ command: ['/usr/bin/python3', join(FIXTURE_INSTANCES, 'silent.py')] }) }, { handshakeTimeoutMs: 500 }),
+    );
+    await supervisor.start();
+    assert.equal(supervisor.readyInstances('m').length, 0);
+    assert.equal(supervisor.stats().instances[0]!.lastEnd?.reason, 'failed_to_start');
+    supervisor.destroy();
+  });
+});
