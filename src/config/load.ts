@@ -145,8 +145,12 @@ export function collectSources(sources: ConfigSources, problems: string[]): unkn
 
 export function validate(candidate: unknown, problems: string[]): Config | undefined {
   // Defaults fill what the sources left out; then the schema checks everything, unknown keys included.
-  const withDefaults = Value.Default(ConfigSchema, Value.Clone(candidate ?? {}));
+  const given = Value.Clone(candidate ?? {}) as { models?: unknown };
+  const givenModels = Value.Clone(given.models);
+  const withDefaults = Value.Default(ConfigSchema, given);
   if (typeof withDefaults === 'object' && withDefaults !== null) {
+    // Models named by a source replace the defaults whole (Value.Default would merge them in).
+    if (givenModels !== undefined) (withDefaults as { models?: unknown }).models = givenModels;
     const models = (withDefaults as { models?: Record<string, unknown> }).models;
     if (models !== undefined && typeof models === 'object') {
       for (const [name, model] of Object.entries(models)) {

@@ -66,6 +66,17 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
     }
   });
 
+  // A call still running when close begins would otherwise leave a keep-alive connection open,
+  // and close waits for every connection: answer it with Connection: close instead.
+  let isClosing = false;
+  app.addHook('preClose', async () => {
+    isClosing = true;
+  });
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (isClosing) reply.header('connection', 'close');
+    return payload;
+  });
+
   app.setErrorHandler(async (err, request, reply) => {
     const error: ServiceError = toServiceError(err, options.maxBodyBytes);
     request.voxmuxOutcome = error.kind;
