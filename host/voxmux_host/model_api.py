@@ -2,6 +2,13 @@
 
 An adapter turns batches of 16 kHz mono float32 audio into transcripts. The host
 (``host.py``) owns the protocol, threads and heartbeats; an adapter owns only the model.
+
+Threads: ``load``, ``warmup``, ``run_batch`` and ``close`` are called from one thread, one at a
+time. ``stats`` is called from the heartbeat thread and ``probe`` from the probe thread, both
+while ``run_batch`` may be running, so they must be cheap, thread-safe and must not wait for
+the model. Raise ``errors.InstanceError(code, message)`` for a failure with a wire code; any
+other exception from ``run_batch`` fails every request of the batch with ``model_failed``
+(``out_of_memory`` for ``MemoryError`` or an exception class named ``OutOfMemoryError``).
 """
 from __future__ import annotations
 
@@ -9,12 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Protocol, Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 
 @dataclass
 class RequestInput:
     request_id: str
-    audio: np.ndarray  # float32, shape [samples], 16 kHz mono
+    audio: NDArray[np.float32]  # float32, shape [samples], 16 kHz mono
     language: Optional[str] = None
     prompt: Optional[str] = None
     word_timestamps: bool = False
@@ -88,10 +96,16 @@ class ModelAdapter(Protocol):
         """One result per input, in input order; per-request failures do not fail the batch."""
         ...
 
-    def stats(self) -> AdapterStats: ...
+    def stats(self) -> AdapterStats:
+        """Called on the heartbeat thread, concurrently with run_batch: read counters only."""
+        ...
 
     def probe(self) -> bool:
-        """A cheap device health check run on a timer; False marks the instance wedged."""
+        """A cheap device health check run on a timer; False marks the instance wedged.
+
+        Called on its own thread, concurrently with run_batch, only after a successful load. A
+        probe that does not return within the host's probe timeout also marks it wedged.
+        """
         ...
 
     def close(self) -> None: ...

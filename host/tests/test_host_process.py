@@ -1,0 +1,284 @@
+"""The instance process end to end over real pipes, with the ``test`` adapter."""
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional, Sequence
+
+import numpy as np
+import pytest
+
+from host_process import HostProcess, elapsed_since, host_argv
+from voxmux_host.fakes.test_engine import CRASH_EXIT_CODE, echo_text
+from voxmux_host.protocol import (
+    PROTOCOL_VERSION,
+    BatchItem,
+    BatchResult,
+    Close,
+    Closed,
+    Error,
+    Heartbeat,
+    HeartbeatAck,
+    Hello,
+    LoadRequest,
+    LoadResult,
+    ResultFailure,
+    ResultOk,
+    RunBatch,
+    WarmupRequest,
+    WarmupResult,
+    encode_message,
+)
+
+Spawn = Callable[[Sequence[str]], HostProcess]
+
+
+def audio(seed: int, samples: int) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-1, 1, samples).astype(np.float32)
+
+
+def run_batch(batch_id: str, *items: Any) -> RunBatch:
+    """items: (requestId, audio, prompt, wordTimestamps) tuples."""
+    requests = tuple(BatchItem(rid, len(a), None, prompt, words) for rid, a, prompt, words in items)
+    body = b''.join(np.asarray(a, dtype='<f4').tobytes() for _, a, _, _ in items)
+    return RunBatch(batch_id, requests, body)
+
+
+def start_loaded(spawn: Spawn, options: Dict[str, Any], *extra: str, lock: Optional[str] = None) -> HostProcess:
+    host = spawn(host_argv('test', *extra))
+    host.expect(Hello)
+    host.request(LoadRequest('test-0', 'echo', 'test', options, lock), 1, LoadResult)
+    return host
+
+
+def test_host_runs_the_whole_lifecycle_and_answers_heartbeats_during_a_slow_batch(spawn: Spawn) -> None:
+    host = spawn(host_argv('test', '--probe-interval-ms', '20'))
+    hello, correlation_id = host.expect(Hello)
+    assert (hello.protocol_version, hello.pid, correlation_id) == (PROTOCOL_VERSION, host.proc.pid, 0)
+    assert list(hello.adapters) == ['parakeet', 'pocketsphinx', 'test']
+
+    loaded = host.request(LoadRequest('test-0', 'echo', 'test', {'batchDelayMs': 600}, None), 1, LoadResult)
+    assert (loaded.model, loaded.device) == ('echo', 'cpu')
+    host.request(WarmupRequest(), 2, WarmupResult)
+    idle = host.request(Heartbeat(1), 3, HeartbeatAck)
+    assert (idle.seq, idle.state, idle.busy_ms, idle.queued_batches) == (1, 'idle', 0, 0)
+
+    first, second = audio(1, 1600), audio(2, 800)
+    host.send(run_batch('b-1', ('r-1', first, None, True), ('r-2', second, None, False)), 4)
+    host.send(run_batch('b-2', ('r-3', audio(3, 10), None, False)), 5)
+    time.sleep(0.2)  # let b-1 start: this test is about answers while the model is busy
+    sent = time.monotonic()
+    host.send(Heartbeat(2), 6)
+    ack, correlation_id = host.expect(HeartbeatAck)
+    assert elapsed_since(sent) < 0.25
+    assert (correlation_id, ack.seq, ack.state, ack.queued_batches) == (6, 2, 'busy', 1)
+    assert 100 <= ack.busy_ms < 600
+
+    result, correlation_id = host.expect(BatchResult)
+    assert (correlation_id, result.batch_id) == (4, 'b-1')
+    assert result.compute_ms >= 600
+    ok_1, ok_2 = result.results
+    assert isinstance(ok_1, ResultOk) and isinstance(ok_2, ResultOk)
+    assert (ok_1.request_id, ok_1.text, ok_1.duration_s) == ('r-1', echo_text(first), 0.1)
+    assert (ok_2.request_id, ok_2.text, ok_2.words) == ('r-2', echo_text(second), None)
+    assert ok_1.words is not None and [w.word for w in ok_1.words] == ok_1.text.split(' ')
+    assert ok_1.segments is not None and len(ok_1.segments) == 1
+    result, correlation_id = host.expect(BatchResult)
+    assert (correlation_id, result.batch_id) == (5, 'b-2')
+
+    after = host.request(Heartbeat(3), 7, HeartbeatAck)
+    assert (after.state, after.busy_ms, after.queued_batches, after.eager_batches) == ('idle', 0, 0, 2)
+    host.request(Close(), 8, Closed)
+    assert host.wait() == 0
+    assert host.recv() is None
+
+
+def test_batch_result_holds_per_request_failures_beside_successes(spawn: Spawn) -> None:
+    host = start_loaded(spawn, {})
+    clip = audio(4, 160)
+    host.send(run_batch('b', ('ok', clip, None, False), ('fail', clip, 'voxmux-test:fail', False),
+                        ('bad', clip, 'voxmux-test:bad-audio', False), ('words', clip, None, True)), 2)
+    result, _ = host.expect(BatchResult)
+    outcomes = [(r.request_id, r.code if isinstance(r, ResultFailure) else 'ok') for r in result.results]
+    assert outcomes == [('ok', 'ok'), ('fail', 'model_failed'), ('bad', 'invalid_audio'), ('words', 'ok')]
+    assert isinstance(result.results[3], ResultOk) and result.results[3].words is not None
+
+
+def test_crash_prompt_ends_the_process_mid_batch_without_a_result(spawn: Spawn) -> None:
+    host = start_loaded(spawn, {})
+    host.send(run_batch('b', ('ok', audio(5, 16), None, False), ('boom', audio(5, 16), 'voxmux-test:crash', False)), 2)
+    assert host.recv() is None
+    assert host.wait() == CRASH_EXIT_CODE
+
+
+def test_crash_after_batches_ends_the_process_when_that_many_batches_ran(spawn: Spawn) -> None:
+    host = start_loaded(spawn, {'crashAfterBatches': 1})
+    host.send(run_batch('b-1', ('r-1', audio(6, 16), None, False)), 2)
+    host.expect(BatchResult)
+    host.send(run_batch('b-2', ('r-2', audio(6, 16), None, False)), 3)
+    assert host.recv() is None
+    assert host.wait() == CRASH_EXIT_CODE
+
+
+def test_hung_batch_keeps_heartbeats_answered_with_growing_busy_ms(spawn: Spawn) -> None:
+    host = start_loaded(spawn, {})
+    host.send(run_batch('b', ('r', audio(7, 16), 'voxmux-test:hang', False)), 2)
+    time.sleep(0.15)
+    first = host.request(Heartbeat(1), 3, HeartbeatAck)
+    time.sleep(0.3)
+    second = host.request(Heartbeat(2), 4, HeartbeatAck)
+    assert (first.state, second.state) == ('busy', 'busy')
+    assert second.busy_ms - first.busy_ms >= 250
+    # End of input while a batch runs: nothing can use its result, so the process leaves at once.
+    host.close_input()
+    assert host.wait(timeout_s=3) == 0
+
+
+def test_failed_probe_marks_the_instance_wedged(spawn: Spawn) -> None:
+    host = start_loaded(spawn, {'wedgeProbe': True}, '--probe-interval-ms', '30')
+    assert poll_state(host, 'wedged') == 'wedged'
+
+
+def test_probe_past_its_timeout_marks_the_instance_wedged(spawn: Spawn) -> None:
+    host = start_loaded(spawn, {'probeDelayMs': 3000}, '--probe-interval-ms', '30', '--probe-timeout-ms', '100')
+    assert poll_state(host, 'wedged') == 'wedged'
+    # Wedged is reported, not fatal: the supervisor decides, and the host still serves frames.
+    host.send(run_batch('b', ('r', audio(8, 16), None, False)), 90)
+    host.expect(BatchResult)
+
+
+def test_healthy_probe_leaves_the_instance_idle(spawn: Spawn) -> None:
+    host = start_loaded(spawn, {}, '--probe-interval-ms', '10', '--probe-timeout-ms', '1000')
+    time.sleep(0.3)
+    assert host.request(Heartbeat(1), 2, HeartbeatAck).state == 'idle'
+
+
+def poll_state(host: HostProcess, wanted: str, timeout_s: float = 3.0) -> str:
+    deadline = time.monotonic() + timeout_s
+    seq = 100
+    state = ''
+    while time.monotonic() < deadline:
+        seq += 1
+        state = host.request(Heartbeat(seq), seq, HeartbeatAck).state
+        if state == wanted:
+            break
+        time.sleep(0.05)
+    return state
+
+
+def test_close_finishes_queued_batches_even_when_input_ends_after_it(spawn: Spawn) -> None:
+    host = start_loaded(spawn, {'batchDelayMs': 100})
+    host.send(run_batch('b-1', ('r-1', audio(9, 16), None, False)), 2)
+    host.send(run_batch('b-2', ('r-2', audio(9, 16), None, False)), 3)
+    host.send(Close(), 4)
+    host.close_input()
+    assert [host.expect(BatchResult)[1], host.expect(BatchResult)[1], host.expect(Closed)[1]] == [2, 3, 4]
+    assert host.wait() == 0
+
+
+def test_end_of_input_when_idle_exits_0(spawn: Spawn) -> None:
+    host = spawn(host_argv('test'))
+    host.expect(Hello)
+    host.close_input()
+    assert host.wait() == 0
+
+
+def test_garbage_on_the_input_is_a_bad_frame_and_exits_3(spawn: Spawn) -> None:
+    host = spawn(host_argv('test'))
+    host.expect(Hello)
+    host.send_bytes(b'GET / HTTP/1.1\r\nHost: x\r\n\r\n')
+    error, correlation_id = host.expect(Error)
+    assert (error.code, correlation_id) == ('bad_frame', 0)
+    assert host.wait() == 3
+
+
+def test_a_host_message_sent_down_is_a_bad_frame(spawn: Spawn) -> None:
+    host = spawn(host_argv('test'))
+    host.expect(Hello)
+    host.send_bytes(encode_message(Closed(), 1))
+    assert host.expect(Error)[0].code == 'bad_frame'
+    assert host.wait() == 3
+
+
+def test_load_failures_are_reported_and_the_host_keeps_serving(spawn: Spawn) -> None:
+    host = spawn(host_argv('test'))
+    host.expect(Hello)
+    failures = [
+        host.request(LoadRequest('i', 'm', 'test', {'failLoad': True}, None), 1, Error),
+        host.request(LoadRequest('i', 'm', 'test', {'noSuchOption': 1}, None), 2, Error),
+        host.request(LoadRequest('i', 'm', 'pocketsphinx', {}, None), 3, Error),
+        host.request(LoadRequest('i', 'm', 'test', {}, '/nonexistent-dir/voxmux.lock'), 4, Error),
+    ]
+    assert [f.code for f in failures] == ['load_failed'] * 4
+    assert "Expected adapter 'test': got 'pocketsphinx'" in failures[2].message
+    host.request(LoadRequest('i', 'm', 'test', {}, None), 5, LoadResult)
+    assert host.request(LoadRequest('i', 'm', 'test', {}, None), 6, Error).code == 'load_failed'
+
+
+def test_work_before_load_is_rejected_with_an_error_frame(spawn: Spawn) -> None:
+    host = spawn(host_argv('test'))
+    host.expect(Hello)
+    assert host.request(run_batch('b', ('r', audio(10, 4), None, False)), 1, Error).code == 'model_failed'
+    assert host.request(WarmupRequest(), 2, Error).code == 'model_failed'
+
+
+def test_crash_on_load_ends_the_process(spawn: Spawn) -> None:
+    host = spawn(host_argv('test'))
+    host.expect(Hello)
+    host.send(LoadRequest('i', 'm', 'test', {'crashOnLoad': True}, None), 1)
+    assert host.recv() is None
+    assert host.wait() == CRASH_EXIT_CODE
+
+
+LOAD_DELAY_MS = 400
+
+
+def load_two_at_once(spawn: Spawn, lock_path: Optional[str] = None) -> float:
+    """Seconds from sending two LoadRequests to the later LoadResult."""
+    hosts = [spawn(host_argv('test')) for _ in range(2)]
+    for host in hosts:
+        host.expect(Hello)
+    started = time.monotonic()
+    for host in hosts:
+        host.send(LoadRequest('i', 'm', 'test', {'loadDelayMs': LOAD_DELAY_MS}, lock_path), 1)
+    for host in hosts:
+        host.expect(LoadResult)
+    return elapsed_since(started)
+
+
+def test_load_lock_serializes_loads_that_share_it(spawn: Spawn, tmp_path: Path) -> None:
+    assert load_two_at_once(spawn, str(tmp_path / 'load.lock')) >= 2 * LOAD_DELAY_MS / 1000 * 0.95
+
+
+def test_loads_without_a_lock_overlap(spawn: Spawn) -> None:
+    assert load_two_at_once(spawn, None) < 2 * LOAD_DELAY_MS / 1000 * 0.95
+
+
+def test_logs_are_json_lines(spawn: Spawn) -> None:
+    host = start_loaded(spawn, {})
+    host.request(Close(), 2, Closed)
+    assert host.wait() == 0
+    records = [json.loads(line) for line in host.stderr_text().splitlines()]
+    assert records and all({'level', 'msg', 'time'} <= record.keys() for record in records)
+
+
+@pytest.mark.parametrize('argv', [
+    ['--adapter', 'nope'], ['--adapter', 'test', '--probe-interval-ms', '-1'],
+    ['--adapter', 'test', '--probe-timeout-ms', '0'], [],
+])
+def test_bad_arguments_exit_2(spawn: Spawn, argv: list) -> None:
+    host = spawn(host_argv('test')[:3] + argv)
+    assert host.wait() == 2
+
+
+def test_missing_protocol_pipes_exit_2(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from host_process import HOST_DIR
+
+    env = dict(os.environ, PYTHONPATH=str(HOST_DIR))
+    # pass_fds=() with close_fds=True leaves fds 3 and 4 closed in the child.
+    done = subprocess.run([sys.executable, '-m', 'voxmux_host', '--adapter', 'test'], env=env, capture_output=True,
+                          timeout=10)
+    assert done.returncode == 2

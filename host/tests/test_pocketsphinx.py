@@ -1,0 +1,169 @@
+"""The pocketsphinx adapter on speech synthesised by flite, in process and through a host."""
+import os
+import shutil
+import subprocess
+import wave
+from pathlib import Path
+from typing import Callable, Iterator, List, Sequence
+
+import numpy as np
+import pytest
+
+from host_process import HostProcess, host_argv
+from voxmux_host.errors import InstanceError
+from voxmux_host.model_api import LoadContext, RequestFailure, RequestInput, RequestOutput
+from voxmux_host.protocol import (
+    BatchItem,
+    BatchResult,
+    Close,
+    Closed,
+    Hello,
+    LoadRequest,
+    LoadResult,
+    ResultOk,
+    RunBatch,
+    WarmupRequest,
+    WarmupResult,
+)
+
+pytest.importorskip('pocketsphinx.pocketsphinx')
+from voxmux_host.models.pocketsphinx_asr import (  # noqa: E402
+    DEFAULT_HMM_PATH,
+    PocketsphinxAdapter,
+    clean_word,
+    is_filler,
+)
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which('flite') is None, reason='flite is not installed'),
+    pytest.mark.skipif(not os.path.isdir(DEFAULT_HMM_PATH), reason='pocketsphinx-en-us is not installed'),
+]
+
+SENTENCE = 'the weather today is sunny and warm with a light breeze from the west'
+SECOND_SENTENCE = 'turn off the lights in the kitchen and close the door'
+MAX_WER = 0.35
+SAMPLE_RATE_HZ = 16000
+
+
+def word_error_rate(reference: str, hypothesis: str) -> float:
+    ref, hyp = reference.split(), hypothesis.split()
+    distance = list(range(len(hyp) + 1))
+    for i, ref_word in enumerate(ref, 1):
+        previous, distance[0] = distance[0], i
+        for j, hyp_word in enumerate(hyp, 1):
+            current = min(distance[j] + 1, distance[j - 1] + 1, previous + (ref_word != hyp_word))
+            previous, distance[j] = distance[j], current
+    return distance[len(hyp)] / len(ref)
+
+
+def synthesize(text: str, path: Path) -> np.ndarray:
+    subprocess.run(['flite', '-voice', 'slt', '-t', text, '-o', str(path)], check=True, capture_output=True)
+    with wave.open(str(path)) as wav:
+        assert (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) == (SAMPLE_RATE_HZ, 1, 2)
+        pcm = np.frombuffer(wav.readframes(wav.getnframes()), dtype='<i2')
+    return (pcm.astype(np.float32) / 32768.0).astype(np.float32)
+
+
+@pytest.fixture(scope='module')
+def speech(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
+    return synthesize(SENTENCE, tmp_path_factory.mktemp('speech') / 'sentence.wav')
+
+
+@pytest.fixture(scope='module')
+def second_speech(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
+    return synthesize(SECOND_SENTENCE, tmp_path_factory.mktemp('speech') / 'second.wav')
+
+
+@pytest.fixture(scope='module')
+def adapter() -> Iterator[PocketsphinxAdapter]:
+    loaded = PocketsphinxAdapter()
+    loaded.load(LoadContext('ps-0', 'pocketsphinx-en-us', {}))
+    loaded.warmup()
+    yield loaded
+    loaded.close()
+
+
+def run_one(adapter: PocketsphinxAdapter, request: RequestInput) -> RequestOutput:
+    [result] = adapter.run_batch([request])
+    assert isinstance(result, RequestOutput), result
+    return result
+
+
+def test_transcribes_a_synthesized_sentence_with_word_times(adapter: PocketsphinxAdapter, speech: np.ndarray) -> None:
+    result = run_one(adapter, RequestInput('r', speech, 'en', None, True))
+    assert word_error_rate(SENTENCE, result.text) <= MAX_WER, result.text
+    assert result.language == 'en'
+    assert result.duration_s == pytest.approx(len(speech) / SAMPLE_RATE_HZ)
+    assert result.words is not None and ' '.join(w.word for w in result.words) == result.text
+    times = [t for w in result.words for t in (w.start, w.end)]
+    assert times == sorted(times) and 0 <= times[0] and times[-1] <= result.duration_s + 0.01
+    assert result.segments is not None and len(result.segments) == 1
+    assert result.segments[0].text == result.text
+
+
+def test_a_long_pause_splits_segments_and_keeps_times_absolute(
+        adapter: PocketsphinxAdapter, speech: np.ndarray, second_speech: np.ndarray) -> None:
+    pause = np.zeros(SAMPLE_RATE_HZ, dtype=np.float32)
+    audio = np.concatenate([speech, pause, second_speech])
+    result = run_one(adapter, RequestInput('r', audio, None, None, True))
+    assert result.segments is not None and len(result.segments) == 2
+    first, second = result.segments
+    assert word_error_rate(SENTENCE, first.text) <= MAX_WER
+    assert word_error_rate(SECOND_SENTENCE, second.text) <= MAX_WER
+    assert second.start - first.end > 0.5
+    # The second sentence starts after the first clip and the pause: silence is counted in time.
+    assert second.start >= (len(speech) + len(pause)) / SAMPLE_RATE_HZ - 0.05
+    assert result.text == f'{first.text} {second.text}'
+
+
+@pytest.mark.parametrize('samples', [0, SAMPLE_RATE_HZ])
+def test_empty_or_silent_audio_gives_empty_text(adapter: PocketsphinxAdapter, samples: int) -> None:
+    result = run_one(adapter, RequestInput('r', np.zeros(samples, dtype=np.float32), None, None, True))
+    assert (result.text, result.segments, result.words) == ('', [], [])
+
+
+def test_words_are_left_out_unless_asked_for(adapter: PocketsphinxAdapter, speech: np.ndarray) -> None:
+    assert run_one(adapter, RequestInput('r', speech)).words is None
+
+
+def test_per_request_failures_do_not_fail_the_batch(adapter: PocketsphinxAdapter, speech: np.ndarray) -> None:
+    bad = speech.copy()
+    bad[10] = np.nan
+    results = adapter.run_batch([RequestInput('fr', speech, 'fr'), RequestInput('nan', bad),
+                                 RequestInput('ok', speech[:SAMPLE_RATE_HZ])])
+    assert [(r.request_id, r.code) for r in results if isinstance(r, RequestFailure)] == [
+        ('fr', 'unsupported_option'), ('nan', 'invalid_audio')]
+    assert isinstance(results[2], RequestOutput)
+
+
+@pytest.mark.parametrize('options', [{'hmmPath': '/nonexistent'}, {'lmPath': '/nonexistent.lm'}, {'beam': 1}])
+def test_bad_options_fail_the_load(options: dict) -> None:
+    with pytest.raises(InstanceError) as caught:
+        PocketsphinxAdapter().load(LoadContext('i', 'm', options))
+    assert caught.value.code == 'load_failed'
+
+
+def test_fillers_and_alternate_pronunciations_are_cleaned() -> None:
+    assert [w for w in ['<s>', '</s>', '<sil>', '[NOISE]', '[SPEECH]', '++BREATH++', 'and'] if not is_filler(w)] == [
+        'and']
+    assert [clean_word(w) for w in ['into(2)', 'read(12)', "o'clock"]] == ['into', 'read', "o'clock"]
+
+
+def test_host_serves_pocketsphinx_over_the_protocol(
+        spawn: Callable[[Sequence[str]], HostProcess], speech: np.ndarray) -> None:
+    host = spawn(host_argv('pocketsphinx'))
+    assert 'pocketsphinx' in host.expect(Hello)[0].adapters
+    host.request(LoadRequest('ps-0', 'pocketsphinx-en-us', 'pocketsphinx', {}, None), 1, LoadResult)
+    host.request(WarmupRequest(), 2, WarmupResult)
+    silence = np.zeros(4000, dtype=np.float32)
+    items: List[BatchItem] = [BatchItem('speech', len(speech), 'en', None, True),
+                              BatchItem('silence', len(silence), None, None, False)]
+    body = speech.astype('<f4').tobytes() + silence.astype('<f4').tobytes()
+    result = host.request(RunBatch('b-1', tuple(items), body), 3, BatchResult)
+    spoken, quiet = result.results
+    assert isinstance(spoken, ResultOk) and isinstance(quiet, ResultOk)
+    assert word_error_rate(SENTENCE, spoken.text) <= MAX_WER
+    assert spoken.words is not None and len(spoken.words) == len(spoken.text.split())
+    assert (quiet.text, quiet.segments, quiet.words) == ('', (), None)
+    host.request(Close(), 4, Closed)
+    assert host.wait() == 0

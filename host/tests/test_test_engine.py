@@ -1,0 +1,79 @@
+import time
+import zlib
+
+import numpy as np
+import pytest
+
+from voxmux_host.errors import InstanceError
+from voxmux_host.fakes.test_engine import TestEngineAdapter, echo_text
+from voxmux_host.model_api import LoadContext, RequestFailure, RequestInput, RequestOutput
+
+
+def loaded(**options: object) -> TestEngineAdapter:
+    adapter = TestEngineAdapter()
+    adapter.load(LoadContext('i', 'm', dict(options)))
+    return adapter
+
+
+def test_echo_text_names_the_sample_count_and_the_crc_of_the_float32_bytes() -> None:
+    audio = np.array([0.0, 0.5, -1.0], dtype=np.float32)
+    crc = zlib.crc32(audio.astype('<f4').tobytes())
+    assert echo_text(audio) == f'echo samples=3 crc={crc:08x}'
+    assert echo_text(audio) != echo_text(np.array([0.0, 0.5, -0.5], dtype=np.float32))
+
+
+def test_run_batch_returns_words_evenly_spaced_over_one_segment() -> None:
+    audio = np.linspace(-1, 1, 24000, dtype=np.float32)
+    [result] = loaded().run_batch([RequestInput('r', audio, 'de', None, True)])
+    assert isinstance(result, RequestOutput)
+    assert (result.language, result.duration_s) == ('de', 1.5)
+    assert result.segments is not None and [(s.start, s.end, s.text) for s in result.segments] == [
+        (0.0, 1.5, result.text)]
+    assert result.words is not None and [w.word for w in result.words] == result.text.split(' ')
+    assert [(w.start, w.end) for w in result.words] == [(0.0, 0.5), (0.5, 1.0), (1.0, 1.5)]
+
+
+def test_words_are_left_out_unless_asked_for() -> None:
+    [result] = loaded().run_batch([RequestInput('r', np.zeros(16, dtype=np.float32))])
+    assert isinstance(result, RequestOutput) and result.words is None
+
+
+def test_prompt_commands_fail_single_requests() -> None:
+    audio = np.zeros(16, dtype=np.float32)
+    results = loaded().run_batch([
+        RequestInput('a', audio), RequestInput('b', audio, prompt='voxmux-test:fail'),
+        RequestInput('c', audio, prompt='voxmux-test:bad-audio'),
+    ])
+    assert isinstance(results[0], RequestOutput)
+    assert [(r.request_id, r.code) for r in results[1:] if isinstance(r, RequestFailure)] == [
+        ('b', 'model_failed'), ('c', 'invalid_audio')]
+
+
+def test_stats_count_batches_and_probe_follows_wedge_probe() -> None:
+    adapter = loaded(wedgeProbe=True)
+    adapter.run_batch([RequestInput('a', np.zeros(1, dtype=np.float32))])
+    assert adapter.stats().eager_batches == 1
+    assert adapter.probe() is False
+    assert loaded().probe() is True
+
+
+def test_fail_load_raises_load_failed() -> None:
+    with pytest.raises(InstanceError) as caught:
+        loaded(failLoad=True)
+    assert caught.value.code == 'load_failed'
+
+
+@pytest.mark.parametrize('options', [
+    {'mode': 'fast'}, {'batchDelayMs': -1}, {'batchDelayMs': '5'}, {'crashOnLoad': 1}, {'batchDelay': 5},
+])
+def test_invalid_options_fail_the_load(options: dict) -> None:
+    with pytest.raises(InstanceError) as caught:
+        loaded(**options)
+    assert caught.value.code == 'load_failed'
+
+
+def test_item_delay_applies_per_request() -> None:
+    adapter = loaded(itemDelayMs=30)
+    started = time.monotonic()
+    adapter.run_batch([RequestInput(str(i), np.zeros(1, dtype=np.float32)) for i in range(3)])
+    assert time.monotonic() - started >= 0.09

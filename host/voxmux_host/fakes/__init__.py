@@ -1,0 +1,1 @@
+"""Test doubles that implement the ModelAdapter contract."""

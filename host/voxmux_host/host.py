@@ -1,0 +1,462 @@
+"""The instance process: protocol loop, heartbeats and health probe around one model adapter.
+
+Threads, and what each one owns:
+
+- **main** runs every controller message except Heartbeat, one at a time in arrival order:
+  LoadRequest, WarmupRequest, RunBatch and Close. Only this thread calls the adapter's
+  ``load``, ``warmup``, ``run_batch`` and ``close``.
+- **reader** decodes frames from fd 3. It answers Heartbeat itself, at once, without waiting
+  for the model, and queues every other message for the main thread. A malformed frame ends
+  the process with exit code 3; end of input ends it with exit code 0.
+- **probe** (after a successful load) calls ``adapter.probe()`` every ``probe_interval_ms`` on
+  a helper thread and waits at most ``probe_timeout_ms``. A False, an exception or a timeout
+  marks the instance wedged for good: every later HeartbeatAck says ``state: wedged`` and the
+  supervisor replaces the instance.
+
+A lock guards fd 4 so that frames from different threads never interleave.
+
+End of input without a Close means the supervisor is gone or is destroying the instance:
+queued work is dropped, and a running batch is abandoned (the process exits at once). After a
+Close, end of input changes nothing: queued batches still finish and Closed is still sent.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import queue
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import BinaryIO, Callable, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import __version__
+from .errors import WIRE_ERROR_CODES, InstanceError
+from .log import Logger
+from .model_api import (
+    AdapterStats,
+    LoadContext,
+    ModelAdapter,
+    RequestFailure,
+    RequestInput,
+    RequestOutput,
+)
+from .protocol import (
+    CONTROLLER_TAGS,
+    PROTOCOL_VERSION,
+    BatchItemResult,
+    BatchResult,
+    Close,
+    Closed,
+    ControllerMessage,
+    Error,
+    Heartbeat,
+    HeartbeatAck,
+    Hello,
+    HostMessage,
+    LoadRequest,
+    LoadResult,
+    ProtocolError,
+    ResultFailure,
+    ResultOk,
+    ResultSegment,
+    ResultWord,
+    RunBatch,
+    WarmupRequest,
+    WarmupResult,
+    encode_message,
+    from_frame,
+    read_frame,
+)
+from .registry import ADAPTERS, AdapterFactory, adapter_names, create_adapter
+
+EXIT_OK = 0
+EXIT_BAD_ARGUMENTS = 2
+EXIT_BAD_FRAME = 3
+EXIT_LOAD_FAILED = 4  # reserved by the protocol; this host reports load failures as Error frames
+EXIT_CRASHED = 1  # a bug in the host itself (an uncaught exception)
+
+DEFAULT_PROBE_INTERVAL_MS = 5000
+DEFAULT_PROBE_TIMEOUT_MS = 2000
+
+_INPUT_CLOSED = object()  # queue sentinel: end of input on fd 3
+_QueueItem = Union[Tuple[int, ControllerMessage], object]
+
+
+@dataclass(frozen=True)
+class HostOptions:
+    adapter: str
+    probe_interval_ms: int = DEFAULT_PROBE_INTERVAL_MS  # 0 turns the probe off
+    probe_timeout_ms: int = DEFAULT_PROBE_TIMEOUT_MS
+
+
+@dataclass
+class HostDeps:
+    input: BinaryIO  # controller frames (fd 3)
+    output_fd: int  # host frames (fd 4)
+    log: Logger
+    registry: Mapping[str, AdapterFactory] = field(default_factory=lambda: ADAPTERS)
+    exit: Callable[[int], NoReturn] = os._exit
+    clock: Callable[[], float] = time.monotonic  # seconds
+
+
+class InstanceHost:
+    def __init__(self, options: HostOptions, deps: HostDeps) -> None:
+        self._options = options
+        self._input = deps.input
+        self._output_fd = deps.output_fd
+        self._log = deps.log
+        self._registry = deps.registry
+        self._exit = deps.exit
+        self._clock = deps.clock
+
+        self._write_lock = threading.Lock()
+        self._state_lock = threading.Lock()
+        self._queue: 'queue.Queue[_QueueItem]' = queue.Queue()
+        self._stopped = threading.Event()
+
+        # Guarded by _state_lock.
+        self._queued_batches = 0
+        self._batch_started: Optional[float] = None
+        self._is_main_busy = False
+        self._is_close_requested = False
+        self._is_input_closed = False
+        self._is_wedged = False
+
+        self._adapter: Optional[ModelAdapter] = None
+        self._model = ''
+
+    # -- entry point -----------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Send Hello, start the reader, run controller messages until Close or end of input."""
+        self._send(Hello(PROTOCOL_VERSION, __version__, os.getpid(), tuple(adapter_names(self._registry))))
+        self._log.info('instance started', adapter=self._options.adapter, pid=os.getpid())
+        threading.Thread(target=self._read_main, name='reader', daemon=True).start()
+        while True:
+            item = self._queue.get()
+            if item is _INPUT_CLOSED:
+                self._log.info('input closed')
+                self._shutdown()
+                return EXIT_OK
+            assert isinstance(item, tuple)
+            correlation_id, message = item
+            with self._state_lock:
+                if isinstance(message, RunBatch):
+                    self._queued_batches -= 1
+                if self._is_input_closed and not self._is_close_requested:
+                    continue  # the supervisor is gone: nobody waits for this result
+                self._is_main_busy = True
+            try:
+                if isinstance(message, Close):
+                    self._shutdown()
+                    self._send(Closed(), correlation_id)
+                    self._log.info('instance closed')
+                    return EXIT_OK
+                self._handle(correlation_id, message)
+            finally:
+                with self._state_lock:
+                    self._is_main_busy = False
+                    self._batch_started = None
+
+    def _handle(self, correlation_id: int, message: ControllerMessage) -> None:
+        if isinstance(message, LoadRequest):
+            self._load(correlation_id, message)
+        elif isinstance(message, WarmupRequest):
+            self._warmup(correlation_id)
+        elif isinstance(message, RunBatch):
+            self._run_batch(correlation_id, message)
+        else:  # Heartbeat is answered by the reader and Close by run(); nothing else is queued
+            raise AssertionError(f'Unexpected message on the main thread: {message!r}')
+
+    def _shutdown(self) -> None:
+        self._stopped.set()
+        adapter, self._adapter = self._adapter, None
+        if adapter is not None:
+            try:
+                adapter.close()
+            except Exception as err:  # noqa: BLE001 - closing must not stop the process from exiting
+                self._log.error('adapter close failed', err=err)
+
+    # -- reader thread ---------------------------------------------------------------------
+
+    def _read_main(self) -> None:
+        try:
+            self._read_loop()
+        except BaseException as err:  # noqa: BLE001 - without its reader the instance is deaf: end it
+            self._log.fatal('reader failed', err=err)
+            self._flush_and_exit(EXIT_CRASHED)
+
+    def _read_loop(self) -> None:
+        while True:
+            try:
+                frame = read_frame(self._input)
+                if frame is None:
+                    self._on_input_closed()
+                    return
+                if frame.type not in CONTROLLER_TAGS:
+                    raise ProtocolError(f'Expected a controller message: got type 0x{frame.type:02X}')
+                message = from_frame(frame)
+            except ProtocolError as err:
+                self._fail_bad_frame(err)
+            except OSError as err:
+                self._log.warn('input failed', err=err)
+                self._on_input_closed()
+                return
+            if isinstance(message, Heartbeat):
+                self._answer_heartbeat(frame.correlation_id, message)
+                continue
+            with self._state_lock:
+                if isinstance(message, RunBatch):
+                    self._queued_batches += 1
+                elif isinstance(message, Close):
+                    self._is_close_requested = True
+                self._queue.put((frame.correlation_id, message))
+
+    def _fail_bad_frame(self, err: ProtocolError) -> NoReturn:
+        self._log.error('bad frame', code=err.code, err=err)
+        try:
+            self._send(Error('bad_frame', err.message, None))
+        except Exception:  # noqa: BLE001 - the process exits with EXIT_BAD_FRAME regardless
+            pass
+        self._flush_and_exit(EXIT_BAD_FRAME)
+
+    def _on_input_closed(self) -> None:
+        with self._state_lock:
+            self._is_input_closed = True
+            if self._is_close_requested:
+                return  # the main thread finishes the queued batches and exits after Closed
+            is_busy = self._is_main_busy
+            if not is_busy:
+                self._queue.put(_INPUT_CLOSED)
+        if is_busy:
+            self._log.info('input closed while busy')
+            self._flush_and_exit(EXIT_OK)
+
+    def _answer_heartbeat(self, correlation_id: int, beat: Heartbeat) -> None:
+        now = self._clock()
+        with self._state_lock:
+            if self._is_wedged:
+                state = 'wedged'
+            elif self._batch_started is not None:
+                state = 'busy'
+            else:
+                state = 'idle'
+            busy_ms = 0 if self._batch_started is None else int((now - self._batch_started) * 1000)
+            queued = self._queued_batches
+        stats = self._adapter_stats()
+        self._send(HeartbeatAck(beat.seq, state, busy_ms, queued, stats.memory_bytes, stats.eager_batches,
+                                stats.graph_replays), correlation_id)
+
+    def _adapter_stats(self) -> AdapterStats:
+        adapter = self._adapter
+        if adapter is None:
+            return AdapterStats()
+        try:
+            return adapter.stats()
+        except Exception as err:  # noqa: BLE001 - a heartbeat must be answered even if stats fail
+            self._log.warn('adapter stats failed', err=err)
+            return AdapterStats()
+
+    # -- main thread: load, warmup, batches ------------------------------------------------
+
+    def _load(self, correlation_id: int, request: LoadRequest) -> None:
+        log = self._log.child(model=request.model, instanceId=request.instance_id)
+        if self._adapter is not None:
+            self._send(Error('load_failed', f"Expected one LoadRequest: model '{self._model}' is already loaded"),
+                       correlation_id)
+            return
+        if request.adapter != self._options.adapter:
+            self._send(Error('load_failed', f"Expected adapter '{self._options.adapter}': got '{request.adapter}'"),
+                       correlation_id)
+            return
+        lock_file: Optional[BinaryIO] = None
+        try:
+            if request.load_lock_path is not None:
+                lock_file = self._acquire_load_lock(request.load_lock_path, log)
+            started = self._clock()
+            adapter = create_adapter(request.adapter, self._registry)
+            info = adapter.load(LoadContext(request.instance_id, request.model, dict(request.options)))
+            load_ms = int((self._clock() - started) * 1000)
+        except InstanceError as err:
+            log.error('load failed', code=err.code, err=err)
+            self._send(Error(err.code, err.message), correlation_id)
+            return
+        except Exception as err:  # noqa: BLE001 - any adapter failure is a load failure
+            log.error('load failed', code='load_failed', err=err)
+            self._send(Error('load_failed', f'The model failed to load: {type(err).__name__}: {err}'),
+                       correlation_id)
+            return
+        finally:
+            if lock_file is not None:
+                fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)
+                lock_file.close()
+        self._adapter = adapter
+        self._model = request.model
+        log.info('model loaded', device=info.device, durationMs=load_ms, memoryBytes=info.memory_bytes)
+        self._send(LoadResult(request.model, info.device, info.parameters, info.memory_bytes, load_ms),
+                   correlation_id)
+        if self._options.probe_interval_ms > 0:
+            threading.Thread(target=self._probe_loop, args=(adapter,), name='probe', daemon=True).start()
+
+    def _acquire_load_lock(self, path: str, log: Logger) -> BinaryIO:
+        try:
+            lock_file = open(path, 'ab')
+        except OSError as err:
+            raise InstanceError('load_failed', f'Cannot open the load lock {path}: {err.strerror}') from err
+        started = self._clock()
+        fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
+        log.info('load lock acquired', waitedMs=int((self._clock() - started) * 1000))
+        return lock_file
+
+    def _warmup(self, correlation_id: int) -> None:
+        adapter = self._adapter
+        if adapter is None:
+            self._send(Error('model_failed', 'Expected a loaded model before WarmupRequest: got none'),
+                       correlation_id)
+            return
+        started = self._clock()
+        try:
+            info = adapter.warmup()
+        except InstanceError as err:
+            self._log.error('warmup failed', code=err.code, err=err)
+            self._send(Error(err.code, err.message), correlation_id)
+            return
+        except Exception as err:  # noqa: BLE001 - reported as model_failed, traceback logged
+            code = _code_for_exception(err)
+            self._log.error('warmup failed', code=code, err=err)
+            self._send(Error(code, f'Warmup failed: {type(err).__name__}'), correlation_id)
+            return
+        warmup_ms = int((self._clock() - started) * 1000)
+        self._log.info('model warmed up', durationMs=warmup_ms, graphsCaptured=info.graphs_captured)
+        self._send(WarmupResult(warmup_ms, info.graphs_captured), correlation_id)
+
+    def _run_batch(self, correlation_id: int, batch: RunBatch) -> None:
+        adapter = self._adapter
+        if adapter is None:
+            self._send(Error('model_failed', 'Expected a loaded model before RunBatch: got none'), correlation_id)
+            return
+        inputs = split_batch(batch)
+        started = self._clock()
+        with self._state_lock:
+            self._batch_started = started
+        try:
+            outputs = adapter.run_batch(inputs)
+            results = self._to_results(batch, outputs)
+        except InstanceError as err:
+            self._log.warn('batch failed', batchId=batch.batch_id, code=err.code, err=err)
+            results = [ResultFailure(item.request_id, err.code, err.message) for item in batch.requests]
+        except Exception as err:  # noqa: BLE001 - per the contract: model_failed, traceback logged
+            code = _code_for_exception(err)
+            self._log.error('batch failed', batchId=batch.batch_id, code=code, err=err)
+            message = f'The model failed on this batch: {type(err).__name__}'
+            results = [ResultFailure(item.request_id, code, message) for item in batch.requests]
+        compute_ms = round((self._clock() - started) * 1000, 3)
+        with self._state_lock:
+            # Cleared before the result goes out: a heartbeat that follows the result says idle.
+            self._batch_started = None
+        self._log.debug('batch done', batchId=batch.batch_id, batchSize=len(batch.requests), durationMs=compute_ms)
+        self._send(BatchResult(batch.batch_id, tuple(results), compute_ms), correlation_id)
+
+    def _to_results(self, batch: RunBatch,
+                    outputs: Sequence[Union[RequestOutput, RequestFailure]]) -> List[BatchItemResult]:
+        ids = [item.request_id for item in batch.requests]
+        got = [output.request_id for output in outputs]
+        if got != ids:
+            raise RuntimeError(f'Expected one adapter result per request, in order: {ids}; got {got}')
+        results: List[BatchItemResult] = []
+        for item, output in zip(batch.requests, outputs):
+            if isinstance(output, RequestFailure):
+                code = output.code if output.code in WIRE_ERROR_CODES else 'model_failed'
+                results.append(ResultFailure(item.request_id, code, output.message))
+                continue
+            segments = None if output.segments is None else tuple(
+                ResultSegment(_seconds(s.start), _seconds(s.end), s.text) for s in output.segments)
+            words = None
+            if item.word_timestamps and output.words is not None:
+                words = tuple(ResultWord(w.word, _seconds(w.start), _seconds(w.end)) for w in output.words)
+            results.append(ResultOk(item.request_id, output.text, output.language, _seconds(output.duration_s),
+                                    segments, words))
+        return results
+
+    # -- probe thread ----------------------------------------------------------------------
+
+    def _probe_loop(self, adapter: ModelAdapter) -> None:
+        interval_s = self._options.probe_interval_ms / 1000
+        while not self._stopped.wait(interval_s):
+            reason = self._probe_once(adapter)
+            if reason is None:
+                continue
+            with self._state_lock:
+                self._is_wedged = True
+            self._log.error('instance wedged', code='instance_wedged', reason=reason)
+            return
+
+    def _probe_once(self, adapter: ModelAdapter) -> Optional[str]:
+        """None when healthy, otherwise why the probe failed."""
+        done = threading.Event()
+        outcome: List[Union[bool, BaseException]] = []
+
+        def probe() -> None:
+            try:
+                outcome.append(bool(adapter.probe()))
+            except BaseException as err:  # noqa: BLE001 - reported as a failed probe
+                outcome.append(err)
+            finally:
+                done.set()
+
+        threading.Thread(target=probe, name='probe-call', daemon=True).start()
+        if not done.wait(self._options.probe_timeout_ms / 1000):
+            return f'probe did not answer within {self._options.probe_timeout_ms} ms'
+        result = outcome[0]
+        if isinstance(result, BaseException):
+            return f'probe raised {type(result).__name__}: {result}'
+        return None if result else 'probe returned false'
+
+    # -- output ----------------------------------------------------------------------------
+
+    def _send(self, message: HostMessage, correlation_id: int = 0) -> None:
+        data = memoryview(encode_message(message, correlation_id))
+        with self._write_lock:
+            try:
+                while data:
+                    written = os.write(self._output_fd, data)
+                    data = data[written:]
+            except BrokenPipeError:
+                self._log.warn('output closed')
+                self._flush_and_exit(EXIT_OK)
+
+    def _flush_and_exit(self, code: int) -> NoReturn:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        self._exit(code)
+
+
+def split_batch(batch: RunBatch) -> List[RequestInput]:
+    """Slice the float32 body into one array per request (views of the body, not copies)."""
+    audio = np.frombuffer(batch.body, dtype='<f4').astype(np.float32, copy=False)
+    inputs: List[RequestInput] = []
+    offset = 0
+    for item in batch.requests:
+        inputs.append(RequestInput(item.request_id, audio[offset:offset + item.samples], item.language, item.prompt,
+                                   item.word_timestamps))
+        offset += item.samples
+    return inputs
+
+
+def _seconds(value: float) -> float:
+    """Times travel rounded to the millisecond: short decimals print the same in Python and JS."""
+    return round(float(value), 3)
+
+
+def _code_for_exception(err: BaseException) -> str:
+    # NOTE: matched by class name so that torch.cuda.OutOfMemoryError maps to out_of_memory
+    # without this module importing torch.
+    if isinstance(err, MemoryError) or type(err).__name__ == 'OutOfMemoryError':
+        return 'out_of_memory'
+    return 'model_failed'

@@ -1,0 +1,56 @@
+"""The adapters a host can serve, by name. Each factory imports its module only when called,
+so that starting a host for one adapter never imports another's dependencies (torch,
+pocketsphinx)."""
+from __future__ import annotations
+
+from typing import Callable, Dict, Mapping
+
+from .errors import InstanceError
+from .model_api import ModelAdapter
+
+AdapterFactory = Callable[[], ModelAdapter]
+
+
+def _parakeet() -> ModelAdapter:
+    from .models.parakeet.adapter import ParakeetAdapter
+
+    adapter: ModelAdapter = ParakeetAdapter()
+    return adapter
+
+
+def _pocketsphinx() -> ModelAdapter:
+    from .models.pocketsphinx_asr import PocketsphinxAdapter
+
+    return PocketsphinxAdapter()
+
+
+def _test() -> ModelAdapter:
+    from .fakes.test_engine import TestEngineAdapter
+
+    return TestEngineAdapter()
+
+
+ADAPTERS: Dict[str, AdapterFactory] = {
+    'parakeet': _parakeet,
+    'pocketsphinx': _pocketsphinx,
+    'test': _test,
+}
+
+
+def adapter_names(registry: Mapping[str, AdapterFactory] = ADAPTERS) -> list[str]:
+    return sorted(registry)
+
+
+def create_adapter(name: str, registry: Mapping[str, AdapterFactory] = ADAPTERS) -> ModelAdapter:
+    """Import and construct the named adapter.
+
+    Raises InstanceError('load_failed') when the name is unknown or its module cannot be
+    imported (a missing optional dependency, or an adapter that is not installed).
+    """
+    factory = registry.get(name)
+    if factory is None:
+        raise InstanceError('load_failed', f'Expected an adapter name ({", ".join(sorted(registry))}): got {name!r}')
+    try:
+        return factory()
+    except ImportError as err:
+        raise InstanceError('load_failed', f"Adapter '{name}' is not available: {type(err).__name__}: {err}") from err
