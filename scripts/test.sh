@@ -4,6 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "== typecheck"
 npx tsc -p tsconfig.test.json
+echo "== dependency rules"
+npx depcruise src --config .dependency-cruiser.cjs
 echo "== build"
 npx tsc -p tsconfig.build.json
 echo "== host tests (pytest)"

@@ -3,7 +3,6 @@
  * Exit codes: 0 after a clean drain, 1 on a fatal error, 78 on invalid configuration.
  */
 import { parseArgs } from 'node:util';
-import { fileURLToPath } from 'node:url';
 import { systemClock } from '../core/clock.js';
 import { readEnvironment, readProcessEnvironment } from '../config/env.js';
 import { ConfigError, loadConfig, readConfigFile, redact } from '../config/load.js';
@@ -100,9 +99,4 @@ export async function main(argv: readonly string[]): Promise<number> {
     void server.destroy().finally(() => process.exit(1));
   });
   return done;
-}
-
-if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const args = process.argv.slice(2);
-  void main(args[0] === 'serve' ? args.slice(1) : args).then((code) => process.exit(code));
 }

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { errors } from '../core/error-catalog.js';
 import type { ServiceError } from '../core/errors.js';
-import type { BatchInput, BatchItemOutcome, InstanceView, ModelAvailability } from '../scheduler/index.js';
+import type { BatchInput, BatchItemOutcome, InstanceView, ModelAvailability } from '../core/inference.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { INSTANCE_STATES, type InstanceState } from './instance-state.js';

@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const MAIN = fileURLToPath(new URL('../../dist/app/main.js', import.meta.url));
+const MAIN = fileURLToPath(new URL('../../bin/voxmux.mjs', import.meta.url));
+const BUILT = fileURLToPath(new URL('../../dist/app/cli.js', import.meta.url));
 
 export interface RunningServer {
   url: string;
@@ -20,7 +21,7 @@ export interface RunningServer {
 }
 
 export async function startServer(options: { config?: unknown; env?: Record<string, string>; args?: string[]; waitReady?: boolean; timeoutMs?: number } = {}): Promise<RunningServer> {
-  if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run npm run build first`);
+  if (!existsSync(BUILT)) throw new Error(`${BUILT} is missing: run npm run build first`);
   const args = [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', ...(options.args ?? [])];
   if (options.config !== undefined) {
     const file = join(mkdtempSync(join(tmpdir(), 'voxmux-test-')), 'config.json');

@@ -1,0 +1,72 @@
+/**
+ * The layer rules of HOUSE-STYLE §3.3: dependencies point down, components of one layer never
+ * import each other, only a component's index.ts is reachable from outside it, and no cycles.
+ * Run by `npm run lint:deps` (part of `npm test`).
+ */
+const layer0 = '^src/core/';
+const layer1 = '^src/(config|telemetry|protocol|api)/';
+const component = '(scheduler|supervisor|ops|gateway)';
+
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      comment: 'Type-only imports (errors.ts naming the catalogue\'s ErrorCode) cannot form a runtime cycle.',
+      severity: 'error',
+      from: {},
+      to: { circular: true, viaOnly: { dependencyTypesNot: ['type-only'] } },
+    },
+    {
+      name: 'core-uses-node-only',
+      comment: 'core/ is layer 0: Node built-ins and its own files only.',
+      severity: 'error',
+      from: { path: layer0 },
+      to: { pathNot: [layer0, '^node:', '^(crypto|fs|path|os|url|util|events|stream)$'], dependencyTypesNot: ['core'] },
+    },
+    {
+      name: 'layer1-uses-core-only',
+      comment: 'config, telemetry, protocol and api are layer 1: they import core/, npm packages and their own folder.',
+      severity: 'error',
+      from: { path: '^src/(config|telemetry|protocol|api)/([^/]+)/' },
+      to: { path: '^src/', pathNot: ['^src/core/', '^src/$1/'] },
+    },
+    {
+      name: 'layer1-no-siblings',
+      severity: 'error',
+      from: { path: '^src/(config|telemetry|protocol|api)/' },
+      to: { path: '^src/(scheduler|supervisor|ops|gateway|app|bench)/' },
+    },
+    {
+      name: 'layer2-no-siblings',
+      comment: 'scheduler, supervisor and ops are layer 2: they never import each other; app/ wires their ports.',
+      severity: 'error',
+      from: { path: '^src/(scheduler|supervisor|ops)/' },
+      to: { path: '^src/(scheduler|supervisor|ops|gateway|app|bench)/', pathNot: '^src/$1/' },
+    },
+    {
+      name: 'gateway-not-up',
+      severity: 'error',
+      from: { path: '^src/gateway/' },
+      to: { path: '^src/(app|bench|supervisor|ops)/' },
+    },
+    {
+      name: 'bench-uses-core-and-api-only',
+      severity: 'error',
+      from: { path: '^src/bench/' },
+      to: { path: '^src/', pathNot: ['^src/bench/', '^src/core/', '^src/api/'] },
+    },
+    {
+      name: 'index-only-from-outside',
+      comment: 'Outside a component, only its index.ts may be imported.',
+      severity: 'error',
+      from: { path: '^src/([^/]+)/', pathNot: '\\.test\\.ts$' },
+      to: { path: `^src/${component}/(?!index\\.ts$)`, pathNot: '^src/$1/' },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    exclude: { path: '\\.test\\.ts$' },
+  },
+};
