@@ -289,10 +289,15 @@ class InstanceHost:
             self._send(Error('load_failed', f'The model failed to load: {type(err).__name__}: {err}'),
                        correlation_id)
             return
+        except BaseException:
+            _release_lock(lock_file)
+            raise
         finally:
-            if lock_file is not None:
-                fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)
-                lock_file.close()
+            if self._adapter is None and lock_file is not None and not lock_file.closed:
+                _release_lock(lock_file)
+        # The lock stays held through warmup: CUDA graph capture must not overlap another
+        # instance's load or capture on the same machine (docs/protocol.md, Lifecycle).
+        self._load_lock_file = lock_file
         self._adapter = adapter
         self._model = request.model
         log.info('model loaded', device=info.device, durationMs=load_ms, memoryBytes=info.memory_bytes)
@@ -300,6 +305,11 @@ class InstanceHost:
                    correlation_id)
         if self._options.probe_interval_ms > 0:
             threading.Thread(target=self._probe_loop, args=(adapter,), name='probe', daemon=True).start()
+
+    def _release_load_lock(self) -> None:
+        lock_file = self._load_lock_file
+        self._load_lock_file = None
+        _release_lock(lock_file)
 
     def _acquire_load_lock(self, path: str, log: Logger) -> BinaryIO:
         try:
@@ -321,14 +331,17 @@ class InstanceHost:
         try:
             info = adapter.warmup()
         except InstanceError as err:
+            self._release_load_lock()
             self._log.error('warmup failed', code=err.code, err=err)
             self._send(Error(err.code, err.message), correlation_id)
             return
         except Exception as err:  # noqa: BLE001 - reported as model_failed, traceback logged
+            self._release_load_lock()
             code = _code_for_exception(err)
             self._log.error('warmup failed', code=code, err=err)
             self._send(Error(code, f'Warmup failed: {type(err).__name__}'), correlation_id)
             return
+        self._release_load_lock()
         warmup_ms = int((self._clock() - started) * 1000)
         self._log.info('model warmed up', durationMs=warmup_ms, graphsCaptured=info.graphs_captured)
         self._send(WarmupResult(warmup_ms, info.graphs_captured), correlation_id)
@@ -460,3 +473,10 @@ def _code_for_exception(err: BaseException) -> str:
     if isinstance(err, MemoryError) or type(err).__name__ == 'OutOfMemoryError':
         return 'out_of_memory'
     return 'model_failed'
+
+
+def _release_lock(lock_file: Optional[BinaryIO]) -> None:
+    if lock_file is None or lock_file.closed:
+        return
+    fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)
+    lock_file.close()

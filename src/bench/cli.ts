@@ -1,0 +1,601 @@
+/**
+ * `voxmux bench`: the load-ramp and capacity tool's command line.
+ *
+ *   voxmux bench transcribe --url URL --model M --audio FILE|DIR [options]
+ *   voxmux bench compare A.json B.json [...] [--out DIR]
+ *
+ * Exit codes: 0 done; 1 no request succeeded; 2 bad arguments or server unreachable;
+ * 130 interrupted (results so far are still written).
+ */
+import { constants } from 'node:fs';
+import { access, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { systemClock, type Clock } from '../core/clock.js';
+import { invariant } from '../core/invariant.js';
+import { loadAudioInputs } from './audio-input.js';
+import { BenchError, isBenchError, usageError } from './bench-error.js';
+import { createClientMonitor, type ClientMonitor } from './client-monitor.js';
+import { compareResults, loadResults, toComparedRuns } from './compare.js';
+import { createGpuSampler, type SpawnSampler } from './gpu-sampler.js';
+import { readGitCommit, readMachineInfo } from './machine-info.js';
+import { createMetricsScraper } from './metrics-scraper.js';
+import { renderPlotSvg, toPlotSeries } from './plot.js';
+import { createProgressReporter, type TextSink } from './progress.js';
+import { MAX_CONCURRENCY, MAX_RATE_RPS, parseLevelList, parseSlo, type LoadMode, type SloClause } from './ramp-plan.js';
+import { runRamp } from './ramp-runner.js';
+import {
+  RESULTS_SCHEMA,
+  capacityLines,
+  collectNotes,
+  countSuccesses,
+  decideCapacity,
+  findPeak,
+  formatStepTable,
+  toCsv,
+  toJson,
+  toMarkdownSummary,
+  type BenchResults,
+} from './report.js';
+import { preflight, resolveTargetUrls } from './target.js';
+import { createTranscribeWorkload } from './transcribe-workload.js';
+import { findXmlError } from './xml-check.js';
+
+export interface BenchIo {
+  stdout: TextSink;
+  stderr: TextSink;
+  /** Whether stdout is a terminal: the progress line is redrawn in place only then. */
+  isTTY: boolean;
+}
+
+/** Seams for tests; the defaults are the real ones. */
+export interface BenchCliDeps {
+  fetch?: typeof globalThis.fetch;
+  clock?: Clock;
+  /** Replaces the nvidia-smi spawner. */
+  spawnGpuSampler?: SpawnSampler;
+  clientMonitor?: ClientMonitor;
+  /** Directory that relative paths and the default output directory are resolved against. */
+  cwd?: string;
+  /** Aborting it interrupts a run, as SIGINT does. */
+  signal?: AbortSignal;
+  /** Installs a SIGINT handler for the duration of a run. @default true */
+  shouldHandleSignals?: boolean;
+}
+
+export const TRANSCRIBE_DEFAULTS = {
+  concurrency: '1,2,4,8,16,32,64',
+  reps: 1,
+  durationS: 30,
+  warmupS: 2,
+  timeoutS: 60,
+  maxRequests: 100_000,
+  maxOutstanding: 1000,
+  seed: 1,
+  responseFormat: 'json',
+  gpus: 1,
+  scrapeIntervalS: 1,
+  gpuSampleIntervalS: 0.5,
+  preflightTimeoutS: 3,
+} as const;
+
+/** Hard bounds, whatever the flags say: every run stops by itself. */
+const MAX_DURATION_S = 3600;
+const MAX_REPS = 100;
+// Node's fetch gives up on response headers after 300 s by itself: a longer timeout would not apply.
+const MAX_TIMEOUT_S = 300;
+const MAX_REQUESTS_PER_STEP = 10_000_000;
+
+const USAGE = `Usage:
+  voxmux bench transcribe --url URL --model MODEL --audio FILE|DIR [--audio ...] [options]
+  voxmux bench compare A.json B.json [...] [--out DIR]
+
+transcribe options:
+  --url URL                 server root, API base (.../v1) or the transcriptions endpoint
+  --model MODEL             model name sent with every request
+  --audio PATH              audio file or directory (repeatable; extra arguments are files too)
+  --audio-seconds S         duration of non-WAV inputs, for audio-seconds per second and cost
+  --concurrency LIST        closed loop levels: 1,2,4,8 | 1-16 | 1-64x2 | 1,2,4,...,100 (default ${TRANSCRIBE_DEFAULTS.concurrency})
+  --rate LIST               open loop instead: offered requests/s, Poisson arrivals (same list syntax)
+  --reps N                  repetitions of each level (default ${TRANSCRIBE_DEFAULTS.reps})
+  --duration-s S            measured window of each step (default ${TRANSCRIBE_DEFAULTS.durationS})
+  --warmup-s S              unmeasured time before each window (default ${TRANSCRIBE_DEFAULTS.warmupS})
+  --timeout-s S             per-request timeout (default ${TRANSCRIBE_DEFAULTS.timeoutS})
+  --max-requests N          at most N requests per step (default ${TRANSCRIBE_DEFAULTS.maxRequests})
+  --max-outstanding N       open loop: cap on requests in flight; later arrivals are dropped (default ${TRANSCRIBE_DEFAULTS.maxOutstanding})
+  --seed N                  open loop: arrival seed (default ${TRANSCRIBE_DEFAULTS.seed})
+  --stream                  send stream=true and measure time to first delta (SSE)
+  --response-format F       json | text | srt | verbose_json | vtt (default json)
+  --field KEY=VALUE         extra multipart field, e.g. language=en (repeatable)
+  --slo EXPR                capacity SLO, e.g. p95<=1000ms or p99<=2s,errors<=0.5%
+  --gpu-hour-usd USD        price of one GPU-hour, for cost figures
+  --gpus N                  GPUs behind the server (default ${TRANSCRIBE_DEFAULTS.gpus})
+  --target-rps R            report the GPUs needed for R requests/s
+  --out DIR                 output directory (default bench/out/<time>-<label>)
+  --label TEXT              name of this run in plots and comparisons
+  --metrics-url URL|off     Prometheus metrics on the same origin (default <origin>/metrics)
+  --scrape-interval-s S     metrics scrape period (default ${TRANSCRIBE_DEFAULTS.scrapeIntervalS})
+  --gpu auto|off            sample nvidia-smi when present (default auto)
+  --api-key-file PATH       file holding the API key (sent as a bearer token)
+  --api-key KEY             the API key itself (kept out of the results file)
+`;
+
+export async function runBenchCli(argv: string[], io?: Partial<BenchIo>, deps: BenchCliDeps = {}): Promise<number> {
+  const out: BenchIo = {
+    stdout: io?.stdout ?? process.stdout,
+    stderr: io?.stderr ?? process.stderr,
+    isTTY: io?.isTTY ?? (io?.stdout === undefined ? process.stdout.isTTY === true : false),
+  };
+  const [command, ...rest] = argv;
+  try {
+    switch (command) {
+      case 'transcribe':
+        return await runTranscribe(rest, out, deps);
+      case 'compare':
+        return await runCompare(rest, out, deps);
+      case undefined:
+      case 'help':
+      case '--help':
+      case '-h':
+        out.stdout.write(USAGE);
+        return command === undefined ? 2 : 0;
+      default:
+        throw usageError(`Unknown bench command '${command}': expected transcribe or compare`);
+    }
+  } catch (err) {
+    if (isBenchError(err)) {
+      out.stderr.write(`${err.message}\n`);
+      if (err.code === 'usage') out.stderr.write('Run voxmux bench --help for usage\n');
+      return err.exitCode;
+    }
+    // parseArgs reports unknown or malformed flags with its own error codes.
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS')) {
+      out.stderr.write(`${(err as Error).message}\nRun voxmux bench --help for usage\n`);
+      return 2;
+    }
+    throw err;
+  }
+}
+
+interface TranscribeConfig {
+  url: string;
+  model: string;
+  audioPaths: string[];
+  audioSeconds?: number;
+  mode: LoadMode;
+  levels: number[];
+  reps: number;
+  durationMs: number;
+  warmupMs: number;
+  timeoutMs: number;
+  maxRequests: number;
+  maxOutstanding: number;
+  seed: number;
+  isStreaming: boolean;
+  responseFormat: string;
+  extraFields: Array<[string, string]>;
+  slo?: SloClause[];
+  gpuHourUsd?: number;
+  gpus: number;
+  targetRps?: number;
+  outDir?: string;
+  label?: string;
+  metricsUrl?: string;
+  scrapeIntervalMs: number;
+  isGpuSampling: boolean;
+  apiKey?: string;
+  preflightTimeoutMs: number;
+}
+
+async function parseTranscribeArgs(args: string[], cwd: string): Promise<TranscribeConfig> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      url: { type: 'string' },
+      model: { type: 'string' },
+      audio: { type: 'string', multiple: true },
+      'audio-seconds': { type: 'string' },
+      concurrency: { type: 'string' },
+      rate: { type: 'string' },
+      reps: { type: 'string' },
+      'duration-s': { type: 'string' },
+      'warmup-s': { type: 'string' },
+      'timeout-s': { type: 'string' },
+      'max-requests': { type: 'string' },
+      'max-outstanding': { type: 'string' },
+      seed: { type: 'string' },
+      stream: { type: 'boolean' },
+      'response-format': { type: 'string' },
+      field: { type: 'string', multiple: true },
+      slo: { type: 'string', multiple: true },
+      'gpu-hour-usd': { type: 'string' },
+      gpus: { type: 'string' },
+      'target-rps': { type: 'string' },
+      out: { type: 'string' },
+      label: { type: 'string' },
+      'metrics-url': { type: 'string' },
+      'scrape-interval-s': { type: 'string' },
+      gpu: { type: 'string' },
+      'api-key-file': { type: 'string' },
+      'api-key': { type: 'string' },
+      'preflight-timeout-s': { type: 'string' },
+    },
+  });
+  if (values.url === undefined) throw usageError('Missing required flag: --url');
+  if (values.model === undefined || values.model === '') throw usageError('Missing required flag: --model');
+  const audioPaths = [...(values.audio ?? []), ...positionals].map((path) => resolve(cwd, path));
+  if (audioPaths.length === 0) throw usageError('Missing required flag: --audio');
+  if (values.rate !== undefined && values.concurrency !== undefined) {
+    throw usageError('Expected either --concurrency (closed loop) or --rate (open loop): got both');
+  }
+  const mode: LoadMode = values.rate === undefined ? 'closed' : 'open';
+  const levels =
+    mode === 'closed'
+      ? parseLevelList(values.concurrency ?? TRANSCRIBE_DEFAULTS.concurrency, { flag: '--concurrency', isInteger: true, max: MAX_CONCURRENCY })
+      : parseLevelList(values.rate!, { flag: '--rate', isInteger: false, max: MAX_RATE_RPS });
+  const extraFields = (values.field ?? []).map((field): [string, string] => {
+    const eq = field.indexOf('=');
+    if (eq <= 0) throw usageError(`Expected --field as KEY=VALUE: got '${field}'`);
+    const key = field.slice(0, eq);
+    if (['file', 'model', 'stream', 'response_format'].includes(key)) {
+      throw usageError(`Expected --field to set a field other than ${key}: use its own flag`);
+    }
+    return [key, field.slice(eq + 1)];
+  });
+  const gpuMode = values.gpu ?? 'auto';
+  if (gpuMode !== 'auto' && gpuMode !== 'off') throw usageError(`Expected --gpu to be auto or off: got '${gpuMode}'`);
+  let apiKey = values['api-key'];
+  if (values['api-key-file'] !== undefined) {
+    try {
+      apiKey = (await readFile(resolve(cwd, values['api-key-file']), 'utf8')).trim();
+    } catch {
+      throw usageError(`Expected --api-key-file to name a readable file: got '${values['api-key-file']}'`);
+    }
+  }
+  const sloText = values.slo?.join(',');
+  const audioSeconds = optionalNumber(values['audio-seconds'], '--audio-seconds', { min: 0.001, max: 86_400 });
+  const gpuHourUsd = optionalNumber(values['gpu-hour-usd'], '--gpu-hour-usd', { min: 0, max: 1_000_000 });
+  const targetRps = optionalNumber(values['target-rps'], '--target-rps', { min: 0.000001, max: 1e9 });
+  return {
+    url: values.url,
+    model: values.model,
+    audioPaths,
+    ...(audioSeconds === undefined ? {} : { audioSeconds }),
+    mode,
+    levels,
+    reps: numberFlag(values.reps, '--reps', TRANSCRIBE_DEFAULTS.reps, { min: 1, max: MAX_REPS, isInteger: true }),
+    durationMs: 1000 * numberFlag(values['duration-s'], '--duration-s', TRANSCRIBE_DEFAULTS.durationS, { min: 0.1, max: MAX_DURATION_S }),
+    warmupMs: 1000 * numberFlag(values['warmup-s'], '--warmup-s', TRANSCRIBE_DEFAULTS.warmupS, { min: 0, max: MAX_DURATION_S }),
+    timeoutMs: 1000 * numberFlag(values['timeout-s'], '--timeout-s', TRANSCRIBE_DEFAULTS.timeoutS, { min: 0.01, max: MAX_TIMEOUT_S }),
+    maxRequests: numberFlag(values['max-requests'], '--max-requests', TRANSCRIBE_DEFAULTS.maxRequests, {
+      min: 1,
+      max: MAX_REQUESTS_PER_STEP,
+      isInteger: true,
+    }),
+    maxOutstanding: numberFlag(values['max-outstanding'], '--max-outstanding', TRANSCRIBE_DEFAULTS.maxOutstanding, {
+      min: 1,
+      max: MAX_CONCURRENCY,
+      isInteger: true,
+    }),
+    seed: numberFlag(values.seed, '--seed', TRANSCRIBE_DEFAULTS.seed, { min: 0, max: 2 ** 32 - 1, isInteger: true }),
+    isStreaming: values.stream === true,
+    responseFormat: values['response-format'] ?? TRANSCRIBE_DEFAULTS.responseFormat,
+    extraFields,
+    ...(sloText === undefined ? {} : { slo: parseSlo(sloText) }),
+    ...(gpuHourUsd === undefined ? {} : { gpuHourUsd }),
+    gpus: numberFlag(values.gpus, '--gpus', TRANSCRIBE_DEFAULTS.gpus, { min: 0.01, max: 100_000 }),
+    ...(targetRps === undefined ? {} : { targetRps }),
+    ...(values.out === undefined ? {} : { outDir: resolve(cwd, values.out) }),
+    ...(values.label === undefined ? {} : { label: values.label }),
+    ...(values['metrics-url'] === undefined ? {} : { metricsUrl: values['metrics-url'] }),
+    scrapeIntervalMs:
+      1000 * numberFlag(values['scrape-interval-s'], '--scrape-interval-s', TRANSCRIBE_DEFAULTS.scrapeIntervalS, { min: 0.05, max: 3600 }),
+    isGpuSampling: gpuMode === 'auto',
+    ...(apiKey === undefined || apiKey === '' ? {} : { apiKey }),
+    preflightTimeoutMs:
+      1000 * numberFlag(values['preflight-timeout-s'], '--preflight-timeout-s', TRANSCRIBE_DEFAULTS.preflightTimeoutS, { min: 0.05, max: 120 }),
+  };
+}
+
+interface NumberBounds {
+  min: number;
+  max: number;
+  isInteger?: boolean;
+}
+
+function numberFlag(text: string | undefined, flag: string, fallback: number, bounds: NumberBounds): number {
+  return optionalNumber(text, flag, bounds) ?? fallback;
+}
+
+function optionalNumber(text: string | undefined, flag: string, bounds: NumberBounds): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  const kind = bounds.isInteger === true ? 'an integer' : 'a number';
+  if (text.trim() === '' || !Number.isFinite(value) || (bounds.isInteger === true && !Number.isInteger(value)) || value < bounds.min || value > bounds.max) {
+    throw usageError(`Expected ${flag} to be ${kind} from ${bounds.min} to ${bounds.max}: got '${text}'`);
+  }
+  return value;
+}
+
+/** The command line as recorded in results: secrets replaced. */
+export function redactArgv(argv: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i += 1) {
+    const arg = argv[i]!;
+    if (arg === '--api-key') {
+      out.push(arg);
+      if (i + 1 < argv.length) out.push('***');
+      i += 1;
+    } else if (arg.startsWith('--api-key=')) {
+      out.push('--api-key=***');
+    } else {
+      out.push(arg);
+    }
+  }
+  return out;
+}
+
+function slug(text: string): string {
+  return text
+    .toLowerCase()
+    .replace(/[^a-z0-9.]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 48);
+}
+
+function timestampForPath(wallMs: number): string {
+  return new Date(wallMs).toISOString().replace(/[:]/g, '').replace(/\.\d+Z$/, 'Z');
+}
+
+async function runTranscribe(args: string[], io: BenchIo, deps: BenchCliDeps): Promise<number> {
+  if (args.includes('--help') || args.includes('-h')) {
+    io.stdout.write(USAGE);
+    return 0;
+  }
+  const cwd = deps.cwd ?? process.cwd();
+  const clock = deps.clock ?? systemClock;
+  const fetchFn = deps.fetch ?? globalThis.fetch;
+  const config = await parseTranscribeArgs(args, cwd);
+  const urls = resolveTargetUrls(config.url, config.metricsUrl === undefined ? {} : { metricsUrl: config.metricsUrl });
+  const inputs = await loadAudioInputs({
+    paths: config.audioPaths,
+    ...(config.audioSeconds === undefined ? {} : { fallbackAudioSeconds: config.audioSeconds }),
+  });
+  const label = config.label ?? `${config.model} @ ${new URL(urls.origin).host}${config.isStreaming ? ' (stream)' : ''}`;
+  const startedAtMs = clock.wallMs();
+  const outDir = config.outDir ?? join(cwd, 'bench', 'out', `${timestampForPath(startedAtMs)}-${slug(label)}`);
+
+  // Fail before sending anything when the results could not be written afterwards.
+  if (!(await canCreateDirectory(outDir))) throw usageError(`Expected --out to name a writable directory: got '${outDir}'`);
+
+  const found = await preflight(
+    { urls, timeoutMs: config.preflightTimeoutMs, ...(config.apiKey === undefined ? {} : { apiKey: config.apiKey }) },
+    { fetch: fetchFn, clock },
+  );
+  if (found.models !== undefined && !found.models.includes(config.model)) {
+    io.stderr.write(`Warning: the server does not list model '${config.model}' (it lists: ${found.models.slice(0, 10).join(', ') || 'none'})\n`);
+  }
+
+  const workload = createTranscribeWorkload(
+    {
+      endpoint: urls.transcriptions,
+      model: config.model,
+      inputs,
+      isStreaming: config.isStreaming,
+      responseFormat: config.responseFormat,
+      extraFields: config.extraFields,
+      ...(config.apiKey === undefined ? {} : { apiKey: config.apiKey }),
+    },
+    { fetch: fetchFn },
+  );
+  const scraper =
+    urls.metrics === undefined
+      ? undefined
+      : createMetricsScraper(
+          {
+            url: urls.metrics,
+            intervalMs: config.scrapeIntervalMs,
+            timeoutMs: Math.min(2000, Math.max(200, config.scrapeIntervalMs)),
+            model: config.model,
+            ...(config.apiKey === undefined ? {} : { apiKey: config.apiKey }),
+          },
+          { fetch: fetchFn, clock },
+        );
+  const gpu = config.isGpuSampling
+    ? createGpuSampler(
+        { intervalMs: TRANSCRIBE_DEFAULTS.gpuSampleIntervalS * 1000 },
+        { clock, ...(deps.spawnGpuSampler === undefined ? {} : { spawn: deps.spawnGpuSampler }) },
+      )
+    : undefined;
+  const progress = createProgressReporter(
+    {
+      isTTY: io.isTTY,
+      mode: config.mode,
+      totalSteps: config.levels.length * config.reps,
+      reps: config.reps,
+      stepMs: config.durationMs + config.warmupMs,
+    },
+    { out: io.stdout, clock },
+  );
+
+  io.stdout.write(
+    `Bench ${label}: ${config.mode === 'closed' ? 'concurrency' : 'rate'} ${config.levels.join(',')} x ${config.reps} rep(s), ${config.durationMs / 1000} s + ${config.warmupMs / 1000} s warmup per step, against ${urls.transcriptions}\n`,
+  );
+
+  const controller = new AbortController();
+  const onSignal = (): void => {
+    progress.message('Interrupted: stopping (results so far will be written)');
+    controller.abort();
+  };
+  const onExternalAbort = (): void => controller.abort();
+  if (deps.signal?.aborted === true) controller.abort();
+  deps.signal?.addEventListener('abort', onExternalAbort, { once: true });
+  const shouldHandleSignals = deps.shouldHandleSignals ?? true;
+  if (shouldHandleSignals) process.once('SIGINT', onSignal);
+  // NOTE: the system clock's timers are unref'd, so a run waiting only on them (an open loop
+  // between arrivals) would let Node exit mid-run. This handle keeps the process alive until the
+  // run is over.
+  const keepAlive = setInterval(() => undefined, 1 << 30);
+  let run;
+  try {
+    run = await runRamp(
+      {
+        plan: { mode: config.mode, levels: config.levels, reps: config.reps, durationMs: config.durationMs, warmupMs: config.warmupMs },
+        timeoutMs: config.timeoutMs,
+        maxRequestsPerStep: config.maxRequests,
+        maxOutstanding: config.maxOutstanding,
+        seed: config.seed,
+        ...(config.slo === undefined ? {} : { slo: config.slo }),
+        cost: { gpus: config.gpus, ...(config.gpuHourUsd === undefined ? {} : { gpuHourUsd: config.gpuHourUsd }) },
+      },
+      {
+        workload,
+        clock,
+        progress,
+        clientMonitor: deps.clientMonitor ?? createClientMonitor(),
+        ...(scraper === undefined ? {} : { scraper }),
+        ...(gpu === undefined ? {} : { gpu }),
+        signal: controller.signal,
+      },
+    );
+  } finally {
+    clearInterval(keepAlive);
+    if (shouldHandleSignals) process.removeListener('SIGINT', onSignal);
+    deps.signal?.removeEventListener('abort', onExternalAbort);
+  }
+
+  const capacityOptions = {
+    ...(config.slo === undefined ? {} : { slo: config.slo }),
+    cost: { gpus: config.gpus, ...(config.gpuHourUsd === undefined ? {} : { gpuHourUsd: config.gpuHourUsd }) },
+    ...(config.targetRps === undefined ? {} : { targetRps: config.targetRps }),
+  };
+  const capacity = decideCapacity(run.steps, capacityOptions);
+  const peak = findPeak(run.steps, capacityOptions);
+  const gitCommit = await readGitCommit(cwd);
+  const results: BenchResults = {
+    schema: RESULTS_SCHEMA,
+    label,
+    mode: config.mode,
+    workload: workload.info,
+    command: ['voxmux', 'bench', ...redactArgv(['transcribe', ...args])],
+    ...(gitCommit === undefined ? {} : { gitCommit }),
+    machine: readMachineInfo(),
+    startedAt: new Date(startedAtMs).toISOString(),
+    endedAt: new Date(clock.wallMs()).toISOString(),
+    options: {
+      levels: config.levels,
+      reps: config.reps,
+      durationMs: config.durationMs,
+      warmupMs: config.warmupMs,
+      timeoutMs: config.timeoutMs,
+      maxRequestsPerStep: config.maxRequests,
+      ...(config.mode === 'open' ? { maxOutstanding: config.maxOutstanding, seed: config.seed } : {}),
+      ...(config.slo === undefined ? {} : { slo: config.slo.map((clause) => clause.text) }),
+      ...(config.gpuHourUsd === undefined ? {} : { gpuHourUsd: config.gpuHourUsd }),
+      gpus: config.gpus,
+      ...(config.targetRps === undefined ? {} : { targetRps: config.targetRps }),
+    },
+    serverMetrics:
+      scraper === undefined
+        ? { state: 'off' }
+        : {
+            state: scraper.state() === 'ok' ? 'ok' : 'unavailable',
+            ...(urls.metrics === undefined ? {} : { url: urls.metrics }),
+            ...(scraper.note() === undefined ? {} : { note: scraper.note()! }),
+          },
+    gpuMetrics:
+      gpu === undefined
+        ? { state: 'off' }
+        : { state: gpu.isAvailable() ? 'ok' : 'unavailable', ...(gpu.note() === undefined ? {} : { note: gpu.note()! }) },
+    steps: run.steps,
+    ...(peak === undefined ? {} : { peak }),
+    ...(capacity === undefined ? {} : { capacity }),
+    ...(run.stoppedEarly === undefined ? {} : { stoppedEarly: run.stoppedEarly }),
+    notes: [
+      ...(run.isInterrupted ? ['The run was interrupted; the last level may hold fewer reps.'] : []),
+      ...collectNotes(run.steps),
+    ],
+  };
+
+  if (run.steps.length > 0) {
+    await writeRunOutputs(outDir, results);
+    io.stdout.write(`\n${formatStepTable(results)}\n\n`);
+    for (const line of capacityLines(results)) io.stdout.write(`${line}\n`);
+    for (const note of results.notes) io.stdout.write(`Note: ${note}\n`);
+    io.stdout.write(`Wrote ${join(outDir, 'results.json')}, results.csv, plot.svg, summary.md\n`);
+  }
+
+  if (run.isInterrupted) {
+    io.stderr.write('Bench interrupted\n');
+    return new BenchError('interrupted', 'Bench interrupted').exitCode;
+  }
+  if (!run.steps.some((step) => countSuccesses(step) > 0)) {
+    io.stderr.write(`Bench failed: no request succeeded against ${urls.transcriptions}: ${run.stoppedEarly ?? 'no step ran'}\n`);
+    return new BenchError('all_failed', 'no request succeeded').exitCode;
+  }
+  if (run.stoppedEarly !== undefined) io.stderr.write(`Stopped early: ${run.stoppedEarly}\n`);
+  return 0;
+}
+
+/** Whether `dir` exists as a writable directory, or its nearest existing ancestor is one. */
+async function canCreateDirectory(dir: string): Promise<boolean> {
+  for (let current = dir; ; current = dirname(current)) {
+    const info = await stat(current).catch(() => undefined);
+    if (info !== undefined) {
+      if (!info.isDirectory()) return false;
+      return access(current, constants.W_OK).then(
+        () => true,
+        () => false,
+      );
+    }
+    if (dirname(current) === current) return false;
+  }
+}
+
+async function writeRunOutputs(outDir: string, results: BenchResults): Promise<void> {
+  await mkdir(outDir, { recursive: true });
+  const p95Slo = results.options.slo?.map((text) => /^p95<=?([\d.]+)ms$/.exec(text)?.[1]).find((value) => value !== undefined);
+  const svg = renderPlotSvg({
+    title: `${results.label}: ${results.workload.kind}, ${results.startedAt}`,
+    xLabel: results.mode === 'closed' ? 'concurrency' : 'offered rate (requests / s)',
+    series: [toPlotSeries(results)],
+    ...(p95Slo === undefined ? {} : { sloP95Ms: Number(p95Slo) }),
+  });
+  const xmlError = findXmlError(svg);
+  invariant(xmlError === undefined, `plot SVG is not well-formed: ${xmlError ?? ''}`);
+  await writeFile(join(outDir, 'results.json'), toJson(results));
+  await writeFile(join(outDir, 'results.csv'), toCsv(results));
+  await writeFile(join(outDir, 'plot.svg'), svg);
+  await writeFile(join(outDir, 'summary.md'), toMarkdownSummary(results));
+}
+
+async function runCompare(args: string[], io: BenchIo, deps: BenchCliDeps): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    strict: true,
+    options: { out: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  });
+  if (values.help === true) {
+    io.stdout.write(USAGE);
+    return 0;
+  }
+  const cwd = deps.cwd ?? process.cwd();
+  const clock = deps.clock ?? systemClock;
+  if (positionals.length < 2) throw usageError(`Expected at least two results files to compare: got ${positionals.length}`);
+  const inputs = [];
+  for (const path of positionals) inputs.push({ source: path, results: await loadResults(resolve(cwd, path)) });
+  const output = compareResults(toComparedRuns(inputs));
+  const outDir = values.out === undefined ? join(cwd, 'bench', 'out', `compare-${timestampForPath(clock.wallMs())}`) : resolve(cwd, values.out);
+  const xmlError = findXmlError(output.svg);
+  invariant(xmlError === undefined, `comparison SVG is not well-formed: ${xmlError ?? ''}`);
+  await mkdir(outDir, { recursive: true });
+  await writeFile(join(outDir, 'compare.svg'), output.svg);
+  await writeFile(join(outDir, 'compare.md'), output.markdown);
+  io.stdout.write(output.text);
+  io.stdout.write(`Wrote ${join(outDir, 'compare.svg')}, compare.md\n`);
+  return 0;
+}

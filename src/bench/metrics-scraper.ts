@@ -1,0 +1,291 @@
+/**
+ * Scrapes the server's Prometheus /metrics during a run: queue depth, running requests and batch
+ * size. A server without these metrics (any non-voxmux server) is tolerated: the report then says
+ * that server metrics were not available.
+ */
+import type { Clock, TimerHandle } from '../core/clock.js';
+
+export interface PromSample {
+  name: string;
+  labels: Readonly<Record<string, string>>;
+  value: number;
+}
+
+/**
+ * Parses the Prometheus text exposition format (version 0.0.4): comment lines are skipped,
+ * label values are unescaped, timestamps are ignored. Malformed lines are skipped.
+ */
+export function parsePrometheusText(text: string): PromSample[] {
+  const samples: PromSample[] = [];
+  for (const rawLine of text.split('\n')) {
+    const line = rawLine.trim();
+    if (line === '' || line.startsWith('#')) continue;
+    const nameMatch = /^[a-zA-Z_:][a-zA-Z0-9_:]*/.exec(line);
+    if (nameMatch === null) continue;
+    const name = nameMatch[0];
+    let rest = line.slice(name.length);
+    const labels: Record<string, string> = {};
+    if (rest.startsWith('{')) {
+      const parsed = parseLabels(rest);
+      if (parsed === undefined) continue;
+      Object.assign(labels, parsed.labels);
+      rest = rest.slice(parsed.length);
+    }
+    const valueText = rest.trim().split(/\s+/)[0];
+    if (valueText === undefined || valueText === '') continue;
+    const value = parsePromNumber(valueText);
+    if (value === undefined) continue;
+    samples.push({ name, labels, value });
+  }
+  return samples;
+}
+
+function parseLabels(text: string): { labels: Record<string, string>; length: number } | undefined {
+  const labels: Record<string, string> = {};
+  let i = 1;
+  for (;;) {
+    while (text[i] === ' ' || text[i] === ',') i += 1;
+    if (text[i] === '}') return { labels, length: i + 1 };
+    const keyMatch = /^[a-zA-Z_][a-zA-Z0-9_]*/.exec(text.slice(i));
+    if (keyMatch === null) return undefined;
+    i += keyMatch[0].length;
+    while (text[i] === ' ') i += 1;
+    if (text[i] !== '=') return undefined;
+    i += 1;
+    while (text[i] === ' ') i += 1;
+    if (text[i] !== '"') return undefined;
+    i += 1;
+    let value = '';
+    for (;;) {
+      const ch = text[i];
+      if (ch === undefined) return undefined;
+      if (ch === '"') break;
+      if (ch === '\\') {
+        const next = text[i + 1];
+        value += next === 'n' ? '\n' : (next ?? '');
+        i += 2;
+        continue;
+      }
+      value += ch;
+      i += 1;
+    }
+    i += 1;
+    labels[keyMatch[0]] = value;
+  }
+}
+
+function parsePromNumber(text: string): number | undefined {
+  if (text === '+Inf') return Number.POSITIVE_INFINITY;
+  if (text === '-Inf') return Number.NEGATIVE_INFINITY;
+  if (text === 'NaN') return Number.NaN;
+  const value = Number(text);
+  return Number.isNaN(value) ? undefined : value;
+}
+
+/** The metric names read, in order of preference. voxmux's names come first. */
+export const SERVER_METRIC_NAMES = {
+  queued: ['voxmux_scheduler_requests_queued'],
+  running: ['voxmux_scheduler_requests_running'],
+  batchSizeSum: ['voxmux_scheduler_batch_size_sum'],
+  batchSizeCount: ['voxmux_scheduler_batch_size_count'],
+  inferences: ['voxmux_instance_inferences_total'],
+  executions: ['voxmux_instance_executions_total'],
+} as const;
+
+export type ServerMetricField = keyof typeof SERVER_METRIC_NAMES;
+
+/** One scrape, reduced to the figures the report uses; absent metrics are undefined. */
+export type ServerMetricsSnapshot = { atMs: number } & Partial<Record<ServerMetricField, number>>;
+
+/**
+ * Sums each metric over its label sets. When some series carry a `model` label equal to `model`,
+ * only those are summed, so that a server serving several models reports on the one benched.
+ */
+export function toServerSnapshot(samples: readonly PromSample[], options: { atMs: number; model?: string }): ServerMetricsSnapshot {
+  const { atMs, model } = options;
+  const snapshot: ServerMetricsSnapshot = { atMs };
+  for (const field of Object.keys(SERVER_METRIC_NAMES) as ServerMetricField[]) {
+    for (const name of SERVER_METRIC_NAMES[field]) {
+      const series = samples.filter((sample) => sample.name === name && Number.isFinite(sample.value));
+      if (series.length === 0) continue;
+      const forModel = model === undefined ? [] : series.filter((sample) => sample.labels.model === model);
+      const chosen = forModel.length > 0 ? forModel : series;
+      snapshot[field] = chosen.reduce((sum, sample) => sum + sample.value, 0);
+      break;
+    }
+  }
+  return snapshot;
+}
+
+export interface ServerStepMetrics {
+  queuedMean?: number;
+  queuedMax?: number;
+  runningMean?: number;
+  /** Mean requests per batch executed during the step. */
+  batchSizeMean?: number;
+  /** Scrapes that fell in the step. */
+  scrapes: number;
+}
+
+/**
+ * Summarizes the scrapes in a window (both ends included): gauges are averaged; the mean batch size is
+ * the growth of the batch-size histogram's sum over the growth of its count (or of inferences over
+ * executions) between the first and last scrape.
+ */
+export function summarizeServerMetrics(
+  snapshots: readonly ServerMetricsSnapshot[],
+  window: { fromMs: number; toMs: number },
+): ServerStepMetrics | undefined {
+  const inWindow = snapshots.filter((s) => s.atMs >= window.fromMs && s.atMs <= window.toMs);
+  if (inWindow.length === 0) return undefined;
+  const out: ServerStepMetrics = { scrapes: inWindow.length };
+  const queued = inWindow.map((s) => s.queued).filter((v): v is number => v !== undefined);
+  if (queued.length > 0) {
+    out.queuedMean = round2(mean(queued));
+    out.queuedMax = Math.max(...queued);
+  }
+  const running = inWindow.map((s) => s.running).filter((v): v is number => v !== undefined);
+  if (running.length > 0) out.runningMean = round2(mean(running));
+  const first = inWindow[0]!;
+  const last = inWindow.at(-1)!;
+  const ratio =
+    growthRatio(first.batchSizeSum, last.batchSizeSum, first.batchSizeCount, last.batchSizeCount) ??
+    growthRatio(first.inferences, last.inferences, first.executions, last.executions);
+  if (ratio !== undefined) out.batchSizeMean = round2(ratio);
+  const hasAny = out.queuedMean !== undefined || out.runningMean !== undefined || out.batchSizeMean !== undefined;
+  return hasAny ? out : undefined;
+}
+
+function growthRatio(
+  numFirst: number | undefined,
+  numLast: number | undefined,
+  denFirst: number | undefined,
+  denLast: number | undefined,
+): number | undefined {
+  if (numFirst === undefined || numLast === undefined || denFirst === undefined || denLast === undefined) return undefined;
+  const den = denLast - denFirst;
+  return den > 0 ? (numLast - numFirst) / den : undefined;
+}
+
+function mean(values: readonly number[]): number {
+  return values.reduce((sum, v) => sum + v, 0) / values.length;
+}
+
+function round2(value: number): number {
+  return Math.round(value * 100) / 100;
+}
+
+export type ScraperState = 'unknown' | 'ok' | 'unavailable';
+
+export interface MetricsScraper {
+  /** Starts periodic scraping. */
+  start(): void;
+  /** Scrapes once now (at a step's window edges); undefined when the metrics are unavailable. */
+  scrapeNow(): Promise<ServerMetricsSnapshot | undefined>;
+  /** Stops periodic scraping and waits for a scrape in progress. */
+  stop(): Promise<void>;
+  snapshots(): readonly ServerMetricsSnapshot[];
+  state(): ScraperState;
+  /** Why the metrics are unavailable, for the report. */
+  note(): string | undefined;
+}
+
+export interface MetricsScraperOptions {
+  url: string;
+  intervalMs: number;
+  /** Each scrape is abandoned after this long. */
+  timeoutMs: number;
+  /** Model label to prefer when summing series. */
+  model?: string;
+  /** Sent as a bearer token; /metrics is often behind the same key as the API. */
+  apiKey?: string;
+}
+
+export interface MetricsScraperDeps {
+  fetch: typeof globalThis.fetch;
+  clock: Clock;
+}
+
+/** Snapshots kept at most, so that a long run at a short interval stays bounded in memory. */
+const MAX_SNAPSHOTS = 100_000;
+
+export function createMetricsScraper(options: MetricsScraperOptions, deps: MetricsScraperDeps): MetricsScraper {
+  const snapshots: ServerMetricsSnapshot[] = [];
+  let state: ScraperState = 'unknown';
+  let note: string | undefined;
+  let timer: TimerHandle | undefined;
+  let inFlight: Promise<ServerMetricsSnapshot | undefined> | undefined;
+  let isRunning = false;
+
+  const markUnavailable = (why: string): undefined => {
+    // A server that answered once and then failed a scrape keeps its earlier data; only a
+    // server that never answered is marked unavailable.
+    if (state !== 'ok') {
+      state = 'unavailable';
+      note = why;
+    }
+    return undefined;
+  };
+
+  async function scrape(): Promise<ServerMetricsSnapshot | undefined> {
+    if (state === 'unavailable') return undefined;
+    const controller = new AbortController();
+    const timeout = deps.clock.setTimeout(() => controller.abort(), options.timeoutMs);
+    try {
+      const response = await deps.fetch(options.url, {
+        signal: controller.signal,
+        redirect: 'manual',
+        headers: options.apiKey === undefined ? {} : { authorization: `Bearer ${options.apiKey}` },
+      });
+      const text = await response.text();
+      if (!response.ok) return markUnavailable(`GET ${options.url} answered ${response.status}`);
+      const snapshot = toServerSnapshot(parsePrometheusText(text), {
+        atMs: deps.clock.nowMs(),
+        ...(options.model === undefined ? {} : { model: options.model }),
+      });
+      if (Object.keys(snapshot).length === 1) return markUnavailable(`${options.url} has none of the known metrics`);
+      state = 'ok';
+      if (snapshots.length < MAX_SNAPSHOTS) snapshots.push(snapshot);
+      return snapshot;
+    } catch (err) {
+      if (state === 'ok') return undefined;
+      const reason = (err as { cause?: { code?: unknown } }).cause?.code ?? (controller.signal.aborted ? 'timeout' : 'error');
+      return markUnavailable(`GET ${options.url} failed: ${String(reason)}`);
+    } finally {
+      timeout.cancel();
+    }
+  }
+
+  function scrapeOnce(): Promise<ServerMetricsSnapshot | undefined> {
+    inFlight ??= scrape().finally(() => {
+      inFlight = undefined;
+    });
+    return inFlight;
+  }
+
+  const tick = (): void => {
+    timer = undefined;
+    if (!isRunning) return;
+    void scrapeOnce().then(() => {
+      if (isRunning && state !== 'unavailable') timer = deps.clock.setTimeout(tick, options.intervalMs);
+    });
+  };
+
+  return {
+    start() {
+      if (isRunning) return;
+      isRunning = true;
+      tick();
+    },
+    scrapeNow: scrapeOnce,
+    async stop() {
+      isRunning = false;
+      timer?.cancel();
+      timer = undefined;
+      await inFlight;
+    },
+    snapshots: () => snapshots,
+    state: () => state,
+    note: () => note,
+  };
+}

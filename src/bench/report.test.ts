@@ -1,0 +1,258 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { StepSamples } from './load-driver.js';
+import { parseSlo } from './ramp-plan.js';
+import {
+  CSV_COLUMNS,
+  aggregateStep,
+  checkSlo,
+  collectNotes,
+  computeCost,
+  decideCapacity,
+  findPeak,
+  gpusForTarget,
+  parseCsv,
+  percentile,
+  summarizeRep,
+  toCsv,
+  toLatencyStats,
+  toMarkdownSummary,
+  type BenchResults,
+  type StepResult,
+} from './report.js';
+import type { RequestOutcome } from './workload.js';
+
+const client = { cpuPercent: 10, eventLoopDelayP99Ms: 0.5 };
+
+function samples(outcomes: RequestOutcome[], window: { startMs: number; endMs: number } = { startMs: 0, endMs: 1000 }): StepSamples {
+  return {
+    startMs: 0,
+    windowStartMs: window.startMs,
+    windowEndMs: window.endMs,
+    endMs: Math.max(window.endMs, ...outcomes.map((o) => o.endMs)),
+    outcomes,
+    issued: outcomes.length,
+    droppedArrivals: 0,
+    isInterrupted: false,
+  };
+}
+
+function ok(startMs: number, endMs: number, extra: Partial<RequestOutcome> = {}): RequestOutcome {
+  return { startMs, endMs, status: 200, audioSeconds: 2, ...extra };
+}
+
+describe('percentile', () => {
+  it('uses the nearest rank', () => {
+    const values = Array.from({ length: 100 }, (_, i) => i + 1);
+    assert.equal(percentile(values, 0.5), 50);
+    assert.equal(percentile(values, 0.95), 95);
+    assert.equal(percentile(values, 0.99), 99);
+    assert.equal(percentile(values, 1), 100);
+    assert.equal(percentile([7], 0.99), 7);
+    assert.ok(Number.isNaN(percentile([], 0.5)));
+  });
+
+  it('summarizes unsorted values with two-decimal milliseconds', () => {
+    assert.deepEqual(toLatencyStats([30, 10, 20.123]), { count: 3, mean: 20.04, p50: 20.12, p90: 30, p95: 30, p99: 30, max: 30 });
+    assert.equal(toLatencyStats([]), undefined);
+  });
+});
+
+describe('summarizeRep', () => {
+  it('measures requests finishing in the half-open window (start, end] and counts the rest apart', () => {
+    const rep = summarizeRep(
+      samples(
+        [
+          ok(0, 100), // warmup: ends at the window start
+          ok(100, 300),
+          ok(200, 600, { ttfbMs: 50 }),
+          { startMs: 300, endMs: 700, status: 500, errorCode: 'internal_error' },
+          { startMs: 300, endMs: 800, status: 502, errorCode: 'http_502' },
+          { startMs: 900, endMs: 1000, errorCode: 'ECONNRESET' },
+          ok(900, 1100), // late
+          { startMs: 950, endMs: 1200, errorCode: 'timeout' }, // late
+        ],
+        { startMs: 100, endMs: 1100 },
+      ),
+      { rep: 1, client },
+    ).result;
+    assert.equal(rep.windowMs, 1000);
+    assert.equal(rep.requests, 6);
+    assert.equal(rep.ok, 3);
+    assert.equal(rep.errors, 3);
+    assert.equal(rep.requestsPerSecond, 3);
+    assert.equal(rep.audioSecondsPerSecond, 6);
+    assert.deepEqual(rep.errorsByCode, { '500 internal_error': 1, ECONNRESET: 1, http_502: 1 });
+    assert.deepEqual(rep.warmup, { requests: 1, ok: 1, errorsByCode: {} });
+    assert.deepEqual(rep.late, { requests: 1, ok: 0, errorsByCode: { timeout: 1 } });
+    assert.deepEqual(rep.latencyMs, { count: 3, mean: 266.67, p50: 200, p90: 400, p95: 400, p99: 400, max: 400 });
+    assert.equal(rep.ttfbMs?.p50, 50);
+  });
+
+  it('leaves audio seconds per second out when any request has an unknown duration', () => {
+    const rep = summarizeRep(samples([ok(0, 100), ok(100, 200, { audioSeconds: undefined })]), { rep: 1, client }).result;
+    assert.equal(rep.audioSecondsPerSecond, undefined);
+    assert.equal(rep.requestsPerSecond, 2);
+  });
+});
+
+describe('aggregateStep', () => {
+  const slo = parseSlo('p95<=300ms');
+  const cost = { gpuHourUsd: 3.6, gpus: 1 };
+
+  it('pools reps: counts add up, rates are over the total window, percentiles over all requests', () => {
+    const a = summarizeRep(samples([ok(0, 100), ok(0, 200)]), { rep: 1, client });
+    const b = summarizeRep(samples([ok(0, 300), ok(0, 400), ok(0, 500), ok(0, 600)]), { rep: 2, client: { cpuPercent: 90, eventLoopDelayP99Ms: 3 } });
+    const step = aggregateStep([a, b], { step: 1, mode: 'closed', level: 4, slo, cost });
+    assert.equal(step.concurrency, 4);
+    assert.equal(step.rateRps, undefined);
+    assert.equal(step.requests, 6);
+    assert.equal(step.requestsPerSecond, 3);
+    assert.equal(step.requestsPerSecondMin, 2);
+    assert.equal(step.requestsPerSecondMax, 4);
+    assert.equal(step.audioSecondsPerSecond, 6);
+    assert.equal(step.latencyMs?.p50, 300);
+    assert.equal(step.latencyMs?.max, 600);
+    assert.equal(step.clientCpuPercentMax, 90);
+    assert.equal(step.meetsSlo, false);
+    assert.deepEqual(step.sloFailures, ['p95<=300ms: got 600ms']);
+    // $0.001 per second over 3 req/s and 6 audio s/s.
+    assert.deepEqual(step.cost, { perRequestUsd: 0.000333333, perAudioHourUsd: 0.6, perCallMinuteUsd: 0.01 });
+    assert.equal(step.reps.length, 2);
+  });
+
+  it('marks a step without any request as failing everything', () => {
+    const step = aggregateStep([summarizeRep(samples([]), { rep: 1, client })], { step: 1, mode: 'open', level: 5, slo, cost });
+    assert.equal(step.rateRps, 5);
+    assert.equal(step.errorRate, 1);
+    assert.equal(step.meetsSlo, false);
+    assert.deepEqual(step.sloFailures, ['p95<=300ms: no measurement', 'errors<=1%: got 100%']);
+  });
+});
+
+describe('checkSlo', () => {
+  it('applies <= and < as written and reads ttfb and error rate', () => {
+    const step = { latencyMs: { count: 1, mean: 1, p50: 100, p90: 100, p95: 100, p99: 100, max: 100 }, errorRate: 0.02 };
+    assert.deepEqual(checkSlo(parseSlo('p95<=100ms,errors<=5%'), step), []);
+    assert.deepEqual(checkSlo(parseSlo('p95<100ms'), step), ['p95<100ms: got 100ms', 'errors<=1%: got 2%']);
+    assert.deepEqual(checkSlo(parseSlo('ttfb_p95<=50ms,errors<=3%'), step), ['ttfb_p95<=50ms: no measurement']);
+  });
+});
+
+describe('cost and capacity', () => {
+  it('spreads the GPU price over requests, audio hours and call minutes', () => {
+    // 2 GPUs at $3.60/h cost $0.002 per second.
+    assert.deepEqual(computeCost({ gpuHourUsd: 3.6, gpus: 2 }, { requestsPerSecond: 4, audioSecondsPerSecond: 10 }), {
+      perRequestUsd: 0.0005,
+      perAudioHourUsd: 0.72,
+      perCallMinuteUsd: 0.012,
+    });
+    assert.deepEqual(computeCost({ gpuHourUsd: 3.6, gpus: 1 }, { requestsPerSecond: 0 }), {});
+    assert.equal(computeCost({ gpus: 1 }, { requestsPerSecond: 4, audioSecondsPerSecond: 10 }), undefined);
+  });
+
+  it('rounds GPUs needed up, without float error on exact multiples', () => {
+    assert.equal(gpusForTarget({ targetRps: 100, capacityRps: 25, gpus: 1 }), 4);
+    assert.equal(gpusForTarget({ targetRps: 100, capacityRps: 33.3, gpus: 1 }), 4);
+    assert.equal(gpusForTarget({ targetRps: 100, capacityRps: 50, gpus: 2 }), 4);
+    assert.equal(gpusForTarget({ targetRps: 0.3, capacityRps: 0.1, gpus: 1 }), 3);
+    assert.equal(gpusForTarget({ targetRps: 1, capacityRps: 1000, gpus: 1 }), 1);
+    assert.equal(gpusForTarget({ targetRps: 1, capacityRps: 0, gpus: 1 }), undefined);
+  });
+
+  function step(level: number, rps: number, meetsSlo: boolean, errorRate = 0): StepResult {
+    return {
+      step: level,
+      mode: 'closed',
+      concurrency: level,
+      level,
+      requests: 100,
+      ok: Math.round(100 * (1 - errorRate)),
+      errors: Math.round(100 * errorRate),
+      errorRate,
+      errorsByCode: {},
+      requestsPerSecond: rps,
+      requestsPerSecondMin: rps,
+      requestsPerSecondMax: rps,
+      latencyMs: { count: 100, mean: level, p50: level, p90: level, p95: level * 10, p99: level, max: level },
+      droppedArrivals: 0,
+      lateRequests: 0,
+      clientCpuPercentMax: 10,
+      clientEventLoopDelayP99MsMax: 0,
+      meetsSlo,
+      reps: [],
+    };
+  }
+
+  it('takes the level meeting the SLO with the most throughput as capacity, with cost and GPUs for a target', () => {
+    const steps = [step(1, 10, true), step(2, 19, true), step(4, 30, false), step(8, 31, true, 0.005), step(16, 29, false, 0.2), step(32, 12, true)];
+    const capacity = decideCapacity(steps, { slo: parseSlo('p95<=100ms'), cost: { gpuHourUsd: 2, gpus: 1 }, targetRps: 100 });
+    assert.equal(capacity?.level, 8);
+    assert.equal(capacity?.requestsPerSecond, 31);
+    assert.equal(capacity?.latencyP95Ms, 80);
+    assert.equal(capacity?.gpusNeeded, 4);
+    assert.deepEqual(capacity?.slo, ['p95<=100ms', 'errors<=1%']);
+    assert.equal(capacity?.cost?.perRequestUsd, Number((2 / 3600 / 31).toPrecision(6)));
+  });
+
+  it('reports no capacity step when no level meets the SLO, and none without an SLO', () => {
+    const steps = [step(1, 10, false)];
+    const capacity = decideCapacity(steps, { slo: parseSlo('p95<=1ms'), cost: { gpus: 1 } });
+    assert.equal(capacity?.step, undefined);
+    assert.equal(capacity?.basis, 'slo');
+    assert.equal(decideCapacity(steps, { cost: { gpus: 1 } }), undefined);
+  });
+
+  it('finds the peak among steps within the error bound', () => {
+    const steps = [step(1, 10, true), step(2, 19, true), step(4, 40, false, 0.3)];
+    assert.equal(findPeak(steps, { cost: { gpus: 1 } })?.level, 2);
+    assert.equal(findPeak([step(4, 40, false, 0.3)], { cost: { gpus: 1 } })?.level, 4);
+    assert.equal(findPeak([], { cost: { gpus: 1 } }), undefined);
+  });
+});
+
+describe('CSV and summaries', () => {
+  const measured = summarizeRep(
+    samples([ok(0, 100), { startMs: 0, endMs: 200, status: 429, errorCode: 'queue_full' }, { startMs: 0, endMs: 300, errorCode: 'a,"b"' }]),
+    { rep: 1, client: { cpuPercent: 97, eventLoopDelayP99Ms: 12 } },
+  );
+  const stepResult = aggregateStep([measured], { step: 1, mode: 'closed', level: 3, cost: { gpus: 1, gpuHourUsd: 1 } });
+  const results = {
+    schema: 'voxmux.bench.results/v1',
+    label: 'unit',
+    mode: 'closed',
+    workload: { kind: 'transcribe', endpoint: 'http://x/v1/audio/transcriptions', model: 'm', isStreaming: false, inputCount: 1, settings: {} },
+    command: ['voxmux', 'bench', 'transcribe'],
+    machine: { platform: 'linux', release: '6', arch: 'x64', cpuModel: 'cpu', cpuCores: 2, memoryBytes: 2 ** 31, nodeVersion: 'v20' },
+    startedAt: '2026-01-01T00:00:00.000Z',
+    endedAt: '2026-01-01T00:01:00.000Z',
+    options: { levels: [3], reps: 1, durationMs: 1000, warmupMs: 0, timeoutMs: 1000, maxRequestsPerStep: 10, gpus: 1, gpuHourUsd: 1 },
+    serverMetrics: { state: 'off' },
+    gpuMetrics: { state: 'off' },
+    steps: [stepResult],
+    notes: collectNotes([stepResult]),
+  } satisfies BenchResults;
+
+  it('writes one row per step with the JSON values, quoting cells that need it', () => {
+    const rows = parseCsv(toCsv(results));
+    assert.deepEqual(rows[0], [...CSV_COLUMNS]);
+    assert.equal(rows.length, 2);
+    const row = rows[1]!;
+    const cell = (column: (typeof CSV_COLUMNS)[number]): string => row[CSV_COLUMNS.indexOf(column)]!;
+    assert.equal(cell('requests'), '3');
+    assert.equal(cell('requests_per_second'), '1');
+    assert.equal(cell('error_rate'), String(stepResult.errorRate));
+    assert.equal(cell('errors_by_code'), '429 queue_full=1;a,"b"=1');
+    assert.equal(cell('rate_rps'), '');
+    assert.equal(cell('cost_per_request_usd'), String(stepResult.cost?.perRequestUsd));
+  });
+
+  it('notes a saturated client, and the markdown summary carries the table and the errors', () => {
+    assert.match(results.notes[0] ?? '', /client used 97% of a CPU core at level 3/);
+    const markdown = toMarkdownSummary(results);
+    assert.match(markdown, /^# Bench: unit/);
+    assert.match(markdown, /\| 3 \| 1\.00 \|/);
+    assert.match(markdown, /level 3: 429 queue_full x1/);
+    assert.match(markdown, /## Notes/);
+  });
+});

@@ -1,0 +1,835 @@
+/**
+ * Turns raw step samples into results: per-step statistics, SLO checks, capacity, cost, and the
+ * JSON, CSV and markdown renderings of a run. Pure apart from the types it reads.
+ *
+ * Measurement rules (docs/bench.md repeats them):
+ * - a request is measured when it finishes inside its step's window, (start, end]; requests finishing during
+ *   the warmup or after the window (the drain) are counted apart;
+ * - requests per second counts successful measured requests over the window length;
+ * - latency and time-to-first-byte percentiles are over successful measured requests
+ *   (nearest-rank);
+ * - the error rate is measured errors over measured requests.
+ */
+import type { ClientUsage } from './client-monitor.js';
+import { CLIENT_SATURATION_CPU_PERCENT } from './client-monitor.js';
+import type { GpuStepMetrics } from './gpu-sampler.js';
+import type { StepSamples } from './load-driver.js';
+import type { MachineInfo } from './machine-info.js';
+import type { ServerStepMetrics } from './metrics-scraper.js';
+import { DEFAULT_MAX_ERROR_RATE, type LoadMode, type SloClause } from './ramp-plan.js';
+import { formatMarkdownTable, formatNumber, formatTextTable, formatUsd } from './text-table.js';
+import { toErrorKey, type WorkloadInfo } from './workload.js';
+
+export const RESULTS_SCHEMA = 'voxmux.bench.results/v1';
+
+export interface LatencyStats {
+  count: number;
+  mean: number;
+  p50: number;
+  p90: number;
+  p95: number;
+  p99: number;
+  max: number;
+}
+
+export interface UnmeasuredRequests {
+  requests: number;
+  ok: number;
+  errorsByCode: Record<string, number>;
+}
+
+export interface RepResult {
+  rep: number;
+  windowMs: number;
+  /** Requests that finished inside the window. */
+  requests: number;
+  ok: number;
+  errors: number;
+  requestsPerSecond: number;
+  audioSecondsPerSecond?: number;
+  latencyMs?: LatencyStats;
+  ttfbMs?: LatencyStats;
+  errorsByCode: Record<string, number>;
+  /** Requests that finished before the window (warmup). */
+  warmup: UnmeasuredRequests;
+  /** Requests that finished after the window (drain, timeouts of late requests) or were interrupted. */
+  late: UnmeasuredRequests;
+  droppedArrivals: number;
+  client: ClientUsage;
+  server?: ServerStepMetrics;
+  gpu?: GpuStepMetrics[];
+  isInterrupted?: boolean;
+}
+
+/** Everything a rep measured, with the raw values needed to pool reps into a step. */
+export interface RepMeasurement {
+  result: RepResult;
+  latenciesMs: number[];
+  ttfbsMs: number[];
+  audioSeconds: number;
+  hasAudioSeconds: boolean;
+}
+
+export interface CostFigures {
+  perRequestUsd?: number;
+  perAudioHourUsd?: number;
+  /** One minute of a real-time call: for transcription, one minute of audio. */
+  perCallMinuteUsd?: number;
+}
+
+export interface StepResult {
+  /** Level number from 1, in run order. */
+  step: number;
+  mode: LoadMode;
+  /** Closed loop: the number of client loops. */
+  concurrency?: number;
+  /** Open loop: offered requests per second. */
+  rateRps?: number;
+  /** The x value of the ramp: concurrency or offered rate. */
+  level: number;
+  requests: number;
+  ok: number;
+  errors: number;
+  errorRate: number;
+  errorsByCode: Record<string, number>;
+  /** Successful measured requests per second, over all reps' windows. */
+  requestsPerSecond: number;
+  requestsPerSecondMin: number;
+  requestsPerSecondMax: number;
+  /** Seconds of audio transcribed per second of wall time (RTFx). */
+  audioSecondsPerSecond?: number;
+  latencyMs?: LatencyStats;
+  ttfbMs?: LatencyStats;
+  droppedArrivals: number;
+  lateRequests: number;
+  clientCpuPercentMax: number;
+  clientEventLoopDelayP99MsMax: number;
+  server?: Omit<ServerStepMetrics, 'scrapes'>;
+  gpu?: GpuStepMetrics[];
+  meetsSlo?: boolean;
+  sloFailures?: string[];
+  cost?: CostFigures;
+  reps: RepResult[];
+}
+
+export interface CostOptions {
+  gpuHourUsd?: number;
+  gpus: number;
+}
+
+export interface Capacity {
+  basis: 'slo' | 'peak';
+  slo?: string[];
+  /** Undefined when no step qualified. */
+  step?: number;
+  level?: number;
+  requestsPerSecond?: number;
+  audioSecondsPerSecond?: number;
+  latencyP95Ms?: number;
+  cost?: CostFigures;
+  gpus: number;
+  targetRps?: number;
+  /** GPUs needed for targetRps at this capacity, assuming linear scaling. */
+  gpusNeeded?: number;
+}
+
+export interface RunOptionsRecord {
+  levels: number[];
+  reps: number;
+  durationMs: number;
+  warmupMs: number;
+  timeoutMs: number;
+  maxRequestsPerStep: number;
+  maxOutstanding?: number;
+  seed?: number;
+  slo?: string[];
+  gpuHourUsd?: number;
+  gpus: number;
+  targetRps?: number;
+}
+
+export interface BenchResults {
+  schema: typeof RESULTS_SCHEMA;
+  label: string;
+  mode: LoadMode;
+  workload: WorkloadInfo;
+  /** The command line, with secrets replaced by `***`. */
+  command: string[];
+  gitCommit?: string;
+  machine: MachineInfo;
+  startedAt: string;
+  endedAt: string;
+  options: RunOptionsRecord;
+  serverMetrics: { state: 'ok' | 'unavailable' | 'off'; url?: string; note?: string };
+  gpuMetrics: { state: 'ok' | 'unavailable' | 'off'; note?: string };
+  steps: StepResult[];
+  peak?: Capacity;
+  capacity?: Capacity;
+  /** Why the ramp stopped before its last step, if it did. */
+  stoppedEarly?: string;
+  notes: string[];
+}
+
+/** Nearest-rank percentile of ascending values; q in (0, 1]. */
+export function percentile(sortedValues: readonly number[], q: number): number {
+  if (sortedValues.length === 0) return Number.NaN;
+  const rank = Math.min(sortedValues.length, Math.max(1, Math.ceil(q * sortedValues.length)));
+  return sortedValues[rank - 1]!;
+}
+
+export function toLatencyStats(values: readonly number[]): LatencyStats | undefined {
+  if (values.length === 0) return undefined;
+  const sorted = [...values].sort((a, b) => a - b);
+  return {
+    count: sorted.length,
+    mean: roundMs(sorted.reduce((sum, v) => sum + v, 0) / sorted.length),
+    p50: roundMs(percentile(sorted, 0.5)),
+    p90: roundMs(percentile(sorted, 0.9)),
+    p95: roundMs(percentile(sorted, 0.95)),
+    p99: roundMs(percentile(sorted, 0.99)),
+    max: roundMs(sorted.at(-1)!),
+  };
+}
+
+export interface RepExtras {
+  rep: number;
+  client: ClientUsage;
+  server?: ServerStepMetrics;
+  gpu?: GpuStepMetrics[];
+}
+
+export function summarizeRep(samples: StepSamples, extras: RepExtras): RepMeasurement {
+  const windowMs = samples.windowEndMs - samples.windowStartMs;
+  const latenciesMs: number[] = [];
+  const ttfbsMs: number[] = [];
+  const errorsByCode: Record<string, number> = {};
+  const warmup: UnmeasuredRequests = { requests: 0, ok: 0, errorsByCode: {} };
+  const late: UnmeasuredRequests = { requests: 0, ok: 0, errorsByCode: {} };
+  let requests = 0;
+  let ok = 0;
+  let audioSeconds = 0;
+  let hasAudioSeconds = true;
+  for (const outcome of samples.outcomes) {
+    const isOk = outcome.errorCode === undefined;
+    // The window is half-open, (start, end], so that back-to-back windows never count a request twice.
+    // Requests cut short by an interruption say nothing about the server: never measured.
+    const isInterruption = outcome.errorCode === 'interrupted';
+    if (isInterruption || outcome.endMs <= samples.windowStartMs || outcome.endMs > samples.windowEndMs) {
+      const bucket = outcome.endMs <= samples.windowStartMs && !isInterruption ? warmup : late;
+      bucket.requests += 1;
+      if (isOk) bucket.ok += 1;
+      else increment(bucket.errorsByCode, toErrorKey(outcome));
+      continue;
+    }
+    requests += 1;
+    if (!isOk) {
+      increment(errorsByCode, toErrorKey(outcome));
+      continue;
+    }
+    ok += 1;
+    latenciesMs.push(outcome.endMs - outcome.startMs);
+    if (outcome.ttfbMs !== undefined) ttfbsMs.push(outcome.ttfbMs);
+    if (outcome.audioSeconds === undefined) hasAudioSeconds = false;
+    else audioSeconds += outcome.audioSeconds;
+  }
+  hasAudioSeconds &&= ok > 0;
+  const latencyMs = toLatencyStats(latenciesMs);
+  const ttfbMs = toLatencyStats(ttfbsMs);
+  const result: RepResult = {
+    rep: extras.rep,
+    windowMs: roundMs(windowMs),
+    requests,
+    ok,
+    errors: requests - ok,
+    requestsPerSecond: roundRate(windowMs > 0 ? (ok * 1000) / windowMs : 0),
+    ...(hasAudioSeconds && windowMs > 0 ? { audioSecondsPerSecond: roundRate((audioSeconds * 1000) / windowMs) } : {}),
+    ...(latencyMs === undefined ? {} : { latencyMs }),
+    ...(ttfbMs === undefined ? {} : { ttfbMs }),
+    errorsByCode: sortKeys(errorsByCode),
+    warmup: { ...warmup, errorsByCode: sortKeys(warmup.errorsByCode) },
+    late: { ...late, errorsByCode: sortKeys(late.errorsByCode) },
+    droppedArrivals: samples.droppedArrivals,
+    client: extras.client,
+    ...(extras.server === undefined ? {} : { server: extras.server }),
+    ...(extras.gpu === undefined ? {} : { gpu: extras.gpu }),
+    ...(samples.isInterrupted ? { isInterrupted: true } : {}),
+  };
+  return { result, latenciesMs, ttfbsMs, audioSeconds, hasAudioSeconds };
+}
+
+export interface AggregateOptions {
+  /** Level number from 1, in run order. */
+  step: number;
+  mode: LoadMode;
+  level: number;
+  slo?: readonly SloClause[];
+  cost: CostOptions;
+}
+
+/** Pools the reps of one level: counts add up, percentiles are over all reps' requests. */
+export function aggregateStep(reps: readonly RepMeasurement[], options: AggregateOptions): StepResult {
+  const results = reps.map((rep) => rep.result);
+  const windowMs = sum(results.map((rep) => rep.windowMs));
+  const requests = sum(results.map((rep) => rep.requests));
+  const ok = sum(results.map((rep) => rep.ok));
+  const errorsByCode: Record<string, number> = {};
+  for (const rep of results) for (const [code, count] of Object.entries(rep.errorsByCode)) increment(errorsByCode, code, count);
+  const hasAudioSeconds = reps.length > 0 && reps.every((rep) => rep.hasAudioSeconds);
+  const audioSeconds = sum(reps.map((rep) => rep.audioSeconds));
+  const latencyMs = toLatencyStats(reps.flatMap((rep) => rep.latenciesMs));
+  const ttfbMs = toLatencyStats(reps.flatMap((rep) => rep.ttfbsMs));
+  const rates = results.map((rep) => rep.requestsPerSecond);
+  const server = mergeServer(results.map((rep) => rep.server));
+  const gpu = mergeGpu(results.map((rep) => rep.gpu));
+  const step: StepResult = {
+    step: options.step,
+    mode: options.mode,
+    ...(options.mode === 'closed' ? { concurrency: options.level } : { rateRps: options.level }),
+    level: options.level,
+    requests,
+    ok,
+    errors: requests - ok,
+    errorRate: requests > 0 ? roundRatio((requests - ok) / requests) : 1,
+    errorsByCode: sortKeys(errorsByCode),
+    requestsPerSecond: roundRate(windowMs > 0 ? (ok * 1000) / windowMs : 0),
+    requestsPerSecondMin: rates.length > 0 ? Math.min(...rates) : 0,
+    requestsPerSecondMax: rates.length > 0 ? Math.max(...rates) : 0,
+    ...(hasAudioSeconds && windowMs > 0 ? { audioSecondsPerSecond: roundRate((audioSeconds * 1000) / windowMs) } : {}),
+    ...(latencyMs === undefined ? {} : { latencyMs }),
+    ...(ttfbMs === undefined ? {} : { ttfbMs }),
+    droppedArrivals: sum(results.map((rep) => rep.droppedArrivals)),
+    lateRequests: sum(results.map((rep) => rep.late.requests)),
+    clientCpuPercentMax: results.length > 0 ? Math.max(...results.map((rep) => rep.client.cpuPercent)) : 0,
+    clientEventLoopDelayP99MsMax: results.length > 0 ? Math.max(...results.map((rep) => rep.client.eventLoopDelayP99Ms)) : 0,
+    ...(server === undefined ? {} : { server }),
+    ...(gpu === undefined ? {} : { gpu }),
+    reps: results,
+  };
+  if (options.slo !== undefined && options.slo.length > 0) {
+    const failures = checkSlo(options.slo, step);
+    step.meetsSlo = failures.length === 0;
+    if (failures.length > 0) step.sloFailures = failures;
+  }
+  const cost = computeCost(options.cost, step);
+  if (cost !== undefined) step.cost = cost;
+  return step;
+}
+
+/** The SLO clauses a step misses, as readable phrases; empty when it meets them all. */
+export function checkSlo(clauses: readonly SloClause[], step: Pick<StepResult, 'latencyMs' | 'ttfbMs' | 'errorRate'>): string[] {
+  const failures: string[] = [];
+  for (const clause of clauses) {
+    const value = sloValue(clause, step);
+    if (value === undefined) {
+      failures.push(`${clause.text}: no measurement`);
+      continue;
+    }
+    const isMet = clause.op === '<=' ? value <= clause.threshold : value < clause.threshold;
+    if (!isMet) {
+      const shown = clause.metric === 'error_rate' ? `${roundRatio(value * 100)}%` : `${roundMs(value)}ms`;
+      failures.push(`${clause.text}: got ${shown}`);
+    }
+  }
+  return failures;
+}
+
+function sloValue(clause: SloClause, step: Pick<StepResult, 'latencyMs' | 'ttfbMs' | 'errorRate'>): number | undefined {
+  switch (clause.metric) {
+    case 'error_rate':
+      return step.errorRate;
+    case 'mean':
+    case 'p50':
+    case 'p90':
+    case 'p95':
+    case 'p99':
+    case 'max':
+      return step.latencyMs?.[clause.metric];
+    case 'ttfb_p50':
+      return step.ttfbMs?.p50;
+    case 'ttfb_p90':
+      return step.ttfbMs?.p90;
+    case 'ttfb_p95':
+      return step.ttfbMs?.p95;
+    case 'ttfb_p99':
+      return step.ttfbMs?.p99;
+  }
+}
+
+/**
+ * Cost at a given throughput: the GPUs' price per second spread over the work done per second.
+ * A call minute is one minute of real-time audio: a server doing `audioSecondsPerSecond` seconds
+ * of audio per second keeps that many calls going at once.
+ */
+export function computeCost(
+  options: CostOptions,
+  throughput: { requestsPerSecond?: number; audioSecondsPerSecond?: number },
+): CostFigures | undefined {
+  if (options.gpuHourUsd === undefined) return undefined;
+  const { requestsPerSecond, audioSecondsPerSecond } = throughput;
+  const usdPerSecond = (options.gpuHourUsd * options.gpus) / 3600;
+  const cost: CostFigures = {};
+  if (requestsPerSecond !== undefined && requestsPerSecond > 0) cost.perRequestUsd = roundUsd(usdPerSecond / requestsPerSecond);
+  if (audioSecondsPerSecond !== undefined && audioSecondsPerSecond > 0) {
+    cost.perAudioHourUsd = roundUsd((usdPerSecond * 3600) / audioSecondsPerSecond);
+    cost.perCallMinuteUsd = roundUsd((usdPerSecond * 60) / audioSecondsPerSecond);
+  }
+  return cost;
+}
+
+export interface CapacityOptions {
+  slo?: readonly SloClause[];
+  cost: CostOptions;
+  targetRps?: number;
+}
+
+/** The step with the highest throughput among those within the default error bound (or all, if none is). */
+export function findPeak(steps: readonly StepResult[], options: CapacityOptions): Capacity | undefined {
+  if (steps.length === 0) return undefined;
+  const healthy = steps.filter((step) => step.errorRate <= DEFAULT_MAX_ERROR_RATE && step.ok > 0);
+  const pool = healthy.length > 0 ? healthy : steps.filter((step) => step.ok > 0);
+  if (pool.length === 0) return undefined;
+  const best = pool.reduce((a, b) => (b.requestsPerSecond > a.requestsPerSecond ? b : a));
+  return toCapacity('peak', best, options);
+}
+
+/**
+ * Capacity under the SLO: of the levels that meet it, the one with the most throughput (the
+ * higher level on a tie). A Capacity without a step when none meets it.
+ */
+export function decideCapacity(steps: readonly StepResult[], options: CapacityOptions): Capacity | undefined {
+  if (options.slo === undefined || options.slo.length === 0) return undefined;
+  const passing = steps.filter((step) => step.meetsSlo === true);
+  if (passing.length === 0) {
+    return {
+      basis: 'slo',
+      slo: options.slo.map((clause) => clause.text),
+      gpus: options.cost.gpus,
+      ...(options.targetRps === undefined ? {} : { targetRps: options.targetRps }),
+    };
+  }
+  const best = passing.reduce((a, b) =>
+    b.requestsPerSecond > a.requestsPerSecond || (b.requestsPerSecond === a.requestsPerSecond && b.level > a.level) ? b : a,
+  );
+  return toCapacity('slo', best, options);
+}
+
+function toCapacity(basis: Capacity['basis'], step: StepResult, options: CapacityOptions): Capacity {
+  const capacity: Capacity = {
+    basis,
+    ...(basis === 'slo' && options.slo !== undefined ? { slo: options.slo.map((clause) => clause.text) } : {}),
+    step: step.step,
+    level: step.level,
+    requestsPerSecond: step.requestsPerSecond,
+    ...(step.audioSecondsPerSecond === undefined ? {} : { audioSecondsPerSecond: step.audioSecondsPerSecond }),
+    ...(step.latencyMs === undefined ? {} : { latencyP95Ms: step.latencyMs.p95 }),
+    gpus: options.cost.gpus,
+  };
+  const cost = computeCost(options.cost, step);
+  if (cost !== undefined) capacity.cost = cost;
+  if (options.targetRps !== undefined) {
+    capacity.targetRps = options.targetRps;
+    const gpusNeeded = gpusForTarget({ targetRps: options.targetRps, capacityRps: step.requestsPerSecond, gpus: options.cost.gpus });
+    if (gpusNeeded !== undefined) capacity.gpusNeeded = gpusNeeded;
+  }
+  return capacity;
+}
+
+/** GPUs needed for `targetRps` when `gpus` GPUs sustain `capacityRps`, assuming linear scaling. */
+export function gpusForTarget(options: { targetRps: number; capacityRps: number; gpus: number }): number | undefined {
+  const { targetRps, capacityRps, gpus } = options;
+  if (!(capacityRps > 0) || !(gpus > 0)) return undefined;
+  const perGpu = capacityRps / gpus;
+  // Guards against 2.0000000001 GPUs from float error.
+  return Math.max(1, Math.ceil(targetRps / perGpu - 1e-9));
+}
+
+/** Successful requests of a step, measured or not: zero means the server never answered well. */
+export function countSuccesses(step: StepResult): number {
+  return step.ok + sum(step.reps.map((rep) => rep.warmup.ok + rep.late.ok));
+}
+
+/** Notes for the summary: client saturation and the like. */
+export function collectNotes(steps: readonly StepResult[]): string[] {
+  const notes: string[] = [];
+  const unmeasured = steps.filter((step) => step.requests === 0 && countSuccesses(step) > 0);
+  if (unmeasured.length > 0) {
+    notes.push(
+      `At level ${unmeasured.map((s) => s.level).join(', ')} requests succeeded but none finished inside the window: the window is shorter than the latency there. Use a longer --duration-s.`,
+    );
+  }
+  const saturated = steps.filter((step) => step.clientCpuPercentMax >= CLIENT_SATURATION_CPU_PERCENT);
+  if (saturated.length > 0) {
+    notes.push(
+      `The client used ${Math.max(...saturated.map((s) => s.clientCpuPercentMax))}% of a CPU core at level ${saturated
+        .map((s) => s.level)
+        .join(', ')}: it may be the bottleneck there. Run several bench processes or a faster client.`,
+    );
+  }
+  const dropped = steps.filter((step) => step.droppedArrivals > 0);
+  if (dropped.length > 0) {
+    notes.push(
+      `Arrivals were dropped at level ${dropped.map((s) => s.level).join(', ')} because the outstanding-request cap was reached: the server is past capacity there.`,
+    );
+  }
+  return notes;
+}
+
+export const CSV_COLUMNS = [
+  'step',
+  'mode',
+  'level',
+  'concurrency',
+  'rate_rps',
+  'reps',
+  'requests',
+  'ok',
+  'errors',
+  'error_rate',
+  'requests_per_second',
+  'requests_per_second_min',
+  'requests_per_second_max',
+  'audio_seconds_per_second',
+  'latency_mean_ms',
+  'latency_p50_ms',
+  'latency_p90_ms',
+  'latency_p95_ms',
+  'latency_p99_ms',
+  'latency_max_ms',
+  'ttfb_p50_ms',
+  'ttfb_p95_ms',
+  'dropped_arrivals',
+  'late_requests',
+  'client_cpu_percent_max',
+  'server_queued_mean',
+  'server_queued_max',
+  'server_batch_size_mean',
+  'gpu_utilization_percent_mean',
+  'gpu_memory_used_mib_max',
+  'meets_slo',
+  'cost_per_request_usd',
+  'cost_per_audio_hour_usd',
+  'cost_per_call_minute_usd',
+  'errors_by_code',
+] as const;
+
+export type CsvColumn = (typeof CSV_COLUMNS)[number];
+
+/** The value of one CSV column for a step, as the JSON holds it; undefined becomes an empty cell. */
+export function csvValue(step: StepResult, column: CsvColumn): string | number | boolean | undefined {
+  switch (column) {
+    case 'step':
+      return step.step;
+    case 'mode':
+      return step.mode;
+    case 'level':
+      return step.level;
+    case 'concurrency':
+      return step.concurrency;
+    case 'rate_rps':
+      return step.rateRps;
+    case 'reps':
+      return step.reps.length;
+    case 'requests':
+      return step.requests;
+    case 'ok':
+      return step.ok;
+    case 'errors':
+      return step.errors;
+    case 'error_rate':
+      return step.errorRate;
+    case 'requests_per_second':
+      return step.requestsPerSecond;
+    case 'requests_per_second_min':
+      return step.requestsPerSecondMin;
+    case 'requests_per_second_max':
+      return step.requestsPerSecondMax;
+    case 'audio_seconds_per_second':
+      return step.audioSecondsPerSecond;
+    case 'latency_mean_ms':
+      return step.latencyMs?.mean;
+    case 'latency_p50_ms':
+      return step.latencyMs?.p50;
+    case 'latency_p90_ms':
+      return step.latencyMs?.p90;
+    case 'latency_p95_ms':
+      return step.latencyMs?.p95;
+    case 'latency_p99_ms':
+      return step.latencyMs?.p99;
+    case 'latency_max_ms':
+      return step.latencyMs?.max;
+    case 'ttfb_p50_ms':
+      return step.ttfbMs?.p50;
+    case 'ttfb_p95_ms':
+      return step.ttfbMs?.p95;
+    case 'dropped_arrivals':
+      return step.droppedArrivals;
+    case 'late_requests':
+      return step.lateRequests;
+    case 'client_cpu_percent_max':
+      return step.clientCpuPercentMax;
+    case 'server_queued_mean':
+      return step.server?.queuedMean;
+    case 'server_queued_max':
+      return step.server?.queuedMax;
+    case 'server_batch_size_mean':
+      return step.server?.batchSizeMean;
+    case 'gpu_utilization_percent_mean':
+      return step.gpu === undefined ? undefined : round1(meanOf(step.gpu.map((g) => g.utilizationPercentMean)));
+    case 'gpu_memory_used_mib_max':
+      return step.gpu === undefined ? undefined : Math.max(...step.gpu.map((g) => g.memoryUsedMiBMax));
+    case 'meets_slo':
+      return step.meetsSlo;
+    case 'cost_per_request_usd':
+      return step.cost?.perRequestUsd;
+    case 'cost_per_audio_hour_usd':
+      return step.cost?.perAudioHourUsd;
+    case 'cost_per_call_minute_usd':
+      return step.cost?.perCallMinuteUsd;
+    case 'errors_by_code':
+      return Object.entries(step.errorsByCode)
+        .map(([code, count]) => `${code}=${count}`)
+        .join(';');
+  }
+}
+
+/** One row per load level; numbers are written exactly as in the JSON file. */
+export function toCsv(results: BenchResults): string {
+  const lines = [CSV_COLUMNS.join(',')];
+  for (const step of results.steps) {
+    lines.push(CSV_COLUMNS.map((column) => csvCell(csvValue(step, column))).join(','));
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function csvCell(value: string | number | boolean | undefined): string {
+  if (value === undefined) return '';
+  const text = String(value);
+  return /[",\n\r]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+}
+
+/** Splits CSV text into rows of cells (RFC 4180 quoting). */
+export function parseCsv(text: string): string[][] {
+  const rows: string[][] = [];
+  let row: string[] = [];
+  let cell = '';
+  let isQuoted = false;
+  for (let i = 0; i < text.length; i += 1) {
+    const ch = text[i]!;
+    if (isQuoted) {
+      if (ch === '"' && text[i + 1] === '"') {
+        cell += '"';
+        i += 1;
+      } else if (ch === '"') isQuoted = false;
+      else cell += ch;
+    } else if (ch === '"') isQuoted = true;
+    else if (ch === ',') {
+      row.push(cell);
+      cell = '';
+    } else if (ch === '\n' || ch === '\r') {
+      if (ch === '\r' && text[i + 1] === '\n') i += 1;
+      row.push(cell);
+      rows.push(row);
+      row = [];
+      cell = '';
+    } else cell += ch;
+  }
+  if (cell !== '' || row.length > 0) {
+    row.push(cell);
+    rows.push(row);
+  }
+  return rows;
+}
+
+/** The header of the step table, shared by the terminal and the markdown summary. */
+function stepTable(results: BenchResults): { header: string[]; rows: string[][] } {
+  const isOpen = results.mode === 'open';
+  const hasTtfb = results.steps.some((step) => step.ttfbMs !== undefined);
+  const hasAudio = results.steps.some((step) => step.audioSecondsPerSecond !== undefined);
+  const hasServer = results.steps.some((step) => step.server !== undefined);
+  const hasSlo = results.steps.some((step) => step.meetsSlo !== undefined);
+  const header = [
+    isOpen ? 'rate' : 'conc',
+    'req/s',
+    ...(hasAudio ? ['RTFx'] : []),
+    'p50 ms',
+    'p90 ms',
+    'p95 ms',
+    'p99 ms',
+    'max ms',
+    ...(hasTtfb ? ['ttfb p50', 'ttfb p95'] : []),
+    'errors',
+    ...(isOpen ? ['dropped'] : []),
+    ...(hasServer ? ['queued', 'batch'] : []),
+    'cpu %',
+    ...(hasSlo ? ['SLO'] : []),
+  ];
+  const rows = results.steps.map((step) => [
+    String(step.level),
+    formatNumber(step.requestsPerSecond, 2),
+    ...(hasAudio ? [formatNumber(step.audioSecondsPerSecond, 1)] : []),
+    formatNumber(step.latencyMs?.p50, 0),
+    formatNumber(step.latencyMs?.p90, 0),
+    formatNumber(step.latencyMs?.p95, 0),
+    formatNumber(step.latencyMs?.p99, 0),
+    formatNumber(step.latencyMs?.max, 0),
+    ...(hasTtfb ? [formatNumber(step.ttfbMs?.p50, 0), formatNumber(step.ttfbMs?.p95, 0)] : []),
+    step.errors === 0 ? '0' : `${step.errors} (${formatNumber(step.errorRate * 100, 1)}%)`,
+    ...(isOpen ? [String(step.droppedArrivals)] : []),
+    ...(hasServer ? [formatNumber(step.server?.queuedMean, 1), formatNumber(step.server?.batchSizeMean, 2)] : []),
+    formatNumber(step.clientCpuPercentMax, 0),
+    ...(hasSlo ? [step.meetsSlo === true ? 'yes' : 'no'] : []),
+  ]);
+  return { header, rows };
+}
+
+export function formatStepTable(results: BenchResults): string {
+  const { header, rows } = stepTable(results);
+  return formatTextTable(header, rows);
+}
+
+/** The lines about capacity, cost and GPUs needed, shared by the terminal and markdown output. */
+export function capacityLines(results: BenchResults): string[] {
+  const lines: string[] = [];
+  const unit = results.mode === 'open' ? 'offered rate' : 'concurrency';
+  const describe = (capacity: Capacity, title: string): void => {
+    if (capacity.step === undefined) {
+      lines.push(`${title}: no step met the SLO ${capacity.slo?.join(', ') ?? ''}`.trimEnd());
+      return;
+    }
+    const rtfx = capacity.audioSecondsPerSecond === undefined ? '' : `, ${formatNumber(capacity.audioSecondsPerSecond, 1)} audio s/s`;
+    const slo = capacity.basis === 'slo' ? ` meeting ${capacity.slo?.join(', ')}` : '';
+    lines.push(
+      `${title}: ${formatNumber(capacity.requestsPerSecond, 2)} req/s${rtfx} at ${unit} ${capacity.level}${slo} (p95 ${formatNumber(capacity.latencyP95Ms, 0)} ms) on ${capacity.gpus} GPU(s)`,
+    );
+    if (capacity.cost !== undefined) {
+      lines.push(
+        `  cost at $${results.options.gpuHourUsd}/GPU-hour: ${formatUsd(capacity.cost.perRequestUsd)} per request, ${formatUsd(capacity.cost.perAudioHourUsd)} per audio hour, ${formatUsd(capacity.cost.perCallMinuteUsd)} per call minute`,
+      );
+    }
+    if (capacity.targetRps !== undefined) {
+      lines.push(
+        capacity.gpusNeeded === undefined
+          ? `  GPUs for ${capacity.targetRps} req/s: unknown (no throughput measured)`
+          : `  GPUs for ${capacity.targetRps} req/s: ${capacity.gpusNeeded} (linear scaling assumed)`,
+      );
+    }
+  };
+  if (results.capacity !== undefined) describe(results.capacity, 'Capacity');
+  if (results.peak !== undefined) describe(results.peak, 'Peak throughput');
+  return lines;
+}
+
+export function toMarkdownSummary(results: BenchResults): string {
+  const { header, rows } = stepTable(results);
+  const machine = results.machine;
+  const out: string[] = [
+    `# Bench: ${results.label}`,
+    '',
+    `- Workload: ${results.workload.kind} (${results.workload.isStreaming ? 'streamed' : 'not streamed'}), model \`${results.workload.model}\`, ${results.workload.inputCount} input file(s)${results.workload.meanAudioSeconds === undefined ? '' : `, ${formatNumber(results.workload.meanAudioSeconds, 2)} s of audio each on average`}`,
+    `- Endpoint: ${results.workload.endpoint}`,
+    `- Mode: ${results.mode === 'closed' ? 'closed loop (concurrency)' : 'open loop (Poisson arrivals)'}; ${results.options.reps} rep(s) of ${results.options.durationMs / 1000} s per level after ${results.options.warmupMs / 1000} s of warmup`,
+    `- Started ${results.startedAt}, ended ${results.endedAt}`,
+    `- Command: \`${results.command.join(' ')}\``,
+    `- Git commit: ${results.gitCommit ?? 'unknown'}`,
+    `- Client: ${machine.cpuModel}, ${machine.cpuCores} cores, ${Math.round(machine.memoryBytes / 2 ** 30)} GiB, ${machine.platform} ${machine.release}, Node ${machine.nodeVersion}`,
+    `- Server metrics: ${results.serverMetrics.state}${results.serverMetrics.note === undefined ? '' : ` (${results.serverMetrics.note})`}; GPU metrics: ${results.gpuMetrics.state}${results.gpuMetrics.note === undefined ? '' : ` (${results.gpuMetrics.note})`}`,
+    '',
+    '## Steps',
+    '',
+    formatMarkdownTable(header, rows),
+    '',
+  ];
+  const capacity = capacityLines(results);
+  if (capacity.length > 0) out.push('## Capacity', '', ...capacity.map((line) => (line.startsWith('  ') ? `  - ${line.trim()}` : `- ${line}`)), '');
+  const errorSteps = results.steps.filter((step) => step.errors > 0);
+  if (errorSteps.length > 0) {
+    out.push('## Errors', '');
+    for (const step of errorSteps) {
+      out.push(`- level ${step.level}: ${Object.entries(step.errorsByCode).map(([code, n]) => `${code} x${n}`).join(', ')}`);
+    }
+    out.push('');
+  }
+  const notes = [...(results.stoppedEarly === undefined ? [] : [`Stopped early: ${results.stoppedEarly}`]), ...results.notes];
+  if (notes.length > 0) out.push('## Notes', '', ...notes.map((note) => `- ${note}`), '');
+  return out.join('\n');
+}
+
+export function toJson(results: BenchResults): string {
+  return `${JSON.stringify(results, null, 2)}\n`;
+}
+
+function mergeServer(list: ReadonlyArray<ServerStepMetrics | undefined>): StepResult['server'] {
+  const present = list.filter((s): s is ServerStepMetrics => s !== undefined);
+  if (present.length === 0) return undefined;
+  const pick = (key: 'queuedMean' | 'runningMean' | 'batchSizeMean'): number | undefined => {
+    const values = present.map((s) => s[key]).filter((v): v is number => v !== undefined);
+    return values.length === 0 ? undefined : Math.round(meanOf(values) * 100) / 100;
+  };
+  const maxes = present.map((s) => s.queuedMax).filter((v): v is number => v !== undefined);
+  const out: NonNullable<StepResult['server']> = {};
+  const queuedMean = pick('queuedMean');
+  const runningMean = pick('runningMean');
+  const batchSizeMean = pick('batchSizeMean');
+  if (queuedMean !== undefined) out.queuedMean = queuedMean;
+  if (maxes.length > 0) out.queuedMax = Math.max(...maxes);
+  if (runningMean !== undefined) out.runningMean = runningMean;
+  if (batchSizeMean !== undefined) out.batchSizeMean = batchSizeMean;
+  return out;
+}
+
+function mergeGpu(list: ReadonlyArray<GpuStepMetrics[] | undefined>): GpuStepMetrics[] | undefined {
+  const byIndex = new Map<number, GpuStepMetrics[]>();
+  for (const gpus of list) for (const gpu of gpus ?? []) byIndex.set(gpu.index, [...(byIndex.get(gpu.index) ?? []), gpu]);
+  if (byIndex.size === 0) return undefined;
+  return [...byIndex.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([index, gpus]) => {
+      const samples = sum(gpus.map((g) => g.samples));
+      const total = gpus.find((g) => g.memoryTotalMiB !== undefined)?.memoryTotalMiB;
+      return {
+        index,
+        utilizationPercentMean: round1(sum(gpus.map((g) => g.utilizationPercentMean * g.samples)) / Math.max(1, samples)),
+        utilizationPercentMax: Math.max(...gpus.map((g) => g.utilizationPercentMax)),
+        memoryUsedMiBMax: Math.max(...gpus.map((g) => g.memoryUsedMiBMax)),
+        ...(total === undefined ? {} : { memoryTotalMiB: total }),
+        samples,
+      };
+    });
+}
+
+function increment(counts: Record<string, number>, key: string, by = 1): void {
+  counts[key] = (counts[key] ?? 0) + by;
+}
+
+function sortKeys(counts: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(counts).sort(([a], [b]) => a.localeCompare(b)));
+}
+
+function sum(values: readonly number[]): number {
+  return values.reduce((total, v) => total + v, 0);
+}
+
+function meanOf(values: readonly number[]): number {
+  return values.length === 0 ? Number.NaN : sum(values) / values.length;
+}
+
+function roundMs(value: number): number {
+  return Math.round(value * 100) / 100;
+}
+
+function roundRate(value: number): number {
+  return Math.round(value * 1000) / 1000;
+}
+
+function roundRatio(value: number): number {
+  return Math.round(value * 10000) / 10000;
+}
+
+function round1(value: number): number {
+  return Math.round(value * 10) / 10;
+}
+
+/** Money keeps six significant digits: a cost per request can be a millionth of a dollar. */
+function roundUsd(value: number): number {
+  return Number(value.toPrecision(6));
+}
