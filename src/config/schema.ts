@@ -95,6 +95,11 @@ export const ModelSchema = Type.Object(
       description: 'Model-host command line (program, then arguments); empty means the bundled Python host with this adapter.',
       default: [],
     }),
+    exclusiveWarmup: Type.Boolean({
+      description:
+        'While an instance of this model warms up, dispatch nothing to any instance and wait for running batches: CUDA graph capture must not overlap work of sibling MPS instances.',
+      default: false,
+    }),
     mpsActiveThreadPercentages: Type.Array(Type.Integer({ minimum: 1, maximum: 100 }), {
       description: 'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE per instance (cycled); empty leaves it unset.',
       default: [],
@@ -123,6 +128,7 @@ export const DEFAULT_MODELS = {
     maxQueueDelayMs: 5,
     options: {},
     command: [],
+    exclusiveWarmup: false,
     mpsActiveThreadPercentages: [],
   },
 };

@@ -4,7 +4,7 @@
  * requests fill the batch in priority-then-age order.
  *
  * Dispatch when the batch reaches maxBatchSize or the largest preferred size it can reach, or when
- * the leader has waited maxQueueDelayMs; otherwise wait until then.
+ * its oldest request has waited maxQueueDelayMs; otherwise wait until then.
  */
 export interface QueuedItem {
   bucket: number;
@@ -34,7 +34,11 @@ export function decideBatch<T extends QueuedItem>(queued: readonly T[], policy: 
     if (sameBucket.length === policy.maxBatchSize) break;
   }
   if (sameBucket.length >= policy.maxBatchSize) return { kind: 'dispatch', items: sameBucket };
-  const dueMs = leader.enqueuedMs + policy.maxQueueDelayMs;
+  // The batch is due when its oldest member has waited maxQueueDelayMs. That is usually the
+  // leader, but a later high-priority leader must not hold back an older request it joins.
+  let oldestMs = leader.enqueuedMs;
+  for (const item of sameBucket) oldestMs = Math.min(oldestMs, item.enqueuedMs);
+  const dueMs = oldestMs + policy.maxQueueDelayMs;
   if (nowMs >= dueMs) return { kind: 'dispatch', items: sameBucket };
   // A preferred size reached early is dispatched at once (Triton's preferred_batch_size).
   const largestPreferred = [...policy.preferredBatchSizes].reverse().find((s) => s <= sameBucket.length);

@@ -104,6 +104,14 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
   let isClosing = false;
   let drainWaiters: (() => void)[] = [];
 
+  // Every model's series exist from the start, so scrapers see zeros rather than nothing.
+  for (const model of queues.keys()) {
+    updateGauges(model);
+    metrics.batchSize.zero({ model });
+    metrics.queueWait.zero({ model });
+    metrics.retries.inc({ model }, 0);
+  }
+
   executor.onInstancesChanged(() => {
     for (const model of queues.keys()) pump(model);
   });

@@ -50,6 +50,8 @@ export interface InstanceProcessDeps {
   spawn: SpawnInstance;
   clock: Clock;
   log: Logger;
+  /** Awaited before WarmupRequest is sent; the returned function is called when warmup ends. */
+  beforeWarmup?: () => Promise<() => void>;
 }
 
 export interface InstanceFacts {
@@ -165,7 +167,13 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
         Object.assign(this.#facts, { device: loaded.device, parameters: loaded.parameters, memoryBytes: loaded.memoryBytes, loadMs: loaded.loadMs });
       }
       this.#transition('warming');
-      const warmed = await this.#request({ type: 'WarmupRequest', correlationId: 0 }, 'WarmupResult', this.#options.warmupTimeoutMs);
+      const release = (await this.#deps.beforeWarmup?.()) ?? (() => undefined);
+      let warmed: HostMessage;
+      try {
+        warmed = await this.#request({ type: 'WarmupRequest', correlationId: 0 }, 'WarmupResult', this.#options.warmupTimeoutMs);
+      } finally {
+        release();
+      }
       if (warmed.type === 'WarmupResult') {
         Object.assign(this.#facts, { warmupMs: warmed.warmupMs, graphsCaptured: warmed.graphsCaptured });
       }

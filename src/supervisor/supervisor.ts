@@ -26,6 +26,7 @@ export interface SupervisedModel {
   instances: number;
   options: Record<string, unknown>;
   command: readonly string[];
+  exclusiveWarmup: boolean;
   mpsActiveThreadPercentages: readonly number[];
 }
 
@@ -105,6 +106,9 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
   const byId = new Map<string, InstanceProcess>();
   const listeners = new Set<() => void>();
   let isClosing = false;
+  // The warmup gate: while held, no instance is offered for dispatch (see exclusiveWarmup).
+  let gateHeld = false;
+  let gateTail: Promise<void> = Promise.resolve();
   const hostPath = options.hostPath !== '' ? options.hostPath : BUNDLED_HOST_PATH;
   const loadLockPath = options.loadLockPath !== '' ? options.loadLockPath : join(tmpdir(), 'voxmux-load.lock');
   mkdirSync(dirname(loadLockPath), { recursive: true });
@@ -113,6 +117,13 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     for (let index = 0; index < config.instances; index++) {
       slots.push({ model, index, generation: 0, current: undefined, restarts: 0, failuresMs: [], isCrashLoop: false, restartTimer: undefined, lastEnd: null });
     }
+  }
+
+  for (const model of Object.keys(options.models)) {
+    metrics.inferences.inc({ model }, 0);
+    metrics.executions.inc({ model }, 0);
+    metrics.audioProcessed.inc({ model }, 0);
+    metrics.computeDuration.zero({ model });
   }
 
   const notify = () => {
@@ -190,7 +201,12 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
         batchTimeoutMs: options.batchTimeoutMs,
         closeTimeoutMs: options.closeTimeoutMs,
       },
-      { spawn: deps.spawn, clock, log: log.child({ component: 'instance' }) },
+      {
+        spawn: deps.spawn,
+        clock,
+        log: log.child({ component: 'instance' }),
+        beforeWarmup: config.exclusiveWarmup ? () => acquireWarmupGate(instanceId) : undefined,
+      },
     );
     slot.current = instance;
     byId.set(instanceId, instance);
@@ -210,6 +226,30 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     instance.on('ended', (end) => onEnded(slot, instance, end));
     return instance.start().catch((err: ServiceError) => {
       log.error({ instanceId, model: slot.model, code: err.code, err }, 'instance failed to start');
+    });
+  }
+
+  /**
+   * Takes the warmup gate for one instance: waits for earlier holders, stops dispatch to every
+   * instance, waits until no batch is running anywhere, then lets the capture start.
+   */
+  function acquireWarmupGate(instanceId: string): Promise<() => void> {
+    let release!: () => void;
+    const previous = gateTail;
+    gateTail = new Promise<void>((resolve) => (release = resolve));
+    return previous.then(async () => {
+      gateHeld = true;
+      notify();
+      log.info({ instanceId }, 'warmup gate held');
+      while (slots.some((s) => (s.current?.facts.runningBatches ?? 0) > 0)) {
+        await new Promise<void>((resolve) => clock.setTimeout(resolve, 10));
+      }
+      return () => {
+        gateHeld = false;
+        log.info({ instanceId }, 'warmup gate released');
+        release();
+        notify();
+      };
     });
   }
 
@@ -240,6 +280,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
 
     readyInstances(model) {
       const out: InstanceView[] = [];
+      if (gateHeld) return out;
       for (const slot of slots) {
         if (slot.model === model && slot.current?.state === 'ready') out.push({ instanceId: slot.current.instanceId });
       }

@@ -124,6 +124,26 @@ describe('Supervisor with real Python instances', () => {
     });
   }
 
+  it('holds dispatch and waits for running batches while an exclusiveWarmup instance warms up', async () => {
+    const { supervisor } = track(buildTestSupervisor({ m: testModel({ instances: 2, exclusiveWarmup: true, options: { batchDelayMs: 600 } }) }));
+    await supervisor.start();
+    const [a, b] = supervisor.readyInstances('m');
+    const pidB = supervisor.stats().instances.find((i) => i.instanceId === b!.instanceId)!.pid!;
+    let batchDoneAt = 0;
+    const running = supervisor.runBatch(a!.instanceId, { batchId: 'slow', requests: [request(160)] }).then((o) => {
+      batchDoneAt = Date.now();
+      return o;
+    });
+    process.kill(pidB, 'SIGKILL');
+    // The replacement loads, then takes the gate: nothing is offered for dispatch until the slow batch ends.
+    await waitFor(() => supervisor.stats().instances.some((i) => i.state === 'warming'), 'the replacement warming');
+    assert.deepEqual(supervisor.readyInstances('m'), []);
+    assert.equal((await running)[0]!.ok, true);
+    await waitFor(() => supervisor.readyInstances('m').length === 2, 'both instances ready');
+    assert.ok(batchDoneAt > 0);
+    await supervisor.close();
+  });
+
   it('times out a host that never says Hello', async () => {
     const { supervisor } = track(
       buildTestSupervisor({ m: testModel({ command: ['/usr/bin/python3', join(FIXTURE_INSTANCES, 'silent.py')] }) }, { handshakeTimeoutMs: 500 }),

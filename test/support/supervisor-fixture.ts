@@ -11,7 +11,7 @@ export const HOST_PATH = fileURLToPath(new URL('../../host', import.meta.url));
 export const FIXTURE_INSTANCES = fileURLToPath(new URL('../fixtures/instances', import.meta.url));
 
 export function testModel(overrides: Partial<SupervisedModel> = {}): SupervisedModel {
-  return { adapter: 'test', instances: 1, options: {}, command: [], mpsActiveThreadPercentages: [], ...overrides };
+  return { adapter: 'test', instances: 1, options: {}, command: [], exclusiveWarmup: false, mpsActiveThreadPercentages: [], ...overrides };
 }
 
 export function supervisorOptions(models: Record<string, SupervisedModel>, overrides: Partial<SupervisorOptions> = {}): SupervisorOptions {

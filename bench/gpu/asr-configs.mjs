@@ -1,0 +1,49 @@
+// The server configurations compared by bench/gpu/run-asr.sh, written as voxmux config files.
+// Usage: node bench/gpu/asr-configs.mjs OUT_DIR HOST_PATH  (ASR_BENCH_MODEL_CONFIG=tiny for a CPU smoke run)
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const [outDir, hostPath] = process.argv.slice(2);
+const BUCKETS_MS = [45_000];
+
+function config({ instances, maxBatchSize, maxQueueDelayMs, graphs, mpsPercent }) {
+  const batchSizes = [1, 2, 4, 8, 16, 32, 64].filter((b) => b <= maxBatchSize);
+  return {
+    gateway: { maxBodyBytes: 8 * 1024 * 1024, requestTimeoutMs: 120_000 },
+    scheduler: { maxQueuedRequests: 2048, lengthBucketsMs: BUCKETS_MS },
+    supervisor: {
+      hostPath,
+      heartbeatIntervalMs: 2000,
+      heartbeatMissLimit: 30,
+      batchTimeoutMs: 60_000,
+      mps: { enabled: mpsPercent !== undefined },
+    },
+    models: {
+      parakeet: {
+        adapter: 'parakeet',
+        instances,
+        maxBatchSize,
+        maxQueueDelayMs,
+        exclusiveWarmup: graphs,
+        mpsActiveThreadPercentages: mpsPercent === undefined ? [] : [mpsPercent],
+        options: { config: process.env.ASR_BENCH_MODEL_CONFIG ?? 'full', cudaGraphs: graphs, batchSizes: graphs ? batchSizes : [1], lengthBucketsMs: BUCKETS_MS },
+      },
+    },
+  };
+}
+
+export const CONFIGS = {
+  // (a) what a plain PyTorch server does
+  'a-naive': config({ instances: 1, maxBatchSize: 1, maxQueueDelayMs: 0, graphs: false }),
+  // (b) four instances sharing the GPU by time slicing, still batch 1 and eager
+  'b-4x-timesliced': config({ instances: 4, maxBatchSize: 1, maxQueueDelayMs: 0, graphs: false }),
+  // (c) voxmux candidates: dynamic batching, CUDA graphs, MPS partitions
+  'c1-1x-b32-graphs': config({ instances: 1, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true }),
+  'c2-2x-b16-graphs-mps50': config({ instances: 2, maxBatchSize: 16, maxQueueDelayMs: 5, graphs: true, mpsPercent: 50 }),
+  'c3-4x-b8-graphs-mps25': config({ instances: 4, maxBatchSize: 8, maxQueueDelayMs: 5, graphs: true, mpsPercent: 25 }),
+};
+
+if (outDir !== undefined) {
+  mkdirSync(outDir, { recursive: true });
+  for (const [name, c] of Object.entries(CONFIGS)) writeFileSync(join(outDir, `${name}.json`), JSON.stringify(c, null, 2));
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The ASR serving benchmark on one GPU machine: for each configuration in asr-configs.mjs, start
+# the whole server (Node gateway + scheduler + Python hosts), drive it over HTTP with 45 s WAV
+# clips at concurrency 1..256 with `voxmux bench`, stop it; then compare the runs side by side.
+#
+# Needs: node on PATH (the GPU machine has none: carry it, see ../shared device notes), the
+# bundle .bundle/voxmux.mjs (npm run bundle), python3 with torch + CUDA.
+# Usage: bash bench/gpu/run-asr.sh OUT_DIR [CONFIG ...]   (default: every configuration)
+set -uo pipefail
+out=${1:?usage: run-asr.sh OUT_DIR [CONFIG ...]}; shift
+root=$(cd "$(dirname "$0")/../.." && pwd)
+levels=${ASR_BENCH_LEVELS:-1,2,4,8,16,32,64,128,256}
+step_s=${ASR_BENCH_STEP_S:-4}
+mkdir -p "$out/configs" "$out/runs" "$out/logs"
+# GET a URL; fails unless 2xx (the GPU machine may have no curl).
+get() { node -e 'fetch(process.argv[1]).then(async (r) => { process.stdout.write(await r.text()); process.exit(r.ok ? 0 : 1); }, () => process.exit(1))' "$1"; }
+node "$root/bench/gpu/asr-configs.mjs" "$out/configs" "$root/host"
+python3 "$root/bench/gpu/make-clip.py" /tmp/voxmux-clip45.wav 45
+configs=("$@")
+[ ${#configs[@]} -eq 0 ] && configs=($(cd "$out/configs" && ls *.json | sed 's/\.json$//'))
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+port=8400
+for name in "${configs[@]}"; do
+  port=$((port + 1))
+  echo "== $name (port $port)"
+  node "$root/.bundle/voxmux.mjs" serve --config "$out/configs/$name.json" --port "$port" --log-level info > "$out/logs/$name.server.log" 2>&1 &
+  server=$!
+  started=$(date +%s)
+  until get "http://127.0.0.1:$port/health/ready" > /dev/null 2>&1; do
+    if ! kill -0 $server 2>/dev/null; then echo "server $name died"; tail -20 "$out/logs/$name.server.log"; continue 2; fi
+    if [ $(( $(date +%s) - started )) -gt 240 ]; then echo "server $name not ready in 240 s"; tail -20 "$out/logs/$name.server.log"; kill -9 $server; continue 2; fi
+    sleep 1
+  done
+  echo "ready after $(( $(date +%s) - started )) s"
+  get "http://127.0.0.1:$port/health/ready" > "$out/logs/$name.ready.json"
+  node "$root/.bundle/voxmux.mjs" bench transcribe --url "http://127.0.0.1:$port" --model parakeet \
+    --audio /tmp/voxmux-clip45.wav --concurrency "$levels" --duration-s "$step_s" --warmup-s 1 \
+    --slo 'p95<=1000ms' --gpu-hour-usd 3.5 --target-rps 1000 --timeout-s 120 \
+    --out "$out/runs/$name" --label "$name" 2>&1 | grep -v '^step .* | ' | tee "$out/logs/$name.bench.txt"
+  get "http://127.0.0.1:$port/metrics" > "$out/logs/$name.metrics.txt"
+  kill -TERM $server; wait $server
+done
+node "$root/.bundle/voxmux.mjs" bench compare $(ls "$out"/runs/*/results.json) --out "$out/compare" | tee "$out/compare.txt"
