@@ -61,6 +61,12 @@ export function leafPaths(): Map<string, TSchema> {
   return out;
 }
 
+/**
+ * Decimal notation only. Number() alone would also take '0x1F90', '0b1', '0o17' and 'Infinity',
+ * so a typo could silently become a different setting.
+ */
+const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+
 /** One parser per schema type: booleans accept exactly true|false|1|0; arrays are comma-separated. */
 function parseScalar(schema: TSchema, raw: string | number | boolean, where: string, problems: string[]): Json | undefined {
   const kind = schema[Kind] as string;
@@ -68,8 +74,9 @@ function parseScalar(schema: TSchema, raw: string | number | boolean, where: str
   switch (kind) {
     case 'Integer':
     case 'Number': {
-      const n = Number(raw);
-      if (raw.trim() === '' || !Number.isFinite(n)) {
+      const text = raw.trim();
+      const n = Number(text);
+      if (!DECIMAL.test(text) || !Number.isFinite(n)) {
         problems.push(`${where}: expected a number: got '${raw}'`);
         return undefined;
       }
@@ -83,7 +90,9 @@ function parseScalar(schema: TSchema, raw: string | number | boolean, where: str
     case 'Array': {
       const items = raw.split(',').map((s) => s.trim()).filter((s) => s !== '');
       const itemSchema = (schema as unknown as { items: TSchema }).items;
-      return items.map((item) => parseScalar(itemSchema, item, where, problems) as Json);
+      const parsed = items.map((item) => parseScalar(itemSchema, item, where, problems));
+      // A bad item is reported once, here; the array is left out so validation does not report it again.
+      return parsed.every((item) => item !== undefined) ? (parsed as Json[]) : undefined;
     }
     default:
       return raw;
@@ -121,6 +130,7 @@ export function collectSources(sources: ConfigSources, problems: string[]): unkn
     }
   }
   const overrides: Record<string, unknown> = {};
+  const envNameOfPath = new Map<string, string>();
   for (const [name, raw] of Object.entries(sources.env ?? {})) {
     if (ENV_NON_PATHS.has(name)) continue;
     const path = ENV_ALIASES[name] ?? [...leaves.keys()].find((p) => toEnvName(p) === name);
@@ -128,6 +138,13 @@ export function collectSources(sources: ConfigSources, problems: string[]): unkn
       problems.push(`${name}: unknown environment variable (see docs/config.md)`);
       continue;
     }
+    // A short form and its long form both set would leave the winner to the environment's order.
+    const other = envNameOfPath.get(path);
+    if (other !== undefined) {
+      problems.push(`${name}: ${other} also sets ${path}: expected only one of them`);
+      continue;
+    }
+    envNameOfPath.set(path, name);
     const value = parseScalar(leaves.get(path)!, raw, name, problems);
     if (value !== undefined) setPath(overrides, path, value);
   }
@@ -158,8 +175,16 @@ export function validate(candidate: unknown, problems: string[]): Config | undef
       }
     }
   }
+  // TypeBox may describe one bad value several times (a missing property is both "required" and
+  // "expected string"): one problem per path, the first description, keeps the list readable.
+  const reported = new Set<string>();
   for (const error of Value.Errors(ConfigSchema, withDefaults)) {
-    problems.push(`${error.path.slice(1).replaceAll('/', '.') || '(root)'}: ${error.message}: got ${JSON.stringify(error.value)}`);
+    const path = error.path.slice(1).replaceAll('/', '.');
+    if (reported.has(path)) continue;
+    reported.add(path);
+    // The problem list is printed at startup: a malformed secret must not appear in it.
+    const isSecret = SECRET_PATHS.some((secret) => path === secret || path.startsWith(`${secret}.`));
+    problems.push(`${path || '(root)'}: ${error.message}: got ${isSecret ? '[redacted]' : JSON.stringify(error.value)}`);
   }
   return problems.length === 0 ? (withDefaults as Config) : undefined;
 }
@@ -191,7 +216,7 @@ export function crossCheck(config: Config, problems: string[]): void {
       names.set(id, name);
     }
   }
-  if (config.defaultModel !== '' && !(config.defaultModel in config.models)) {
+  if (config.defaultModel !== '' && !Object.hasOwn(config.models, config.defaultModel)) {
     problems.push(`defaultModel: expected one of ${Object.keys(config.models).join(', ')}: got '${config.defaultModel}'`);
   }
   const s = config.supervisor;

@@ -31,7 +31,7 @@ export const ERROR_CATALOG = {
   model_not_found: { kind: 'not_found', remedy: 'Use a model listed by GET /v1/models.' },
   queue_full: { kind: 'resource_exhausted', remedy: 'Retry after the Retry-After delay, or add instances.' },
   no_ready_instance: { kind: 'unavailable', remedy: 'Retry after the Retry-After delay; see /health/ready.' },
-  deadline_exceeded: { kind: 'deadline_exceeded', remedy: 'Retry, or raise scheduler.requestTimeoutMs.' },
+  deadline_exceeded: { kind: 'deadline_exceeded', remedy: 'Retry, or raise gateway.requestTimeoutMs.' },
   shutting_down: { kind: 'unavailable', remedy: 'Retry against another node.' },
   client_disconnected: { kind: 'cancelled', remedy: 'None: the client went away.' },
   // instances (codes that cross the wire, see docs/protocol.md)

@@ -6,9 +6,10 @@ export function createKeyChecker(apiKeys: readonly string[]): (authorization: st
   const digests = apiKeys.map((k) => createHash('sha256').update(k).digest());
   return (authorization) => {
     if (digests.length === 0) return;
-    const match = /^Bearer\s+(.+)$/i.exec(authorization ?? '');
-    if (match === null) throw errors.missingApiKey();
-    const given = createHash('sha256').update(match[1]!.trim()).digest();
+    // A Bearer header with only spaces after it carries no key: missing, like no header at all.
+    const key = /^Bearer\s+(.*)$/i.exec(authorization ?? '')?.[1]?.trim() ?? '';
+    if (key === '') throw errors.missingApiKey();
+    const given = createHash('sha256').update(key).digest();
     let isValid = false;
     for (const d of digests) isValid = timingSafeEqual(d, given) || isValid;
     if (!isValid) throw errors.invalidApiKey();

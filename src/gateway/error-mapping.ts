@@ -51,22 +51,31 @@ export interface HttpError {
   body: OpenAiErrorEnvelope;
 }
 
+/** What the error handler knows about the call when it maps a framework error. */
+export interface ErrorContext {
+  maxBodyBytes: number;
+  /** The call's Content-Type header, if any. */
+  contentType: string | undefined;
+}
+
 /** Maps fastify's and its plugins' own error codes into the catalogue. */
-function fromFrameworkError(err: Error & { code?: string; statusCode?: number }, maxBodyBytes: number): ServiceError | undefined {
+function fromFrameworkError(err: Error & { code?: string; statusCode?: number }, context: ErrorContext): ServiceError | undefined {
   switch (err.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
     case 'FST_REQ_FILE_TOO_LARGE':
-      return errors.bodyTooLarge({ maxBodyBytes });
+      return errors.bodyTooLarge({ maxBodyBytes: context.maxBodyBytes });
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
     case 'FST_INVALID_MULTIPART_CONTENT_TYPE':
-      return errors.invalidContentType({ contentType: undefined });
+    // A JSON body fails fastify's own parser before any route sees it; a well-formed one reaches
+    // the route and gets invalid_content_type there, so a malformed one gets the same answer.
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return errors.invalidContentType({ contentType: context.contentType });
     case 'FST_PARTS_LIMIT':
     case 'FST_FILES_LIMIT':
     case 'FST_FIELDS_LIMIT':
     case 'FST_PROTO_VIOLATION':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-    case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return errors.invalidParameter({ param: 'body', expected: 'a well-formed multipart/form-data body', got: err.message });
     default:
       break;
@@ -81,10 +90,19 @@ function fromFrameworkError(err: Error & { code?: string; statusCode?: number },
   return undefined;
 }
 
-export function toServiceError(err: unknown, maxBodyBytes: number): ServiceError {
+export function toServiceError(err: unknown, context: ErrorContext): ServiceError {
   if (err instanceof ServiceError) return err;
-  if (err instanceof Error) return fromFrameworkError(err, maxBodyBytes) ?? errors.internal({ cause: err });
+  if (err instanceof Error) return fromFrameworkError(err, context) ?? errors.internal({ cause: err });
   return errors.internal({ cause: err });
+}
+
+/**
+ * The error kind a status code stands for, for answers that did not pass through the error
+ * handler (a not-ready health check answers 503 itself); undefined for success and unknown codes.
+ */
+export function toErrorKind(status: number): ErrorKind | undefined {
+  if (status < 400) return undefined;
+  return (Object.keys(HTTP_STATUS) as ErrorKind[]).find((kind) => HTTP_STATUS[kind] === status);
 }
 
 export function toHttpError(error: ServiceError): HttpError {

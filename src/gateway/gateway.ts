@@ -7,7 +7,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequ
 import { errors } from '../core/error-catalog.js';
 import type { ServiceError } from '../core/errors.js';
 import { createKeyChecker } from './auth.js';
-import { toHttpError, toServiceError } from './error-mapping.js';
+import { toErrorKind, toHttpError, toServiceError } from './error-mapping.js';
 import type { GatewayDeps, GatewayOptions } from './gateway-types.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerMetricsRoute } from './routes/metrics.js';
@@ -55,7 +55,7 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   app.addHook('onResponse', async (request, reply) => {
     const endpoint = request.routeOptions.url ?? 'unmatched';
     const durationMs = clock.nowMs() - (startedAt.get(request) ?? clock.nowMs());
-    const outcome = request.voxmuxOutcome ?? (reply.statusCode < 400 ? 'ok' : 'internal');
+    const outcome = request.voxmuxOutcome ?? (reply.statusCode < 400 ? 'ok' : (toErrorKind(reply.statusCode) ?? 'internal'));
     metrics.gatewayCalls.inc({ endpoint, outcome });
     metrics.gatewayCallDuration.observe({ endpoint }, durationMs / 1000);
     if (!OPEN_PATHS.includes(endpoint)) {
@@ -78,7 +78,7 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   });
 
   app.setErrorHandler(async (err, request, reply) => {
-    const error: ServiceError = toServiceError(err, options.maxBodyBytes);
+    const error: ServiceError = toServiceError(err, { maxBodyBytes: options.maxBodyBytes, contentType: request.headers['content-type'] });
     request.voxmuxOutcome = error.kind;
     if (error.kind === 'internal') request.log.error({ err: error.cause ?? err, code: error.code, requestId: request.id }, 'request failed');
     if (error.kind === 'cancelled' || reply.raw.destroyed) return;

@@ -55,11 +55,13 @@ export function renderTranscript(
 
 /** Splits a finished transcript into stream events: one delta per segment, then done. */
 export function toStreamEvents(result: TranscriptResult): TranscriptStreamEvent[] {
-  const segments = segmentsOf(result);
-  const events: TranscriptStreamEvent[] = segments
-    .filter((s) => s.text !== '')
-    .map((s, i) => ({ type: 'transcript.text.delta' as const, delta: i === 0 ? s.text : ` ${s.text}` }));
-  events.push({ type: 'transcript.text.done', text: result.text.trim(), usage: { type: 'duration', seconds: Math.ceil(result.durationS) } });
+  const text = result.text.trim();
+  const pieces = segmentsOf(result).map((s, i) => (i === 0 ? s.text : ` ${s.text}`));
+  // Clients build the transcript by appending deltas, so the deltas must add up to the done text.
+  // Segments that do not (a model that spaces or punctuates them differently) go as one delta.
+  const deltas = pieces.join('') === text ? pieces : text === '' ? [] : [text];
+  const events: TranscriptStreamEvent[] = deltas.map((delta) => ({ type: 'transcript.text.delta' as const, delta }));
+  events.push({ type: 'transcript.text.done', text, usage: { type: 'duration', seconds: Math.ceil(result.durationS) } });
   return events;
 }
 

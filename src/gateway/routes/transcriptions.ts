@@ -26,6 +26,8 @@ async function readForm(request: FastifyRequest): Promise<ParsedForm> {
         throw errors.invalidParameter({ param: part.fieldname, expected: 'no file field other than file', got: part.fieldname });
       }
       file = await part.toBuffer();
+    } else if (part.fieldname === 'file') {
+      throw errors.invalidParameter({ param: 'file', expected: 'a file upload', got: 'a text field' });
     } else {
       const name = part.fieldname.endsWith('[]') && part.fieldname !== 'include[]' ? part.fieldname.slice(0, -2) : part.fieldname;
       const list = fields.get(name) ?? [];
@@ -94,9 +96,11 @@ function describeSchema(param: string): string {
 export function registerTranscriptionRoute(app: FastifyInstance, options: GatewayOptions, deps: GatewayDeps): void {
   app.post('/v1/audio/transcriptions', async (request: FastifyRequest, reply: FastifyReply) => {
     // The client may leave at any time: its queued request is then dropped by the scheduler.
+    // The reason is a cancelled-kind error, so whatever was waiting on the signal (a decode, the
+    // queue) fails as cancelled and is neither answered nor logged as an internal error.
     const abort = new AbortController();
     reply.raw.on('close', () => {
-      if (!reply.raw.writableFinished) abort.abort();
+      if (!reply.raw.writableFinished) abort.abort(errors.clientDisconnected({ requestId: String(request.id) }));
     });
     const form = await readForm(request);
     const fields = parseFields(form.fields);

@@ -1,0 +1,229 @@
+import assert from 'node:assert/strict';
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { afterEach, describe, it } from 'node:test';
+import { FakeClock, settle } from '../../test/support/fake-clock.js';
+import type { TranscriptResult } from '../scheduler/index.js';
+import { createLogger } from '../telemetry/logger.js';
+import { createMetrics, type Metrics } from '../telemetry/metrics.js';
+import { buildGateway, type ModelCatalog, type ReadinessSnapshot } from './index.js';
+
+const KEYS = ['gateway-key-one', 'gateway-key-two'];
+
+const RESULT: TranscriptResult = { text: 'hello', language: 'en', durationS: 1, segments: null, words: null };
+
+const catalog: ModelCatalog = {
+  list: () => [
+    { id: 'echo', created: 1_700_000_000, ownedBy: 'voxmux' },
+    { id: 'whisper-1', created: 1_700_000_000, ownedBy: 'voxmux' },
+  ],
+  resolve: (name) => (name === 'echo' || name === 'whisper-1' ? 'echo' : undefined),
+};
+
+let current: FastifyInstance | undefined;
+afterEach(async () => {
+  await current?.close();
+  current = undefined;
+});
+
+async function setup(options: { apiKeys?: string[]; maxBodyBytes?: number } = {}) {
+  const metrics = createMetrics();
+  let readiness: ReadinessSnapshot = { isReady: false, body: { models: { echo: { isReady: false } } } };
+  let transcribeCalls = 0;
+  const app = await buildGateway(
+    { maxBodyBytes: options.maxBodyBytes ?? 64 * 1024, requestTimeoutMs: 30_000, apiKeys: options.apiKeys ?? [] },
+    {
+      transcribe: async () => {
+        transcribeCalls += 1;
+        return RESULT;
+      },
+      models: catalog,
+      readiness: () => readiness,
+      metricsText: async () => '# HELP fake_metric A fake metric.\nfake_metric 1\n',
+      metricsContentType: 'text/plain; version=0.0.4; charset=utf-8',
+      decoder: {
+        decode: async (bytes) => ({
+          samples: new Float32Array(bytes.length),
+          sampleRateHz: 16000,
+          durationMs: bytes.length / 16,
+          format: 'wav',
+          sourceSampleRateHz: 16000,
+          sourceChannels: 1,
+        }),
+      },
+      clock: new FakeClock(),
+      log: createLogger({ level: 'silent' }),
+      metrics,
+    },
+  );
+  current = app;
+  return {
+    app,
+    metrics,
+    transcribeCalls: () => transcribeCalls,
+    setReadiness: (snapshot: ReadinessSnapshot) => {
+      readiness = snapshot;
+    },
+  };
+}
+
+async function upload(app: FastifyInstance, headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
+  const form = new FormData();
+  form.append('model', 'echo');
+  form.append('file', new Blob([new Uint8Array(320)]), 'a.wav');
+  const encoded = new Response(form);
+  return app.inject({
+    method: 'POST',
+    url: '/v1/audio/transcriptions',
+    payload: Buffer.from(await encoded.arrayBuffer()),
+    headers: { ...headers, 'content-type': encoded.headers.get('content-type')! },
+  });
+}
+
+const errorCode = (res: LightMyRequestResponse) => (res.json() as { error: { code: string } }).error.code;
+
+async function callCount(metrics: Metrics, endpoint: string, outcome: string): Promise<number> {
+  const { values } = await metrics.gatewayCalls.get();
+  return values.find((v) => v.labels.endpoint === endpoint && v.labels.outcome === outcome)?.value ?? 0;
+}
+
+describe('buildGateway authentication', () => {
+  it('serves every route without a key when no keys are configured', async () => {
+    const { app } = await setup();
+    assert.equal((await app.inject({ method: 'GET', url: '/v1/models' })).statusCode, 200);
+    assert.equal((await upload(app)).statusCode, 200);
+  });
+
+  it('answers 401 with the OpenAI envelope when keys are configured and the call has no key or a wrong one', async () => {
+    const { app, transcribeCalls } = await setup({ apiKeys: KEYS });
+    const missing = await app.inject({ method: 'GET', url: '/v1/models' });
+    assert.equal(missing.statusCode, 401);
+    assert.deepEqual(missing.json(), {
+      error: { message: 'Missing API key: send Authorization: Bearer <key>', type: 'authentication_error', param: null, code: 'missing_api_key' },
+    });
+    const wrong = await app.inject({ method: 'GET', url: '/v1/models', headers: { authorization: 'Bearer not-a-configured-key' } });
+    assert.deepEqual([wrong.statusCode, errorCode(wrong)], [401, 'invalid_api_key']);
+    const upload401 = await upload(app, { authorization: 'Basic Z2F0ZXdheS1rZXktb25l' });
+    assert.deepEqual([upload401.statusCode, errorCode(upload401)], [401, 'missing_api_key']);
+    assert.equal(transcribeCalls(), 0);
+  });
+
+  it('serves a call with any configured key', async () => {
+    const { app } = await setup({ apiKeys: KEYS });
+    for (const key of KEYS) {
+      assert.equal((await app.inject({ method: 'GET', url: '/v1/models', headers: { authorization: `Bearer ${key}` } })).statusCode, 200);
+      assert.equal((await upload(app, { authorization: `Bearer ${key}` })).statusCode, 200);
+    }
+  });
+
+  it('keeps health and metrics open when keys are configured, query strings included', async () => {
+    const { app, setReadiness } = await setup({ apiKeys: KEYS });
+    setReadiness({ isReady: true, body: {} });
+    for (const url of ['/health/live', '/health/ready', '/health/ready?verbose=1', '/metrics']) {
+      assert.equal((await app.inject({ method: 'GET', url })).statusCode, 200, url);
+    }
+  });
+
+  it('answers 401 rather than 404 for an unknown route when keys are configured', async () => {
+    const { app } = await setup({ apiKeys: KEYS });
+    const res = await app.inject({ method: 'GET', url: '/v1/secret-admin' });
+    assert.deepEqual([res.statusCode, errorCode(res)], [401, 'missing_api_key']);
+  });
+});
+
+describe('buildGateway health and metrics', () => {
+  it('answers /health/live 200 whatever the readiness', async () => {
+    const { app } = await setup();
+    const res = await app.inject({ method: 'GET', url: '/health/live' });
+    assert.equal(res.statusCode, 200);
+    assert.deepEqual(res.json(), { status: 'ok' });
+  });
+
+  it('answers /health/ready 503 until ready and 200 once ready, with the readiness body', async () => {
+    const { app, setReadiness } = await setup();
+    const notReady = await app.inject({ method: 'GET', url: '/health/ready' });
+    assert.equal(notReady.statusCode, 503);
+    assert.deepEqual(notReady.json(), { status: 'not_ready', models: { echo: { isReady: false } } });
+    setReadiness({ isReady: true, body: { models: { echo: { isReady: true } } } });
+    const ready = await app.inject({ method: 'GET', url: '/health/ready' });
+    assert.equal(ready.statusCode, 200);
+    assert.deepEqual(ready.json(), { status: 'ready', models: { echo: { isReady: true } } });
+  });
+
+  it('serves /metrics with the registry content type and text', async () => {
+    const { app } = await setup();
+    const res = await app.inject({ method: 'GET', url: '/metrics' });
+    assert.equal(res.statusCode, 200);
+    assert.equal(res.headers['content-type'], 'text/plain; version=0.0.4; charset=utf-8');
+    assert.equal(res.body, '# HELP fake_metric A fake metric.\nfake_metric 1\n');
+  });
+
+  it('counts a not-ready health check as unavailable, not as an internal error', async () => {
+    const { app, metrics, setReadiness } = await setup();
+    await app.inject({ method: 'GET', url: '/health/ready' });
+    setReadiness({ isReady: true, body: {} });
+    await app.inject({ method: 'GET', url: '/health/ready' });
+    await settle();
+    assert.equal(await callCount(metrics, '/health/ready', 'unavailable'), 1);
+    assert.equal(await callCount(metrics, '/health/ready', 'ok'), 1);
+    assert.equal(await callCount(metrics, '/health/ready', 'internal'), 0);
+  });
+});
+
+describe('buildGateway routing', () => {
+  it('answers an unknown route 404 route_not_found in the OpenAI envelope, counted under a fixed endpoint label', async () => {
+    const { app, metrics } = await setup();
+    const res = await app.inject({ method: 'GET', url: '/v1/audio/nothing?x=1' });
+    assert.equal(res.statusCode, 404);
+    assert.equal(res.headers['content-type'], 'application/json; charset=utf-8');
+    assert.deepEqual(res.json(), {
+      error: { message: 'No route for GET /v1/audio/nothing', type: 'invalid_request_error', param: null, code: 'route_not_found' },
+    });
+    const wrongMethod = await app.inject({ method: 'GET', url: '/v1/audio/transcriptions' });
+    assert.deepEqual([wrongMethod.statusCode, errorCode(wrongMethod)], [404, 'route_not_found']);
+    await settle();
+    assert.equal(await callCount(metrics, 'unmatched', 'not_found'), 2);
+  });
+
+  it('lists the models, aliases included, in the OpenAI list shape', async () => {
+    const { app } = await setup();
+    const list = await app.inject({ method: 'GET', url: '/v1/models' });
+    assert.deepEqual(list.json(), {
+      object: 'list',
+      data: [
+        { id: 'echo', object: 'model', created: 1_700_000_000, owned_by: 'voxmux' },
+        { id: 'whisper-1', object: 'model', created: 1_700_000_000, owned_by: 'voxmux' },
+      ],
+    });
+    const one = await app.inject({ method: 'GET', url: '/v1/models/whisper-1' });
+    assert.deepEqual(one.json(), { id: 'whisper-1', object: 'model', created: 1_700_000_000, owned_by: 'voxmux' });
+    const unknown = await app.inject({ method: 'GET', url: '/v1/models/nope' });
+    assert.deepEqual([unknown.statusCode, errorCode(unknown)], [404, 'model_not_found']);
+  });
+
+  it('answers 413 body_too_large to a body over the limit and its form overhead', async () => {
+    const { app, transcribeCalls } = await setup({ maxBodyBytes: 1024 });
+    const res = await app.inject({
+      method: 'POST',
+      url: '/v1/audio/transcriptions',
+      payload: Buffer.alloc(1024 + 256 * 1024 + 1),
+      headers: { 'content-type': 'multipart/form-data; boundary=x' },
+    });
+    assert.deepEqual([res.statusCode, errorCode(res)], [413, 'body_too_large']);
+    assert.equal(transcribeCalls(), 0);
+  });
+
+  it('counts calls by endpoint and outcome', async () => {
+    const { app, metrics } = await setup({ apiKeys: KEYS });
+    const auth = { authorization: `Bearer ${KEYS[0]!}` };
+    await upload(app, auth);
+    await upload(app, auth);
+    await upload(app);
+    await app.inject({ method: 'GET', url: '/v1/models', headers: auth });
+    await app.inject({ method: 'GET', url: '/v1/models/nope', headers: auth });
+    await settle();
+    assert.equal(await callCount(metrics, '/v1/audio/transcriptions', 'ok'), 2);
+    assert.equal(await callCount(metrics, '/v1/audio/transcriptions', 'unauthenticated'), 1);
+    assert.equal(await callCount(metrics, '/v1/models', 'ok'), 1);
+    assert.equal(await callCount(metrics, '/v1/models/:model', 'not_found'), 1);
+  });
+});

@@ -1,0 +1,435 @@
+import assert from 'node:assert/strict';
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import type { ServerResponse } from 'node:http';
+import { afterEach, describe, it } from 'node:test';
+import { FakeClock, settle } from '../../../test/support/fake-clock.js';
+import { errors } from '../../core/error-catalog.js';
+import type { SubmitOptions, TranscriptionRequest, TranscriptResult } from '../../scheduler/index.js';
+import { createLogger } from '../../telemetry/logger.js';
+import { createMetrics, type Metrics } from '../../telemetry/metrics.js';
+import { buildGateway, type AudioDecoder, type ModelCatalog } from '../index.js';
+
+const URL_PATH = '/v1/audio/transcriptions';
+
+const RESULT: TranscriptResult = {
+  text: 'Hello there. General Kenobi.',
+  language: 'en',
+  durationS: 2.5,
+  segments: [
+    { start: 0, end: 1.2, text: 'Hello there.' },
+    { start: 1.2, end: 2.5, text: 'General Kenobi.' },
+  ],
+  words: [
+    { word: 'Hello', start: 0, end: 0.5 },
+    { word: 'there.', start: 0.5, end: 1.2 },
+  ],
+};
+
+const catalog: ModelCatalog = {
+  list: () => [
+    { id: 'echo', created: 1, ownedBy: 'voxmux' },
+    { id: 'whisper-1', created: 1, ownedBy: 'voxmux' },
+  ],
+  resolve: (name) => (name === 'echo' || name === 'whisper-1' ? 'echo' : undefined),
+};
+
+interface Call {
+  model: string;
+  request: TranscriptionRequest;
+  options: SubmitOptions;
+}
+
+interface Harness {
+  app: FastifyInstance;
+  metrics: Metrics;
+  calls: Call[];
+  decoded: Uint8Array[];
+}
+
+let current: FastifyInstance | undefined;
+afterEach(async () => {
+  await current?.close();
+  current = undefined;
+});
+
+async function setup(
+  options: {
+    transcribe?: (call: Call) => Promise<TranscriptResult>;
+    decode?: AudioDecoder['decode'];
+    onRequest?: (raw: ServerResponse) => void;
+  } = {},
+): Promise<Harness> {
+  const clock = new FakeClock();
+  const metrics = createMetrics();
+  const calls: Call[] = [];
+  const decoded: Uint8Array[] = [];
+  const decoder: AudioDecoder = {
+    decode:
+      options.decode ??
+      (async (bytes) => {
+        decoded.push(bytes);
+        clock.advance(40);
+        const samples = new Float32Array(bytes.length);
+        return { samples, sampleRateHz: 16000, durationMs: (samples.length / 16000) * 1000, format: 'wav', sourceSampleRateHz: 16000, sourceChannels: 1 };
+      }),
+  };
+  const app = await buildGateway(
+    { maxBodyBytes: 64 * 1024, requestTimeoutMs: 30_000, apiKeys: [] },
+    {
+      transcribe: async (model, request, submitOptions) => {
+        const call = { model, request, options: submitOptions };
+        calls.push(call);
+        clock.advance(210);
+        return options.transcribe === undefined ? RESULT : options.transcribe(call);
+      },
+      models: catalog,
+      readiness: () => ({ isReady: true, body: {} }),
+      metricsText: () => metrics.registry.metrics(),
+      metricsContentType: metrics.registry.contentType,
+      decoder,
+      clock,
+      log: createLogger({ level: 'silent' }),
+      metrics,
+    },
+  );
+  const onRequest = options.onRequest;
+  if (onRequest !== undefined) app.addHook('onRequest', async (_request, reply) => onRequest(reply.raw));
+  current = app;
+  return { app, metrics, calls, decoded };
+}
+
+type Field = [name: string, value: string | Blob];
+
+const audioFile = (bytes = 3200): Field => ['file', new Blob([new Uint8Array(bytes).fill(7)])];
+
+/** Serializes a multipart form the way a browser or the openai SDK would. */
+async function post(app: FastifyInstance, fields: Field[], headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
+  const form = new FormData();
+  for (const [name, value] of fields) {
+    if (typeof value === 'string') form.append(name, value);
+    else form.append(name, value, 'audio.wav');
+  }
+  const encoded = new Response(form);
+  const payload = Buffer.from(await encoded.arrayBuffer());
+  return app.inject({ method: 'POST', url: URL_PATH, payload, headers: { ...headers, 'content-type': encoded.headers.get('content-type')! } });
+}
+
+function errorOf(res: LightMyRequestResponse): { message: string; type: string; param: string | null; code: string } {
+  assert.match(String(res.headers['content-type']), /^application\/json/);
+  return (res.json() as { error: { message: string; type: string; param: string | null; code: string } }).error;
+}
+
+async function callCount(metrics: Metrics, outcome: string): Promise<number> {
+  const { values } = await metrics.gatewayCalls.get();
+  return values.find((v) => v.labels.endpoint === URL_PATH && v.labels.outcome === outcome)?.value ?? 0;
+}
+
+describe('POST /v1/audio/transcriptions', () => {
+  it('passes the canonical model, the decoded samples and the options to transcribe', async () => {
+    const { app, calls, decoded } = await setup();
+    const res = await post(app, [['model', 'whisper-1'], ['language', 'en'], ['prompt', 'Star Wars'], audioFile(3200)], { 'x-request-id': 'call-42' });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.equal(decoded.length, 1);
+    assert.equal(decoded[0]!.length, 3200);
+    assert.equal(calls.length, 1);
+    const call = calls[0]!;
+    assert.equal(call.model, 'echo');
+    assert.equal(call.request.audio.length, 3200);
+    assert.equal(call.request.language, 'en');
+    assert.equal(call.request.prompt, 'Star Wars');
+    assert.equal(call.request.wordTimestamps, false);
+    assert.equal(call.options.timeoutMs, 30_000);
+    assert.equal(call.options.requestId, 'call-42');
+    assert.ok(call.options.signal instanceof AbortSignal);
+  });
+
+  it('sends null language and prompt when the form leaves them out, and ignores fields OpenAI defines that voxmux does not use', async () => {
+    const { app, calls } = await setup();
+    const res = await post(app, [['model', 'echo'], ['chunking_strategy', 'auto'], ['include[]', 'logprobs'], audioFile()]);
+    assert.equal(res.statusCode, 200, res.body);
+    assert.equal(calls[0]!.request.language, null);
+    assert.equal(calls[0]!.request.prompt, null);
+  });
+
+  it('answers json by default as application/json', async () => {
+    const { app } = await setup();
+    const res = await post(app, [['model', 'echo'], audioFile()]);
+    assert.equal(res.statusCode, 200);
+    assert.equal(res.headers['content-type'], 'application/json; charset=utf-8');
+    assert.deepEqual(res.json(), { text: 'Hello there. General Kenobi.', usage: { type: 'duration', seconds: 3 } });
+  });
+
+  it('answers each response_format with its content type', async () => {
+    const { app } = await setup();
+    const expected: Record<string, string> = {
+      json: 'application/json; charset=utf-8',
+      verbose_json: 'application/json; charset=utf-8',
+      text: 'text/plain; charset=utf-8',
+      srt: 'text/plain; charset=utf-8',
+      vtt: 'text/plain; charset=utf-8',
+    };
+    for (const [format, contentType] of Object.entries(expected)) {
+      const res = await post(app, [['model', 'echo'], ['response_format', format], audioFile()]);
+      assert.equal(res.statusCode, 200, `${format}: ${res.body}`);
+      assert.equal(res.headers['content-type'], contentType, format);
+    }
+    const text = await post(app, [['model', 'echo'], ['response_format', 'text'], audioFile()]);
+    assert.equal(text.body, 'Hello there. General Kenobi.\n');
+    const srt = await post(app, [['model', 'echo'], ['response_format', 'srt'], audioFile()]);
+    assert.equal(srt.body, '1\n00:00:00,000 --> 00:00:01,200\nHello there.\n\n2\n00:00:01,200 --> 00:00:02,500\nGeneral Kenobi.\n');
+    const vtt = await post(app, [['model', 'echo'], ['response_format', 'vtt'], audioFile()]);
+    assert.ok(vtt.body.startsWith('WEBVTT\n\n00:00:00.000 --> 00:00:01.200\n'), vtt.body);
+  });
+
+  it('asks for word timestamps and returns words and segments when timestamp_granularities[] is repeated', async () => {
+    const { app, calls } = await setup();
+    const res = await post(app, [
+      ['model', 'echo'],
+      ['response_format', 'verbose_json'],
+      ['timestamp_granularities[]', 'word'],
+      ['timestamp_granularities[]', 'segment'],
+      audioFile(),
+    ]);
+    assert.equal(res.statusCode, 200, res.body);
+    assert.equal(calls[0]!.request.wordTimestamps, true);
+    const body = res.json() as { words?: unknown[]; segments: unknown[] };
+    assert.equal(body.words?.length, 2);
+    assert.equal(body.segments.length, 2);
+  });
+
+  it('returns words without segments for word granularity alone, and segments without words by default', async () => {
+    const { app, calls } = await setup();
+    const wordsOnly = await post(app, [['model', 'echo'], ['response_format', 'verbose_json'], ['timestamp_granularities[]', 'word'], audioFile()]);
+    const wordsBody = wordsOnly.json() as { words?: unknown[]; segments: unknown[] };
+    assert.equal(wordsBody.words?.length, 2);
+    assert.deepEqual(wordsBody.segments, []);
+    const byDefault = await post(app, [['model', 'echo'], ['response_format', 'verbose_json'], audioFile()]);
+    const defaultBody = byDefault.json() as { words?: unknown[]; segments: unknown[] };
+    assert.equal(defaultBody.words, undefined);
+    assert.equal(defaultBody.segments.length, 2);
+    assert.deepEqual(calls.map((c) => c.request.wordTimestamps), [true, false]);
+  });
+
+  it('accepts timestamp_granularities without brackets and comma-separated', async () => {
+    const { app, calls } = await setup();
+    const res = await post(app, [['model', 'echo'], ['response_format', 'verbose_json'], ['timestamp_granularities', 'segment, word'], audioFile()]);
+    assert.equal(res.statusCode, 200, res.body);
+    assert.equal(calls[0]!.request.wordTimestamps, true);
+  });
+
+  it('accepts temperature as a numeric string and rejects one that is not a number from 0 to 1', async () => {
+    const { app, calls } = await setup();
+    assert.equal((await post(app, [['model', 'echo'], ['temperature', '0.3'], audioFile()])).statusCode, 200);
+    assert.equal((await post(app, [['model', 'echo'], ['temperature', '1'], audioFile()])).statusCode, 200);
+    for (const temperature of ['hot', '1.5', '-0.1', '']) {
+      const res = await post(app, [['model', 'echo'], ['temperature', temperature], audioFile()]);
+      assert.equal(res.statusCode, 400, temperature);
+      assert.deepEqual([errorOf(res).code, errorOf(res).param], ['invalid_parameter', 'temperature'], temperature);
+    }
+    assert.equal(calls.length, 2);
+  });
+
+  it('streams server-sent events, deltas then done, when stream is true', async () => {
+    const { app } = await setup();
+    const res = await post(app, [['model', 'echo'], ['stream', 'true'], audioFile()]);
+    assert.equal(res.statusCode, 200);
+    assert.equal(res.headers['content-type'], 'text/event-stream; charset=utf-8');
+    assert.equal(res.headers['cache-control'], 'no-cache');
+    assert.ok(res.body.endsWith('\n\n'));
+    const blocks = res.body.slice(0, -2).split('\n\n');
+    for (const block of blocks) assert.match(block, /^data: \{.*\}$/);
+    const events = blocks.map((b) => JSON.parse(b.slice('data: '.length)) as { type: string; delta?: string; text?: string });
+    assert.deepEqual(events.map((e) => e.type), ['transcript.text.delta', 'transcript.text.delta', 'transcript.text.done']);
+    assert.equal(events.slice(0, -1).map((e) => e.delta).join(''), events.at(-1)!.text);
+    assert.deepEqual(events.at(-1), { type: 'transcript.text.done', text: 'Hello there. General Kenobi.', usage: { type: 'duration', seconds: 3 } });
+  });
+
+  it('answers plain json when stream is false', async () => {
+    const { app } = await setup();
+    const res = await post(app, [['model', 'echo'], ['stream', 'false'], audioFile()]);
+    assert.equal(res.headers['content-type'], 'application/json; charset=utf-8');
+  });
+
+  it('rejects stream with a format that cannot stream, and a stream value that is not a boolean', async () => {
+    const { app, calls } = await setup();
+    for (const fields of [
+      [['stream', 'true'], ['response_format', 'srt']],
+      [['stream', 'true'], ['response_format', 'verbose_json']],
+      [['stream', 'yes']],
+    ] as Field[][]) {
+      const res = await post(app, [['model', 'echo'], ...fields, audioFile()]);
+      assert.equal(res.statusCode, 400);
+      assert.deepEqual([errorOf(res).code, errorOf(res).param], ['invalid_parameter', 'stream']);
+    }
+    assert.equal(calls.length, 0);
+  });
+
+  it('answers 404 model_not_found for an unknown model without decoding or transcribing', async () => {
+    const { app, calls, decoded } = await setup();
+    const res = await post(app, [['model', 'whisper-2'], audioFile()]);
+    assert.equal(res.statusCode, 404);
+    const error = errorOf(res);
+    assert.deepEqual(error, { message: "The model 'whisper-2' does not exist", type: 'invalid_request_error', param: 'model', code: 'model_not_found' });
+    assert.equal(decoded.length, 0);
+    assert.equal(calls.length, 0);
+  });
+
+  it('answers 400 invalid_parameter for invalid parameters, naming the parameter', async () => {
+    const { app, calls } = await setup();
+    const cases: [Field[], string][] = [
+      [[['response_format', 'xml']], 'response_format'],
+      [[['timestamp_granularities[]', 'char']], 'timestamp_granularities'],
+      [[['language', 'english!!']], 'language'],
+      [[['colour', 'blue']], 'colour'],
+      [[['model', 'echo']], 'model'],
+      [[['file', 'not a file upload']], 'file'],
+      [[['audio', new Blob([new Uint8Array(8)])]], 'audio'],
+    ];
+    for (const [fields, param] of cases) {
+      const res = await post(app, [['model', 'echo'], ...fields, audioFile()]);
+      assert.equal(res.statusCode, 400, `${param}: ${res.body}`);
+      const error = errorOf(res);
+      assert.equal(error.code, 'invalid_parameter', param);
+      assert.equal(error.type, 'invalid_request_error');
+      assert.equal(error.param, param);
+    }
+    assert.equal(calls.length, 0);
+  });
+
+  it('answers 400 missing_parameter without a model or without a file', async () => {
+    const { app } = await setup();
+    const noModel = await post(app, [audioFile()]);
+    assert.deepEqual([noModel.statusCode, errorOf(noModel).code, errorOf(noModel).param], [400, 'missing_parameter', 'model']);
+    const noFile = await post(app, [['model', 'echo']]);
+    assert.deepEqual([noFile.statusCode, errorOf(noFile).code, errorOf(noFile).param], [400, 'missing_parameter', 'file']);
+  });
+
+  it('answers 400 invalid_content_type for a body that is not multipart, naming its content type', async () => {
+    const { app } = await setup();
+    for (const [contentType, payload] of [
+      ['application/json', '{"model":"echo"}'],
+      ['application/json', '{"model":'],
+      ['application/octet-stream', 'RIFF'],
+    ]) {
+      const res = await app.inject({ method: 'POST', url: URL_PATH, payload, headers: { 'content-type': contentType } });
+      assert.equal(res.statusCode, 400, `${contentType} ${payload}`);
+      const error = errorOf(res);
+      assert.equal(error.code, 'invalid_content_type');
+      assert.ok(error.message.endsWith(`got ${contentType}`), error.message);
+    }
+  });
+
+  it('answers 413 body_too_large for a file over maxBodyBytes', async () => {
+    const { app, calls } = await setup();
+    const res = await post(app, [['model', 'echo'], audioFile(64 * 1024 + 1)]);
+    assert.equal(res.statusCode, 413);
+    assert.equal(errorOf(res).code, 'body_too_large');
+    assert.equal(calls.length, 0);
+  });
+
+  it('maps a decoder error through the catalogue', async () => {
+    const { app, calls } = await setup({
+      decode: async () => {
+        throw errors.unsupportedAudioFormat({ detected: 'png' });
+      },
+    });
+    const res = await post(app, [['model', 'echo'], audioFile()]);
+    assert.equal(res.statusCode, 415);
+    assert.deepEqual([errorOf(res).code, errorOf(res).param], ['unsupported_audio_format', 'file']);
+    assert.equal(calls.length, 0);
+  });
+
+  it('answers 429 with Retry-After when transcribe fails with queue_full', async () => {
+    const { app } = await setup({
+      transcribe: async ({ model }) => {
+        throw errors.queueFull({ model, queued: 512, retryAfterMs: 1500 });
+      },
+    });
+    const res = await post(app, [['model', 'echo'], audioFile()]);
+    assert.equal(res.statusCode, 429);
+    assert.equal(res.headers['retry-after'], '2');
+    assert.deepEqual(errorOf(res), { message: "The queue for model 'echo' is full: 512 requests queued", type: 'rate_limit_error', param: null, code: 'queue_full' });
+  });
+
+  it('answers 504 without Retry-After when transcribe fails with deadline_exceeded', async () => {
+    const { app } = await setup({
+      transcribe: async ({ options }) => {
+        throw errors.deadlineExceeded({ requestId: options.requestId ?? '', timeoutMs: options.timeoutMs });
+      },
+    });
+    const res = await post(app, [['model', 'echo'], audioFile()]);
+    assert.equal(res.statusCode, 504);
+    assert.equal(res.headers['retry-after'], undefined);
+    assert.deepEqual([errorOf(res).code, errorOf(res).type], ['deadline_exceeded', 'server_error']);
+  });
+
+  it('answers 503 with Retry-After when transcribe fails with instance_crashed', async () => {
+    const { app } = await setup({
+      transcribe: async () => {
+        throw errors.instanceCrashed({ instanceId: 'echo-0', reason: 'exit code 137' });
+      },
+    });
+    const res = await post(app, [['model', 'echo'], audioFile()]);
+    assert.equal(res.statusCode, 503);
+    assert.equal(res.headers['retry-after'], '1');
+    assert.deepEqual([errorOf(res).code, errorOf(res).type], ['instance_crashed', 'server_error']);
+  });
+
+  it('answers 500 internal_error without the message when transcribe fails with a plain Error', async () => {
+    const { app, metrics } = await setup({
+      transcribe: async () => {
+        throw new Error('tensor shape mismatch at /srv/models/secret-path');
+      },
+    });
+    const res = await post(app, [['model', 'echo'], audioFile()]);
+    assert.equal(res.statusCode, 500);
+    assert.deepEqual(errorOf(res), { message: 'Internal server error', type: 'server_error', param: null, code: 'internal_error' });
+    assert.ok(!res.body.includes('secret-path'));
+    assert.equal(await callCount(metrics, 'internal'), 1);
+  });
+
+  it('counts calls by endpoint and outcome, streamed calls included, and times them on the injected clock', async () => {
+    let isFull = false;
+    const { app, metrics } = await setup({
+      transcribe: async ({ model }) => {
+        if (isFull) throw errors.queueFull({ model, queued: 1, retryAfterMs: 1000 });
+        return RESULT;
+      },
+    });
+    await post(app, [['model', 'echo'], audioFile()]);
+    await post(app, [['model', 'echo'], ['stream', 'true'], audioFile()]);
+    await post(app, [['model', 'echo'], ['response_format', 'xml'], audioFile()]);
+    await post(app, [['model', 'nope'], audioFile()]);
+    isFull = true;
+    await post(app, [['model', 'echo'], audioFile()]);
+    await settle();
+    assert.equal(await callCount(metrics, 'ok'), 2);
+    assert.equal(await callCount(metrics, 'invalid_argument'), 1);
+    assert.equal(await callCount(metrics, 'not_found'), 1);
+    assert.equal(await callCount(metrics, 'resource_exhausted'), 1);
+    const duration = await metrics.gatewayCallDuration.get();
+    const sum = duration.values.find((v) => v.metricName === 'voxmux_gateway_call_duration_seconds_sum' && v.labels.endpoint === URL_PATH);
+    // Three calls reached the decoder (40 ms) and transcribe (210 ms) on the fake clock; the two rejected early took no time.
+    assert.equal(sum?.value, 0.75);
+  });
+
+  it('counts a client that disconnects during decoding as cancelled, not as an internal error', async () => {
+    let response: ServerResponse | undefined;
+    const { app, metrics, calls } = await setup({
+      onRequest: (raw) => {
+        response = raw;
+      },
+      decode: async (_bytes, signal) => {
+        // The socket closes while the decoder runs; a real decoder then throws signal.reason.
+        response!.emit('close');
+        signal!.throwIfAborted();
+        throw new Error('The decoder should have seen the abort');
+      },
+    });
+    await post(app, [['model', 'echo'], audioFile()]).catch(() => undefined);
+    await settle();
+    assert.equal(calls.length, 0);
+    assert.equal(await callCount(metrics, 'internal'), 0);
+    assert.equal(await callCount(metrics, 'cancelled'), 1);
+  });
+});

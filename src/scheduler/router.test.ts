@@ -1,0 +1,42 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { selectInstance, type RouteCandidate } from './router.js';
+
+const candidate = (instanceId: string, runningBatches: number, runningRequests: number): RouteCandidate => ({
+  instanceId,
+  runningBatches,
+  runningRequests,
+});
+
+describe('selectInstance', () => {
+  it('selects nothing when there are no candidates', () => {
+    assert.equal(selectInstance([], 1), undefined);
+  });
+
+  it('selects the instance with the fewest running requests', () => {
+    const candidates = [candidate('a', 1, 8), candidate('b', 1, 2), candidate('c', 1, 5)];
+    assert.equal(selectInstance(candidates, 4)?.instanceId, 'b');
+  });
+
+  it('selects the first of equally loaded instances', () => {
+    const candidates = [candidate('a', 0, 0), candidate('b', 0, 0)];
+    assert.equal(selectInstance(candidates, 1)?.instanceId, 'a');
+    assert.equal(selectInstance([candidate('b', 1, 3), candidate('a', 1, 3)], 2)?.instanceId, 'b');
+  });
+
+  it('skips an instance already running maxRunningBatchesPerInstance batches, however few requests it holds', () => {
+    const candidates = [candidate('busy', 2, 1), candidate('free', 1, 7)];
+    assert.equal(selectInstance(candidates, 2)?.instanceId, 'free');
+    assert.equal(selectInstance(candidates, 3)?.instanceId, 'busy');
+  });
+
+  it('selects nothing when every instance is at maxRunningBatchesPerInstance', () => {
+    assert.equal(selectInstance([candidate('a', 1, 4), candidate('b', 1, 1)], 1), undefined);
+    assert.equal(selectInstance([candidate('a', 3, 4), candidate('b', 4, 1)], 3), undefined);
+  });
+
+  it('returns the candidate object itself', () => {
+    const b = candidate('b', 0, 0);
+    assert.equal(selectInstance([candidate('a', 0, 1), b], 1), b);
+  });
+});
