@@ -143,6 +143,16 @@ describe('POST /v1/audio/transcriptions', () => {
     assert.ok(call.options.signal instanceof AbortSignal);
   });
 
+  it('passes the voxmux-priority header to the scheduler, normal by default, and rejects other values', async () => {
+    const { app, calls } = await setup();
+    assert.equal((await post(app, [['model', 'echo'], audioFile(320)])).statusCode, 200);
+    assert.equal((await post(app, [['model', 'echo'], audioFile(320)], { 'voxmux-priority': 'high' })).statusCode, 200);
+    assert.deepEqual(calls.map((c) => c.options.priority), ['normal', 'high']);
+    const bad = await post(app, [['model', 'echo'], audioFile(320)], { 'voxmux-priority': 'urgent' });
+    assert.equal(bad.statusCode, 400);
+    assert.equal(errorOf(bad).param, 'voxmux-priority');
+  });
+
   it('sends null language and prompt when the form leaves them out, and ignores fields OpenAI defines that voxmux does not use', async () => {
     const { app, calls } = await setup();
     const res = await post(app, [['model', 'echo'], ['chunking_strategy', 'auto'], ['include[]', 'logprobs'], audioFile()]);

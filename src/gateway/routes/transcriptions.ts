@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Value } from '@sinclair/typebox/value';
 import { TranscriptionFieldsSchema, type TranscriptionFields } from '../../api/transcription.js';
 import { errors } from '../../core/error-catalog.js';
+import type { Priority } from '../../scheduler/index.js';
 import type { GatewayDeps, GatewayOptions } from '../gateway-types.js';
 import { renderTranscript, toStreamEvents } from '../transcript-formats.js';
 
@@ -93,6 +94,15 @@ function describeSchema(param: string): string {
   }
 }
 
+/** Callers that share a server can mark latency-critical calls; everything else is `normal`. */
+export const PRIORITY_HEADER = 'voxmux-priority';
+
+function priorityOf(value: string | string[] | undefined): Priority {
+  if (value === undefined) return 'normal';
+  if (value === 'high' || value === 'normal') return value;
+  throw errors.invalidParameter({ param: PRIORITY_HEADER, expected: 'high or normal', got: value });
+}
+
 export function registerTranscriptionRoute(app: FastifyInstance, options: GatewayOptions, deps: GatewayDeps): void {
   app.post('/v1/audio/transcriptions', async (request: FastifyRequest, reply: FastifyReply) => {
     // The client may leave at any time: its queued request is then dropped by the scheduler.
@@ -114,7 +124,7 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
     const result = await deps.transcribe(
       model,
       { audio: audio.samples, language: fields.language ?? null, prompt: fields.prompt ?? null, wordTimestamps: includeWords },
-      { timeoutMs: options.requestTimeoutMs, signal: abort.signal, requestId: String(request.id) },
+      { timeoutMs: options.requestTimeoutMs, signal: abort.signal, requestId: String(request.id), priority: priorityOf(request.headers[PRIORITY_HEADER]) },
     );
     if (fields.stream) {
       reply.hijack();
