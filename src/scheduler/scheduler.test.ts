@@ -81,14 +81,28 @@ describe('Scheduler', () => {
   });
 
   it('routes to the ready instance with the fewest pending requests', async () => {
-    const { clock, executor, scheduler } = setup({}, ['a', 'b']);
+    const { clock, executor, scheduler } = setup({ maxRunningBatchesPerInstance: 2 }, ['a', 'b']);
     for (let i = 0; i < 4; i++) void scheduler.submit('m', req(1), { timeoutMs: 10_000 });
     await settle();
+    assert.deepEqual(executor.batches.map((b) => [b.instanceId, b.batch.requests.length]), [['a', 2], ['b', 2]]);
+    executor.complete(1);
+    await settle();
+    // a still has room for a second batch, but b has fewer pending requests.
     void scheduler.submit('m', req(1), { timeoutMs: 10_000 });
     clock.advance(10);
     await settle();
+    assert.equal(executor.batches[2]!.instanceId, 'b');
+  });
+
+  it('spreads a due batch over idle instances instead of queueing it on one', async () => {
+    const { clock, executor, scheduler } = setup({}, ['a', 'b']);
+    void scheduler.submit('m', req(1), { timeoutMs: 10_000 });
+    void scheduler.submit('m', req(1), { timeoutMs: 10_000 });
+    void scheduler.submit('m', req(1), { timeoutMs: 10_000 });
+    clock.advance(10);
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [2, 1]);
     assert.deepEqual(executor.batches.map((b) => b.instanceId), ['a', 'b']);
-    assert.deepEqual(executor.batchSizes(), [4, 1]);
   });
 
   it('serves high priority before normal priority', async () => {

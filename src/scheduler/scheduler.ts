@@ -14,7 +14,7 @@ import type { Metrics } from '../telemetry/metrics.js';
 import { canAdmit } from './admission.js';
 import { bucketOf, decideBatch, type BatchPolicy } from './dynamic-batcher.js';
 import type { BatchItemOutcome, Executor, TranscriptionRequest, TranscriptResult } from './executor.js';
-import { selectInstance } from './router.js';
+import { selectInstance, type RouteCandidate } from './router.js';
 
 export const PRIORITIES = ['high', 'normal'] as const;
 export type Priority = (typeof PRIORITIES)[number];
@@ -174,6 +174,13 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
     wakeTimers.set(model, { atMs, handle });
   }
 
+  function candidatesFor(model: string): RouteCandidate[] {
+    return executor.readyInstances(model).map((inst) => {
+      const load = loads.get(inst.instanceId) ?? { runningBatches: 0, runningRequests: 0 };
+      return { instanceId: inst.instanceId, ...load };
+    });
+  }
+
   function pump(model: string): void {
     const q = queues.get(model);
     const policy = options.models[model];
@@ -187,11 +194,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
     }
     for (;;) {
       if (q.length === 0) return;
-      const candidates = executor.readyInstances(model).map((inst) => {
-        const load = loads.get(inst.instanceId) ?? { runningBatches: 0, runningRequests: 0 };
-        return { instanceId: inst.instanceId, ...load };
-      });
-      const target = selectInstance(candidates, options.maxRunningBatchesPerInstance);
+      const target = selectInstance(candidatesFor(model), options.maxRunningBatchesPerInstance);
       if (target === undefined) return; // woken again when an instance frees up or becomes ready
       const decision = decideBatch(q, policy, clock.nowMs());
       if (decision.kind === 'idle') return;
@@ -199,7 +202,17 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
         scheduleWake(model, decision.untilMs);
         return;
       }
-      dispatch(model, target.instanceId, decision.items);
+      // Spread before batching: a due batch is shared among idle instances, so requests never
+      // wait in one instance's batch while another instance sits idle.
+      const idle = candidatesFor(model).filter((c) => c.runningBatches === 0).length;
+      const share = Math.ceil(decision.items.length / Math.max(1, idle));
+      let rest = decision.items;
+      let next: RouteCandidate | undefined = target;
+      while (rest.length > 0 && next !== undefined) {
+        dispatch(model, next.instanceId, rest.slice(0, share));
+        rest = rest.slice(share);
+        next = selectInstance(candidatesFor(model), options.maxRunningBatchesPerInstance);
+      }
     }
   }
 
