@@ -6,6 +6,7 @@ stderr as JSON lines. Exit codes: 0 after Close or end of input, 1 a bug in the 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import sys
 from typing import List, Optional
@@ -22,6 +23,7 @@ from .host import (
 from .log import LEVELS, Logger
 from .registry import adapter_names
 
+PIPE_BYTES = 1 << 20
 INPUT_FD = 3
 OUTPUT_FD = 4
 
@@ -60,6 +62,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         except OSError:
             log.fatal('missing protocol pipe', fd=fd)
             return EXIT_BAD_ARGUMENTS
+    for fd in (INPUT_FD, OUTPUT_FD):
+        _widen_pipe(fd)
     options = HostOptions(args.adapter, args.probe_interval_ms, args.probe_timeout_ms)
     # Unbuffered: a buffered reader's lock, held by the reader thread, can abort interpreter exit.
     stream = os.fdopen(INPUT_FD, 'rb', buffering=0)
@@ -69,6 +73,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     except Exception as err:
         log.fatal('instance failed', err=err)
         return EXIT_CRASHED
+
+
+def _widen_pipe(fd: int) -> None:
+    """Asks for 1 MiB pipe buffers: a batch of audio then crosses in a few writes, not dozens.
+
+    Best effort: not a pipe, not Linux, or above /proc/sys/fs/pipe-max-size leaves it as it is.
+    """
+    set_pipe_size = getattr(fcntl, 'F_SETPIPE_SZ', 1031)
+    try:
+        fcntl.fcntl(fd, set_pipe_size, PIPE_BYTES)
+    except OSError:
+        pass
 
 
 if __name__ == '__main__':
