@@ -4,10 +4,11 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Clock } from '../core/clock.js';
+import { ConfigError } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { buildGateway, createAudioDecoder, type ModelCatalog, type ReadinessSnapshot } from '../gateway/index.js';
 import { createScheduler, type Scheduler } from '../scheduler/index.js';
-import { createMpsController, createSupervisor, runCommand, type MpsController, type SpawnInstance, type Supervisor } from '../supervisor/index.js';
+import { checkPlacement, createMpsController, createSupervisor, detectGpus, runCommand, type MpsController, type SpawnInstance, type Supervisor } from '../supervisor/index.js';
 import type { Logger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { tmpdir } from 'node:os';
@@ -42,6 +43,22 @@ export function createModelCatalog(config: Config, createdS: number): ModelCatal
   return { list: () => entries, resolve: (name) => names.get(name) };
 }
 
+/**
+ * Per GPU: its instances and whether any is ready. A GPU whose instances are all down or wedged
+ * is out of rotation (its instances are not ready, so nothing is routed there).
+ */
+export function gpuHealth(
+  nodeGpus: readonly number[],
+  instances: readonly { instanceId: string; gpu: number | null; state: string }[],
+): Record<string, { isHealthy: boolean; instances: string[] }> {
+  const out: Record<string, { isHealthy: boolean; instances: string[] }> = {};
+  for (const gpu of nodeGpus) {
+    const mine = instances.filter((i) => i.gpu === gpu);
+    out[String(gpu)] = { isHealthy: mine.length === 0 || mine.some((i) => i.state === 'ready'), instances: mine.map((i) => i.instanceId) };
+  }
+  return out;
+}
+
 export async function buildServer(config: Config, deps: ServerDeps): Promise<Server> {
   const { log, clock } = deps;
   const metrics = createMetrics();
@@ -49,8 +66,12 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
   if (config.supervisor.mps.enabled) {
     mps = createMpsController(config.supervisor.mps, { runCommand, baseEnv: deps.baseEnv, log: log.child({ component: 'mps' }) });
   }
+  const nodeGpus = config.supervisor.gpus.length > 0 ? config.supervisor.gpus : await detectGpus(runCommand, deps.baseEnv);
+  const problems = Object.entries(config.models).flatMap(([name, model]) => checkPlacement(name, model, nodeGpus));
+  if (problems.length > 0) throw new ConfigError(problems);
+  log.info({ gpus: nodeGpus }, 'gpus');
   const supervisor = createSupervisor(
-    { ...config.supervisor, models: config.models },
+    { ...config.supervisor, nodeGpus, models: config.models },
     {
       spawn: deps.spawn,
       clock,
@@ -75,7 +96,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       isReady &&= modelReady;
       body[name] = { isReady: modelReady, instances: mine.map((i) => ({ ...i })) };
     }
-    return { isReady, body: { models: body, scheduler: scheduler.stats() } };
+    return { isReady, body: { models: body, gpus: gpuHealth(nodeGpus, instances), scheduler: scheduler.stats() } };
   };
   const gateway = config.gateway;
   const app = await buildGateway(

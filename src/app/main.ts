@@ -61,7 +61,14 @@ export async function main(argv: readonly string[]): Promise<number> {
     return 0;
   }
   const log = createLogger({ level: config.telemetry.logLevel });
-  const server = await buildServer(config, { log, clock: systemClock, spawn: spawnInstance, baseEnv: readProcessEnvironment() });
+  let server: Awaited<ReturnType<typeof buildServer>>;
+  try {
+    server = await buildServer(config, { log, clock: systemClock, spawn: spawnInstance, baseEnv: readProcessEnvironment() });
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`${err.message}\n`);
+    return EXIT_CONFIG;
+  }
   let signals = 0;
   const done = new Promise<number>((resolve) => {
     const onSignal = (signal: NodeJS.Signals) => {

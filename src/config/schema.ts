@@ -74,6 +74,10 @@ export const SupervisorSchema = Type.Object(
     crashLoopMaxFailures: Type.Integer({ description: 'Failures within the window that report a crash loop.', default: 5, minimum: 1 }),
     closeTimeoutMs: Ms('Time an instance gets to finish its work on close before it is killed, in milliseconds.', 30_000, 1),
     loadLockPath: Type.String({ description: 'Lock file serializing model loading; empty means one in the OS temp folder.', default: '' }),
+    gpus: Type.Array(Type.Integer({ minimum: 0 }), {
+      description: 'GPU indices this node uses; empty means every GPU nvidia-smi lists (none when it is absent).',
+      default: [],
+    }),
     mps: MpsSchema,
   },
   { additionalProperties: false, default: {} },
@@ -83,7 +87,17 @@ export const ModelSchema = Type.Object(
   {
     adapter: Type.String({ description: 'Model-host adapter: pocketsphinx, parakeet, or test (a test double).', minLength: 1 }),
     aliases: Type.Array(Type.String({ minLength: 1 }), { description: 'Other names clients may use.', default: [] }),
-    instances: Type.Integer({ description: 'Instances (processes) of this model.', default: 2, minimum: 0, maximum: 64 }),
+    instances: Type.Integer({ description: 'Instances (processes) of this model, placed round-robin over its GPUs.', default: 2, minimum: 0, maximum: 64 }),
+    instancesPerGpu: Type.Integer({
+      description: 'Instances on each of the model GPUs; 0 means `instances` in all. Ignored on a node without GPUs.',
+      default: 0,
+      minimum: 0,
+      maximum: 64,
+    }),
+    gpus: Type.Array(Type.Integer({ minimum: 0 }), {
+      description: 'GPUs this model runs on; empty means every GPU of the node. Each instance gets CUDA_VISIBLE_DEVICES.',
+      default: [],
+    }),
     maxBatchSize: Type.Integer({ description: 'Most requests in one batch; 0 means the largest preferred size.', default: 0, minimum: 0, maximum: 256 }),
     preferredBatchSizes: Type.Array(Type.Integer({ minimum: 1, maximum: 256 }), {
       description: 'Batch sizes dispatched at once when reached; empty means [maxBatchSize].',
@@ -101,7 +115,7 @@ export const ModelSchema = Type.Object(
       default: false,
     }),
     mpsActiveThreadPercentages: Type.Array(Type.Integer({ minimum: 1, maximum: 100 }), {
-      description: 'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE per instance (cycled); empty leaves it unset.',
+      description: 'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE by instance index on its GPU (cycled); empty leaves it unset.',
       default: [],
     }),
   },
@@ -123,6 +137,8 @@ export const DEFAULT_MODELS = {
     adapter: 'pocketsphinx',
     aliases: ['whisper-1'],
     instances: 2,
+    instancesPerGpu: 0,
+    gpus: [],
     maxBatchSize: 4,
     preferredBatchSizes: [],
     maxQueueDelayMs: 5,

@@ -7,3 +7,6 @@ export type { InstanceState } from './instance-state.js';
 export { decideRestart } from './restart-policy.js';
 export { createMpsController } from './mps.js';
 export type { MpsController, MpsOptions } from './mps.js';
+export { detectGpus } from './gpu-detect.js';
+export { placeInstances, checkPlacement } from './placement.js';
+export type { Placement, PlacementRequest } from './placement.js';

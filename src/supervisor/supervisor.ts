@@ -19,11 +19,14 @@ import type { Metrics } from '../telemetry/metrics.js';
 import { INSTANCE_STATES, type InstanceState } from './instance-state.js';
 import { InstanceProcess, type InstanceEnd, type InstanceTimeouts } from './instance-process.js';
 import { decideRestart, type RestartPolicy } from './restart-policy.js';
+import { placeInstances, type Placement } from './placement.js';
 import type { SpawnInstance } from './spawn.js';
 
 export interface SupervisedModel {
   adapter: string;
   instances: number;
+  instancesPerGpu: number;
+  gpus: readonly number[];
   options: Record<string, unknown>;
   command: readonly string[];
   exclusiveWarmup: boolean;
@@ -34,6 +37,8 @@ export interface SupervisorOptions extends InstanceTimeouts, RestartPolicy {
   pythonPath: string;
   hostPath: string;
   loadLockPath: string;
+  /** GPUs of this node (detected or configured); empty on a CPU-only node. */
+  nodeGpus: readonly number[];
   models: Readonly<Record<string, SupervisedModel>>;
 }
 
@@ -52,6 +57,7 @@ export interface InstanceSnapshot {
   instanceId: string;
   model: string;
   index: number;
+  gpu: number | null;
   pid: number | null;
   state: InstanceState | 'restarting';
   restarts: number;
@@ -73,6 +79,7 @@ export interface SupervisorStats {
 interface Slot {
   model: string;
   index: number;
+  placement: Placement;
   generation: number;
   current: InstanceProcess | undefined;
   restarts: number;
@@ -114,8 +121,8 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
   mkdirSync(dirname(loadLockPath), { recursive: true });
 
   for (const [model, config] of Object.entries(options.models)) {
-    for (let index = 0; index < config.instances; index++) {
-      slots.push({ model, index, generation: 0, current: undefined, restarts: 0, failuresMs: [], isCrashLoop: false, restartTimer: undefined, lastEnd: null });
+    for (const [index, placement] of placeInstances(config, options.nodeGpus).entries()) {
+      slots.push({ model, index, placement, generation: 0, current: undefined, restarts: 0, failuresMs: [], isCrashLoop: false, restartTimer: undefined, lastEnd: null });
     }
   }
 
@@ -181,9 +188,9 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
       PYTHONUNBUFFERED: '1',
       VOXMUX_INSTANCE_ID: instanceId,
     };
-    const percentages = config.mpsActiveThreadPercentages;
-    if (percentages.length > 0) {
-      env.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = String(percentages[slot.index % percentages.length]);
+    if (slot.placement.gpu !== undefined) env.CUDA_VISIBLE_DEVICES = String(slot.placement.gpu);
+    if (slot.placement.mpsActiveThreadPercentage !== undefined) {
+      env.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = String(slot.placement.mpsActiveThreadPercentage);
     }
     const instance = new InstanceProcess(
       {
@@ -320,6 +327,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
           instanceId: slot.current?.instanceId ?? `${slot.model}-${slot.index}`,
           model: slot.model,
           index: slot.index,
+          gpu: slot.placement.gpu ?? null,
           pid: isLive ? (facts?.pid ?? null) : null,
           state: slotState(slot),
           restarts: slot.restarts,

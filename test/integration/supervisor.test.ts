@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import type { Supervisor } from '../../src/supervisor/index.js';
@@ -141,6 +142,21 @@ describe('Supervisor with real Python instances', () => {
     assert.equal((await running)[0]!.ok, true);
     await waitFor(() => supervisor.readyInstances('m').length === 2, 'both instances ready');
     assert.ok(batchDoneAt > 0);
+    await supervisor.close();
+  });
+
+  it('pins each instance to its GPU with CUDA_VISIBLE_DEVICES and its MPS share (fake GPU list)', async () => {
+    const { supervisor } = track(
+      buildTestSupervisor({ m: testModel({ instancesPerGpu: 2, mpsActiveThreadPercentages: [50] }) }, { nodeGpus: [0, 1, 2] }),
+    );
+    await supervisor.start();
+    const instances = supervisor.stats().instances;
+    assert.deepEqual(instances.map((i) => i.gpu), [0, 1, 2, 0, 1, 2]);
+    for (const instance of instances) {
+      const environ = readFileSync(`/proc/${instance.pid}/environ`, 'utf8').split('\0');
+      assert.ok(environ.includes(`CUDA_VISIBLE_DEVICES=${instance.gpu}`), `instance ${instance.instanceId}`);
+      assert.ok(environ.includes('CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50'));
+    }
     await supervisor.close();
   });
 

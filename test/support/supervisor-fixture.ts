@@ -11,7 +11,7 @@ export const HOST_PATH = fileURLToPath(new URL('../../host', import.meta.url));
 export const FIXTURE_INSTANCES = fileURLToPath(new URL('../fixtures/instances', import.meta.url));
 
 export function testModel(overrides: Partial<SupervisedModel> = {}): SupervisedModel {
-  return { adapter: 'test', instances: 1, options: {}, command: [], exclusiveWarmup: false, mpsActiveThreadPercentages: [], ...overrides };
+  return { adapter: 'test', instances: 1, instancesPerGpu: 0, gpus: [], options: {}, command: [], exclusiveWarmup: false, mpsActiveThreadPercentages: [], ...overrides };
 }
 
 export function supervisorOptions(models: Record<string, SupervisedModel>, overrides: Partial<SupervisorOptions> = {}): SupervisorOptions {
@@ -19,6 +19,7 @@ export function supervisorOptions(models: Record<string, SupervisedModel>, overr
     pythonPath: '/usr/bin/python3',
     hostPath: HOST_PATH,
     loadLockPath: '',
+    nodeGpus: [],
     handshakeTimeoutMs: 10_000,
     loadTimeoutMs: 30_000,
     warmupTimeoutMs: 30_000,

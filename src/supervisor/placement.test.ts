@@ -1,0 +1,39 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { checkPlacement, placeInstances } from './placement.js';
+
+const base = { instances: 2, instancesPerGpu: 0, gpus: [] as number[], mpsActiveThreadPercentages: [] as number[] };
+
+describe('placeInstances', () => {
+  it('leaves instances unpinned on a node without GPUs', () => {
+    assert.deepEqual(placeInstances(base, []), [
+      { gpu: undefined, mpsActiveThreadPercentage: undefined },
+      { gpu: undefined, mpsActiveThreadPercentage: undefined },
+    ]);
+  });
+
+  it('spreads instances round-robin over every GPU of the node by default', () => {
+    assert.deepEqual(placeInstances({ ...base, instances: 5 }, [0, 1, 2, 3]).map((p) => p.gpu), [0, 1, 2, 3, 0]);
+  });
+
+  it('places instancesPerGpu on each of the model GPUs with MPS shares by index on the GPU', () => {
+    const placed = placeInstances({ ...base, instancesPerGpu: 4, gpus: [2, 3], mpsActiveThreadPercentages: [25] }, [0, 1, 2, 3]);
+    assert.equal(placed.length, 8);
+    assert.deepEqual(placed.map((p) => p.gpu), [2, 3, 2, 3, 2, 3, 2, 3]);
+    assert.ok(placed.every((p) => p.mpsActiveThreadPercentage === 25));
+  });
+
+  it('cycles differing MPS shares within each GPU', () => {
+    const placed = placeInstances({ ...base, instancesPerGpu: 2, mpsActiveThreadPercentages: [60, 40] }, [0, 1]);
+    assert.deepEqual(placed.map((p) => [p.gpu, p.mpsActiveThreadPercentage]), [[0, 60], [1, 60], [0, 40], [1, 40]]);
+  });
+
+  it('falls back to instances when instancesPerGpu is set but there are no GPUs', () => {
+    assert.equal(placeInstances({ ...base, instances: 3, instancesPerGpu: 4 }, []).length, 3);
+  });
+
+  it('reports model GPUs the node does not have', () => {
+    assert.deepEqual(checkPlacement('asr', { ...base, gpus: [0, 7] }, [0, 1]), ['models.asr.gpus: GPU 7 is not one of this node\'s GPUs (0, 1)']);
+    assert.deepEqual(checkPlacement('asr', { ...base, gpus: [7] }, []), []);
+  });
+});
