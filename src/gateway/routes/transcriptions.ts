@@ -112,6 +112,8 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) abort.abort(errors.clientDisconnected({ requestId: String(request.id) }));
     });
+    const arrivedMs = deps.clock.nowMs();
+    const priority = priorityOf(request.headers[PRIORITY_HEADER]);
     const form = await readForm(request);
     const fields = parseFields(form.fields);
     const model = deps.models.resolve(fields.model);
@@ -124,7 +126,13 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
     const result = await deps.transcribe(
       model,
       { audio: audio.samples, language: fields.language ?? null, prompt: fields.prompt ?? null, wordTimestamps: includeWords },
-      { timeoutMs: options.requestTimeoutMs, signal: abort.signal, requestId: String(request.id), priority: priorityOf(request.headers[PRIORITY_HEADER]) },
+      {
+        // The deadline counts from the call's arrival: upload and decoding time are part of it.
+        timeoutMs: Math.max(1, options.requestTimeoutMs - (deps.clock.nowMs() - arrivedMs)),
+        signal: abort.signal,
+        requestId: String(request.id),
+        priority,
+      },
     );
     if (fields.stream) {
       reply.hijack();
