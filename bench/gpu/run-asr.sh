@@ -12,6 +12,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 levels=${ASR_BENCH_LEVELS:-1,2,4,8,16,32,64,128,256}
 step_s=${ASR_BENCH_STEP_S:-4}
 mkdir -p "$out/configs" "$out/runs" "$out/logs"
+# Model hosts need the python3 that has torch with CUDA, which need not be /usr/bin/python3.
+export VOXMUX_SUPERVISOR_PYTHON_PATH=${VOXMUX_SUPERVISOR_PYTHON_PATH:-$(command -v python3)}
 # GET a URL; fails unless 2xx (the GPU machine may have no curl).
 get() { node -e 'fetch(process.argv[1]).then(async (r) => { process.stdout.write(await r.text()); process.exit(r.ok ? 0 : 1); }, () => process.exit(1))' "$1"; }
 node "$root/bench/gpu/asr-configs.mjs" "$out/configs" "$root/host"

@@ -1,0 +1,214 @@
+"""Microbenchmark of the Parakeet adapter on one device, without the host or HTTP.
+
+For each mode (eager, graph) and batch size it runs batches of distinct speech-like clips through
+``ParakeetAdapter.run_batch`` and reports throughput (clips/s and audio seconds per second), per-batch
+latency p50/p95, the GPU time split between encoder and decode, tokens and decode steps per clip, load
+and warmup time, graphs captured and device memory. Prints a table and writes JSON.
+
+    python3 host/bench_parakeet.py --device cuda --config full --batch-sizes 1,2,4,8,16 --out bench.json
+    python3 host/bench_parakeet.py --device cpu --config tiny --clip-seconds 3 --iterations 2   # dry run
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Sequence
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from voxmux_host.model_api import LoadContext, RequestInput  # noqa: E402
+from voxmux_host.models.parakeet.adapter import ParakeetAdapter, ParakeetStats  # noqa: E402
+from voxmux_host.models.parakeet.random_init import speech_like_noise  # noqa: E402
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if values else float("nan")
+
+
+def _parse_ints(text: str) -> List[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def _memory(device: torch.device) -> Dict[str, int]:
+    if device.type != "cuda":
+        return {}
+    return {
+        "allocatedBytes": int(torch.cuda.memory_allocated(device)),
+        "reservedBytes": int(torch.cuda.memory_reserved(device)),
+        "peakAllocatedBytes": int(torch.cuda.max_memory_allocated(device)),
+    }
+
+
+def run_mode(args: argparse.Namespace, mode: str, clips: List[np.ndarray]) -> Dict[str, Any]:
+    device = torch.device(args.device)
+    clip_ms = int(math.ceil(args.clip_seconds * 1000))
+    options: Dict[str, Any] = {
+        "config": args.config,
+        "device": args.device,
+        "seed": args.seed,
+        "cudaGraphs": mode == "graph",
+        "batchSizes": args.batch_sizes,
+        "lengthBucketsMs": [clip_ms],
+        "decodeChunkSteps": args.chunk_steps,
+    }
+    if args.dtype:
+        options["dtype"] = args.dtype
+    if args.nemo:
+        options["nemoPath"] = args.nemo
+    if args.attention:
+        options["attention"] = args.attention
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    adapter = ParakeetAdapter()
+    start = time.perf_counter()
+    load_info = adapter.load(LoadContext("bench", "parakeet", options))
+    load_ms = (time.perf_counter() - start) * 1000
+    start = time.perf_counter()
+    warm = adapter.warmup()
+    warmup_ms = (time.perf_counter() - start) * 1000
+    runner = adapter._runner  # noqa: SLF001 - the benchmark reads the runner's GPU phase timings
+    assert runner is not None
+    result: Dict[str, Any] = {
+        "mode": mode,
+        "loadMs": round(load_ms, 1),
+        "warmupMs": round(warmup_ms, 1),
+        "graphsCaptured": warm.graphs_captured,
+        "parameters": load_info.parameters,
+        "loadInfo": {k: v for k, v in vars(load_info).items()},
+        "memoryAfterWarmup": _memory(device),
+        "batches": [],
+    }
+    for batch_size in args.batch_sizes:
+        batch = [RequestInput(f"c{i}", clips[i % len(clips)]) for i in range(batch_size)]
+        for _ in range(args.warmup_iterations):
+            adapter.run_batch(batch)
+        before = adapter.stats()
+        runner.phase_times_ms = [] if device.type == "cuda" else None
+        latencies: List[float] = []
+        wall = time.perf_counter()
+        for _ in range(args.iterations):
+            t0 = time.perf_counter()
+            adapter.run_batch(batch)
+            latencies.append((time.perf_counter() - t0) * 1000)
+        wall_s = time.perf_counter() - wall
+        after = adapter.stats()
+        phases = runner.phase_times_ms or []
+        runner.phase_times_ms = None
+        assert isinstance(before, ParakeetStats) and isinstance(after, ParakeetStats)
+        clips_done = after.clips - before.clips
+        row = {
+            "batchSize": batch_size,
+            "iterations": args.iterations,
+            "clipsPerS": round(clips_done / wall_s, 2),
+            "audioSecondsPerS": round((after.audio_seconds - before.audio_seconds) / wall_s, 1),
+            "latencyP50Ms": round(_percentile(latencies, 50), 2),
+            "latencyP95Ms": round(_percentile(latencies, 95), 2),
+            "encoderMsP50": round(_percentile([p[0] for p in phases], 50), 2) if phases else None,
+            "decodeMsP50": round(_percentile([p[1] for p in phases], 50), 2) if phases else None,
+            "tokensPerClip": round((after.tokens - before.tokens) / max(clips_done, 1), 1),
+            "decodeStepsPerClip": round((after.decode_steps - before.decode_steps) / max(clips_done, 1), 1),
+            "tokensPerAudioSecond": round(
+                (after.tokens - before.tokens) / max(after.audio_seconds - before.audio_seconds, 1e-9), 2
+            ),
+            "graphReplays": after.graph_replays - before.graph_replays,
+            "eagerBatches": after.eager_batches - before.eager_batches,
+            "memory": _memory(device),
+        }
+        result["batches"].append(row)
+        print(
+            f"{mode:6} b={batch_size:<3} {row['clipsPerS']:>8} clips/s  p50 {row['latencyP50Ms']:>8} ms  "
+            f"p95 {row['latencyP95Ms']:>8} ms  enc {row['encoderMsP50']} ms  dec {row['decodeMsP50']} ms  "
+            f"tok/clip {row['tokensPerClip']}  steps/clip {row['decodeStepsPerClip']}",
+            flush=True,
+        )
+    adapter.close()
+    return result
+
+
+def print_table(report: Dict[str, Any]) -> None:
+    header = (
+        f"{'mode':6} {'batch':>5} {'clips/s':>9} {'audio s/s':>10} {'p50 ms':>9} {'p95 ms':>9} {'enc ms':>8} "
+        f"{'dec ms':>8} {'tok/clip':>9} {'steps/clip':>10} {'tok/s':>6} {'peak GiB':>9}"
+    )
+    print()
+    print(
+        f"Parakeet {report['config']} on {report['deviceName']}, {report['clipSeconds']} s clips, "
+        f"dtype {report['dtype']}"
+    )
+    print(header)
+    print("-" * len(header))
+    for mode in report["modes"]:
+        for row in mode["batches"]:
+            peak = row["memory"].get("peakAllocatedBytes")
+            print(
+                f"{mode['mode']:6} {row['batchSize']:>5} {row['clipsPerS']:>9} {row['audioSecondsPerS']:>10} "
+                f"{row['latencyP50Ms']:>9} {row['latencyP95Ms']:>9} {str(row['encoderMsP50']):>8} "
+                f"{str(row['decodeMsP50']):>8} {row['tokensPerClip']:>9} {row['decodeStepsPerClip']:>10} "
+                f"{row['tokensPerAudioSecond']:>6} {(peak / 2**30 if peak else 0):>9.2f}"
+            )
+    for mode in report["modes"]:
+        print(
+            f"{mode['mode']}: load {mode['loadMs']} ms, warmup {mode['warmupMs']} ms, "
+            f"{mode['graphsCaptured']} graphs, memory after warmup {mode['memoryAfterWarmup']}"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu")
+    parser.add_argument("--config", default="full", choices=["full", "tiny"])
+    parser.add_argument("--nemo", default=None, help="a .nemo archive instead of random weights")
+    parser.add_argument("--dtype", default=None, choices=["bf16", "fp16", "fp32"])
+    parser.add_argument("--attention", default=None, choices=["auto", "sdpa", "manual"])
+    parser.add_argument("--batch-sizes", type=_parse_ints, default=[1, 2, 4, 8, 16])
+    parser.add_argument("--clip-seconds", type=float, default=45.0)
+    parser.add_argument("--modes", default="eager,graph", help="comma-separated: eager, graph")
+    parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--warmup-iterations", type=int, default=2)
+    parser.add_argument("--chunk-steps", type=int, default=8)
+    parser.add_argument("--distinct-clips", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="bench-parakeet.json", help="where to write the JSON report")
+    args = parser.parse_args(argv)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if any(m not in ("eager", "graph") for m in modes):
+        parser.error(f"Expected modes from eager, graph: got {args.modes}")
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error("CUDA is not available; use --device cpu")
+    if device.type == "cpu" and "graph" in modes:
+        print("graph mode needs CUDA: on the CPU it runs eagerly", flush=True)
+
+    clips = [speech_like_noise(args.clip_seconds, 1000 + i) for i in range(args.distinct_clips)]
+    report: Dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "config": args.config if not args.nemo else f"nemo:{args.nemo}",
+        "device": str(device),
+        "deviceName": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "dtype": args.dtype or ("bf16" if device.type == "cuda" else "fp32"),
+        "clipSeconds": args.clip_seconds,
+        "argv": list(argv) if argv is not None else sys.argv[1:],
+        "modes": [],
+    }
+    for mode in modes:
+        report["modes"].append(run_mode(args, mode, clips))
+    print_table(report)
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

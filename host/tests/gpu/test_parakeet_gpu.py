@@ -1,0 +1,146 @@
+"""Parakeet on CUDA: graph replay against eager, SDPA against the manual attention, the probe, and a
+smoke run of the full 0.6 B configuration. Skipped without CUDA."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Iterator, List
+
+import numpy as np
+import pytest
+import torch
+
+HOST_DIR = Path(__file__).resolve().parents[2]
+if str(HOST_DIR) not in sys.path:
+    sys.path.insert(0, str(HOST_DIR))
+
+from voxmux_host.model_api import LoadContext, RequestInput, RequestOutput  # noqa: E402
+from voxmux_host.models.parakeet.adapter import ParakeetAdapter, ParakeetStats  # noqa: E402
+from voxmux_host.models.parakeet.config import (  # noqa: E402
+    TINY,
+    count_parameters,
+    encoder_frames,
+    feature_tensor_frames,
+)
+from voxmux_host.models.parakeet.encoder import HAS_SDPA  # noqa: E402
+from voxmux_host.models.parakeet.model import build_model, pad_audio  # noqa: E402
+from voxmux_host.models.parakeet.random_init import speech_like_noise  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+# bf16 matrix products: graph and eager run the same kernels on the same shapes, so they should agree
+# to within a few bf16 ulps (2^-8 relative) even where the library picks a different algorithm.
+BF16_ATOL = 3e-2
+BF16_RTOL = 3e-2
+
+
+def _load(options: dict) -> ParakeetAdapter:
+    adapter = ParakeetAdapter()
+    adapter.load(LoadContext("gpu", "parakeet", {"config": "tiny", "device": "cuda", **options}))
+    return adapter
+
+
+@pytest.fixture(scope="module")
+def graphed() -> Iterator[ParakeetAdapter]:
+    a = _load({"batchSizes": [1, 2, 4], "lengthBucketsMs": [5000, 15000]})
+    info = a.warmup()
+    assert info.graphs_captured == 3 * 2 + 3
+    yield a
+    a.close()
+
+
+def _clips(durations: List[float], seed: int) -> List[np.ndarray]:
+    return [speech_like_noise(d, seed + i) for i, d in enumerate(durations)]
+
+
+def test_graph_replay_equals_eager_on_the_same_shapes(graphed: ParakeetAdapter) -> None:
+    runner = graphed._runner
+    assert runner is not None
+    clips = _clips([3.1, 4.7, 1.9], seed=3)
+    batch_size, bucket = 4, runner.buckets[0]
+    replayed = runner._run_graph(clips, batch_size, bucket)
+    frames = encoder_frames(feature_tensor_frames(bucket, TINY), TINY)
+    graph_enc = runner.graph_encoder_output(batch_size, frames)
+    eager, eager_enc = runner.run_eager_padded(clips, batch_size, bucket)
+    for i in range(len(clips)):
+        assert replayed[i].tokens == eager[i].tokens
+        assert replayed[i].frames == eager[i].frames
+        assert replayed[i].durations == eager[i].durations
+        n = encoder_frames(clips[i].shape[0] // 160, TINY)
+        torch.testing.assert_close(graph_enc[i, :n], eager_enc[i, :n], atol=BF16_ATOL, rtol=BF16_RTOL)
+    assert sum(len(item.tokens) for item in replayed) > 0
+
+
+def test_adapter_replays_graphs_and_falls_back_to_eager(graphed: ParakeetAdapter) -> None:
+    before = graphed.stats()
+    requests = [RequestInput(f"r{i}", clip, word_timestamps=True) for i, clip in enumerate(_clips([2.0, 4.0, 11.0], 7))]
+    outputs = graphed.run_batch(requests)
+    assert all(isinstance(o, RequestOutput) and o.text for o in outputs)
+    mid = graphed.stats()
+    assert mid.graph_replays == before.graph_replays + 1  # 3 clips -> batch 4, bucket 15 s
+    assert mid.eager_batches == before.eager_batches
+    long_clip = RequestInput("long", speech_like_noise(16.5, 1))
+    graphed.run_batch([long_clip])
+    after = graphed.stats()
+    assert after.eager_batches == mid.eager_batches + 1  # longer than the largest bucket
+    many = [RequestInput(f"m{i}", clip) for i, clip in enumerate(_clips([1.0] * 6, 20))]
+    graphed.run_batch(many)
+    assert graphed.stats().graph_replays == after.graph_replays + 2  # split 4 + 2
+    assert isinstance(after, ParakeetStats) and after.memory_bytes > 0
+
+
+def test_graph_results_match_eager_adapter_text() -> None:
+    clips = _clips([2.5, 3.5], seed=50)
+    eager = _load({"cudaGraphs": False, "dtype": "fp32"})
+    graph = _load({"dtype": "fp32", "batchSizes": [2], "lengthBucketsMs": [5000]})
+    graph.warmup()
+    requests = [RequestInput(f"r{i}", c) for i, c in enumerate(clips)]
+    a = eager.run_batch(requests)
+    b = graph.run_batch(requests)
+    assert [o.text for o in a] == [o.text for o in b]  # type: ignore[union-attr]
+    assert graph.stats().graph_replays == 1 and eager.stats().eager_batches == 1
+    eager.close()
+    graph.close()
+
+
+@pytest.mark.skipif(not HAS_SDPA, reason="needs torch >= 2.0")
+def test_sdpa_equals_manual_attention() -> None:
+    model = build_model(TINY, seed=4)
+    model.prepare_for_inference_(torch.device("cuda"), torch.float32)
+    audio, lengths = pad_audio(_clips([2.0, 3.0], seed=60), torch.device("cuda"))
+    with torch.inference_mode():
+        model.encoder.set_attention_impl(True)
+        fused, enc_len = model.encode(audio, lengths)
+        model.encoder.set_attention_impl(False)
+        manual, _ = model.encode(audio, lengths)
+    for i in range(2):
+        n = int(enc_len[i])
+        torch.testing.assert_close(fused[i, :n], manual[i, :n], atol=2e-3, rtol=2e-3)
+
+
+def test_probe_on_cuda() -> None:
+    a = _load({})
+    assert a.probe() is True
+    a.close()
+    hanging = _load({"simulateHang": "hang", "probeTimeoutMs": 100})
+    start = time.monotonic()
+    assert hanging.probe() is False
+    assert time.monotonic() - start < 2.0
+    hanging.close()
+
+
+def test_full_configuration_smoke() -> None:
+    a = ParakeetAdapter()
+    options = {"config": "full", "device": "cuda", "batchSizes": [1, 4], "lengthBucketsMs": [15000]}
+    info = a.load(LoadContext("gpu", "parakeet", options))
+    assert info.parameters == count_parameters(a._config) == 617_825_926  # type: ignore[arg-type]
+    assert 1.0e9 < info.memory_bytes < 2.0e9  # bf16 weights
+    warm = a.warmup()
+    assert warm.graphs_captured == 2 * 1 + 2
+    outputs = a.run_batch([RequestInput(f"r{i}", c) for i, c in enumerate(_clips([12.0, 14.0, 9.0], 80))])
+    assert all(isinstance(o, RequestOutput) and o.text for o in outputs)
+    stats = a.stats()
+    assert isinstance(stats, ParakeetStats) and stats.graph_replays == 1
+    assert 1.5 < stats.tokens_per_audio_second < 6.5, stats
+    a.close()

@@ -1,0 +1,445 @@
+"""``ParakeetAdapter``: the Parakeet-TDT model behind the host's ModelAdapter contract.
+
+Options (``LoadContext.options``; unknown keys fail the load):
+
+| option | default | meaning |
+| --- | --- | --- |
+| ``config`` | ``"full"`` | ``"full"`` (Parakeet-TDT-0.6B-v2 shapes) or ``"tiny"`` (CI); unused with nemoPath |
+| ``nemoPath`` | none | a ``.nemo`` archive: its config, weights and tokenizer replace the random model |
+| ``tokenizerPath`` | none | a SentencePiece ``.model`` for a random-weights model (else a synthetic vocabulary) |
+| ``seed`` | 0 | seed of the random weights |
+| ``device`` | ``"auto"`` | ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` |
+| ``dtype`` | ``"bf16"`` on CUDA, ``"fp32"`` on CPU | compute type of the network (front end and argmax stay fp32) |
+| ``cudaGraphs`` | true | capture CUDA graphs at warmup (CUDA only) |
+| ``batchSizes`` | [1, 2, 4, 8, 16] | batch sizes captured; larger batches are split |
+| ``lengthBucketsMs`` | [5000, 15000, 30000, 45000, 60000] | length buckets captured; longer clips run eagerly |
+| ``decodeChunkSteps`` | 8 | decode steps per graph replay (one host check per chunk) |
+| ``attention`` | ``"auto"`` | ``"sdpa"`` (needs torch >= 2.0), ``"manual"`` or ``"auto"`` |
+| ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel (keep it below the host's probe timeout) |
+| ``simulateHang`` | false | tests only: ``true`` or ``"hang"`` makes ``probe`` time out, ``"fail"`` makes it fail |
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from voxmux_host.errors import InstanceError
+from voxmux_host.model_api import (
+    AdapterStats,
+    LoadContext,
+    LoadInfo,
+    RequestFailure,
+    RequestInput,
+    RequestOutput,
+    Segment,
+    WarmupInfo,
+    Word,
+)
+
+from .config import PRESETS, ParakeetConfig, count_parameters
+from .decoder import DecodedItem
+from .encoder import HAS_SDPA
+from .model import ParakeetModel, build_model
+from .runner import ParakeetRunner, RunnerOptions, elapsed_ms
+from .tokenizer import SentencePieceTokenizer, SyntheticTokenizer, Tokenizer, WORD_START
+
+LANGUAGE = "en"
+SENTENCE_END = (".", "?", "!")
+DEFAULT_OPTIONS: Dict[str, Any] = {
+    "config": "full",
+    "nemoPath": None,
+    "tokenizerPath": None,
+    "seed": 0,
+    "device": "auto",
+    "dtype": None,
+    "cudaGraphs": True,
+    "batchSizes": [1, 2, 4, 8, 16],
+    "lengthBucketsMs": [5000, 15000, 30000, 45000, 60000],
+    "decodeChunkSteps": 8,
+    "attention": "auto",
+    "probeTimeoutMs": 1500,
+    "simulateHang": False,
+}
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+@dataclass
+class ParakeetLoadInfo(LoadInfo):
+    config: str = ""
+    weights: str = ""  # "random" or the .nemo path
+    tokenizer: str = ""  # "synthetic" or "sentencepiece"
+    dtype: str = ""
+    attention: str = ""
+
+
+@dataclass
+class ParakeetWarmupInfo(WarmupInfo):
+    warmup_ms: int = 0
+    graph_pool_bytes: int = 0
+    memory_bytes: int = 0
+
+
+@dataclass
+class ParakeetStats(AdapterStats):
+    clips: int = 0
+    tokens: int = 0
+    decode_steps: int = 0
+    audio_seconds: float = 0.0
+    tokens_per_clip: float = 0.0
+    decode_steps_per_clip: float = 0.0
+    tokens_per_audio_second: float = 0.0
+    graphs_captured: int = 0
+    warmup_ms: int = 0
+
+
+def _parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
+    unknown = sorted(set(raw) - set(DEFAULT_OPTIONS))
+    if unknown:
+        known = ", ".join(sorted(DEFAULT_OPTIONS))
+        raise InstanceError("load_failed", f"Unknown parakeet option(s): {', '.join(unknown)}; known: {known}")
+    options = {**DEFAULT_OPTIONS, **raw}
+    problems = []
+    if options["config"] not in PRESETS:
+        problems.append(f"Expected config to be one of {sorted(PRESETS)}: got {options['config']!r}")
+    if options["dtype"] is not None and options["dtype"] not in _DTYPES:
+        problems.append(f"Expected dtype to be one of {sorted(_DTYPES)}: got {options['dtype']!r}")
+    if options["attention"] not in ("auto", "sdpa", "manual"):
+        problems.append(f"Expected attention to be auto, sdpa or manual: got {options['attention']!r}")
+    if options["attention"] == "sdpa" and not HAS_SDPA:
+        problems.append(f"attention sdpa needs torch >= 2.0: this is torch {torch.__version__}")
+    for key in ("batchSizes", "lengthBucketsMs"):
+        value = options[key]
+        if not isinstance(value, list) or not value or not all(_is_int(v) and v > 0 for v in value):
+            problems.append(f"Expected {key} to be a non-empty list of positive integers: got {value!r}")
+    for key in ("seed", "decodeChunkSteps", "probeTimeoutMs"):
+        if not _is_int(options[key]) or options[key] < (0 if key == "seed" else 1):
+            kind = "non-negative" if key == "seed" else "positive"
+            problems.append(f"Expected {key} to be a {kind} integer: got {options[key]!r}")
+    if options["simulateHang"] not in (False, True, "hang", "fail"):
+        problems.append(f"Expected simulateHang to be false, true, 'hang' or 'fail': got {options['simulateHang']!r}")
+    if problems:
+        raise InstanceError("load_failed", "Invalid parakeet options: " + "; ".join(problems))
+    return options
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InstanceError("load_failed", f"Expected a CUDA device for device {name!r}: CUDA is not available")
+        if device.index is None:
+            device = torch.device("cuda", 0)
+    elif device.type != "cpu":
+        raise InstanceError("load_failed", f"Expected device to be auto, cpu, cuda or cuda:N: got {name!r}")
+    return device
+
+
+def _is_oom(exc: BaseException) -> bool:
+    oom_type = getattr(torch.cuda, "OutOfMemoryError", None)
+    if oom_type is not None and isinstance(exc, oom_type):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc)
+
+
+class ParakeetAdapter:
+    """Implements ``voxmux_host.model_api.ModelAdapter`` (load, warmup, run_batch, stats, probe, close)."""
+
+    def __init__(self) -> None:
+        self._options: Dict[str, Any] = {}
+        self._model: Optional[ParakeetModel] = None
+        self._runner: Optional[ParakeetRunner] = None
+        self._tokenizer: Optional[Tokenizer] = None
+        self._config: Optional[ParakeetConfig] = None
+        self._device = torch.device("cpu")
+        self._warmup_ms = 0
+        self._probe_buffer: Optional[torch.Tensor] = None
+        self._probe_side_buffer: Optional[torch.Tensor] = None
+        self._probe_lock = threading.Lock()
+
+    # ---------------------------------------------------------------- lifecycle
+    def load(self, ctx: LoadContext) -> LoadInfo:
+        options = _parse_options(dict(ctx.options))
+        self._options = options
+        device = _resolve_device(str(options["device"]))
+        self._device = device
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dtype_name = options["dtype"] or ("bf16" if device.type == "cuda" else "fp32")
+        dtype = _DTYPES[dtype_name]
+
+        tokenizer: Optional[Tokenizer] = None
+        if options["nemoPath"]:
+            from .nemo import load_nemo_model  # imported here: needs pyyaml
+
+            model, nemo_tokenizer, config = load_nemo_model(str(options["nemoPath"]))
+            tokenizer = nemo_tokenizer
+            weights = str(options["nemoPath"])
+        else:
+            config = PRESETS[str(options["config"])]
+            model = build_model(config, seed=int(options["seed"]))
+            weights = "random"
+        if tokenizer is None and options["tokenizerPath"]:
+            path = str(options["tokenizerPath"])
+            try:
+                tokenizer = SentencePieceTokenizer.from_file(path)
+            except (OSError, RuntimeError) as exc:
+                raise InstanceError("load_failed", f"Could not load tokenizerPath {path}: {exc}") from exc
+            if tokenizer.vocab_size != config.vocab_size:
+                raise InstanceError(
+                    "load_failed",
+                    f"Expected a tokenizer of {config.vocab_size} pieces: got {tokenizer.vocab_size} in {path}",
+                )
+        if tokenizer is None:
+            tokenizer = SyntheticTokenizer(config.vocab_size)
+
+        use_sdpa = options["attention"] == "sdpa" or (options["attention"] == "auto" and HAS_SDPA)
+        model.encoder.set_attention_impl(use_sdpa)
+        model.prepare_for_inference_(device, dtype)
+        self._model, self._config, self._tokenizer = model, config, tokenizer
+        self._runner = ParakeetRunner(
+            model,
+            device,
+            RunnerOptions(
+                batch_sizes=tuple(int(b) for b in options["batchSizes"]),
+                bucket_durations_ms=tuple(int(b) for b in options["lengthBucketsMs"]),
+                use_graphs=bool(options["cudaGraphs"]) and device.type == "cuda",
+                chunk_steps=int(options["decodeChunkSteps"]),
+            ),
+        )
+        if device.type == "cuda":
+            with torch.cuda.stream(self._runner.stream):
+                self._probe_buffer = torch.zeros(1, device=device)
+            with torch.cuda.stream(self._runner.side_stream):
+                self._probe_side_buffer = torch.zeros(1, device=device)
+            torch.cuda.synchronize(device)
+        return ParakeetLoadInfo(
+            device=str(device),
+            parameters=count_parameters(config),
+            memory_bytes=self._memory_bytes(),
+            config=str(options["config"]) if weights == "random" else "nemo",
+            weights=weights,
+            tokenizer="synthetic" if isinstance(tokenizer, SyntheticTokenizer) else "sentencepiece",
+            dtype=dtype_name,
+            attention="sdpa" if use_sdpa and HAS_SDPA else "manual",
+        )
+
+    def warmup(self) -> WarmupInfo:
+        runner = self._require_runner()
+        start = time.perf_counter()
+        graphs = runner.warmup()
+        self._warmup_ms = elapsed_ms(start)
+        return ParakeetWarmupInfo(
+            graphs_captured=graphs,
+            warmup_ms=self._warmup_ms,
+            graph_pool_bytes=runner.graph_pool_bytes,
+            memory_bytes=self._memory_bytes(),
+        )
+
+    def close(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+        self._runner = None
+        self._model = None
+        self._probe_buffer = None
+        if self._device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    # ---------------------------------------------------------------- batches
+    def run_batch(self, batch: Sequence[RequestInput]) -> List[RequestOutput | RequestFailure]:
+        runner = self._require_runner()
+        results: List[Optional[RequestOutput | RequestFailure]] = [None] * len(batch)
+        clips: List[np.ndarray] = []
+        indices: List[int] = []
+        for i, request in enumerate(batch):
+            clip, problem = self._validate(request)
+            if problem is not None:
+                results[i] = RequestFailure(request_id=request.request_id, code="invalid_audio", message=problem)
+            else:
+                clips.append(clip)  # type: ignore[arg-type]
+                indices.append(i)
+        if clips:
+            try:
+                decoded = runner.run(clips)
+            except Exception as exc:  # noqa: BLE001 - only OOM becomes per-request failures
+                if not _is_oom(exc):
+                    raise
+                if self._device.type == "cuda":
+                    torch.cuda.empty_cache()
+                for i in indices:
+                    results[i] = RequestFailure(
+                        request_id=batch[i].request_id,
+                        code="out_of_memory",
+                        message=f"Out of device memory running a batch of {len(clips)} clips",
+                    )
+            else:
+                for i, clip, item in zip(indices, clips, decoded):
+                    results[i] = self._to_output(batch[i], clip, item)
+        return [r for r in results if r is not None]
+
+    def _validate(self, request: RequestInput) -> Tuple[Optional[np.ndarray], Optional[str]]:
+        audio = request.audio
+        if not isinstance(audio, np.ndarray) or audio.ndim != 1:
+            shape = getattr(audio, "shape", None)
+            return None, f"Expected mono audio as a 1-D float32 array: got shape {shape}"
+        if audio.shape[0] == 0:
+            return None, "Expected at least one sample: got 0"
+        clip = np.ascontiguousarray(audio, dtype=np.float32)
+        if not np.isfinite(clip).all():
+            return None, "Expected finite samples: the audio holds NaN or infinity"
+        return clip, None
+
+    def _to_output(self, request: RequestInput, clip: np.ndarray, item: DecodedItem) -> RequestOutput:
+        tokenizer, config = self._tokenizer, self._config
+        assert tokenizer is not None and config is not None
+        duration_s = clip.shape[0] / config.sample_rate_hz
+        text = tokenizer.decode(item.tokens)
+        words = words_from_tokens(tokenizer, item, config.frame_seconds, duration_s)
+        return RequestOutput(
+            request_id=request.request_id,
+            text=text,
+            language=LANGUAGE,
+            duration_s=duration_s,
+            segments=segments_from_words(words, text, duration_s),
+            words=words if request.word_timestamps else None,
+        )
+
+    # ---------------------------------------------------------------- health
+    def stats(self) -> AdapterStats:
+        runner = self._runner
+        counters = runner.counters if runner is not None else None
+        clips = counters.clips if counters else 0
+        sample_rate = self._config.sample_rate_hz if self._config else 16000
+        audio_seconds = counters.audio_samples / sample_rate if counters else 0.0
+        return ParakeetStats(
+            memory_bytes=self._memory_bytes(),
+            eager_batches=counters.eager_batches if counters else 0,
+            graph_replays=counters.graph_replays if counters else 0,
+            clips=clips,
+            tokens=counters.tokens if counters else 0,
+            decode_steps=counters.decode_steps if counters else 0,
+            audio_seconds=audio_seconds,
+            tokens_per_clip=(counters.tokens / clips) if counters and clips else 0.0,
+            decode_steps_per_clip=(counters.decode_steps / clips) if counters and clips else 0.0,
+            tokens_per_audio_second=(counters.tokens / audio_seconds) if counters and audio_seconds else 0.0,
+            graphs_captured=runner.graphs_captured if runner is not None else 0,
+            warmup_ms=self._warmup_ms,
+        )
+
+    def probe(self) -> bool:
+        """Launch a one-element kernel and wait for it (event query loop), up to probeTimeoutMs.
+
+        When idle the kernel goes on the instance's stream, so it completes only if that stream makes
+        progress. While a batch runs it goes on a side stream of the same device instead: a kernel queued
+        behind a long batch would time out on a healthy GPU, and the batch itself is watched by the
+        supervisor's batch time limit. Never launched while a CUDA graph is being captured. False on
+        timeout or on any error.
+        """
+        timeout_s = int(self._options.get("probeTimeoutMs", DEFAULT_OPTIONS["probeTimeoutMs"])) / 1000.0
+        mode = self._options.get("simulateHang", False)
+        if mode == "fail":
+            return False
+        try:
+            with self._probe_lock:
+                if mode in (True, "hang"):
+                    return self._wait(lambda: False, timeout_s)
+                runner = self._runner
+                if self._device.type != "cuda" or runner is None or self._probe_buffer is None:
+                    return bool(torch.ones(1).add_(1).item() == 2.0)
+                with runner.launch_lock:
+                    if runner.is_capturing:
+                        return True  # never launch work while graphs are being captured
+                    busy = runner.is_busy
+                    stream = runner.side_stream if busy else runner.stream
+                    with torch.cuda.stream(stream):
+                        target = self._probe_side_buffer if busy else self._probe_buffer
+                        target.add_(1.0)  # type: ignore[union-attr]
+                        event = torch.cuda.Event()
+                        event.record(stream)
+                return self._wait(event.query, timeout_s)
+        except Exception:  # noqa: BLE001 - any failure of the probe means the device is not healthy
+            return False
+
+    @staticmethod
+    def _wait(is_done: Any, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        delay = 0.0002
+        while True:
+            if is_done():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 0.01)
+
+    # ---------------------------------------------------------------- helpers
+    def _require_runner(self) -> ParakeetRunner:
+        if self._runner is None:
+            raise InstanceError("model_failed", "The parakeet adapter is not loaded")
+        return self._runner
+
+    def _memory_bytes(self) -> int:
+        if self._device.type == "cuda":
+            return int(torch.cuda.memory_allocated(self._device))
+        if self._model is None:
+            return 0
+        tensors = list(self._model.parameters()) + list(self._model.buffers())
+        return int(sum(t.numel() * t.element_size() for t in tensors))
+
+
+def words_from_tokens(tokenizer: Tokenizer, item: DecodedItem, frame_s: float, duration_s: float) -> List[Word]:
+    """Group tokens into words at pieces that start with '\u2581'; times from the token frames.
+
+    A word starts at its first token's frame and ends at its last token's frame plus that token's
+    duration (at least one frame), clamped to the clip.
+    """
+    words: List[Word] = []
+    group: List[int] = []
+
+    def flush() -> None:
+        if not group:
+            return
+        text = tokenizer.decode([item.tokens[k] for k in group]).strip()
+        if text:
+            last = group[-1]
+            start = min(item.frames[group[0]] * frame_s, duration_s)
+            end = min((item.frames[last] + max(item.durations[last], 1)) * frame_s, duration_s)
+            words.append(Word(word=text, start=round(start, 3), end=round(max(end, start), 3)))
+        group.clear()
+
+    for k, token in enumerate(item.tokens):
+        if tokenizer.piece(token).startswith(WORD_START):
+            flush()
+        group.append(k)
+    flush()
+    return words
+
+
+def segments_from_words(words: Sequence[Word], text: str, duration_s: float) -> List[Segment]:
+    """Sentences (split after words ending in . ? !) with their word span; one segment if none."""
+    if not words:
+        return [Segment(start=0.0, end=round(duration_s, 3), text=text)] if text else []
+    segments: List[Segment] = []
+    current: List[Word] = []
+
+    def close_segment() -> None:
+        segments.append(Segment(start=current[0].start, end=current[-1].end, text=" ".join(w.word for w in current)))
+
+    for word in words:
+        current.append(word)
+        if word.word.endswith(SENTENCE_END):
+            close_segment()
+            current = []
+    if current:
+        close_segment()
+    return segments

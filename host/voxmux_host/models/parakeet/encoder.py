@@ -1,0 +1,332 @@
+"""FastConformer encoder: dw_striding subsampling, relative-position self-attention, conv modules.
+
+Module and parameter names follow NeMo's ``ConformerEncoder`` so that a ``.nemo`` state dict loads by
+name (``encoder.pre_encode.conv.0.weight``, ``encoder.layers.3.self_attn.pos_bias_u``, ...).
+
+Padding never changes a valid frame: the subsampling stack zeroes time steps beyond each item's length
+before every strided convolution, attention masks padded keys, and the convolution module zeroes padded
+steps before its depthwise convolution. Frames at or beyond an item's encoder length hold unspecified
+values (NeMo's do too) and are never read by the decoder. Unlike NeMo, padded *query* rows are not
+forced to zero after attention: they feed only padded frames, so this saves work without changing any
+valid frame.
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import ParakeetConfig
+
+#: NeMo fills masked attention scores with -10000 (INF_VAL), not -inf.
+MASK_SCORE = -10000.0
+LAYER_NORM_EPS = 1e-5
+
+HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
+#: The position table gets a multiple of this many rows, so the [T, rows] score matrix has aligned rows
+#: (an odd 2T-1 width sends cuBLAS to a slow unaligned kernel: 7.8 ms of 67 ms per 16 x 45 s batch).
+POSITION_ROW_ALIGNMENT = 8
+
+
+def time_mask(lengths: torch.Tensor, max_length: int) -> torch.Tensor:
+    """Boolean [B, max_length], True at padded steps (t >= length)."""
+    return torch.arange(max_length, device=lengths.device).unsqueeze(0) >= lengths.unsqueeze(1)
+
+
+def subsampled_lengths(lengths: torch.Tensor, stages: int) -> torch.Tensor:
+    """floor((L + 2 - 3) / 2) + 1 per stride-2 stage (ceil(L / 2); 0 stays 0)."""
+    for _ in range(stages):
+        lengths = torch.div(lengths - 1, 2, rounding_mode="floor") + 1
+    return lengths
+
+
+class ConvSubsampling(nn.Module):
+    """``dw_striding``: Conv2d(1->C, 3, s2) ReLU, then (depthwise 3x3 s2, pointwise 1x1, ReLU) x (stages-1).
+
+    Input [B, T, F] features (time, mel), output [B, T', d_model]. State-dict indices of ``conv`` match
+    NeMo: 0 conv, 1 ReLU, 2 depthwise, 3 pointwise, 4 ReLU, 5 depthwise, 6 pointwise, 7 ReLU.
+    """
+
+    def __init__(self, config: ParakeetConfig, device: torch.device | str | None = None) -> None:
+        super().__init__()
+        ch = config.subsampling_channels
+        self.stages = config.subsampling_stages
+        layers: list[nn.Module] = [nn.Conv2d(1, ch, 3, stride=2, padding=1, device=device), nn.ReLU()]
+        for _ in range(self.stages - 1):
+            layers.append(nn.Conv2d(ch, ch, 3, stride=2, padding=1, groups=ch, device=device))
+            layers.append(nn.Conv2d(ch, ch, 1, device=device))
+            layers.append(nn.ReLU())
+        self.conv = nn.Sequential(*layers)
+        self.out = nn.Linear(ch * config.subsampled_mels, config.d_model, device=device)
+
+    def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """feats [B, T, F] (zero beyond each length), lengths [B] -> ([B, T', d_model], lengths')."""
+        x = feats.masked_fill(time_mask(lengths, feats.shape[1]).unsqueeze(-1), 0.0)
+        x = self.conv[0](x.unsqueeze(1))  # [B, 1, T, F]: height = time, width = mel
+        lengths = subsampled_lengths(lengths, 1)
+        # In place when no gradient is needed: these are the largest activations of the model
+        # ([B, C, T/2, F/2] after the first convolution).
+        in_place = not torch.is_grad_enabled()
+        x = F.relu_(x) if in_place else F.relu(x)
+        index = 2
+        for _ in range(self.stages - 1):
+            x = _zero_padded_steps(x, lengths, in_place)
+            x = self.conv[index](x)
+            x = self.conv[index + 1](x)
+            lengths = subsampled_lengths(lengths, 1)
+            x = F.relu_(x) if in_place else F.relu(x)
+            index += 3
+        x = _zero_padded_steps(x, lengths, in_place)
+        b, c, t, f = x.shape
+        x = self.out(x.transpose(1, 2).reshape(b, t, c * f))
+        return x, lengths
+
+
+def _zero_padded_steps(x: torch.Tensor, lengths: torch.Tensor, in_place: bool) -> torch.Tensor:
+    mask = time_mask(lengths, x.shape[2])[:, None, :, None]
+    return x.masked_fill_(mask, 0.0) if in_place else x.masked_fill(mask, 0.0)
+
+
+class RelPositionalEncoding(nn.Module):
+    """Sinusoidal table for relative positions T-1 ... -(T-1); no parameters (NeMo's ``pe`` is not saved)."""
+
+    def __init__(self, d_model: int, xscale: Optional[float]) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.xscale = xscale
+        self._cache: Dict[Tuple[int, str, torch.dtype], torch.Tensor] = {}
+
+    def table(self, length: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        """[1, rows, d_model] with rows = 2 * length - 1 rounded up to a multiple of 8; row r holds
+        relative position (length - 1 - r). NeMo's table is the first 2 * length - 1 rows; the extra rows
+        (positions below -(length - 1)) are never read and only keep the attention's position GEMM aligned.
+
+        Cached per (length, device, dtype); a table first needed while a CUDA graph is being captured is
+        computed inside the graph and not cached, since its values exist only after the first replay.
+        """
+        key = (length, str(device), dtype)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        rows = -(-(2 * length - 1) // POSITION_ROW_ALIGNMENT) * POSITION_ROW_ALIGNMENT
+        positions = torch.arange(length - 1, length - 1 - rows, -1, dtype=torch.float32, device=device).unsqueeze(1)
+        div_term = torch.exp(
+            torch.arange(0, self.d_model, 2, dtype=torch.float32, device=device) * -(math.log(10000.0) / self.d_model)
+        )
+        pe = torch.zeros(rows, self.d_model, dtype=torch.float32, device=device)
+        pe[:, 0::2] = torch.sin(positions * div_term)
+        pe[:, 1::2] = torch.cos(positions * div_term)
+        pe = pe.unsqueeze(0).to(dtype)
+        capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+        if not capturing:
+            self._cache[key] = pe
+        return pe
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        if self.xscale is not None:
+            x = x * self.xscale
+        return x, self.table(x.shape[1], x.device, x.dtype)
+
+
+class RelPositionMultiHeadAttention(nn.Module):
+    """Transformer-XL attention with untied per-layer biases ``pos_bias_u`` / ``pos_bias_v``.
+
+    score[i, j] = ((q_i + u) . k_j + (q_i + v) . p_{i-j}) / sqrt(d_head), p = linear_pos(pos_emb).
+    """
+
+    def __init__(self, config: ParakeetConfig, device: torch.device | str | None = None) -> None:
+        super().__init__()
+        d = config.d_model
+        self.n_heads = config.n_heads
+        self.d_head = config.d_head
+        self.linear_q = nn.Linear(d, d, bias=config.use_bias, device=device)
+        self.linear_k = nn.Linear(d, d, bias=config.use_bias, device=device)
+        self.linear_v = nn.Linear(d, d, bias=config.use_bias, device=device)
+        self.linear_out = nn.Linear(d, d, bias=config.use_bias, device=device)
+        self.linear_pos = nn.Linear(d, d, bias=False, device=device)
+        self.pos_bias_u = nn.Parameter(torch.zeros(self.n_heads, self.d_head, device=device))
+        self.pos_bias_v = nn.Parameter(torch.zeros(self.n_heads, self.d_head, device=device))
+        self.use_sdpa = HAS_SDPA
+        self._qkv_weight: Optional[torch.Tensor] = None
+        self._qkv_bias: Optional[torch.Tensor] = None
+
+    def fuse_qkv_(self) -> None:
+        """Store q, k and v weights in one [3d, d] tensor, the three parameters becoming views of it.
+
+        One GEMM then produces q, k and v. The parameters keep their names and shapes, so state dicts
+        still load and save by NeMo's names; call this only after the module has reached its final device
+        and dtype (moving it again would break the sharing, which the next call repairs).
+        """
+        with torch.no_grad():
+            weight = torch.cat([self.linear_q.weight, self.linear_k.weight, self.linear_v.weight], dim=0)
+            d = self.linear_q.weight.shape[0]
+            self.linear_q.weight = nn.Parameter(weight[:d], requires_grad=False)
+            self.linear_k.weight = nn.Parameter(weight[d : 2 * d], requires_grad=False)
+            self.linear_v.weight = nn.Parameter(weight[2 * d :], requires_grad=False)
+            self._qkv_weight = weight
+            if self.linear_q.bias is not None:
+                bias = torch.cat([self.linear_q.bias, self.linear_k.bias, self.linear_v.bias], dim=0)
+                self.linear_q.bias = nn.Parameter(bias[:d], requires_grad=False)
+                self.linear_k.bias = nn.Parameter(bias[d : 2 * d], requires_grad=False)
+                self.linear_v.bias = nn.Parameter(bias[2 * d :], requires_grad=False)
+                self._qkv_bias = bias
+
+    def _is_fused(self) -> bool:
+        weight = self._qkv_weight
+        return (
+            weight is not None
+            and self.linear_q.weight.data_ptr() == weight.data_ptr()
+            and self.linear_q.weight.dtype == weight.dtype
+        )
+
+    def _project_qkv(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q + pos_bias_u, k, v, each [B, T, d]. Fused, the bias u rides in the GEMM's bias epilogue."""
+        u = self.pos_bias_u.reshape(-1)
+        if self._is_fused():
+            weight = self._qkv_weight
+            assert weight is not None
+            bias = torch.cat([u, torch.zeros_like(u), torch.zeros_like(u)])
+            if self._qkv_bias is not None:
+                bias = self._qkv_bias + bias.to(self._qkv_bias.dtype)
+            q_u, k, v = F.linear(x, weight, bias.to(weight.dtype)).chunk(3, dim=-1)
+            return q_u, k, v
+        q = self.linear_q(x)
+        return q + u.to(q.dtype), self.linear_k(x), self.linear_v(x)
+
+    def forward(self, x: torch.Tensor, pos_emb: torch.Tensor, key_pad: torch.Tensor) -> torch.Tensor:
+        """x [B, T, d], pos_emb [1, R >= 2T-1, d], key_pad [B, T] (True = padded) -> [B, T, d]."""
+        b, t, _ = x.shape
+        h, dk = self.n_heads, self.d_head
+        scale = 1.0 / math.sqrt(dk)
+        q_u, k, v = self._project_qkv(x)
+        q_v = q_u + (self.pos_bias_v - self.pos_bias_u).reshape(-1).to(q_u.dtype)
+        q_u = q_u.view(b, t, h, dk).transpose(1, 2)  # [B, H, T, dk]
+        q_v = q_v.view(b, t, h, dk).transpose(1, 2)
+        k = k.view(b, t, h, dk).transpose(1, 2)
+        v = v.view(b, t, h, dk).transpose(1, 2)
+        rows = pos_emb.shape[1]
+        p = (self.linear_pos(pos_emb) * scale).view(rows, h, dk).permute(1, 2, 0)  # [H, dk, R], scaled
+        bd = rel_shift(torch.matmul(q_v, p), t)  # [B, H, T, T]: bd[i, j] uses relative position i - j
+        mask = key_pad[:, None, None, :]
+        if self.use_sdpa and HAS_SDPA:
+            bias = bd.masked_fill(mask, MASK_SCORE)
+            sdpa = getattr(F, "scaled_dot_product_attention")
+            out = sdpa(q_u, k, v, attn_mask=bias.to(q_u.dtype))
+        else:
+            scores = torch.matmul(q_u, k.transpose(-2, -1)) * scale + bd
+            scores = scores.masked_fill(mask, MASK_SCORE)
+            attn = torch.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype)
+            out = torch.matmul(attn, v)
+        out = out.transpose(1, 2).reshape(b, t, h * dk)
+        return self.linear_out(out)
+
+
+def rel_shift(bd: torch.Tensor, length: int) -> torch.Tensor:
+    """[..., T, R] (R >= 2T-1, column c = relative position T-1-c) -> [..., T, T] with
+    out[i, j] = bd[i, T-1-i+j], i.e. the score of relative position i - j, without a copy.
+
+    Equal to NeMo's pad / view / slice ``rel_shift`` followed by keeping the first T columns: row i of
+    the result starts at column T-1-i of row i of the input, so it is a strided view with row stride
+    R-1 and offset T-1.
+    """
+    *lead, t, width = bd.shape
+    if t != length or width < 2 * t - 1:
+        raise ValueError(f"Expected [..., {length}, >= {2 * length - 1}]: got {list(bd.shape)}")
+    bd = bd.contiguous()
+    lead_strides: List[int] = list(bd.stride()[:-2])
+    return bd.as_strided(
+        size=(*lead, t, t),
+        stride=(*lead_strides, width - 1, 1),
+        storage_offset=bd.storage_offset() + t - 1,
+    )
+
+
+class ConformerFeedForward(nn.Module):
+    def __init__(self, config: ParakeetConfig, device: torch.device | str | None = None) -> None:
+        super().__init__()
+        self.linear1 = nn.Linear(config.d_model, config.d_ff, bias=config.use_bias, device=device)
+        self.linear2 = nn.Linear(config.d_ff, config.d_model, bias=config.use_bias, device=device)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear2(F.silu(self.linear1(x)))
+
+
+class ConformerConvolution(nn.Module):
+    """pointwise (d -> 2d), GLU, zero padded steps, depthwise k (same padding), BatchNorm, SiLU, pointwise.
+
+    The 1x1 convolutions run as linear layers on [B, T, C] (same weights, no transposes).
+    """
+
+    def __init__(self, config: ParakeetConfig, device: torch.device | str | None = None) -> None:
+        super().__init__()
+        d, k = config.d_model, config.conv_kernel_size
+        self.pointwise_conv1 = nn.Conv1d(d, 2 * d, 1, bias=config.use_bias, device=device)
+        self.depthwise_conv = nn.Conv1d(d, d, k, padding=(k - 1) // 2, groups=d, bias=config.use_bias, device=device)
+        self.batch_norm = nn.BatchNorm1d(d, device=device)
+        self.pointwise_conv2 = nn.Conv1d(d, d, 1, bias=config.use_bias, device=device)
+
+    def forward(self, x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+        """x [B, T, d], pad [B, T] (True = padded) -> [B, T, d]."""
+        x = F.linear(x, self.pointwise_conv1.weight.squeeze(-1), self.pointwise_conv1.bias)
+        x = F.glu(x, dim=-1)
+        x = x.masked_fill(pad.unsqueeze(-1), 0.0)
+        x = self.depthwise_conv(x.transpose(1, 2))
+        x = self.batch_norm(x)
+        x = F.silu(x).transpose(1, 2)
+        return F.linear(x, self.pointwise_conv2.weight.squeeze(-1), self.pointwise_conv2.bias)
+
+
+class ConformerLayer(nn.Module):
+    """Macaron block: x + FF/2, x + MHSA, x + Conv, x + FF/2, LayerNorm."""
+
+    def __init__(self, config: ParakeetConfig, device: torch.device | str | None = None) -> None:
+        super().__init__()
+        d = config.d_model
+        self.norm_feed_forward1 = nn.LayerNorm(d, eps=LAYER_NORM_EPS, device=device)
+        self.feed_forward1 = ConformerFeedForward(config, device)
+        self.norm_conv = nn.LayerNorm(d, eps=LAYER_NORM_EPS, device=device)
+        self.conv = ConformerConvolution(config, device)
+        self.norm_self_att = nn.LayerNorm(d, eps=LAYER_NORM_EPS, device=device)
+        self.self_attn = RelPositionMultiHeadAttention(config, device)
+        self.norm_feed_forward2 = nn.LayerNorm(d, eps=LAYER_NORM_EPS, device=device)
+        self.feed_forward2 = ConformerFeedForward(config, device)
+        self.norm_out = nn.LayerNorm(d, eps=LAYER_NORM_EPS, device=device)
+
+    def forward(self, x: torch.Tensor, pos_emb: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+        x = torch.add(x, self.feed_forward1(self.norm_feed_forward1(x)), alpha=0.5)
+        x = x + self.self_attn(self.norm_self_att(x), pos_emb, pad)
+        x = x + self.conv(self.norm_conv(x), pad)
+        x = torch.add(x, self.feed_forward2(self.norm_feed_forward2(x)), alpha=0.5)
+        return self.norm_out(x)
+
+
+class ConformerEncoder(nn.Module):
+    def __init__(self, config: ParakeetConfig, device: torch.device | str | None = None) -> None:
+        super().__init__()
+        self.config = config
+        self.pre_encode = ConvSubsampling(config, device)
+        self.pos_enc = RelPositionalEncoding(config.d_model, math.sqrt(config.d_model) if config.xscaling else None)
+        self.layers = nn.ModuleList([ConformerLayer(config, device) for _ in range(config.n_layers)])
+
+    def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """feats [B, n_mels, T] (NeMo layout), lengths [B] -> ([B, T_enc, d_model], lengths [B])."""
+        x, lengths = self.pre_encode(feats.transpose(1, 2), lengths)
+        x, pos_emb = self.pos_enc(x)
+        pad = time_mask(lengths, x.shape[1])
+        for layer in self.layers:
+            x = layer(x, pos_emb, pad)
+        return x, lengths
+
+    def fuse_qkv_(self) -> None:
+        for layer in self.layers:
+            layer.self_attn.fuse_qkv_()  # type: ignore[union-attr]
+
+    def set_attention_impl(self, use_sdpa: bool) -> None:
+        for layer in self.layers:
+            layer.self_attn.use_sdpa = use_sdpa and HAS_SDPA  # type: ignore[union-attr]

@@ -1,0 +1,351 @@
+"""Runs batches through a :class:`ParakeetModel` on one device: CUDA graphs for warmed shapes, eager otherwise.
+
+Graphs (CUDA only, captured in :meth:`ParakeetRunner.warmup` and never later):
+
+- one *encoder graph* per (batch size, length bucket): front end, encoder, ``joint.enc`` projection,
+  and the reset of the decode state (SOS through the prediction network);
+- one *decode graph* per batch size: ``chunk_steps`` unrolled decode steps, then the "any item still
+  active" flag. It is replayed until the flag, read back one chunk behind so the GPU never waits for
+  the host, says every item is done; finished items do not change, so the extra chunk is harmless.
+
+A batch is padded to the smallest bucket that holds its longest clip and to the smallest captured batch
+size that holds it (padding rows have length 0 and never decode). Everything else runs eagerly with
+the same code. All graphs share one memory pool: they run one at a time on the instance's stream and
+exchange data only through tensors allocated outside the graphs (the static inputs and the decode
+state), so no graph's temporaries can overlap another graph's live data.
+"""
+from __future__ import annotations
+
+import inspect
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from .config import ParakeetConfig, encoder_frames, feature_tensor_frames
+from .decoder import DecodedItem, DecodeState, TDTGreedyDecoder, collect_results
+from .model import ParakeetModel, pad_audio
+
+#: Encoder lengths of graph buckets are rounded up to a multiple of this, which keeps attention's
+#: [T, T] tiles aligned for the fused kernels (a 45 s bucket becomes 45.36 s, 568 frames).
+ENCODER_FRAME_ALIGNMENT = 8
+
+
+def bucket_samples_for(duration_ms: int, config: ParakeetConfig, alignment: int = ENCODER_FRAME_ALIGNMENT) -> int:
+    """The padded sample count of a length bucket: at least ``duration_ms``, with an encoder tensor length
+    that is a multiple of ``alignment``."""
+    samples = duration_ms * config.sample_rate_hz // 1000
+    frames = encoder_frames(feature_tensor_frames(samples, config), config)
+    target = -(-frames // alignment) * alignment
+    # The first feature-tensor length that subsamples to `target` frames is (target - 1) * factor + 1.
+    aligned = (target - 1) * config.subsampling_factor * config.hop_length
+    return max(samples, aligned)
+
+
+@dataclass(frozen=True)
+class RunnerOptions:
+    batch_sizes: Tuple[int, ...] = (1, 2, 4, 8, 16)
+    bucket_durations_ms: Tuple[int, ...] = (5000, 15000, 30000, 45000, 60000)
+    use_graphs: bool = True
+    chunk_steps: int = 8
+
+
+@dataclass
+class RunnerCounters:
+    eager_batches: int = 0
+    graph_replays: int = 0
+    clips: int = 0
+    tokens: int = 0
+    decode_steps: int = 0
+    audio_samples: int = 0
+
+
+@dataclass
+class _Statics:
+    """Inputs of the graphs of one batch size (allocated before capture, reused by every replay)."""
+
+    audio: torch.Tensor  # [B, max_samples] float32, device
+    lengths: torch.Tensor  # [B] int64, device
+    audio_host: torch.Tensor  # pinned mirror of `audio`
+    lengths_host: torch.Tensor  # pinned mirror of `lengths`
+    state: DecodeState
+    flags_host: torch.Tensor  # [2] bool, pinned: any_active of the last two decode chunks
+    events: Tuple[torch.cuda.Event, torch.cuda.Event]
+    encoder_graphs: Dict[int, torch.cuda.CUDAGraph] = field(default_factory=dict)  # bucket samples -> graph
+    decode_graph: Optional[torch.cuda.CUDAGraph] = None
+
+
+def _graph_kwargs() -> Dict[str, object]:
+    # Another thread (the heartbeat or the probe) may touch CUDA while we capture; "thread_local" keeps
+    # that from invalidating the capture (torch >= 2.1).
+    if "capture_error_mode" in inspect.signature(torch.cuda.graph.__init__).parameters:
+        return {"capture_error_mode": "thread_local"}
+    return {}
+
+
+class ParakeetRunner:
+    def __init__(self, model: ParakeetModel, device: torch.device, options: RunnerOptions) -> None:
+        self.model = model
+        self.config = model.config
+        self.device = device
+        self.options = options
+        self.is_cuda = device.type == "cuda"
+        self.stream: Optional[torch.cuda.Stream] = torch.cuda.Stream(device) if self.is_cuda else None
+        self.counters = RunnerCounters()
+        self.graphs_captured = 0
+        self.graph_pool_bytes = 0
+        self.is_capturing = False
+        #: Held while deciding to capture and by the probe while it launches its kernel, so the probe
+        #: never enqueues work on a stream that is being captured.
+        self.launch_lock = threading.Lock()
+        self.is_busy = False
+        #: When set (benchmarks), each CUDA sub-batch appends (encoder ms, decode ms) measured with events.
+        self.phase_times_ms: Optional[List[Tuple[float, float]]] = None
+        self.side_stream: Optional[torch.cuda.Stream] = torch.cuda.Stream(device) if self.is_cuda else None
+        self._statics: Dict[int, _Statics] = {}
+        self.buckets = tuple(sorted({bucket_samples_for(ms, self.config) for ms in options.bucket_durations_ms}))
+        self.batch_sizes = tuple(sorted(set(options.batch_sizes)))
+
+    # ---------------------------------------------------------------- warmup
+    def warmup(self) -> int:
+        """Run every shape once; with CUDA graphs on, capture them. Returns the number of graphs."""
+        if not (self.is_cuda and self.options.use_graphs):
+            clips = [np.zeros(self.config.sample_rate_hz, dtype=np.float32)]
+            self.run(clips, count=False)
+            return 0
+        assert self.stream is not None
+        torch.cuda.synchronize(self.device)
+        before = torch.cuda.memory_reserved(self.device)
+        pool = torch.cuda.graph_pool_handle()
+        with self.launch_lock:
+            self.is_capturing = True
+        try:
+            with torch.inference_mode(), torch.cuda.stream(self.stream):
+                self.model.greedy.prepare(self.device)
+                for batch_size in self.batch_sizes:
+                    statics = self._allocate_statics(batch_size)
+                    self._statics[batch_size] = statics
+                    for bucket in self.buckets:
+                        self._capture_encoder(statics, bucket, pool)
+                    self._capture_decode(statics, pool)
+            torch.cuda.synchronize(self.device)
+        finally:
+            self.is_capturing = False
+        self.graph_pool_bytes = max(0, torch.cuda.memory_reserved(self.device) - before)
+        return self.graphs_captured
+
+    def _allocate_statics(self, batch_size: int) -> _Statics:
+        max_samples = self.buckets[-1]
+        max_frames = encoder_frames(feature_tensor_frames(max_samples, self.config), self.config)
+        audio_host = torch.zeros(batch_size, max_samples, dtype=torch.float32).pin_memory()
+        return _Statics(
+            audio=torch.zeros(batch_size, max_samples, dtype=torch.float32, device=self.device),
+            lengths=torch.zeros(batch_size, dtype=torch.int64, device=self.device),
+            audio_host=audio_host,
+            lengths_host=torch.zeros(batch_size, dtype=torch.int64).pin_memory(),
+            state=self.model.new_decode_state(batch_size, max_frames),
+            flags_host=torch.zeros(2, dtype=torch.bool).pin_memory(),
+            events=(torch.cuda.Event(), torch.cuda.Event()),
+        )
+
+    def _encoder_body(self, statics: _Statics, bucket: int) -> None:
+        enc_proj, enc_len = self.model.encode_projected(statics.audio[:, :bucket], statics.lengths)
+        self.model.load_encoded_(statics.state, enc_proj, enc_len)
+
+    def _capture_encoder(self, statics: _Statics, bucket: int, pool: object) -> None:
+        # Realistic inputs for the warm-up runs (lazy initialisation, library autotuning), then capture.
+        generator = torch.Generator(device=self.device).manual_seed(bucket)
+        statics.audio.normal_(0.0, 0.1, generator=generator)
+        statics.lengths.fill_(bucket)
+        for _ in range(2):
+            self._encoder_body(statics, bucket)
+        self.stream.synchronize()  # type: ignore[union-attr]
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=pool, stream=self.stream, **_graph_kwargs()):  # type: ignore[arg-type]
+            self._encoder_body(statics, bucket)
+        statics.encoder_graphs[bucket] = graph
+        self.graphs_captured += 1
+
+    def _capture_decode(self, statics: _Statics, pool: object) -> None:
+        steps = self.options.chunk_steps
+        for _ in range(2):
+            self.model.decode_steps_(statics.state, steps)
+        self.stream.synchronize()  # type: ignore[union-attr]
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=pool, stream=self.stream, **_graph_kwargs()):  # type: ignore[arg-type]
+            self.model.decode_steps_(statics.state, steps)
+        statics.decode_graph = graph
+        self.graphs_captured += 1
+
+    # ---------------------------------------------------------------- run
+    def plan(self, lengths: Sequence[int]) -> List[Tuple[List[int], Optional[Tuple[int, int]]]]:
+        """Split items (by index) into sub-batches; each gets (batch size, bucket) if a graph fits, else None.
+
+        Items are grouped by length so that a split batch pads as little as possible.
+        """
+        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+        graphs_ready = bool(self._statics)
+        max_batch = self.batch_sizes[-1] if self.batch_sizes else max(1, len(lengths))
+        max_bucket = self.buckets[-1] if self.buckets else 0
+        fitting = [i for i in order if graphs_ready and lengths[i] <= max_bucket]
+        others = [i for i in order if not (graphs_ready and lengths[i] <= max_bucket)]
+        groups: List[Tuple[List[int], Optional[Tuple[int, int]]]] = []
+        for start in range(0, len(fitting), max_batch):
+            group = fitting[start : start + max_batch]
+            batch_size = next(b for b in self.batch_sizes if b >= len(group))
+            bucket = next(s for s in self.buckets if s >= max(lengths[i] for i in group))
+            groups.append((group, (batch_size, bucket)))
+        for start in range(0, len(others), max_batch):
+            groups.append((others[start : start + max_batch], None))
+        return groups
+
+    def run(self, audios: Sequence[np.ndarray], count: bool = True) -> List[DecodedItem]:
+        """Token ids, frames and durations for each clip (float32 [samples], 16 kHz), in input order."""
+        self.is_busy = True
+        try:
+            return self._run(audios, count)
+        finally:
+            self.is_busy = False
+
+    def _run(self, audios: Sequence[np.ndarray], count: bool) -> List[DecodedItem]:
+        results: List[Optional[DecodedItem]] = [None] * len(audios)
+        lengths = [int(a.shape[0]) for a in audios]
+        for group, shape in self.plan(lengths):
+            clips = [audios[i] for i in group]
+            if shape is None:
+                decoded = self._run_eager(clips)
+                if count:
+                    self.counters.eager_batches += 1
+            else:
+                decoded = self._run_graph(clips, *shape)
+                if count:
+                    self.counters.graph_replays += 1
+            for i, item in zip(group, decoded):
+                results[i] = item
+        done = [item for item in results if item is not None]
+        assert len(done) == len(audios)
+        if count:
+            self.counters.clips += len(audios)
+            self.counters.audio_samples += sum(lengths)
+            self.counters.tokens += sum(len(item.tokens) for item in done)
+            self.counters.decode_steps += sum(item.steps for item in done)
+        return done
+
+    def _stream_context(self) -> object:
+        return torch.cuda.stream(self.stream) if self.stream is not None else _NullContext()
+
+    def _run_eager(
+        self, clips: Sequence[np.ndarray], length: Optional[int] = None, batch_size: Optional[int] = None
+    ) -> List[DecodedItem]:
+        with torch.inference_mode(), self._stream_context():  # type: ignore[attr-defined]
+            marks = self._marks()
+            audio, lengths = pad_audio(clips, self.device, length=length, batch_size=batch_size)
+            enc_proj, enc_len = self.model.encode_projected(audio, lengths)
+            state = self.model.new_decode_state(audio.shape[0], enc_proj.shape[1])
+            self.model.load_encoded_(state, enc_proj, enc_len)
+            self._mark(marks, 1)
+            limit = TDTGreedyDecoder.max_steps(state.max_frames, self.config)
+            done = 0
+            while bool(state.any_active):
+                if done > limit:
+                    raise RuntimeError(f"Decoding did not finish within {limit} steps")
+                self.model.decode_steps_(state, self.options.chunk_steps)
+                done += self.options.chunk_steps
+            self._mark(marks, 2)
+            results = collect_results(state, len(clips))
+            self._record(marks)
+            return results
+
+    def _marks(self) -> Optional[List[torch.cuda.Event]]:
+        if self.phase_times_ms is None or not self.is_cuda:
+            return None
+        marks = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+        marks[0].record(self.stream)
+        return marks
+
+    def _mark(self, marks: Optional[List[torch.cuda.Event]], index: int) -> None:
+        if marks is not None:
+            marks[index].record(self.stream)
+
+    def _record(self, marks: Optional[List[torch.cuda.Event]]) -> None:
+        if marks is not None and self.phase_times_ms is not None:
+            marks[2].synchronize()
+            self.phase_times_ms.append((marks[0].elapsed_time(marks[1]), marks[1].elapsed_time(marks[2])))
+
+    def run_eager_padded(
+        self, clips: Sequence[np.ndarray], batch_size: int, bucket: int
+    ) -> Tuple[List[DecodedItem], torch.Tensor]:
+        """Eager run on exactly a graph's shapes (for checking a replay against eager); also returns the
+        projected encoder frames [batch_size, T, J] on the host."""
+        with torch.inference_mode(), self._stream_context():  # type: ignore[attr-defined]
+            audio, lengths = pad_audio(clips, self.device, length=bucket, batch_size=batch_size)
+            enc_proj, _ = self.model.encode_projected(audio, lengths)
+            return self._run_eager(clips, length=bucket, batch_size=batch_size), enc_proj.float().cpu()
+
+    def graph_encoder_output(self, batch_size: int, frames: int) -> torch.Tensor:
+        """The projected encoder frames the last replay left in the decode state (host copy)."""
+        state = self._statics[batch_size].state
+        with self._stream_context():  # type: ignore[attr-defined]
+            return state.enc_proj[:, :frames].float().cpu()
+
+    def _run_graph(self, clips: Sequence[np.ndarray], batch_size: int, bucket: int) -> List[DecodedItem]:
+        statics = self._statics[batch_size]
+        state = statics.state
+        assert statics.decode_graph is not None and self.stream is not None
+        with torch.inference_mode(), torch.cuda.stream(self.stream):
+            marks = self._marks()
+            host = statics.audio_host.numpy()
+            lengths = statics.lengths_host.numpy()
+            lengths[:] = 0
+            for row, clip in enumerate(clips):
+                n = clip.shape[0]
+                host[row, :n] = clip
+                lengths[row] = n
+                statics.audio[row, :n].copy_(statics.audio_host[row, :n], non_blocking=True)
+            statics.lengths.copy_(statics.lengths_host, non_blocking=True)
+            statics.encoder_graphs[bucket].replay()
+            self._mark(marks, 1)
+
+            frames = encoder_frames(feature_tensor_frames(bucket, self.config), self.config)
+            limit = TDTGreedyDecoder.max_steps(frames, self.config) // self.options.chunk_steps + 2
+            flags, events = statics.flags_host, statics.events
+            slot = 0
+            statics.decode_graph.replay()
+            flags[slot].copy_(state.any_active, non_blocking=True)
+            events[slot].record(self.stream)
+            for _ in range(limit):
+                other = 1 - slot
+                statics.decode_graph.replay()
+                flags[other].copy_(state.any_active, non_blocking=True)
+                events[other].record(self.stream)
+                events[slot].synchronize()
+                if not bool(flags[slot]):
+                    break
+                slot = other
+            else:
+                raise RuntimeError(f"Decoding did not finish within {limit} chunks")
+            self._mark(marks, 2)
+            results = collect_results(state, len(clips))
+            self._record(marks)
+            return results
+
+    def close(self) -> None:
+        self._statics.clear()
+        if self.is_cuda:
+            torch.cuda.synchronize(self.device)
+            torch.cuda.empty_cache()
+
+
+class _NullContext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *args: object) -> None:
+        return None
+
+
+def elapsed_ms(start: float) -> int:
+    return int(round((time.perf_counter() - start) * 1000))
