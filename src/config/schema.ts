@@ -67,6 +67,8 @@ export const SupervisorSchema = Type.Object(
     warmupTimeoutMs: Ms('Time for an instance to warm up, in milliseconds.', 600_000, 1),
     heartbeatIntervalMs: Ms('Time between heartbeats to each instance, in milliseconds.', 1000, 10),
     heartbeatMissLimit: Type.Integer({ description: 'Unanswered heartbeats in a row that mark an instance wedged.', default: 5, minimum: 1 }),
+    probeIntervalMs: Ms('How often each instance probes its device (a tiny kernel on its CUDA stream); 0 turns probes off, in milliseconds.', 5000, 0),
+    probeTimeoutMs: Ms('How long a device probe may take before the instance reports itself wedged, in milliseconds.', 2000, 1),
     batchTimeoutMs: Ms('Longest one batch may run before its instance is declared wedged, in milliseconds.', 120_000, 1),
     restartInitialBackoffMs: Ms('First delay before restarting a failed instance, in milliseconds.', 500, 0),
     restartMaxBackoffMs: Ms('Largest delay between restarts of a failing instance, in milliseconds.', 30_000, 0),

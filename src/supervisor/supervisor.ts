@@ -35,6 +35,8 @@ export interface SupervisedModel {
 
 export interface SupervisorOptions extends InstanceTimeouts, RestartPolicy {
   pythonPath: string;
+  probeIntervalMs: number;
+  probeTimeoutMs: number;
   hostPath: string;
   loadLockPath: string;
   /** GPUs of this node (detected or configured); empty on a CPU-only node. */
@@ -172,7 +174,10 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
 
   function spawnArgs(model: string, config: SupervisedModel): { command: string; args: string[] } {
     if (config.command.length > 0) return { command: config.command[0]!, args: config.command.slice(1) };
-    return { command: options.pythonPath, args: ['-u', '-m', 'voxmux_host', '--adapter', config.adapter] };
+    return {
+      command: options.pythonPath,
+      args: ['-u', '-m', 'voxmux_host', '--adapter', config.adapter, '--probe-interval-ms', String(options.probeIntervalMs), '--probe-timeout-ms', String(options.probeTimeoutMs)],
+    };
   }
 
   function launch(slot: Slot): Promise<void> {

@@ -19,6 +19,8 @@ export function supervisorOptions(models: Record<string, SupervisedModel>, overr
     pythonPath: '/usr/bin/python3',
     hostPath: HOST_PATH,
     loadLockPath: '',
+    probeIntervalMs: 5000,
+    probeTimeoutMs: 2000,
     nodeGpus: [],
     handshakeTimeoutMs: 10_000,
     loadTimeoutMs: 30_000,
