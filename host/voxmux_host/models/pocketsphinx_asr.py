@@ -10,6 +10,7 @@ model), ``dictPath`` (pronunciation dictionary). Defaults are the Debian model's
 from __future__ import annotations
 
 import os
+import zlib
 import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -58,8 +59,21 @@ def clean_word(word: str) -> str:
 
 
 def to_pcm16(audio: NDArray[np.float32]) -> bytes:
-    scaled = np.clip(audio.astype(np.float32, copy=False), -1.0, 1.0) * 32767.0
-    return bytes(np.rint(scaled).astype('<i2').tobytes())
+    """16-bit PCM, digital silence dithered by one bit with a seed taken from the audio itself.
+
+    Without its voice-activity filter the decoder hears words in digital silence (all-zero
+    frames); the dither prevents that. Seeding it from the samples makes a transcript depend on
+    its input alone, not on which requests the instance decoded before (the decoder's own
+    -dither keeps one random stream across utterances).
+    """
+    samples = np.clip(audio.astype(np.float32, copy=False), -1.0, 1.0)
+    rng = np.random.default_rng(zlib.crc32(samples.tobytes()))
+    pcm = np.rint(samples * 32767.0).astype(np.int32)
+    # Only exact zeros are dithered: digital silence is what misleads the decoder, and real
+    # signal is left as it is.
+    silent = pcm == 0
+    pcm[silent] = rng.integers(-1, 2, size=int(silent.sum()), dtype=np.int32)
+    return bytes(np.clip(pcm, -32768, 32767).astype('<i2').tobytes())
 
 
 def split_segments(words: Sequence[_TimedWord], pause_s: float = SEGMENT_PAUSE_S) -> List[Segment]:
@@ -98,10 +112,8 @@ class PocketsphinxAdapter:
         config.set_string('-logfn', os.devnull)
         # Keep silent frames in the decoder's frame count; otherwise word times drift after pauses.
         config.set_boolean('-remove_silence', False)
-        # Without its voice-activity filter the decoder hears words in digital silence (all-zero
-        # frames); half-bit dither, with a fixed seed so that results repeat, prevents that.
-        config.set_boolean('-dither', True)
-        config.set_int('-seed', 1)
+        # Dither is added per request in to_pcm16, seeded by the audio, so results repeat.
+        config.set_boolean('-dither', False)
         try:
             self._decoder = Decoder(config)
         except RuntimeError as err:
