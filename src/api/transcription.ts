@@ -56,6 +56,4 @@ export type TranscriptStreamEvent =
   | { type: 'transcript.text.delta'; delta: string }
   | { type: 'transcript.text.done'; text: string; usage: { type: 'duration'; seconds: number } };
 
-export interface OpenAiErrorEnvelope {
-  error: { message: string; type: string; param: string | null; code: string | null };
-}
+export type { OpenAiErrorEnvelope } from './openai-audio.js';
