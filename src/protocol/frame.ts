@@ -45,18 +45,37 @@ export interface Frame {
 }
 
 export function encodeFrame(frame: Omit<Frame, 'flags'> & { flags?: number }): Buffer {
+  return encodeFrameParts({ type: frame.type, correlationId: frame.correlationId, meta: frame.meta, flags: frame.flags }, [frame.body]);
+}
+
+/**
+ * Encodes a frame whose body is the concatenation of `bodyParts`, into one buffer allocated once:
+ * a batch's audio is copied exactly once on its way to the pipe.
+ */
+export function encodeFrameParts(
+  frame: { type: MessageTagValue; correlationId: number; meta: Record<string, unknown>; flags?: number },
+  bodyParts: readonly Uint8Array[],
+): Buffer {
   const metaBytes = Buffer.from(JSON.stringify(frame.meta), 'utf8');
   if (metaBytes.length > MAX_META_BYTES) throw errors.badFrame({ reason: `meta of ${metaBytes.length} bytes` });
-  if (frame.body.length > MAX_BODY_BYTES) throw errors.badFrame({ reason: `body of ${frame.body.length} bytes` });
-  const header = Buffer.allocUnsafe(HEADER_BYTES);
-  header.writeUInt32LE(FRAME_MAGIC, 0);
-  header.writeUInt16LE(PROTOCOL_VERSION, 4);
-  header.writeUInt16LE(frame.type, 6);
-  header.writeUInt32LE(frame.flags ?? 0, 8);
-  header.writeUInt32LE(frame.correlationId >>> 0, 12);
-  header.writeUInt32LE(metaBytes.length, 16);
-  header.writeUInt32LE(frame.body.length, 20);
-  return Buffer.concat([header, metaBytes, frame.body]);
+  let bodyLength = 0;
+  for (const part of bodyParts) bodyLength += part.byteLength;
+  if (bodyLength > MAX_BODY_BYTES) throw errors.badFrame({ reason: `body of ${bodyLength} bytes` });
+  const out = Buffer.allocUnsafe(HEADER_BYTES + metaBytes.length + bodyLength);
+  out.writeUInt32LE(FRAME_MAGIC, 0);
+  out.writeUInt16LE(PROTOCOL_VERSION, 4);
+  out.writeUInt16LE(frame.type, 6);
+  out.writeUInt32LE(frame.flags ?? 0, 8);
+  out.writeUInt32LE(frame.correlationId >>> 0, 12);
+  out.writeUInt32LE(metaBytes.length, 16);
+  out.writeUInt32LE(bodyLength, 20);
+  metaBytes.copy(out, HEADER_BYTES);
+  let offset = HEADER_BYTES + metaBytes.length;
+  for (const part of bodyParts) {
+    out.set(part, offset);
+    offset += part.byteLength;
+  }
+  return out;
 }
 
 /**

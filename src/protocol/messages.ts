@@ -5,7 +5,7 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { errors } from '../core/error-catalog.js';
-import { encodeFrame, MessageTag, messageNameOf, type Frame } from './frame.js';
+import { encodeFrame, encodeFrameParts, MessageTag, messageNameOf, type Frame } from './frame.js';
 
 const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 
@@ -125,32 +125,25 @@ export function fromControllerMessage(message: ControllerMessage): Buffer {
       });
     case 'WarmupRequest':
       return encodeFrame({ type: MessageTag.WarmupRequest, correlationId: message.correlationId, meta: {}, body: empty });
-    case 'RunBatch': {
-      let total = 0;
-      for (const r of message.requests) total += r.audio.length;
-      const body = new Float32Array(total);
-      let offset = 0;
-      for (const r of message.requests) {
-        body.set(r.audio, offset);
-        offset += r.audio.length;
-      }
-      return encodeFrame({
-        type: MessageTag.RunBatch,
-        correlationId: message.correlationId,
-        meta: {
-          batchId: message.batchId,
-          requests: message.requests.map((r) => ({
-            requestId: r.requestId,
-            samples: r.audio.length,
-            language: r.language,
-            prompt: r.prompt,
-            wordTimestamps: r.wordTimestamps,
-          })),
+    case 'RunBatch':
+      // Float32Array is little-endian on every platform Node supports: the views are the wire bytes.
+      return encodeFrameParts(
+        {
+          type: MessageTag.RunBatch,
+          correlationId: message.correlationId,
+          meta: {
+            batchId: message.batchId,
+            requests: message.requests.map((r) => ({
+              requestId: r.requestId,
+              samples: r.audio.length,
+              language: r.language,
+              prompt: r.prompt,
+              wordTimestamps: r.wordTimestamps,
+            })),
+          },
         },
-        // Float32Array is little-endian on every platform Node supports.
-        body: new Uint8Array(body.buffer, body.byteOffset, body.byteLength),
-      });
-    }
+        message.requests.map((r) => new Uint8Array(r.audio.buffer, r.audio.byteOffset, r.audio.byteLength)),
+      );
     case 'Heartbeat':
       return encodeFrame({ type: MessageTag.Heartbeat, correlationId: message.correlationId, meta: { seq: message.seq }, body: empty });
     case 'Close':
