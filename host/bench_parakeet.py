@@ -1,9 +1,10 @@
 """Microbenchmark of the Parakeet adapter on one device, without the host or HTTP.
 
-For each mode (eager, graph) and batch size it runs batches of distinct speech-like clips through
-``ParakeetAdapter.run_batch`` and reports throughput (clips/s and audio seconds per second), per-batch
-latency p50/p95, the GPU time split between encoder and decode, tokens and decode steps per clip, load
-and warmup time, graphs captured and device memory. Prints a table and writes JSON.
+For each mode (eager, graph) and batch size it runs batches of distinct speech-like clips, as the int16
+PCM the host passes, through ``ParakeetAdapter.run_batch`` and reports throughput (clips/s and audio
+seconds per second), per-batch latency p50/p95, the GPU time split between encoder and decode, tokens and
+decode steps per clip, load and warmup time, graphs captured and device memory. Prints a table and
+writes JSON.
 
     python3 host/bench_parakeet.py --device cuda --config full --batch-sizes 1,2,4,8,16 --out bench.json
     python3 host/bench_parakeet.py --device cpu --config tiny --clip-seconds 3 --iterations 2   # dry run
@@ -27,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from voxmux_host.model_api import LoadContext, RequestInput  # noqa: E402
 from voxmux_host.models.parakeet.adapter import ParakeetAdapter, ParakeetStats  # noqa: E402
+from voxmux_host.models.parakeet.model import pcm16_from_float  # noqa: E402
 from voxmux_host.models.parakeet.random_init import speech_like_noise  # noqa: E402
 
 
@@ -66,6 +68,8 @@ def run_mode(args: argparse.Namespace, mode: str, clips: List[np.ndarray]) -> Di
         options["nemoPath"] = args.nemo
     if args.attention:
         options["attention"] = args.attention
+    if args.compile_decode_step:
+        options["compileDecodeStep"] = True
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
@@ -176,6 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--warmup-iterations", type=int, default=2)
     parser.add_argument("--chunk-steps", type=int, default=8)
+    parser.add_argument("--compile-decode-step", action="store_true", help="torch.compile the decode step")
     parser.add_argument("--distinct-clips", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="bench-parakeet.json", help="where to write the JSON report")
@@ -189,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if device.type == "cpu" and "graph" in modes:
         print("graph mode needs CUDA: on the CPU it runs eagerly", flush=True)
 
-    clips = [speech_like_noise(args.clip_seconds, 1000 + i) for i in range(args.distinct_clips)]
+    clips = [pcm16_from_float(speech_like_noise(args.clip_seconds, 1000 + i)) for i in range(args.distinct_clips)]
     report: Dict[str, Any] = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "config": args.config if not args.nemo else f"nemo:{args.nemo}",

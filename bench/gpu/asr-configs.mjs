@@ -6,11 +6,11 @@ import { join } from 'node:path';
 const [outDir, hostPath] = process.argv.slice(2);
 const BUCKETS_MS = [45_000];
 
-function config({ instances, maxBatchSize, maxQueueDelayMs, graphs, mpsPercent }) {
+function config({ instances, maxBatchSize, maxQueueDelayMs, graphs, mpsPercent, inFlight = 1, compileDecodeStep = false }) {
   const batchSizes = [1, 2, 4, 8, 16, 32, 64].filter((b) => b <= maxBatchSize);
   return {
     gateway: { maxBodyBytes: 8 * 1024 * 1024, requestTimeoutMs: 120_000 },
-    scheduler: { maxQueuedRequests: 2048, lengthBucketsMs: BUCKETS_MS },
+    scheduler: { maxQueuedRequests: 2048, lengthBucketsMs: BUCKETS_MS, maxRunningBatchesPerInstance: inFlight },
     supervisor: {
       hostPath,
       heartbeatIntervalMs: 2000,
@@ -25,8 +25,14 @@ function config({ instances, maxBatchSize, maxQueueDelayMs, graphs, mpsPercent }
         maxBatchSize,
         maxQueueDelayMs,
         exclusiveWarmup: graphs,
-        mpsActiveThreadPercentages: mpsPercent === undefined ? [] : [mpsPercent],
-        options: { config: process.env.ASR_BENCH_MODEL_CONFIG ?? 'full', cudaGraphs: graphs, batchSizes: graphs ? batchSizes : [1], lengthBucketsMs: BUCKETS_MS },
+        mpsActiveThreadPercentages: mpsPercent === undefined || mpsPercent === 100 ? [] : [mpsPercent],
+        options: {
+          config: process.env.ASR_BENCH_MODEL_CONFIG ?? 'full',
+          cudaGraphs: graphs,
+          batchSizes: graphs ? batchSizes : [1],
+          lengthBucketsMs: BUCKETS_MS,
+          ...(compileDecodeStep ? { compileDecodeStep } : {}),
+        },
       },
     },
   };
@@ -37,10 +43,16 @@ export const CONFIGS = {
   'a-naive': config({ instances: 1, maxBatchSize: 1, maxQueueDelayMs: 0, graphs: false }),
   // (b) four instances sharing the GPU by time slicing, still batch 1 and eager
   'b-4x-timesliced': config({ instances: 4, maxBatchSize: 1, maxQueueDelayMs: 0, graphs: false }),
-  // (c) voxmux candidates: dynamic batching, CUDA graphs, MPS partitions
+  // (c) voxmux candidates: dynamic batching, CUDA graphs, MPS (a percentage of 100: MPS without a partition limit)
   'c1-1x-b32-graphs': config({ instances: 1, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true }),
+  // two batches in flight: the host reads the next batch from its pipe while the GPU runs one
+  'c1p-1x-b32-graphs-2inflight': config({ instances: 1, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, inFlight: 2 }),
   'c2-2x-b16-graphs-mps50': config({ instances: 2, maxBatchSize: 16, maxQueueDelayMs: 5, graphs: true, mpsPercent: 50 }),
+  'c2f-2x-b32-graphs-mps': config({ instances: 2, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, mpsPercent: 100 }),
   'c3-4x-b8-graphs-mps25': config({ instances: 4, maxBatchSize: 8, maxQueueDelayMs: 5, graphs: true, mpsPercent: 25 }),
+  'c3f-4x-b16-graphs-mps': config({ instances: 4, maxBatchSize: 16, maxQueueDelayMs: 5, graphs: true, mpsPercent: 100 }),
+  // the decode step compiled (torch.compile): fewer, fused kernels per step
+  'c4-2x-b32-graphs-mps-compiled': config({ instances: 2, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, mpsPercent: 100, compileDecodeStep: true }),
 };
 
 if (outDir !== undefined) {

@@ -11,7 +11,9 @@ out=${1:?usage: run-asr.sh OUT_DIR [CONFIG ...]}; shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
 levels=${ASR_BENCH_LEVELS:-1,2,4,8,16,32,64,128,256}
 step_s=${ASR_BENCH_STEP_S:-4}
-mkdir -p "$out/configs" "$out/runs" "$out/logs"
+# Single-request latency on the idle server: this many requests one after another (0: skip).
+idle_requests=${ASR_BENCH_IDLE_REQUESTS:-50}
+mkdir -p "$out/configs" "$out/runs" "$out/runs-idle" "$out/logs"
 # Model hosts need the python3 that has torch with CUDA, which need not be /usr/bin/python3.
 export VOXMUX_SUPERVISOR_PYTHON_PATH=${VOXMUX_SUPERVISOR_PYTHON_PATH:-$(command -v python3)}
 # GET a URL; fails unless 2xx (the GPU machine may have no curl).
@@ -35,6 +37,11 @@ for name in "${configs[@]}"; do
   done
   echo "ready after $(( $(date +%s) - started )) s"
   get "http://127.0.0.1:$port/health/ready" > "$out/logs/$name.ready.json"
+  if [ "$idle_requests" -gt 0 ]; then
+    node "$root/.bundle/voxmux.mjs" bench transcribe --url "http://127.0.0.1:$port" --model parakeet \
+      --audio /tmp/voxmux-clip45.wav --concurrency 1 --max-requests "$idle_requests" --duration-s 120 --warmup-s 1 \
+      --timeout-s 120 --out "$out/runs-idle/$name" --label "$name idle" 2>&1 | grep -v '^step .* | ' | tail -4 | tee "$out/logs/$name.idle.txt"
+  fi
   node "$root/.bundle/voxmux.mjs" bench transcribe --url "http://127.0.0.1:$port" --model parakeet \
     --audio /tmp/voxmux-clip45.wav --concurrency "$levels" --duration-s "$step_s" --warmup-s 1 \
     --slo 'p95<=1000ms' --gpu-hour-usd 3.5 --target-rps 1000 --timeout-s 120 \

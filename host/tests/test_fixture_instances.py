@@ -6,7 +6,7 @@ from typing import Callable, Sequence
 import pytest
 
 from host_process import HostProcess, fixture_argv
-from voxmux_host.protocol import Error, Heartbeat, HeartbeatAck, Hello, LoadRequest, ProtocolError
+from voxmux_host.protocol import PROTOCOL_VERSION, Error, Heartbeat, HeartbeatAck, Hello, LoadRequest, ProtocolError
 
 Spawn = Callable[[Sequence[str]], HostProcess]
 
@@ -44,7 +44,7 @@ def test_silent_sends_nothing_until_input_ends(spawn: Spawn) -> None:
 
 def test_oom_exit_kills_itself_with_sigkill_on_load(spawn: Spawn) -> None:
     host = spawn(fixture_argv('oom_exit.py'))
-    assert host.expect(Hello)[0].protocol_version == 1
+    assert host.expect(Hello)[0].protocol_version == PROTOCOL_VERSION
     assert host.request(Heartbeat(1), 1, HeartbeatAck).seq == 1
     host.send(LoadRequest('i', 'm', 'test', {}, None), 2)
     assert host.recv() is None

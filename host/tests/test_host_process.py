@@ -34,13 +34,13 @@ Spawn = Callable[[Sequence[str]], HostProcess]
 
 
 def audio(seed: int, samples: int) -> np.ndarray:
-    return np.random.default_rng(seed).uniform(-1, 1, samples).astype(np.float32)
+    return np.random.default_rng(seed).integers(-32768, 32768, samples, dtype=np.int16)
 
 
 def run_batch(batch_id: str, *items: Any) -> RunBatch:
     """items: (requestId, audio, prompt, wordTimestamps) tuples."""
     requests = tuple(BatchItem(rid, len(a), None, prompt, words) for rid, a, prompt, words in items)
-    body = b''.join(np.asarray(a, dtype='<f4').tobytes() for _, a, _, _ in items)
+    body = b''.join(np.asarray(a, dtype='<i2').tobytes() for _, a, _, _ in items)
     return RunBatch(batch_id, requests, body)
 
 

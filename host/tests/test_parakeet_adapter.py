@@ -13,6 +13,7 @@ from voxmux_host.errors import InstanceError
 from voxmux_host.model_api import LoadContext, RequestFailure, RequestInput, RequestOutput
 from voxmux_host.models.parakeet.adapter import ParakeetAdapter, ParakeetStats
 from voxmux_host.models.parakeet.config import FULL, TINY, encoder_frames, feature_tensor_frames
+from voxmux_host.models.parakeet.model import PCM16_SCALE, pcm16_from_float
 from voxmux_host.models.parakeet.random_init import expected_tokens_per_second, speech_like_noise
 from voxmux_host.models.parakeet.runner import ParakeetRunner, RunnerOptions, bucket_samples_for
 
@@ -32,10 +33,17 @@ def adapter() -> Iterator[ParakeetAdapter]:
     a.close()
 
 
+def _pcm(seconds: float, seed: int) -> np.ndarray:
+    """Speech-like int16 PCM, the wire format."""
+    return pcm16_from_float(speech_like_noise(seconds, seed))
+
+
+def _clips(durations_s: List[float], seed: int) -> List[np.ndarray]:
+    return [_pcm(d, seed + i) for i, d in enumerate(durations_s)]
+
+
 def _requests(durations_s: List[float], seed: int = 0, words: bool = True) -> List[RequestInput]:
-    return [
-        RequestInput(f"r{i}", speech_like_noise(d, seed + i), word_timestamps=words) for i, d in enumerate(durations_s)
-    ]
+    return [RequestInput(f"r{i}", clip, word_timestamps=words) for i, clip in enumerate(_clips(durations_s, seed))]
 
 
 def test_run_batch_returns_text_and_words(adapter: ParakeetAdapter) -> None:
@@ -60,18 +68,18 @@ def test_words_only_when_asked(adapter: ParakeetAdapter) -> None:
 
 
 def test_bad_audio_fails_only_its_request(adapter: ParakeetAdapter) -> None:
-    bad_nan = np.full(16000, np.nan, dtype=np.float32)
     batch = [
-        RequestInput("empty", np.zeros(0, dtype=np.float32)),
-        RequestInput("ok", speech_like_noise(1.0, 9)),
-        RequestInput("nan", bad_nan),
-        RequestInput("stereo", np.zeros((2, 100), dtype=np.float32)),
+        RequestInput("empty", np.zeros(0, dtype=np.int16)),
+        RequestInput("ok", _pcm(1.0, 9)),
+        RequestInput("float", speech_like_noise(1.0, 9)),  # float32 is not the wire format
+        RequestInput("stereo", np.zeros((2, 100), dtype=np.int16)),
     ]
     out = adapter.run_batch(batch)
-    assert [o.request_id for o in out] == ["empty", "ok", "nan", "stereo"]
+    assert [o.request_id for o in out] == ["empty", "ok", "float", "stereo"]
     assert isinstance(out[1], RequestOutput)
     for i in (0, 2, 3):
         assert isinstance(out[i], RequestFailure) and out[i].code == "invalid_audio"
+    assert "int16" in out[2].message  # type: ignore[union-attr]
 
 
 def test_batched_text_equals_one_by_one(adapter: ParakeetAdapter) -> None:
@@ -86,10 +94,37 @@ def test_batched_text_equals_one_by_one(adapter: ParakeetAdapter) -> None:
 
 def test_short_clips_decode_to_nothing_without_failing(adapter: ParakeetAdapter) -> None:
     out = adapter.run_batch(
-        [RequestInput("one", np.full(1, 0.1, dtype=np.float32)), RequestInput("tiny", np.zeros(500, dtype=np.float32))]
+        [RequestInput("one", np.full(1, 3277, dtype=np.int16)), RequestInput("tiny", np.zeros(500, dtype=np.int16))]
     )
     assert all(isinstance(o, RequestOutput) for o in out)
     assert out[0].text == ""  # 1 sample: 0 feature frames, 0 encoder frames
+
+
+def test_run_batch_accepts_a_view_of_a_wire_body(adapter: ParakeetAdapter) -> None:
+    first, second = _pcm(1.3, 90), _pcm(2.2, 91)
+    body = np.frombuffer(first.tobytes() + second.tobytes(), dtype="<i2")
+    views = [RequestInput("a", body[: first.shape[0]]), RequestInput("b", body[first.shape[0] :])]
+    copies = [RequestInput("a", first.copy()), RequestInput("b", second.copy())]
+    from_views, from_copies = adapter.run_batch(views), adapter.run_batch(copies)
+    assert [o.text for o in from_views] == [o.text for o in from_copies]  # type: ignore[union-attr]
+
+
+def test_runner_gives_int16_the_same_tokens_as_the_equivalent_float32(adapter: ParakeetAdapter) -> None:
+    runner = adapter._runner
+    assert runner is not None
+    pcm = _clips([2.4, 0.8, 3.1], seed=60)
+    floats = [clip.astype(np.float32) * np.float32(PCM16_SCALE) for clip in pcm]
+    from_pcm, from_float = runner.run(pcm, count=False), runner.run(floats, count=False)
+    assert [item.tokens for item in from_pcm] == [item.tokens for item in from_float]
+    assert [item.frames for item in from_pcm] == [item.frames for item in from_float]
+    assert [item.durations for item in from_pcm] == [item.durations for item in from_float]
+    assert sum(len(item.tokens) for item in from_pcm) > 0
+    # Eager on a graph's padded shapes (what a replay is checked against) agrees too.
+    bucket = runner.buckets[0]
+    padded, _ = runner.run_eager_padded(pcm, 4, bucket)
+    assert [item.tokens for item in padded] == [item.tokens for item in from_pcm]
+    with pytest.raises(ValueError, match="mix"):
+        runner.run([pcm[0], floats[1]])
 
 
 def test_random_weights_decode_at_a_speech_like_rate() -> None:
@@ -125,6 +160,16 @@ def test_unknown_and_invalid_options_fail_the_load() -> None:
         _load({"config": "huge", "batchSizes": [0], "simulateHang": "maybe"})
     for fragment in ("config", "batchSizes", "simulateHang"):
         assert fragment in info.value.message
+    with pytest.raises(InstanceError) as info:
+        _load({"compileDecodeStep": "yes"})
+    assert "compileDecodeStep" in info.value.message
+
+
+@pytest.mark.skipif(hasattr(torch, "compile"), reason="torch >= 2.0 can compile")
+def test_a_compiled_decode_step_needs_torch_2() -> None:
+    with pytest.raises(InstanceError) as info:
+        _load({"compileDecodeStep": True})
+    assert info.value.code == "load_failed" and "torch >= 2.0" in info.value.message
 
 
 def test_probe_and_simulated_hang() -> None:

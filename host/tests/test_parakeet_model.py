@@ -26,7 +26,14 @@ from voxmux_host.models.parakeet.config import (
 from voxmux_host.models.parakeet.decoder import DecodeState, TDTGreedyDecoder, collect_results
 from voxmux_host.models.parakeet.encoder import MASK_SCORE, rel_shift
 from voxmux_host.models.parakeet.features import _hz_to_mel_slaney, slaney_mel_filterbank
-from voxmux_host.models.parakeet.model import ParakeetModel, build_model, count_module_parameters, pad_audio
+from voxmux_host.models.parakeet.model import (
+    PCM16_SCALE,
+    ParakeetModel,
+    build_model,
+    count_module_parameters,
+    pad_audio,
+    pcm16_from_float,
+)
 from voxmux_host.models.parakeet.random_init import speech_like_noise
 
 # fp32 on the CPU: a batched and a single-item run differ only by summation order inside GEMMs and
@@ -44,8 +51,13 @@ def model() -> ParakeetModel:
     return m
 
 
+def _pcm(seconds: float, seed: int) -> np.ndarray:
+    """Speech-like int16 PCM, the wire format."""
+    return pcm16_from_float(speech_like_noise(seconds, seed))
+
+
 def _clips(durations_s: List[float], seed: int = 0) -> List[np.ndarray]:
-    return [speech_like_noise(d, seed + i) for i, d in enumerate(durations_s)]
+    return [_pcm(d, seed + i) for i, d in enumerate(durations_s)]
 
 
 def _encode(
@@ -104,7 +116,7 @@ def test_state_dict_uses_nemo_names() -> None:
 
 @pytest.mark.parametrize("samples", [1, 159, 160, 161, 1599, 16000, 16001, 37_123, 80_000])
 def test_frame_counts_match_the_formulas(model: ParakeetModel, samples: int) -> None:
-    clip = speech_like_noise(samples / 16000 + 1e-9, 3)[:samples]
+    clip = _pcm(samples / 16000 + 1e-9, 3)[:samples]
     assert clip.shape[0] == samples
     audio, lengths = pad_audio([clip], CPU)
     with torch.inference_mode():
@@ -115,6 +127,33 @@ def test_frame_counts_match_the_formulas(model: ParakeetModel, samples: int) -> 
     expected = math.ceil(math.ceil(math.ceil(samples // 160 / 2) / 2) / 2)
     assert int(enc_len[0]) == encoder_frames(samples // 160, TINY) == expected
     assert enc.shape[1] == encoder_frames(feats.shape[2], TINY)
+
+
+# ------------------------------------------------------------------ audio input
+def test_pcm16_from_float_rounds_clips_and_inverts_the_scale() -> None:
+    pcm = pcm16_from_float(np.array([0.0, 0.5, -0.5, 1.0, -1.0, 2.0, 1.4e-5, -1.6e-5], dtype=np.float32))
+    assert pcm.dtype == np.int16
+    assert pcm.tolist() == [0, 16384, -16384, 32767, -32768, 32767, 0, -1]
+    every = np.arange(-32768, 32768, dtype=np.int16)
+    assert np.array_equal(pcm16_from_float(every.astype(np.float32) * np.float32(PCM16_SCALE)), every)
+
+
+def test_pad_audio_scales_int16_to_exactly_the_float_reference() -> None:
+    clips = [np.array([0, 1, -1, 32767, -32768], dtype=np.int16), _pcm(0.5, 2)]
+    reference = [c.astype(np.float32) / np.float32(32768) for c in clips]
+    audio, lengths = pad_audio(clips, CPU, length=9000, batch_size=3)
+    expected, expected_lengths = pad_audio(reference, CPU, length=9000, batch_size=3)
+    assert audio.dtype == torch.float32 and audio.shape == (3, 9000)
+    assert torch.equal(audio, expected) and torch.equal(lengths, expected_lengths)
+    assert lengths.tolist() == [5, 8000, 0]
+    assert audio[0, :5].tolist() == [0.0, 2**-15, -(2**-15), 32767 / 32768, -1.0]
+
+
+def test_pad_audio_refuses_a_batch_that_mixes_int16_and_float() -> None:
+    with pytest.raises(ValueError, match="mix"):
+        pad_audio([np.zeros(4, dtype=np.int16), np.zeros(4, dtype=np.float32)], CPU)
+    with pytest.raises(ValueError, match="int32"):
+        pad_audio([np.zeros(4, dtype=np.int32)], CPU)
 
 
 # ------------------------------------------------------------------ front end
@@ -141,7 +180,7 @@ def test_window_is_symmetric_hann(model: ParakeetModel) -> None:
 
 
 def test_features_do_not_depend_on_padding(model: ParakeetModel) -> None:
-    clip = speech_like_noise(1.234, 5)
+    clip = _pcm(1.234, 5)
     n = clip.shape[0]
     alone, frames = model.preprocessor(*pad_audio([clip], CPU))
     padded, frames_padded = model.preprocessor(*pad_audio([clip], CPU, length=n + 5000))
@@ -248,7 +287,7 @@ def test_batched_encoder_equals_one_by_one(model: ParakeetModel) -> None:
 
 
 def test_padded_encoder_equals_unpadded(model: ParakeetModel) -> None:
-    clip = speech_like_noise(1.7, 21)
+    clip = _pcm(1.7, 21)
     enc, enc_len = _encode(model, [clip])
     padded, padded_len = _encode(model, [clip], length=clip.shape[0] + 16000 * 3 + 77)
     n = int(enc_len[0])

@@ -18,6 +18,7 @@ from voxmux_host.models.parakeet.adapter import ParakeetAdapter
 from voxmux_host.models.parakeet.config import TINY, count_parameters
 from voxmux_host.models.parakeet.model import build_model
 from voxmux_host.models.parakeet.nemo import config_from_nemo, load_nemo_model
+from voxmux_host.models.parakeet.model import pcm16_from_float
 from voxmux_host.models.parakeet.random_init import speech_like_noise
 
 SENTENCES = [
@@ -197,7 +198,7 @@ def test_adapter_transcribes_with_a_nemo_archive(
     assert info.parameters == count_parameters(TINY)
     assert getattr(info, "tokenizer") == "sentencepiece"
     adapter.warmup()
-    out = adapter.run_batch([RequestInput("a", speech_like_noise(3.0, 1), word_timestamps=True)])
+    out = adapter.run_batch([RequestInput("a", pcm16_from_float(speech_like_noise(3.0, 1)), word_timestamps=True)])
     assert isinstance(out[0], RequestOutput)
     assert out[0].words is not None
     assert " ".join(w.word for w in out[0].words).replace(" ", "") == out[0].text.replace(" ", "")

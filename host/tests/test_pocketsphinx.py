@@ -32,6 +32,7 @@ from voxmux_host.models.pocketsphinx_asr import (  # noqa: E402
     PocketsphinxAdapter,
     clean_word,
     is_filler,
+    to_pcm16,
 )
 
 pytestmark = [
@@ -60,8 +61,7 @@ def synthesize(text: str, path: Path) -> np.ndarray:
     subprocess.run(['flite', '-voice', 'slt', '-t', text, '-o', str(path)], check=True, capture_output=True)
     with wave.open(str(path)) as wav:
         assert (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) == (SAMPLE_RATE_HZ, 1, 2)
-        pcm = np.frombuffer(wav.readframes(wav.getnframes()), dtype='<i2')
-    return (pcm.astype(np.float32) / 32768.0).astype(np.float32)
+        return np.frombuffer(wav.readframes(wav.getnframes()), dtype='<i2').astype(np.int16)
 
 
 @pytest.fixture(scope='module')
@@ -103,7 +103,7 @@ def test_transcribes_a_synthesized_sentence_with_word_times(adapter: Pocketsphin
 
 def test_a_long_pause_splits_segments_and_keeps_times_absolute(
         adapter: PocketsphinxAdapter, speech: np.ndarray, second_speech: np.ndarray) -> None:
-    pause = np.zeros(SAMPLE_RATE_HZ, dtype=np.float32)
+    pause = np.zeros(SAMPLE_RATE_HZ, dtype=np.int16)
     audio = np.concatenate([speech, pause, second_speech])
     result = run_one(adapter, RequestInput('r', audio, None, None, True))
     assert result.segments is not None and len(result.segments) == 2
@@ -118,7 +118,7 @@ def test_a_long_pause_splits_segments_and_keeps_times_absolute(
 
 @pytest.mark.parametrize('samples', [0, SAMPLE_RATE_HZ])
 def test_empty_or_silent_audio_gives_empty_text(adapter: PocketsphinxAdapter, samples: int) -> None:
-    result = run_one(adapter, RequestInput('r', np.zeros(samples, dtype=np.float32), None, None, True))
+    result = run_one(adapter, RequestInput('r', np.zeros(samples, dtype=np.int16), None, None, True))
     assert (result.text, result.segments, result.words) == ('', [], [])
 
 
@@ -127,12 +127,11 @@ def test_words_are_left_out_unless_asked_for(adapter: PocketsphinxAdapter, speec
 
 
 def test_per_request_failures_do_not_fail_the_batch(adapter: PocketsphinxAdapter, speech: np.ndarray) -> None:
-    bad = speech.copy()
-    bad[10] = np.nan
-    results = adapter.run_batch([RequestInput('fr', speech, 'fr'), RequestInput('nan', bad),
+    floats = speech.astype(np.float32) / 32768  # not the wire format
+    results = adapter.run_batch([RequestInput('fr', speech, 'fr'), RequestInput('float', floats),
                                  RequestInput('ok', speech[:SAMPLE_RATE_HZ])])
     assert [(r.request_id, r.code) for r in results if isinstance(r, RequestFailure)] == [
-        ('fr', 'unsupported_option'), ('nan', 'invalid_audio')]
+        ('fr', 'unsupported_option'), ('float', 'invalid_audio')]
     assert isinstance(results[2], RequestOutput)
 
 
@@ -141,6 +140,17 @@ def test_bad_options_fail_the_load(options: dict) -> None:
     with pytest.raises(InstanceError) as caught:
         PocketsphinxAdapter().load(LoadContext('i', 'm', options))
     assert caught.value.code == 'load_failed'
+
+
+def test_to_pcm16_dithers_only_digital_silence_seeded_by_the_audio() -> None:
+    audio = np.array([0] * 64 + [5, -32768, 32767, -1] + [0] * 64, dtype=np.int16)
+    before = audio.copy()
+    pcm = np.frombuffer(to_pcm16(audio), dtype='<i2')
+    assert np.array_equal(audio, before)  # the request's audio (a view of the batch body) is not written
+    assert pcm[64:68].tolist() == [5, -32768, 32767, -1]
+    silent = np.concatenate([pcm[:64], pcm[68:]])
+    assert set(silent.tolist()) <= {-1, 0, 1} and np.count_nonzero(silent) > 0
+    assert to_pcm16(audio) == pcm.tobytes()  # the same audio, the same dither
 
 
 def test_fillers_and_alternate_pronunciations_are_cleaned() -> None:
@@ -155,10 +165,10 @@ def test_host_serves_pocketsphinx_over_the_protocol(
     assert 'pocketsphinx' in host.expect(Hello)[0].adapters
     host.request(LoadRequest('ps-0', 'pocketsphinx-en-us', 'pocketsphinx', {}, None), 1, LoadResult)
     host.request(WarmupRequest(), 2, WarmupResult)
-    silence = np.zeros(4000, dtype=np.float32)
+    silence = np.zeros(4000, dtype=np.int16)
     items: List[BatchItem] = [BatchItem('speech', len(speech), 'en', None, True),
                               BatchItem('silence', len(silence), None, None, False)]
-    body = speech.astype('<f4').tobytes() + silence.astype('<f4').tobytes()
+    body = speech.astype('<i2').tobytes() + silence.astype('<i2').tobytes()
     result = host.request(RunBatch('b-1', tuple(items), body), 3, BatchResult)
     spoken, quiet = result.results
     assert isinstance(spoken, ResultOk) and isinstance(quiet, ResultOk)

@@ -15,6 +15,7 @@ from voxmux_host.protocol import (
     MAX_BODY_BYTES,
     MAX_META_BYTES,
     MESSAGE_NAMES,
+    PROTOCOL_VERSION,
     TAG_BATCH_RESULT,
     TAG_ERROR,
     TAG_HEARTBEAT,
@@ -53,7 +54,7 @@ GOLDEN_DIR = Path(__file__).resolve().parents[2] / 'test' / 'fixtures' / 'protoc
 GOLDEN_NAMES = sorted(path.stem for path in GOLDEN_DIR.glob('*.bin'))
 
 
-def header(tag: int, meta_length: int, body_length: int = 0, *, magic: int = MAGIC, version: int = 1,
+def header(tag: int, meta_length: int, body_length: int = 0, *, magic: int = MAGIC, version: int = PROTOCOL_VERSION,
            flags: int = 0, correlation_id: int = 1) -> bytes:
     return struct.pack('<IHHIIII', magic, version, tag, flags, correlation_id, meta_length, body_length)
 
@@ -80,7 +81,7 @@ def test_golden_frame_decodes_to_its_twin(name: str) -> None:
     twin = json.loads((GOLDEN_DIR / f'{name}.json').read_text('utf-8'))
     frame = decode_frame(data)
     assert MESSAGE_NAMES[frame.type] == twin['name']
-    assert (frame.type, twin['version'], twin['flags']) == (twin['type'], 1, 0)
+    assert (frame.type, twin['version'], twin['flags']) == (twin['type'], PROTOCOL_VERSION, 0)
     assert frame.correlation_id == twin['correlationId']
     # Compare serialised forms so that key order counts too.
     assert compact(frame.meta) == compact(twin['meta'])
@@ -107,7 +108,8 @@ def test_run_batch_golden_holds_two_requests_and_their_samples() -> None:
     message, correlation_id = decode_message((GOLDEN_DIR / 'run-batch.bin').read_bytes())
     assert isinstance(message, RunBatch) and correlation_id == 7
     assert [item.samples for item in message.requests] == [3, 2]
-    assert struct.unpack('<5f', message.body) == (0.0, 0.5, -0.25, 1.0, -1.0)
+    assert len(message.body) == 2 * 5
+    assert struct.unpack('<5h', message.body) == (0, 16384, -8192, 32767, -32768)
 
 
 def test_batch_result_golden_holds_one_success_and_one_failure() -> None:
@@ -122,7 +124,7 @@ def test_batch_result_golden_holds_one_success_and_one_failure() -> None:
 
 
 def test_encode_writes_the_documented_header_and_compact_meta() -> None:
-    expected = b'VXMX' + struct.pack('<HHIIII', 1, TAG_HEARTBEAT, 0, 9, 9, 0) + b'{"seq":5}'
+    expected = b'VXMX' + struct.pack('<HHIIII', 2, TAG_HEARTBEAT, 0, 9, 9, 0) + b'{"seq":5}'
     assert encode_message(Heartbeat(5), 9) == expected
 
 
@@ -141,15 +143,23 @@ def test_encode_rejects_non_finite_numbers() -> None:
         encode_message(BatchResult('b', (), float('nan')), 1)
 
 
-def test_encode_rejects_a_run_batch_whose_body_does_not_match_its_samples() -> None:
+@pytest.mark.parametrize('body_bytes', [0, 2, 3, 5, 8], ids=['empty', 'one sample', 'odd', 'odd plus one',
+                                                               'float32 sized'])
+def test_encode_rejects_a_run_batch_whose_body_does_not_match_its_samples(body_bytes: int) -> None:
     with pytest.raises(ProtocolError):
-        encode_message(RunBatch('b', (BatchItem('r', 2),), b'\x00' * 4), 1)
+        encode_message(RunBatch('b', (BatchItem('r', 2),), b'\x00' * body_bytes), 1)
+
+
+def test_run_batch_body_is_two_bytes_per_sample() -> None:
+    message = RunBatch('b', (BatchItem('r1', 3), BatchItem('r2', 2)), struct.pack('<5h', 1, -1, 0, 32767, -32768))
+    decoded, _ = decode_message(encode_message(message, 1))
+    assert isinstance(decoded, RunBatch) and bytes(decoded.body) == bytes(message.body)
 
 
 MESSAGES = [
     LoadRequest('i', 'm', 'test', {'a': [1, {'b': None}], 'ü': 'ß'}, None),
     WarmupRequest(),
-    RunBatch('b', (BatchItem('r1', 1, 'en', 'p', True), BatchItem('r2', 0)), struct.pack('<f', 0.25)),
+    RunBatch('b', (BatchItem('r1', 1, 'en', 'p', True), BatchItem('r2', 0)), struct.pack('<h', -1234)),
     Heartbeat(0),
     Close(),
     Hello(1, '0.1.0', 1, ()),
@@ -186,7 +196,8 @@ BAD_HEADERS = {
     'wrong magic': header(TAG_HEARTBEAT, len(HEARTBEAT_META), magic=0x584D5857) + HEARTBEAT_META,
     'magic written big-endian': header(TAG_HEARTBEAT, len(HEARTBEAT_META), magic=0x56584D58) + HEARTBEAT_META,
     'version 0': header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=0) + HEARTBEAT_META,
-    'version 2': header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=2) + HEARTBEAT_META,
+    'version 1 (float32 audio)': header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=1) + HEARTBEAT_META,
+    'version 3': header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=3) + HEARTBEAT_META,
     'flags 1': header(TAG_HEARTBEAT, len(HEARTBEAT_META), flags=1) + HEARTBEAT_META,
     'flags high bit': header(TAG_HEARTBEAT, len(HEARTBEAT_META), flags=0x80000000) + HEARTBEAT_META,
     'type 0x00': header(0x00, len(HEARTBEAT_META)) + HEARTBEAT_META,
@@ -256,13 +267,13 @@ def test_read_frame_returns_none_at_end_of_input_between_frames() -> None:
 
 @pytest.mark.parametrize('cut', [1, HEADER_BYTES - 1, HEADER_BYTES + 3, -1])
 def test_read_frame_rejects_end_of_input_inside_a_frame(cut: int) -> None:
-    data = encode_message(RunBatch('b', (BatchItem('r', 2),), b'\x00' * 8), 1)
+    data = encode_message(RunBatch('b', (BatchItem('r', 2),), b'\x00' * 4), 1)
     with pytest.raises(ProtocolError):
         read_frame(io.BytesIO(data[:cut]))
 
 
 def test_read_frame_body_is_writable() -> None:
-    frame = read_frame(io.BytesIO(encode_message(RunBatch('b', (BatchItem('r', 1),), b'\x00' * 4), 1)))
+    frame = read_frame(io.BytesIO(encode_message(RunBatch('b', (BatchItem('r', 1),), b'\x00' * 2), 1)))
     assert frame is not None and isinstance(frame.body, bytearray)
 
 
@@ -286,14 +297,17 @@ BAD_MESSAGES: Dict[str, Frame] = {
     'body on a bodiless message': Frame(TAG_HEARTBEAT, 1, {'seq': 1}, b'\x00'),
     'options not an object': Frame(TAG_LOAD_REQUEST, 1, {
         'instanceId': 'i', 'model': 'm', 'adapter': 'a', 'options': [], 'loadLockPath': None}),
-    'run batch body too short': Frame(TAG_RUN_BATCH, 1, run_batch_meta(), b'\x00' * 3),
-    'run batch body too long': Frame(TAG_RUN_BATCH, 1, run_batch_meta(), b'\x00' * 8),
+    'run batch body too short': Frame(TAG_RUN_BATCH, 1, run_batch_meta(), b'\x00' * 1),
+    'run batch body too long': Frame(TAG_RUN_BATCH, 1, run_batch_meta(), b'\x00' * 3),
+    'run batch body of float32 samples': Frame(TAG_RUN_BATCH, 1, run_batch_meta(), b'\x00' * 4),
+    'run batch body of an odd length': Frame(TAG_RUN_BATCH, 1, run_batch_meta(requests=[
+        {'requestId': 'r', 'samples': 2, 'language': None, 'prompt': None, 'wordTimestamps': False}]), b'\x00' * 5),
     'run batch without requests': Frame(TAG_RUN_BATCH, 1, run_batch_meta(requests=[]), b''),
     'run batch duplicate ids': Frame(TAG_RUN_BATCH, 1, run_batch_meta(requests=[
-        run_batch_meta()['requests'][0], run_batch_meta()['requests'][0]]), b'\x00' * 8),
+        run_batch_meta()['requests'][0], run_batch_meta()['requests'][0]]), b'\x00' * 4),
     'run batch request not an object': Frame(TAG_RUN_BATCH, 1, run_batch_meta(requests=[1]), b''),
     'run batch request missing wordTimestamps': Frame(TAG_RUN_BATCH, 1, run_batch_meta(requests=[
-        {'requestId': 'r', 'samples': 1, 'language': None, 'prompt': None}]), b'\x00' * 4),
+        {'requestId': 'r', 'samples': 1, 'language': None, 'prompt': None}]), b'\x00' * 2),
     'heartbeat ack unknown state': Frame(TAG_HEARTBEAT_ACK, 1, {
         'seq': 1, 'state': 'sleepy', 'busyMs': 0, 'queuedBatches': 0, 'memoryBytes': 0, 'eagerBatches': 0,
         'graphReplays': 0}),

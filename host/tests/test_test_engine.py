@@ -15,15 +15,15 @@ def loaded(**options: object) -> TestEngineAdapter:
     return adapter
 
 
-def test_echo_text_names_the_sample_count_and_the_crc_of_the_float32_bytes() -> None:
-    audio = np.array([0.0, 0.5, -1.0], dtype=np.float32)
-    crc = zlib.crc32(audio.astype('<f4').tobytes())
+def test_echo_text_names_the_sample_count_and_the_crc_of_the_int16_bytes() -> None:
+    audio = np.array([0, 16384, -32768], dtype=np.int16)
+    crc = zlib.crc32(b'\x00\x00\x00\x40\x00\x80')  # the same samples, int16 little-endian
     assert echo_text(audio) == f'echo samples=3 crc={crc:08x}'
-    assert echo_text(audio) != echo_text(np.array([0.0, 0.5, -0.5], dtype=np.float32))
+    assert echo_text(audio) != echo_text(np.array([0, 16384, -16384], dtype=np.int16))
 
 
 def test_run_batch_returns_words_evenly_spaced_over_one_segment() -> None:
-    audio = np.linspace(-1, 1, 24000, dtype=np.float32)
+    audio = np.linspace(-32768, 32767, 24000).astype(np.int16)
     [result] = loaded().run_batch([RequestInput('r', audio, 'de', None, True)])
     assert isinstance(result, RequestOutput)
     assert (result.language, result.duration_s) == ('de', 1.5)
@@ -34,12 +34,12 @@ def test_run_batch_returns_words_evenly_spaced_over_one_segment() -> None:
 
 
 def test_words_are_left_out_unless_asked_for() -> None:
-    [result] = loaded().run_batch([RequestInput('r', np.zeros(16, dtype=np.float32))])
+    [result] = loaded().run_batch([RequestInput('r', np.zeros(16, dtype=np.int16))])
     assert isinstance(result, RequestOutput) and result.words is None
 
 
 def test_prompt_commands_fail_single_requests() -> None:
-    audio = np.zeros(16, dtype=np.float32)
+    audio = np.zeros(16, dtype=np.int16)
     results = loaded().run_batch([
         RequestInput('a', audio), RequestInput('b', audio, prompt='voxmux-test:fail'),
         RequestInput('c', audio, prompt='voxmux-test:bad-audio'),
@@ -51,7 +51,7 @@ def test_prompt_commands_fail_single_requests() -> None:
 
 def test_stats_count_batches_and_probe_follows_wedge_probe() -> None:
     adapter = loaded(wedgeProbe=True)
-    adapter.run_batch([RequestInput('a', np.zeros(1, dtype=np.float32))])
+    adapter.run_batch([RequestInput('a', np.zeros(1, dtype=np.int16))])
     assert adapter.stats().eager_batches == 1
     assert adapter.probe() is False
     assert loaded().probe() is True
@@ -75,5 +75,5 @@ def test_invalid_options_fail_the_load(options: dict) -> None:
 def test_item_delay_applies_per_request() -> None:
     adapter = loaded(itemDelayMs=30)
     started = time.monotonic()
-    adapter.run_batch([RequestInput(str(i), np.zeros(1, dtype=np.float32)) for i in range(3)])
+    adapter.run_batch([RequestInput(str(i), np.zeros(1, dtype=np.int16)) for i in range(3)])
     assert time.monotonic() - started >= 0.09

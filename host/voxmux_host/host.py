@@ -451,8 +451,12 @@ class InstanceHost:
 
 
 def split_batch(batch: RunBatch) -> List[RequestInput]:
-    """Slice the float32 body into one array per request (views of the body, not copies)."""
-    audio = np.frombuffer(batch.body, dtype='<f4').astype(np.float32, copy=False)
+    """Slice the int16 PCM body into one array per request (views of the body, not copies).
+
+    The views share the body's buffer: a bytearray from ``read_frame`` gives writable arrays.
+    """
+    # NOTE: astype is a no-op on little-endian machines; a big-endian one would get one copy.
+    audio = np.frombuffer(batch.body, dtype='<i2').astype(np.int16, copy=False)
     inputs: List[RequestInput] = []
     offset = 0
     for item in batch.requests:

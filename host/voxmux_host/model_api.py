@@ -1,7 +1,9 @@
 """The contract between the host loop and a model adapter.
 
-An adapter turns batches of 16 kHz mono float32 audio into transcripts. The host
-(``host.py``) owns the protocol, threads and heartbeats; an adapter owns only the model.
+An adapter turns batches of 16 kHz mono 16-bit PCM audio into transcripts. The audio is the
+RunBatch body as it arrived (int16 views, no conversion); an adapter that needs floats
+converts it itself, as float value = int16 / 32768. The host (``host.py``) owns the protocol,
+threads and heartbeats; an adapter owns only the model.
 
 Threads: ``load``, ``warmup``, ``run_batch`` and ``close`` are called from one thread, one at a
 time. ``stats`` is called from the heartbeat thread and ``probe`` from the probe thread, both
@@ -22,7 +24,8 @@ from numpy.typing import NDArray
 @dataclass
 class RequestInput:
     request_id: str
-    audio: NDArray[np.float32]  # float32, shape [samples], 16 kHz mono
+    #: 16 kHz mono 16-bit PCM, shape [samples]; a view of the batch body (float value = int16 / 32768).
+    audio: NDArray[np.int16]
     language: Optional[str] = None
     prompt: Optional[str] = None
     word_timestamps: bool = False

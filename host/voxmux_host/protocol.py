@@ -1,4 +1,4 @@
-"""The instance wire format of docs/protocol.md (version 1): frames and typed messages.
+"""The instance wire format of docs/protocol.md (version 2): frames and typed messages.
 
 A frame is a 24-byte little-endian header, ``metaLength`` bytes of compact UTF-8 JSON meta and
 ``bodyLength`` bytes of binary body. This module has two layers:
@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, ClassVar, Dict, List, Optional, Tuple, Type, U
 from .errors import WIRE_ERROR_CODES, InstanceError
 
 MAGIC = 0x584D5856  # the bytes 'V X M X' when written little-endian
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 HEADER_BYTES = 24
 MAX_META_BYTES = 1 << 20
 MAX_BODY_BYTES = 1 << 30
@@ -51,6 +51,9 @@ HOST_TAGS = frozenset({
 KNOWN_TAGS = CONTROLLER_TAGS | HOST_TAGS
 
 HEARTBEAT_STATES = ('idle', 'busy', 'wedged')
+
+#: RunBatch audio: 16 kHz mono 16-bit PCM, int16 little-endian; float value = int16 / 32768.
+BYTES_PER_SAMPLE = 2
 
 
 class ProtocolError(InstanceError):
@@ -347,7 +350,7 @@ class WarmupRequest:
 
 @dataclass(frozen=True)
 class BatchItem:
-    """One request of a RunBatch; its audio is ``samples`` float32 values of the body."""
+    """One request of a RunBatch; its audio is ``samples`` int16 values of the body."""
 
     request_id: str
     samples: int
@@ -379,7 +382,7 @@ class RunBatch:
     NAME: ClassVar[str] = 'RunBatch'
     batch_id: str
     requests: Tuple[BatchItem, ...]
-    body: Union[bytes, bytearray] = b''  # float32 LE samples of every request, in request order
+    body: Union[bytes, bytearray] = b''  # int16 LE samples of every request, in request order
 
     def to_meta(self) -> Dict[str, Any]:
         return {'batchId': self.batch_id, 'requests': [item.to_meta() for item in self.requests]}
@@ -396,15 +399,19 @@ class RunBatch:
         ids = [item.request_id for item in requests]
         if len(set(ids)) != len(ids):
             raise ProtocolError('Expected unique requestIds in RunBatch.requests: got duplicates')
-        expected = 4 * sum(item.samples for item in requests)
-        if len(frame.body) != expected:
-            raise ProtocolError(f'Expected a RunBatch body of {expected} bytes: got {len(frame.body)}')
+        _check_body_length(requests, frame.body)
         return cls(batch_id, requests, frame.body)
 
     def validate(self) -> None:
-        expected = 4 * sum(item.samples for item in self.requests)
-        if len(self.body) != expected:
-            raise ProtocolError(f'Expected a RunBatch body of {expected} bytes: got {len(self.body)}')
+        _check_body_length(self.requests, self.body)
+
+
+def _check_body_length(requests: Tuple[BatchItem, ...], body: Union[bytes, bytearray]) -> None:
+    samples = sum(item.samples for item in requests)
+    expected = BYTES_PER_SAMPLE * samples
+    if len(body) != expected:
+        raise ProtocolError(f'Expected a RunBatch body of {expected} bytes ({samples} int16 samples): '
+                            f'got {len(body)}')
 
 
 @dataclass(frozen=True)

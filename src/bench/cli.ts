@@ -18,6 +18,7 @@ import { BenchError, isBenchError, usageError } from './bench-error.js';
 import { createClientMonitor, type ClientMonitor } from './client-monitor.js';
 import { compareResults, loadResults, toComparedRuns } from './compare.js';
 import { createGpuSampler, type SpawnSampler } from './gpu-sampler.js';
+import { createHttpFetch } from './http-fetch.js';
 import { readGitCommit, readMachineInfo } from './machine-info.js';
 import { createMetricsScraper } from './metrics-scraper.js';
 import { renderPlotSvg, toPlotSeries } from './plot.js';
@@ -357,7 +358,7 @@ async function runTranscribe(args: string[], io: BenchIo, deps: BenchCliDeps): P
   }
   const cwd = deps.cwd ?? process.cwd();
   const clock = deps.clock ?? systemClock;
-  const fetchFn = deps.fetch ?? globalThis.fetch;
+  const fetchFn = deps.fetch ?? createHttpFetch();
   const config = await parseTranscribeArgs(args, cwd);
   const urls = resolveTargetUrls(config.url, config.metricsUrl === undefined ? {} : { metricsUrl: config.metricsUrl });
   const inputs = await loadAudioInputs({

@@ -45,7 +45,9 @@ interface Sent {
 function recordingFetch(respond: (sent: Sent) => Response | Promise<Response>) {
   const sent: Sent[] = [];
   const fetch = (async (input: string | URL | Request, init?: RequestInit) => {
-    const entry = { url: String(input), init: init ?? {}, form: init?.body as FormData };
+    // The body is multipart bytes: read it back as a server's parser would.
+    const form = await new Request('http://server/', { method: 'POST', body: init?.body ?? null, headers: init?.headers }).formData();
+    const entry = { url: String(input), init: init ?? {}, form };
     sent.push(entry);
     return respond(entry);
   }) as typeof globalThis.fetch;

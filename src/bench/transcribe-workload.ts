@@ -9,6 +9,7 @@ import {
   isTranscriptTextDoneEvent,
 } from '../api/openai-audio.js';
 import type { AudioInput } from './audio-input.js';
+import { buildMultipartBody, type MultipartBody } from './multipart-body.js';
 import { toTransportErrorCode, type RequestContext, type RequestOutcome, type Workload } from './workload.js';
 
 /** A response body larger than this is an error: transcripts are small, and memory is bounded. */
@@ -33,10 +34,14 @@ export interface TranscribeWorkloadDeps {
 }
 
 export function createTranscribeWorkload(options: TranscribeWorkloadOptions, deps: TranscribeWorkloadDeps): Workload {
+  const fields: [string, string][] = [['model', options.model]];
+  if (options.responseFormat !== 'json') fields.push(['response_format', options.responseFormat]);
+  if (options.isStreaming) fields.push(['stream', 'true']);
+  for (const [key, value] of options.extraFields) fields.push([key, value]);
+  // Every request of an input sends the same bytes: each body is encoded once, here.
   const inputs = options.inputs.map((input) => ({
     input,
-    // Blobs are immutable: build each once instead of copying the audio on every request.
-    blob: new Blob([input.bytes], { type: input.contentType }),
+    multipart: buildMultipartBody({ field: 'file', fileName: input.fileName, contentType: input.contentType, bytes: input.bytes }, fields),
   }));
   const known = options.inputs.filter((input) => input.audioSeconds !== undefined);
   const meanAudioSeconds =
@@ -60,15 +65,8 @@ export function createTranscribeWorkload(options: TranscribeWorkloadOptions, dep
     },
     async makeRequest(context: RequestContext): Promise<RequestOutcome> {
       const entry = inputs[context.sequence % inputs.length]!;
-      const form = new FormData();
-      form.append('file', entry.blob, entry.input.fileName);
-      form.append('model', options.model);
-      if (options.responseFormat !== 'json') form.append('response_format', options.responseFormat);
-      if (options.isStreaming) form.append('stream', 'true');
-      for (const [key, value] of options.extraFields) form.append(key, value);
-
       const startMs = context.clock.nowMs();
-      const measured = await send(form, context);
+      const measured = await send(entry.multipart, context);
       return {
         startMs,
         endMs: context.clock.nowMs(),
@@ -79,7 +77,7 @@ export function createTranscribeWorkload(options: TranscribeWorkloadOptions, dep
   };
 
   async function send(
-    form: FormData,
+    multipart: MultipartBody,
     context: RequestContext,
   ): Promise<Pick<RequestOutcome, 'status' | 'errorCode' | 'ttfbMs'>> {
     const startMs = context.clock.nowMs();
@@ -88,8 +86,8 @@ export function createTranscribeWorkload(options: TranscribeWorkloadOptions, dep
       // NOTE: redirects are never followed, so every byte goes to the URL the user named.
       const response = await deps.fetch(options.endpoint, {
         method: 'POST',
-        body: form,
-        headers,
+        body: multipart.body,
+        headers: { ...headers, 'content-type': multipart.contentType },
         signal: context.signal,
         redirect: 'manual',
       });

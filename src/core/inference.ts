@@ -26,8 +26,8 @@ export interface TranscriptResult {
 }
 
 export interface TranscriptionRequest {
-  /** 16 kHz mono float32. On rejection the caller still owns the buffer. */
-  audio: Float32Array;
+  /** 16 kHz mono 16-bit PCM. On rejection the caller still owns the buffer. */
+  audio: Int16Array;
   language: string | null;
   prompt: string | null;
   wordTimestamps: boolean;

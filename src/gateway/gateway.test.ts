@@ -42,7 +42,7 @@ async function setup(options: { apiKeys?: string[]; maxBodyBytes?: number } = {}
       metricsContentType: 'text/plain; version=0.0.4; charset=utf-8',
       decoder: {
         decode: async (bytes) => ({
-          samples: new Float32Array(bytes.length),
+          samples: new Int16Array(bytes.length),
           sampleRateHz: 16000,
           durationMs: bytes.length / 16,
           format: 'wav',

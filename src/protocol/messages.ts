@@ -5,7 +5,7 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { errors } from '../core/error-catalog.js';
-import { encodeFrame, encodeFrameParts, MessageTag, messageNameOf, type Frame } from './frame.js';
+import { encodeFrameChunks, MessageTag, messageNameOf, type Frame } from './frame.js';
 
 const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 
@@ -71,7 +71,8 @@ export type Segment = Static<typeof SegmentSchema>;
 
 export interface RunBatchRequest {
   requestId: string;
-  audio: Float32Array;
+  /** 16 kHz mono 16-bit PCM: the wire format of RunBatch bodies. */
+  audio: Int16Array;
   language: string | null;
   prompt: string | null;
   wordTimestamps: boolean;
@@ -106,47 +107,43 @@ export function toHostMessage(frame: Frame): HostMessage {
   return { type: name, correlationId: frame.correlationId, ...frame.meta } as HostMessage;
 }
 
-/** Encodes a ControllerMessage into one frame, audio concatenated into the body. */
-export function fromControllerMessage(message: ControllerMessage): Buffer {
-  const empty = new Uint8Array(0);
+/**
+ * Encodes a ControllerMessage as the chunks of one frame, to be written in order (see
+ * encodeFrameChunks): a RunBatch's audio is not copied, its requests' PCM buffers are chunks.
+ */
+export function fromControllerMessage(message: ControllerMessage): Uint8Array[] {
+  const frame = (type: number, meta: Record<string, unknown>, body: readonly Uint8Array[] = []) =>
+    encodeFrameChunks({ type: type as Frame['type'], correlationId: message.correlationId, meta }, body);
   switch (message.type) {
     case 'LoadRequest':
-      return encodeFrame({
-        type: MessageTag.LoadRequest,
-        correlationId: message.correlationId,
-        meta: {
-          instanceId: message.instanceId,
-          model: message.model,
-          adapter: message.adapter,
-          options: message.options,
-          loadLockPath: message.loadLockPath,
-        },
-        body: empty,
+      return frame(MessageTag.LoadRequest, {
+        instanceId: message.instanceId,
+        model: message.model,
+        adapter: message.adapter,
+        options: message.options,
+        loadLockPath: message.loadLockPath,
       });
     case 'WarmupRequest':
-      return encodeFrame({ type: MessageTag.WarmupRequest, correlationId: message.correlationId, meta: {}, body: empty });
+      return frame(MessageTag.WarmupRequest, {});
     case 'RunBatch':
-      // Float32Array is little-endian on every platform Node supports: the views are the wire bytes.
-      return encodeFrameParts(
+      // Int16Array is little-endian on every platform Node supports: the views are the wire bytes.
+      return frame(
+        MessageTag.RunBatch,
         {
-          type: MessageTag.RunBatch,
-          correlationId: message.correlationId,
-          meta: {
-            batchId: message.batchId,
-            requests: message.requests.map((r) => ({
-              requestId: r.requestId,
-              samples: r.audio.length,
-              language: r.language,
-              prompt: r.prompt,
-              wordTimestamps: r.wordTimestamps,
-            })),
-          },
+          batchId: message.batchId,
+          requests: message.requests.map((r) => ({
+            requestId: r.requestId,
+            samples: r.audio.length,
+            language: r.language,
+            prompt: r.prompt,
+            wordTimestamps: r.wordTimestamps,
+          })),
         },
         message.requests.map((r) => new Uint8Array(r.audio.buffer, r.audio.byteOffset, r.audio.byteLength)),
       );
     case 'Heartbeat':
-      return encodeFrame({ type: MessageTag.Heartbeat, correlationId: message.correlationId, meta: { seq: message.seq }, body: empty });
+      return frame(MessageTag.Heartbeat, { seq: message.seq });
     case 'Close':
-      return encodeFrame({ type: MessageTag.Close, correlationId: message.correlationId, meta: {}, body: empty });
+      return frame(MessageTag.Close, {});
   }
 }

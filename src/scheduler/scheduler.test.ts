@@ -7,7 +7,7 @@ import { FakeExecutor } from '../../test/support/fake-executor.js';
 import { createScheduler, type SchedulerOptions } from './index.js';
 import { errors } from '../core/error-catalog.js';
 
-const audio = (seconds: number) => new Float32Array(Math.round(seconds * 16000));
+const audio = (seconds: number) => new Int16Array(Math.round(seconds * 16000));
 const req = (seconds: number) => ({ audio: audio(seconds), language: null, prompt: null, wordTimestamps: false });
 
 function setup(overrides: Partial<SchedulerOptions> = {}, instances = ['i0']) {

@@ -12,7 +12,7 @@ import { errors } from '../core/error-catalog.js';
 import type { ServiceError } from '../core/errors.js';
 import { assertNever } from '../core/invariant.js';
 import { TypedEmitter } from '../core/typed-emitter.js';
-import { FrameDecoder } from '../protocol/frame.js';
+import { FrameDecoder, PROTOCOL_VERSION } from '../protocol/frame.js';
 import {
   fromControllerMessage,
   toHostMessage,
@@ -25,7 +25,7 @@ import type { Logger } from '../telemetry/logger.js';
 import { canTransition, type InstanceState } from './instance-state.js';
 import type { InstanceChild, SpawnInstance, SpawnRequest } from './spawn.js';
 
-export const PROTOCOL_VERSION_EXPECTED = 1;
+export const PROTOCOL_VERSION_EXPECTED = PROTOCOL_VERSION;
 
 export interface InstanceTimeouts {
   handshakeTimeoutMs: number;
@@ -403,7 +403,10 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
   #send(message: ControllerMessage): void {
     const child = this.#child;
     if (child === undefined || child.down.destroyed || !child.down.writable) return;
-    child.down.write(fromControllerMessage(message));
+    // Corked, the chunks go out in one gathered write (writev): audio is not copied in JavaScript.
+    child.down.cork();
+    for (const chunk of fromControllerMessage(message)) child.down.write(chunk);
+    child.down.uncork();
   }
 
   #startHeartbeats(): void {

@@ -43,7 +43,7 @@ describe('protocol golden frames (shared with the Python host)', () => {
   it('encodes a RunBatch exactly as the golden frame', () => {
     const twin = JSON.parse(readFileSync(new URL('run-batch.json', dir), 'utf8')) as Twin;
     const body = Buffer.from(twin.bodyBase64, 'base64');
-    const floats = new Float32Array(body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength));
+    const pcm = new Int16Array(body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength));
     const requests = (twin.meta.requests as { requestId: string; samples: number; language: string | null; prompt: string | null; wordTimestamps: boolean }[]);
     let offset = 0;
     const encoded = fromControllerMessage({
@@ -51,12 +51,12 @@ describe('protocol golden frames (shared with the Python host)', () => {
       correlationId: twin.correlationId,
       batchId: twin.meta.batchId as string,
       requests: requests.map((r) => {
-        const audio = floats.slice(offset, offset + r.samples);
+        const audio = pcm.slice(offset, offset + r.samples);
         offset += r.samples;
         return { requestId: r.requestId, audio, language: r.language, prompt: r.prompt, wordTimestamps: r.wordTimestamps };
       }),
     });
-    assert.equal(encoded.toString('hex'), readFileSync(new URL('run-batch.bin', dir)).toString('hex'));
+    assert.equal(Buffer.concat(encoded).toString('hex'), readFileSync(new URL('run-batch.bin', dir)).toString('hex'));
   });
 
   it('reassembles frames split at every byte boundary', () => {
@@ -76,7 +76,8 @@ describe('protocol golden frames (shared with the Python host)', () => {
     };
     const cases: [string, Buffer, string][] = [
       ['magic', mutate(0, (b) => b.writeUInt32LE(0xdeadbeef, 0)), 'bad_frame'],
-      ['version', mutate(4, (b) => b.writeUInt16LE(2, 4)), 'protocol_mismatch'],
+      ['version 1', mutate(4, (b) => b.writeUInt16LE(1, 4)), 'protocol_mismatch'],
+      ['version 3', mutate(4, (b) => b.writeUInt16LE(3, 4)), 'protocol_mismatch'],
       ['type', mutate(6, (b) => b.writeUInt16LE(0x42, 6)), 'bad_frame'],
       ['flags', mutate(8, (b) => b.writeUInt32LE(1, 8)), 'bad_frame'],
       ['meta length', mutate(16, (b) => b.writeUInt32LE(2 << 20, 16)), 'bad_frame'],

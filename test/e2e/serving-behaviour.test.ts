@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { crc32 } from 'node:zlib';
 import OpenAI, { toFile } from 'openai';
+import { floatToPcm16 } from '../../src/gateway/audio/pcm16.js';
 import { floatWav, noise } from '../support/audio.js';
 import { startServer, type RunningServer } from '../support/server-process.js';
 
@@ -28,8 +29,10 @@ async function start(config: unknown, env: Record<string, string> = {}): Promise
   return server;
 }
 
+/** The test engine's echo of float audio sent as a float WAV: the gateway hands it on as 16-bit PCM. */
 function expected(samples: Float32Array): string {
-  return `echo samples=${samples.length} crc=${crc32(Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength)).toString(16).padStart(8, '0')}`;
+  const pcm = floatToPcm16(samples);
+  return `echo samples=${pcm.length} crc=${crc32(Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength)).toString(16).padStart(8, '0')}`;
 }
 
 async function post(url: string, body: FormData, headers: Record<string, string> = {}) {

@@ -16,12 +16,12 @@ function track<T extends { supervisor: Supervisor }>(built: T): T {
 }
 
 function request(samples: number, prompt: string | null = null, seed = 1) {
-  const audio = new Float32Array(samples);
-  for (let i = 0; i < samples; i++) audio[i] = Math.sin((i + seed) * 0.01) * 0.5;
+  const audio = new Int16Array(samples);
+  for (let i = 0; i < samples; i++) audio[i] = Math.round(Math.sin((i + seed) * 0.01) * 16384);
   return { requestId: `r${seed}-${samples}`, audio, language: null, prompt, wordTimestamps: true };
 }
 
-function expectedEcho(audio: Float32Array): string {
+function expectedEcho(audio: Int16Array): string {
   const crc = crc32(Buffer.from(audio.buffer, audio.byteOffset, audio.byteLength));
   return `echo samples=${audio.length} crc=${crc.toString(16).padStart(8, '0')}`;
 }

@@ -1,5 +1,5 @@
-"""Parakeet on CUDA: graph replay against eager, SDPA against the manual attention, the probe, and a
-smoke run of the full 0.6 B configuration. Skipped without CUDA."""
+"""Parakeet on CUDA: graph replay against eager, int16 staging against float32 input, SDPA against the
+manual attention, the probe, and a smoke run of the full 0.6 B configuration. Skipped without CUDA."""
 from __future__ import annotations
 
 import sys
@@ -24,7 +24,7 @@ from voxmux_host.models.parakeet.config import (  # noqa: E402
     feature_tensor_frames,
 )
 from voxmux_host.models.parakeet.encoder import HAS_SDPA  # noqa: E402
-from voxmux_host.models.parakeet.model import build_model, pad_audio  # noqa: E402
+from voxmux_host.models.parakeet.model import PCM16_SCALE, build_model, pad_audio, pcm16_from_float  # noqa: E402
 from voxmux_host.models.parakeet.random_init import speech_like_noise  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -50,8 +50,18 @@ def graphed() -> Iterator[ParakeetAdapter]:
     a.close()
 
 
+def _pcm(seconds: float, seed: int) -> np.ndarray:
+    """Speech-like int16 PCM, the wire format."""
+    return pcm16_from_float(speech_like_noise(seconds, seed))
+
+
 def _clips(durations: List[float], seed: int) -> List[np.ndarray]:
-    return [speech_like_noise(d, seed + i) for i, d in enumerate(durations)]
+    return [_pcm(d, seed + i) for i, d in enumerate(durations)]
+
+
+def _floats(clips: List[np.ndarray]) -> List[np.ndarray]:
+    """The float32 clips the int16 ones stand for (int16 / 32768, exact)."""
+    return [clip.astype(np.float32) * np.float32(PCM16_SCALE) for clip in clips]
 
 
 def test_graph_replay_equals_eager_on_the_same_shapes(graphed: ParakeetAdapter) -> None:
@@ -72,6 +82,28 @@ def test_graph_replay_equals_eager_on_the_same_shapes(graphed: ParakeetAdapter) 
     assert sum(len(item.tokens) for item in replayed) > 0
 
 
+def test_graph_replay_of_int16_equals_replay_of_the_equivalent_float32(graphed: ParakeetAdapter) -> None:
+    runner = graphed._runner
+    assert runner is not None
+    clips = _clips([2.2, 4.4], seed=13)
+    batch_size, bucket = 2, runner.buckets[0]
+    frames = encoder_frames(feature_tensor_frames(bucket, TINY), TINY)
+    from_pcm = runner._run_graph(clips, batch_size, bucket)
+    pcm_enc = runner.graph_encoder_output(batch_size, frames)
+    # The int16 staging leaves the last batch's converted samples in the float32 input; stale values past
+    # each clip's length must not matter, so a float32 replay over them gives the same result.
+    from_float = runner._run_graph(_floats(clips), batch_size, bucket)
+    float_enc = runner.graph_encoder_output(batch_size, frames)
+    for i in range(len(clips)):
+        assert from_pcm[i].tokens == from_float[i].tokens
+        assert from_pcm[i].frames == from_float[i].frames
+        assert from_pcm[i].durations == from_float[i].durations
+        n = encoder_frames(clips[i].shape[0] // 160, TINY)
+        torch.testing.assert_close(pcm_enc[i, :n], float_enc[i, :n], atol=BF16_ATOL, rtol=BF16_RTOL)
+    eager = runner.run_eager_padded(_floats(clips), batch_size, bucket)[0]
+    assert [item.tokens for item in eager] == [item.tokens for item in from_pcm]
+
+
 def test_adapter_replays_graphs_and_falls_back_to_eager(graphed: ParakeetAdapter) -> None:
     before = graphed.stats()
     requests = [RequestInput(f"r{i}", clip, word_timestamps=True) for i, clip in enumerate(_clips([2.0, 4.0, 11.0], 7))]
@@ -80,7 +112,7 @@ def test_adapter_replays_graphs_and_falls_back_to_eager(graphed: ParakeetAdapter
     mid = graphed.stats()
     assert mid.graph_replays == before.graph_replays + 1  # 3 clips -> batch 4, bucket 15 s
     assert mid.eager_batches == before.eager_batches
-    long_clip = RequestInput("long", speech_like_noise(16.5, 1))
+    long_clip = RequestInput("long", _pcm(16.5, 1))
     graphed.run_batch([long_clip])
     after = graphed.stats()
     assert after.eager_batches == mid.eager_batches + 1  # longer than the largest bucket
@@ -102,6 +134,20 @@ def test_graph_results_match_eager_adapter_text() -> None:
     assert graph.stats().graph_replays == 1 and eager.stats().eager_batches == 1
     eager.close()
     graph.close()
+
+
+@pytest.mark.skipif(not hasattr(torch, "compile"), reason="needs torch >= 2.0")
+def test_compiled_decode_step_replays_the_same_tokens_as_the_eager_step() -> None:
+    clips = _clips([2.5, 3.5, 1.2], seed=70)
+    requests = [RequestInput(f"r{i}", c) for i, c in enumerate(clips)]
+    plain = _load({"dtype": "fp32", "batchSizes": [4], "lengthBucketsMs": [5000]})
+    compiled = _load({"dtype": "fp32", "batchSizes": [4], "lengthBucketsMs": [5000], "compileDecodeStep": True})
+    plain.warmup()
+    compiled.warmup()
+    assert [o.text for o in plain.run_batch(requests)] == [o.text for o in compiled.run_batch(requests)]  # type: ignore[union-attr]
+    assert compiled.stats().graph_replays == 1
+    plain.close()
+    compiled.close()
 
 
 @pytest.mark.skipif(not HAS_SDPA, reason="needs torch >= 2.0")

@@ -14,7 +14,7 @@ Load options (all optional; unknown keys fail the load so that typos surface):
 | ``crashAfterBatches`` | int | ``os._exit(70)`` when a batch starts after this many batches ran |
 | ``wedgeProbe`` | bool | ``probe`` returns False |
 
-A request's text is ``echo samples=<n> crc=<crc32 of its float32 LE bytes, 8 hex digits>``,
+A request's text is ``echo samples=<n> crc=<crc32 of its int16 LE bytes, 8 hex digits>``,
 so a result identifies its input exactly. A request prompt may hold a command:
 
 | prompt | effect |
@@ -61,8 +61,9 @@ _INT_OPTIONS = ('batchDelayMs', 'itemDelayMs', 'loadDelayMs', 'probeDelayMs', 'c
 _BOOL_OPTIONS = ('crashOnLoad', 'failLoad', 'wedgeProbe')
 
 
-def echo_text(audio: NDArray[np.float32]) -> str:
-    data = np.ascontiguousarray(audio, dtype='<f4').tobytes()
+def echo_text(audio: NDArray[np.int16]) -> str:
+    """``echo samples=<n> crc=<crc32 of the int16 LE bytes>``: the bytes as they crossed the wire."""
+    data = np.ascontiguousarray(audio, dtype='<i2').tobytes()
     return f'echo samples={audio.shape[0]} crc={zlib.crc32(data):08x}'
 
 

@@ -1,6 +1,6 @@
 /**
- * Turns an uploaded file into 16 kHz mono float32: WAV in process, everything else through
- * ffmpeg. The format is judged by content; the duration limit is checked from the header when
+ * Turns an uploaded file into 16 kHz mono 16-bit PCM: WAV in process (a 16 kHz mono 16-bit WAV
+ * without a copy), everything else through ffmpeg. The format is judged by content; the duration limit is checked from the header when
  * the header states it, and always on the decoded samples.
  */
 import { systemClock, type Clock } from '../../core/clock.js';
@@ -9,14 +9,15 @@ import { invariant } from '../../core/invariant.js';
 import { DECODED_SAMPLE_RATE_HZ, type AudioFormat } from './audio-format.js';
 import { decodeWithFfmpeg } from './ffmpeg.js';
 import { createFirKernel, type FirKernel } from './fir-kernel.js';
+import { floatToPcm16, pcm16LittleEndian } from './pcm16.js';
 import { planResample, resampleMono } from './resampler.js';
 import { identifyAudioContent, readFlacStreamInfo } from './sniff-audio-format.js';
 import { createWavMonoSource, parseWav, type PcmWavLayout } from './wav-parser.js';
 
 /** Decoded audio, ready for a speech model. */
 export interface DecodedAudio {
-  /** Mono samples in [-1, 1] at 16 kHz. */
-  samples: Float32Array;
+  /** Mono 16-bit PCM samples at 16 kHz (value / 32768 is the sample in [-1, 1]). */
+  samples: Int16Array;
   sampleRateHz: typeof DECODED_SAMPLE_RATE_HZ;
   /** samples.length at 16 kHz, in milliseconds. */
   durationMs: number;
@@ -85,7 +86,7 @@ export function createAudioDecoder(
     errors.audioTooLong({ durationMs, maxAudioDurationMs: options.maxDurationMs });
 
   const finish = (
-    samples: Float32Array,
+    samples: Int16Array,
     source: { format: AudioFormat; sourceSampleRateHz: number; sourceChannels: number },
   ): DecodedAudio => {
     if (samples.length === 0) throw errors.emptyAudio();
@@ -154,16 +155,20 @@ async function decodePcmWav(
   bytes: Uint8Array,
   layout: PcmWavLayout,
   context: { kernel: FirKernel; signal: AbortSignal | undefined; maxDurationMs: number },
-): Promise<Float32Array> {
+): Promise<Int16Array> {
   if (layout.frames === 0) throw errors.emptyAudio();
   // Checked before any sample is read: the frame count comes from the bytes present.
   const durationMs = (layout.frames * 1000) / layout.sampleRateHz;
   if (durationMs > context.maxDurationMs) {
     throw errors.audioTooLong({ durationMs, maxAudioDurationMs: context.maxDurationMs });
   }
-  return resampleMono(createWavMonoSource(bytes, layout), {
+  if (layout.encoding === 's16' && layout.channels === 1 && layout.sampleRateHz === DECODED_SAMPLE_RATE_HZ) {
+    return pcm16LittleEndian(bytes, layout.dataOffset, layout.frames);
+  }
+  const samples = await resampleMono(createWavMonoSource(bytes, layout), {
     plan: planResample(layout.sampleRateHz, DECODED_SAMPLE_RATE_HZ),
     kernel: context.kernel,
     signal: context.signal,
   });
+  return floatToPcm16(samples);
 }

@@ -32,7 +32,7 @@ export interface FfmpegDecodeOptions {
 
 export interface FfmpegDecoded {
   /** 16 kHz mono samples in [-1, 1]. */
-  samples: Float32Array;
+  samples: Int16Array;
   /** From ffmpeg's description of the input stream; 0 when it did not say. */
   sourceSampleRateHz: number;
   sourceChannels: number;
@@ -93,7 +93,8 @@ function ffmpegArguments(inputPath: string, options: FfmpegDecodeOptions): strin
     // the matrix sum at 1 makes it the channel mean, as the WAV path computes it.
     '-rematrix_maxval', '1.0',
     '-t', limitSeconds.toFixed(3),
-    '-f', 'f32le',
+    // ffmpeg converts to 16-bit with clipping (lossy decoders overshoot full scale).
+    '-f', 's16le',
     '-',
   ];
 }
@@ -105,7 +106,7 @@ type Outcome =
 function runFfmpeg(inputPath: string, options: FfmpegDecodeOptions): Promise<FfmpegDecoded> {
   return new Promise((resolve, reject) => {
     const maxOutputSamples = Math.ceil(((options.maxDurationMs + OVER_LIMIT_MARGIN_MS) * DECODED_SAMPLE_RATE_HZ) / 1000);
-    const maxOutputBytes = (maxOutputSamples + 1) * 4;
+    const maxOutputBytes = (maxOutputSamples + 1) * 2;
     const child = spawn(options.ffmpegPath, ffmpegArguments(inputPath, options), {
       stdio: ['ignore', 'pipe', 'pipe'],
       windowsHide: true,
@@ -135,7 +136,7 @@ function runFfmpeg(inputPath: string, options: FfmpegDecodeOptions): Promise<Ffm
       stdoutBytes += chunk.length;
       if (stdoutBytes > maxOutputBytes) {
         // -t should have stopped it; a misbehaving decoder is cut off here regardless.
-        const durationMs = (stdoutBytes / 4 / DECODED_SAMPLE_RATE_HZ) * 1000;
+        const durationMs = (stdoutBytes / 2 / DECODED_SAMPLE_RATE_HZ) * 1000;
         kill(errors.audioTooLong({ durationMs, maxAudioDurationMs: options.maxDurationMs }));
         return;
       }
@@ -166,11 +167,11 @@ function runFfmpeg(inputPath: string, options: FfmpegDecodeOptions): Promise<Ffm
             : `exited with code ${outcome.exitCode}`;
         throw errors.invalidAudio({ reason: `ffmpeg ${how}: ${errorSummary(log)}`, cause: new Error(log) });
       }
-      if (stdoutBytes % 4 !== 0) {
+      if (stdoutBytes % 2 !== 0) {
         throw errors.invalidAudio({ reason: `ffmpeg produced ${stdoutBytes} bytes, not a whole number of samples` });
       }
       if (stdoutBytes === 0) throw errors.emptyAudio();
-      return { samples: toFloat32(stdout, stdoutBytes), ...sourceStream(log) };
+      return { samples: toPcm16(stdout, stdoutBytes), ...sourceStream(log) };
     };
 
     // 'close' comes after the exit and after stdout and stderr have been read to their end.
@@ -183,20 +184,14 @@ function runFfmpeg(inputPath: string, options: FfmpegDecodeOptions): Promise<Ffm
   });
 }
 
-function toFloat32(chunks: readonly Buffer[], totalBytes: number): Float32Array {
-  // Copy into a fresh buffer: chunk offsets need not be 4-byte aligned.
-  const bytes = new Uint8Array(totalBytes);
+function toPcm16(chunks: readonly Buffer[], totalBytes: number): Int16Array {
+  // One fresh, aligned buffer: chunk offsets need not be 2-byte aligned.
+  const samples = new Int16Array(totalBytes / 2);
+  const bytes = new Uint8Array(samples.buffer);
   let at = 0;
   for (const chunk of chunks) {
     bytes.set(chunk, at);
     at += chunk.length;
-  }
-  const view = new DataView(bytes.buffer);
-  const samples = new Float32Array(totalBytes / 4);
-  for (let i = 0; i < samples.length; i += 1) {
-    const value = view.getFloat32(i * 4, true);
-    // Lossy decoders overshoot full scale; NaN fails both comparisons and becomes 0.
-    samples[i] = value >= -1 ? (value <= 1 ? value : 1) : value < -1 ? -1 : 0;
   }
   return samples;
 }

@@ -1,5 +1,5 @@
 /**
- * Audio input for the gateway: recognise an upload by content, decode it to 16 kHz mono float32,
+ * Audio input for the gateway: recognise an upload by content, decode it to 16 kHz mono 16-bit PCM,
  * enforce the duration limit. WAV is parsed in process; other formats go through ffmpeg.
  */
 export { AUDIO_FORMATS, DECODED_SAMPLE_RATE_HZ, type AudioFormat } from './audio-format.js';

@@ -69,7 +69,7 @@ async function setup(
       (async (bytes) => {
         decoded.push(bytes);
         clock.advance(40);
-        const samples = new Float32Array(bytes.length);
+        const samples = new Int16Array(bytes.length);
         return { samples, sampleRateHz: 16000, durationMs: (samples.length / 16000) * 1000, format: 'wav', sourceSampleRateHz: 16000, sourceChannels: 1 };
       }),
   };

@@ -86,7 +86,7 @@ class ParakeetModel(nn.Module):
             self.greedy.run_steps(state, steps)
 
     def transcribe_ids(self, audios: Sequence[np.ndarray], chunk_steps: int = 8) -> List[DecodedItem]:
-        """Eager end to end on one padded batch: audio arrays -> token ids, frames, durations."""
+        """Eager end to end on one padded batch: clips (see :func:`pad_audio`) -> token ids, frames, durations."""
         audio, lengths = pad_audio(audios, device=self.device)
         with torch.inference_mode():
             enc_proj, enc_len = self.encode_projected(audio, lengths)
@@ -123,21 +123,59 @@ class ParakeetModel(nn.Module):
         self.encoder.pos_enc.clear_cache()
 
 
+#: The float value of one 16-bit PCM step: the wire's int16 samples are read as int16 / 32768.
+#: A power of two, so int16 -> float32 conversion is exact wherever it runs (host or device).
+PCM16_SCALE = 1.0 / 32768
+
+
+def pcm16_from_float(audio: np.ndarray) -> np.ndarray:
+    """Float audio in [-1, 1] as int16 PCM (rounded, clipped): how tools and tests build wire-format clips.
+
+    ``pcm16_from_float(pcm * PCM16_SCALE)`` gives ``pcm`` back exactly.
+    """
+    scaled = np.rint(np.asarray(audio, dtype=np.float32) * np.float32(32768.0))
+    return np.clip(scaled, -32768, 32767).astype(np.int16)
+
+
+def is_pcm16_batch(audios: Sequence[np.ndarray]) -> bool:
+    """True for int16 clips, False for floating-point clips; a batch that mixes the two is refused.
+
+    int16 (the wire format) is the fast path: it crosses to the device at 2 bytes per sample and is
+    scaled there. Float clips (float32 references in tests and tools) are copied as float32.
+    """
+    pcm = [a.dtype == np.int16 for a in audios]
+    if any(pcm) and not all(pcm):
+        raise ValueError("Expected clips of one sample type, int16 or float: got a mix")
+    for a in audios:
+        if a.dtype != np.int16 and not np.issubdtype(a.dtype, np.floating):
+            raise ValueError(f"Expected int16 or float clips: got {a.dtype}")
+    return bool(pcm) and all(pcm)
+
+
 def pad_audio(
     audios: Sequence[np.ndarray], device: torch.device, length: Optional[int] = None, batch_size: Optional[int] = None
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Stack float32 clips into [batch_size, length] zero-padded (defaults: the clips' count and max length)."""
+    """Stack clips into float32 [batch_size, length] on ``device``, zero-padded (defaults: the clips' count and
+    max length), with their lengths [batch_size] int64.
+
+    Clips are all int16 PCM (float value = int16 / 32768) or all float (see :func:`is_pcm16_batch`). int16
+    clips are stacked and copied as int16 and converted to float32 on the device.
+    """
+    is_pcm = is_pcm16_batch(audios)
     n = batch_size if batch_size is not None else len(audios)
     longest = max((int(a.shape[0]) for a in audios), default=0)
     width = length if length is not None else max(longest, 1)
     if longest > width or len(audios) > n:
         raise ValueError(f"Expected at most {n} clips of at most {width} samples: got {len(audios)} up to {longest}")
-    host = np.zeros((n, width), dtype=np.float32)
+    host = np.zeros((n, width), dtype=np.int16 if is_pcm else np.float32)
     lengths = np.zeros((n,), dtype=np.int64)
     for i, clip in enumerate(audios):
         host[i, : clip.shape[0]] = clip
         lengths[i] = clip.shape[0]
-    return torch.from_numpy(host).to(device), torch.from_numpy(lengths).to(device)
+    audio = torch.from_numpy(host).to(device)
+    if is_pcm:
+        audio = audio.to(torch.float32).mul_(PCM16_SCALE)
+    return audio, torch.from_numpy(lengths).to(device)
 
 
 def build_model(config: ParakeetConfig, seed: Optional[int] = 0) -> ParakeetModel:

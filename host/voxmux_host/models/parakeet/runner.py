@@ -13,6 +13,11 @@ size that holds it (padding rows have length 0 and never decode). Everything els
 the same code. All graphs share one memory pool: they run one at a time on the instance's stream and
 exchange data only through tensors allocated outside the graphs (the static inputs and the decode
 state), so no graph's temporaries can overlap another graph's live data.
+
+Clips are int16 PCM, the wire format (float value = int16 / 32768), or float (reference input for tests
+and tools); one batch holds one kind. int16 clips cross to the device as int16 (half the bytes of
+float32) through an int16 pinned staging buffer, and are converted to float32 on the device, outside the
+graphs, into the float32 tensor that the encoder graphs read.
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ import torch
 
 from .config import ParakeetConfig, encoder_frames, feature_tensor_frames
 from .decoder import DecodedItem, DecodeState, TDTGreedyDecoder, collect_results
-from .model import ParakeetModel, pad_audio
+from .model import PCM16_SCALE, ParakeetModel, is_pcm16_batch, pad_audio
 
 #: Encoder lengths of graph buckets are rounded up to a multiple of this, which keeps attention's
 #: [T, T] tiles aligned for the fused kernels (a 45 s bucket becomes 45.36 s, 568 frames).
@@ -67,9 +72,10 @@ class RunnerCounters:
 class _Statics:
     """Inputs of the graphs of one batch size (allocated before capture, reused by every replay)."""
 
-    audio: torch.Tensor  # [B, max_samples] float32, device
+    audio: torch.Tensor  # [B, max_samples] float32, device: the encoder graphs' input
     lengths: torch.Tensor  # [B] int64, device
-    audio_host: torch.Tensor  # pinned mirror of `audio`
+    pcm: torch.Tensor  # [B, max_samples] int16, device: int16 clips land here, then are scaled into `audio`
+    pcm_host: torch.Tensor  # [B, max_samples] int16, pinned: staging for `pcm`
     lengths_host: torch.Tensor  # pinned mirror of `lengths`
     state: DecodeState
     flags_host: torch.Tensor  # [2] bool, pinned: any_active of the last two decode chunks
@@ -113,7 +119,7 @@ class ParakeetRunner:
     def warmup(self) -> int:
         """Run every shape once; with CUDA graphs on, capture them. Returns the number of graphs."""
         if not (self.is_cuda and self.options.use_graphs):
-            clips = [np.zeros(self.config.sample_rate_hz, dtype=np.float32)]
+            clips = [np.zeros(self.config.sample_rate_hz, dtype=np.int16)]
             self.run(clips, count=False)
             return 0
         assert self.stream is not None
@@ -140,11 +146,11 @@ class ParakeetRunner:
     def _allocate_statics(self, batch_size: int) -> _Statics:
         max_samples = self.buckets[-1]
         max_frames = encoder_frames(feature_tensor_frames(max_samples, self.config), self.config)
-        audio_host = torch.zeros(batch_size, max_samples, dtype=torch.float32).pin_memory()
         return _Statics(
             audio=torch.zeros(batch_size, max_samples, dtype=torch.float32, device=self.device),
             lengths=torch.zeros(batch_size, dtype=torch.int64, device=self.device),
-            audio_host=audio_host,
+            pcm=torch.zeros(batch_size, max_samples, dtype=torch.int16, device=self.device),
+            pcm_host=torch.zeros(batch_size, max_samples, dtype=torch.int16).pin_memory(),
             lengths_host=torch.zeros(batch_size, dtype=torch.int64).pin_memory(),
             state=self.model.new_decode_state(batch_size, max_frames),
             flags_host=torch.zeros(2, dtype=torch.bool).pin_memory(),
@@ -203,7 +209,11 @@ class ParakeetRunner:
         return groups
 
     def run(self, audios: Sequence[np.ndarray], count: bool = True) -> List[DecodedItem]:
-        """Token ids, frames and durations for each clip (float32 [samples], 16 kHz), in input order."""
+        """Token ids, frames and durations for each clip ([samples], 16 kHz), in input order.
+
+        Clips are all int16 PCM or all float (module docstring); a mix raises ValueError.
+        """
+        is_pcm16_batch(audios)
         self.is_busy = True
         try:
             return self._run(audios, count)
@@ -297,15 +307,7 @@ class ParakeetRunner:
         assert statics.decode_graph is not None and self.stream is not None
         with torch.inference_mode(), torch.cuda.stream(self.stream):
             marks = self._marks()
-            host = statics.audio_host.numpy()
-            lengths = statics.lengths_host.numpy()
-            lengths[:] = 0
-            for row, clip in enumerate(clips):
-                n = clip.shape[0]
-                host[row, :n] = clip
-                lengths[row] = n
-                statics.audio[row, :n].copy_(statics.audio_host[row, :n], non_blocking=True)
-            statics.lengths.copy_(statics.lengths_host, non_blocking=True)
+            self._stage_audio(statics, clips, bucket)
             statics.encoder_graphs[bucket].replay()
             self._mark(marks, 1)
 
@@ -331,6 +333,32 @@ class ParakeetRunner:
             results = collect_results(state, len(clips))
             self._record(marks)
             return results
+
+    def _stage_audio(self, statics: _Statics, clips: Sequence[np.ndarray], bucket: int) -> None:
+        """Copy clips and lengths into the graphs' static inputs, on the instance's stream.
+
+        The pinned buffers are rewritten only after the previous replay was waited for (``_run_graph``
+        returns after its last event), so no copy still in flight reads them. Samples past a clip's length
+        keep stale values: the front end zeroes everything at or beyond ``lengths``.
+        """
+        lengths = statics.lengths_host.numpy()
+        lengths[:] = 0
+        if is_pcm16_batch(clips):
+            host = statics.pcm_host.numpy()
+            for row, clip in enumerate(clips):
+                n = clip.shape[0]
+                host[row, :n] = clip
+                lengths[row] = n
+                statics.pcm[row, :n].copy_(statics.pcm_host[row, :n], non_blocking=True)
+            # One kernel over the bucket, exact (see PCM16_SCALE); writes into the graphs' own input tensor.
+            torch.mul(statics.pcm[:, :bucket], PCM16_SCALE, out=statics.audio[:, :bucket])
+        else:
+            for row, clip in enumerate(clips):
+                n = clip.shape[0]
+                lengths[row] = n
+                # Float clips are reference input, not the serving path: a pageable, synchronous copy.
+                statics.audio[row, :n].copy_(torch.tensor(clip, dtype=torch.float32))
+        statics.lengths.copy_(statics.lengths_host, non_blocking=True)
 
     def close(self) -> None:
         self._statics.clear()

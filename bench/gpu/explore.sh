@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One GPU session's exploration run: the opt-in GPU tests, the model alone (plain and compiled decode
+# step), then run-asr.sh on the given server configurations. Each part has its own time limit so
+# one slow part cannot take the others' results with it. Everything lands in OUT_DIR.
+# Usage: bash bench/gpu/explore.sh OUT_DIR [CONFIG ...]   (env: EXPLORE_SKIP=tests,micro to skip parts)
+set -uo pipefail
+out=${1:?usage: explore.sh OUT_DIR [CONFIG ...]}; shift
+root=$(cd "$(dirname "$0")/../.." && pwd)
+skip=${EXPLORE_SKIP:-}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+git -C "$root" rev-parse HEAD > "$out/commit.txt" 2>/dev/null || true
+if [[ $skip != *tests* ]]; then
+  echo "== GPU tests"
+  GPU_TEST_PYTHON=python3 timeout 180 bash "$root/scripts/test-gpu.sh" 2>&1 | tail -15 | tee "$out/gpu-tests.txt"
+fi
+if [[ $skip != *micro* ]]; then
+  for variant in plain compiled; do
+    flag=""; [ "$variant" = compiled ] && flag="--compile-decode-step"
+    echo "== model alone ($variant)"
+    timeout 150 python3 "$root/host/bench_parakeet.py" --device cuda --config full --modes graph \
+      --batch-sizes "${EXPLORE_MICRO_BATCHES:-1,16,32}" --iterations 5 $flag --out "$out/micro-$variant.json" 2>&1 \
+      | tail -12 | tee "$out/micro-$variant.txt"
+  done
+fi
+if [ $# -gt 0 ]; then
+  echo "== server"
+  bash "$root/bench/gpu/run-asr.sh" "$out/asr" "$@"
+fi
