@@ -70,6 +70,8 @@ def run_mode(args: argparse.Namespace, mode: str, clips: List[np.ndarray]) -> Di
         options["attention"] = args.attention
     if args.compile_decode_step:
         options["compileDecodeStep"] = True
+    if args.no_cudnn_benchmark:
+        options["cudnnBenchmark"] = False
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
@@ -167,6 +169,53 @@ def print_table(report: Dict[str, Any]) -> None:
         )
 
 
+def profile_eager_batch(args: argparse.Namespace, clips: List[np.ndarray], path: Path) -> Dict[str, Any]:
+    """One eager batch under torch.profiler: GPU time per operator (a CUDA graph replays the same kernels,
+    without the launch gaps), written as a table to ``path``; returns the top operators."""
+    from torch.profiler import ProfilerActivity, profile
+
+    options: Dict[str, Any] = {
+        "config": args.config,
+        "device": args.device,
+        "seed": args.seed,
+        "cudaGraphs": False,
+        "batchSizes": [args.profile_batch],
+        "lengthBucketsMs": [int(math.ceil(args.clip_seconds * 1000))],
+    }
+    if args.dtype:
+        options["dtype"] = args.dtype
+    if args.attention:
+        options["attention"] = args.attention
+    adapter = ParakeetAdapter()
+    adapter.load(LoadContext("profile", "parakeet", options))
+    adapter.warmup()
+    batch = [RequestInput(f"p{i}", clips[i % len(clips)]) for i in range(args.profile_batch)]
+    adapter.run_batch(batch)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=activities) as prof:
+        adapter.run_batch(batch)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    averages = prof.key_averages()
+    sample = averages[0] if len(averages) else None
+    key = "self_device_time_total" if sample is not None and hasattr(sample, "self_device_time_total") else "self_cuda_time_total"
+    table = averages.table(sort_by=key, row_limit=45)
+    path.write_text(f"one eager batch of {args.profile_batch} x {args.clip_seconds} s clips\n{table}\n")
+    rows = sorted(averages, key=lambda e: getattr(e, key), reverse=True)
+    total_us = sum(getattr(e, key) for e in averages)
+    adapter.close()
+    return {
+        "batchSize": args.profile_batch,
+        "gpuMsTotal": round(total_us / 1000, 2),
+        "top": [
+            {"op": e.key, "gpuMs": round(getattr(e, key) / 1000, 2), "calls": e.count}
+            for e in rows[:25]
+            if getattr(e, key) > 0
+        ],
+        "table": path.name,
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu")
@@ -181,9 +230,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup-iterations", type=int, default=2)
     parser.add_argument("--chunk-steps", type=int, default=8)
     parser.add_argument("--compile-decode-step", action="store_true", help="torch.compile the decode step")
+    parser.add_argument("--no-cudnn-benchmark", action="store_true", help="keep cuDNN's heuristic algorithms")
     parser.add_argument("--distinct-clips", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="bench-parakeet.json", help="where to write the JSON report")
+    parser.add_argument(
+        "--profile-batch",
+        type=int,
+        default=0,
+        help="also profile one eager batch of this size with torch.profiler (CUDA): writes OUT.profile.txt",
+    )
     args = parser.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if any(m not in ("eager", "graph") for m in modes):
@@ -209,6 +265,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     for mode in modes:
         report["modes"].append(run_mode(args, mode, clips))
+    if args.profile_batch > 0:
+        report["profile"] = profile_eager_batch(args, clips, Path(args.out).with_suffix(".profile.txt"))
     print_table(report)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     print(f"\nwrote {args.out}")

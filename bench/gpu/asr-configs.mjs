@@ -52,7 +52,8 @@ export const CONFIGS = {
   'c3-4x-b8-graphs-mps25': config({ instances: 4, maxBatchSize: 8, maxQueueDelayMs: 5, graphs: true, mpsPercent: 25 }),
   'c3f-4x-b16-graphs-mps': config({ instances: 4, maxBatchSize: 16, maxQueueDelayMs: 5, graphs: true, mpsPercent: 100 }),
   // the decode step compiled (torch.compile): fewer, fused kernels per step
-  'c4-2x-b32-graphs-mps-compiled': config({ instances: 2, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, mpsPercent: 100, compileDecodeStep: true }),
+  'c4-1x-b32-graphs-2inflight-compiled': config({ instances: 1, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, inFlight: 2, compileDecodeStep: true }),
+  'c5-2x-b32-graphs-2inflight-mps': config({ instances: 2, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, inFlight: 2, mpsPercent: 100 }),
 };
 
 if (outDir !== undefined) {

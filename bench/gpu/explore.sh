@@ -12,15 +12,21 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 git -C "$root" rev-parse HEAD > "$out/commit.txt" 2>/dev/null || true
 if [[ $skip != *tests* ]]; then
   echo "== GPU tests"
-  GPU_TEST_PYTHON=python3 timeout 180 bash "$root/scripts/test-gpu.sh" 2>&1 | tail -15 | tee "$out/gpu-tests.txt"
+  GPU_TEST_PYTHON=python3 timeout 240 bash "$root/scripts/test-gpu.sh" > "$out/gpu-tests.txt" 2>&1
+  grep -v DEBUG "$out/gpu-tests.txt" | tail -25
 fi
 if [[ $skip != *micro* ]]; then
-  for variant in plain compiled; do
-    flag=""; [ "$variant" = compiled ] && flag="--compile-decode-step"
+  # heuristic: cuDNN's default algorithms; plain: the defaults (cuDNN timed at warmup); compiled: plus the
+  # torch.compile'd decode step. The plain run also profiles one eager batch.
+  for variant in heuristic plain compiled; do
+    flags=()
+    [ "$variant" = heuristic ] && flags=(--no-cudnn-benchmark)
+    [ "$variant" = plain ] && flags=(--profile-batch "${EXPLORE_PROFILE_BATCH:-32}")
+    [ "$variant" = compiled ] && flags=(--compile-decode-step)
     echo "== model alone ($variant)"
-    timeout 150 python3 "$root/host/bench_parakeet.py" --device cuda --config full --modes graph \
-      --batch-sizes "${EXPLORE_MICRO_BATCHES:-1,16,32}" --iterations 5 $flag --out "$out/micro-$variant.json" 2>&1 \
-      | tail -12 | tee "$out/micro-$variant.txt"
+    timeout 240 python3 "$root/host/bench_parakeet.py" --device cuda --config full --modes graph \
+      --batch-sizes "${EXPLORE_MICRO_BATCHES:-1,16,32}" --iterations 5 "${flags[@]}" --out "$out/micro-$variant.json" 2>&1 \
+      | grep -v DEBUG | tail -12 | tee "$out/micro-$variant.txt"
   done
 fi
 if [ $# -gt 0 ]; then

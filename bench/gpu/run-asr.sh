@@ -39,7 +39,7 @@ for name in "${configs[@]}"; do
   get "http://127.0.0.1:$port/health/ready" > "$out/logs/$name.ready.json"
   if [ "$idle_requests" -gt 0 ]; then
     node "$root/.bundle/voxmux.mjs" bench transcribe --url "http://127.0.0.1:$port" --model parakeet \
-      --audio /tmp/voxmux-clip45.wav --concurrency 1 --max-requests "$idle_requests" --duration-s 120 --warmup-s 1 \
+      --audio /tmp/voxmux-clip45.wav --concurrency 1 --max-requests "$idle_requests" --duration-s 120 --warmup-s 0 \
       --timeout-s 120 --out "$out/runs-idle/$name" --label "$name idle" 2>&1 | grep -v '^step .* | ' | tail -4 | tee "$out/logs/$name.idle.txt"
   fi
   node "$root/.bundle/voxmux.mjs" bench transcribe --url "http://127.0.0.1:$port" --model parakeet \

@@ -161,8 +161,8 @@ def test_unknown_and_invalid_options_fail_the_load() -> None:
     for fragment in ("config", "batchSizes", "simulateHang"):
         assert fragment in info.value.message
     with pytest.raises(InstanceError) as info:
-        _load({"compileDecodeStep": "yes"})
-    assert "compileDecodeStep" in info.value.message
+        _load({"compileDecodeStep": "yes", "cudnnBenchmark": 1})
+    assert "compileDecodeStep" in info.value.message and "cudnnBenchmark" in info.value.message
 
 
 @pytest.mark.skipif(hasattr(torch, "compile"), reason="torch >= 2.0 can compile")

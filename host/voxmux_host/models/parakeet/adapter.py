@@ -14,6 +14,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``batchSizes`` | [1, 2, 4, 8, 16] | batch sizes captured; larger batches are split |
 | ``lengthBucketsMs`` | [5000, 15000, 30000, 45000, 60000] | length buckets captured; longer clips run eagerly |
 | ``decodeChunkSteps`` | 8 | decode steps per graph replay (one host check per chunk) |
+| ``cudnnBenchmark`` | true | let cuDNN time its convolution algorithms for each captured shape at warmup |
 | ``compileDecodeStep`` | false | ``torch.compile`` the decode step (torch >= 2.0 with Triton; compiles at warmup) |
 | ``attention`` | ``"auto"`` | ``"sdpa"`` (needs torch >= 2.0), ``"manual"`` or ``"auto"`` |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel (keep it below the host's probe timeout) |
@@ -63,6 +64,7 @@ DEFAULT_OPTIONS: Dict[str, Any] = {
     "lengthBucketsMs": [5000, 15000, 30000, 45000, 60000],
     "decodeChunkSteps": 8,
     "compileDecodeStep": False,
+    "cudnnBenchmark": True,
     "attention": "auto",
     "probeTimeoutMs": 1500,
     "simulateHang": False,
@@ -122,6 +124,8 @@ def _parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
         if not _is_int(options[key]) or options[key] < (0 if key == "seed" else 1):
             kind = "non-negative" if key == "seed" else "positive"
             problems.append(f"Expected {key} to be a {kind} integer: got {options[key]!r}")
+    if not isinstance(options["cudnnBenchmark"], bool):
+        problems.append(f"Expected cudnnBenchmark to be true or false: got {options['cudnnBenchmark']!r}")
     if not isinstance(options["compileDecodeStep"], bool):
         problems.append(f"Expected compileDecodeStep to be true or false: got {options['compileDecodeStep']!r}")
     elif options["compileDecodeStep"] and not hasattr(torch, "compile"):
@@ -223,6 +227,7 @@ class ParakeetAdapter:
                 bucket_durations_ms=tuple(int(b) for b in options["lengthBucketsMs"]),
                 use_graphs=bool(options["cudaGraphs"]) and device.type == "cuda",
                 chunk_steps=int(options["decodeChunkSteps"]),
+                cudnn_benchmark=bool(options["cudnnBenchmark"]),
             ),
         )
         if device.type == "cuda":

@@ -18,7 +18,7 @@ item's sequence of joint evaluations, and therefore its output, is the same.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -57,25 +57,45 @@ class RNNTDecoder(nn.Module):
     ) -> torch.Tensor:
         """One step on ``labels`` [B]; the state h, c [L, B, P] is replaced in place where ``update``
         [B, 1] is True (everywhere when None). Returns the new top-layer output [B, P] for every item."""
-        lstm = self.lstm
-        x = self.prediction["embed"].weight[labels]  # type: ignore[index]  # (a gather; F.embedding is slower)
-        for layer in range(lstm.num_layers):
-            h_l, c_l = torch.lstm_cell(
-                x,
-                (h[layer], c[layer]),
-                getattr(lstm, f"weight_ih_l{layer}"),
-                getattr(lstm, f"weight_hh_l{layer}"),
-                getattr(lstm, f"bias_ih_l{layer}"),
-                getattr(lstm, f"bias_hh_l{layer}"),
-            )
-            if update is None:
-                h[layer].copy_(h_l)
-                c[layer].copy_(c_l)
-            else:
-                torch.where(update, h_l.to(h.dtype), h[layer], out=h[layer])
-                torch.where(update, c_l.to(c.dtype), c[layer], out=c[layer])
-            x = h_l
-        return x
+        return prediction_step(self.prediction["embed"].weight, lstm_layer_weights(self.lstm), labels, h, c, update)  # type: ignore[index]
+
+
+LayerWeights = Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def lstm_layer_weights(lstm: nn.LSTM) -> List[LayerWeights]:
+    """(weight_ih, weight_hh, bias_ih, bias_hh) of each layer: the parameters themselves."""
+    return [
+        (
+            getattr(lstm, f"weight_ih_l{layer}"),
+            getattr(lstm, f"weight_hh_l{layer}"),
+            getattr(lstm, f"bias_ih_l{layer}"),
+            getattr(lstm, f"bias_hh_l{layer}"),
+        )
+        for layer in range(lstm.num_layers)
+    ]
+
+
+def prediction_step(
+    embed: torch.Tensor,
+    layers: Sequence[LayerWeights],
+    labels: torch.Tensor,
+    h: torch.Tensor,
+    c: torch.Tensor,
+    update: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """The prediction network on tensors alone (see ``RNNTDecoder.step_into``)."""
+    x = embed[labels]  # (a gather; F.embedding is slower)
+    for layer, (w_ih, w_hh, b_ih, b_hh) in enumerate(layers):
+        h_l, c_l = torch.lstm_cell(x, (h[layer], c[layer]), w_ih, w_hh, b_ih, b_hh)
+        if update is None:
+            h[layer].copy_(h_l)
+            c[layer].copy_(c_l)
+        else:
+            torch.where(update, h_l.to(h.dtype), h[layer], out=h[layer])
+            torch.where(update, c_l.to(c.dtype), c[layer], out=c[layer])
+        x = h_l
+    return x
 
 
 class RNNTJoint(nn.Module):
@@ -186,7 +206,10 @@ class TDTGreedyDecoder:
         self.joint = joint
         self.config = config
         self._durations: Optional[torch.Tensor] = None
-        self._durations_are_indices = list(config.durations) == list(range(len(config.durations)))
+        self.durations_are_indices = list(config.durations) == list(range(len(config.durations)))
+        self._params: Optional[StepParams] = None
+        self._params_device: Optional[torch.device] = None
+        self._step_fn: Callable[[DecodeState, StepParams], None] = decode_step
 
     def durations_on(self, device: torch.device) -> torch.Tensor:
         if self._durations is None or self._durations.device != device:
@@ -196,19 +219,21 @@ class TDTGreedyDecoder:
     def prepare(self, device: torch.device) -> None:
         """Allocate the constants used by ``step`` (call before any CUDA graph capture)."""
         self.durations_on(device)
+        self._params, self._params_device = StepParams.of(self, device), device
 
     def compile_step(self) -> None:
-        """Replace ``step`` by a ``torch.compile`` d version (torch >= 2.0 with a working Triton).
+        """Run ``step`` through ``torch.compile`` (torch >= 2.0 with a working Triton).
 
         The eager step launches about 45 small kernels; compiled, its elementwise work fuses into a few,
-        which matters most at small batch sizes where the decode is launch-bound. Each batch size
-        compiles once, on its first call: run every shape before capturing CUDA graphs (the runner's
-        warm-up does), so no compilation happens while a graph is being captured.
+        which matters most at small batch sizes where the decode is launch-bound. The compiled function is
+        module-free (:func:`decode_step` on tensors and integers). Each batch size compiles once, on its
+        first call: run every shape before capturing CUDA graphs (the runner's warm-up does), so no
+        compilation happens while a graph is being captured.
         """
         compile_fn = getattr(torch, "compile", None)
         if compile_fn is None:
             raise RuntimeError(f"Expected torch >= 2.0 for a compiled decode step: got torch {torch.__version__}")
-        self.step = compile_fn(self._step_eager, fullgraph=True, dynamic=False)  # type: ignore[method-assign]
+        self._step_fn = compile_fn(decode_step, dynamic=False)
 
     def init_state(self, state: DecodeState) -> None:
         """Reset the per-item counters; feed SOS (= blank) through the prediction network once."""
@@ -226,40 +251,10 @@ class TDTGreedyDecoder:
 
     def step(self, state: DecodeState) -> None:
         """One decode step for every item (see the module docstring); all updates are in place."""
-        self._step_eager(state)
-
-    def _step_eager(self, state: DecodeState) -> None:
-        cfg = self.config
-        vocab_with_blank = cfg.vocab_size + 1
-        active = state.t < state.enc_len
-        frame = torch.minimum(state.t, state.last_frame)
-        f = state.enc_proj[state.batch_index, frame]
-        logits = self.joint.joint_after_projection(f, state.g).float()
-        token = logits[:, :vocab_with_blank].argmax(dim=-1)
-        duration = logits[:, vocab_with_blank:].argmax(dim=-1)
-        if not self._durations_are_indices:
-            duration = self.durations_on(state.t.device)[duration]
-        is_blank = token == cfg.blank_id
-        duration = torch.where(is_blank, duration.clamp(min=1), duration)  # a blank always advances
-        emit = active & ~is_blank
-
-        # Written unconditionally at slot `count`; the slot only counts once `count` moves past it.
-        slot = state.count.clamp(max=state.max_tokens).view(-1, 1, 1).expand(-1, 1, 3)
-        state.emitted.scatter_(1, slot, torch.stack((token, state.t, duration), dim=-1).unsqueeze(1))
-
-        same_frame = emit & (state.last_t == state.t)
-        torch.where(emit, state.same_count * same_frame + 1, state.same_count, out=state.same_count)
-        torch.where(emit, state.t, state.last_t, out=state.last_t)
-        # After max_symbols emissions on one frame, a zero-duration token moves t on by one.
-        stuck = emit & (state.same_count >= cfg.max_symbols) & (duration == 0)
-        state.t.add_(duration * active + stuck)
-        state.count.add_(emit)  # never passes max_tokens: at most max_symbols tokens per frame
-        state.steps.add_(active)
-
-        emit_col = emit.unsqueeze(-1)
-        out = self.decoder.step_into(token, state.h, state.c, emit_col)
-        g = self.joint.project_prednet(out)
-        torch.where(emit_col, g.to(state.g.dtype), state.g, out=state.g)
+        device = state.t.device
+        if self._params is None or self._params_device != device:
+            self._params, self._params_device = StepParams.of(self, device), device
+        self._step_fn(state, self._params)
 
     def run_steps(self, state: DecodeState, steps: int) -> None:
         """``steps`` decode steps, then refresh ``any_active``."""
@@ -282,6 +277,93 @@ class TDTGreedyDecoder:
                 raise RuntimeError(f"Decoding did not finish within {limit} steps")
             self.run_steps(state, chunk_steps)
             done += chunk_steps
+
+
+JointFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+PredictFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class StepParams:
+    """What one decode step calls besides the state: the joint and the prediction network as plain
+    functions of tensors (for the project's modules, closures over their parameter tensors, so that a
+    compiled step traces no module), and the decode's constants."""
+
+    joint: JointFn  # (f [B, J], g [B, J]) -> logits [B, V + 1 + D]
+    predict: PredictFn  # (labels [B], h, c, update [B, 1]) -> projected output [B, J]; h, c updated in place
+    durations: Optional[torch.Tensor]  # None when the duration index is the duration
+    blank_id: int
+    vocab_with_blank: int
+    max_symbols: int
+
+    @staticmethod
+    def of(greedy: "TDTGreedyDecoder", device: torch.device) -> "StepParams":
+        decoder, joint = greedy.decoder, greedy.joint
+        if isinstance(decoder, RNNTDecoder) and isinstance(joint, RNNTJoint):
+            joint_fn, predict_fn = _module_free_functions(decoder, joint)
+        else:  # stand-ins with the same methods (tests)
+            joint_fn = joint.joint_after_projection
+
+            def predict_fn(labels: torch.Tensor, h: torch.Tensor, c: torch.Tensor, update: torch.Tensor) -> torch.Tensor:
+                return joint.project_prednet(decoder.step_into(labels, h, c, update))
+
+        return StepParams(
+            joint=joint_fn,
+            predict=predict_fn,
+            durations=None if greedy.durations_are_indices else greedy.durations_on(device),
+            blank_id=greedy.config.blank_id,
+            vocab_with_blank=greedy.config.vocab_size + 1,
+            max_symbols=greedy.config.max_symbols,
+        )
+
+
+def _module_free_functions(decoder: RNNTDecoder, joint: RNNTJoint) -> Tuple[JointFn, PredictFn]:
+    out_weight, out_bias = joint.output_layer.weight, joint.output_layer.bias
+    pred_weight, pred_bias = joint.pred.weight, joint.pred.bias
+    embed = decoder.prediction["embed"].weight  # type: ignore[index]
+    layers = lstm_layer_weights(decoder.lstm)
+
+    def joint_fn(f: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        return F.linear(torch.relu(f + g), out_weight, out_bias)
+
+    def predict_fn(labels: torch.Tensor, h: torch.Tensor, c: torch.Tensor, update: torch.Tensor) -> torch.Tensor:
+        return F.linear(prediction_step(embed, layers, labels, h, c, update), pred_weight, pred_bias)
+
+    return joint_fn, predict_fn
+
+
+def decode_step(state: DecodeState, p: StepParams) -> None:
+    """One greedy TDT step for every item of ``state``, in place (see the module docstring)."""
+    active = state.t < state.enc_len
+    frame = torch.minimum(state.t, state.last_frame)
+    f = state.enc_proj[state.batch_index, frame]
+    logits = p.joint(f, state.g).float()
+    token = logits[:, : p.vocab_with_blank].argmax(dim=-1)
+    duration = logits[:, p.vocab_with_blank :].argmax(dim=-1)
+    if p.durations is not None:
+        duration = p.durations[duration]
+    is_blank = token == p.blank_id
+    duration = torch.where(is_blank, duration.clamp(min=1), duration)  # a blank always advances
+    emit = active & ~is_blank
+
+    # Written unconditionally at slot `count`; the slot only counts once `count` moves past it.
+    max_tokens = state.emitted.shape[1] - 1
+    slot = state.count.clamp(max=max_tokens).view(-1, 1, 1).expand(-1, 1, 3)
+    state.emitted.scatter_(1, slot, torch.stack((token, state.t, duration), dim=-1).unsqueeze(1))
+
+    same_frame = emit & (state.last_t == state.t)
+    torch.where(emit, state.same_count * same_frame + 1, state.same_count, out=state.same_count)
+    torch.where(emit, state.t, state.last_t, out=state.last_t)
+    # After max_symbols emissions on one frame, a zero-duration token moves t on by one.
+    stuck = emit & (state.same_count >= p.max_symbols) & (duration == 0)
+    state.t.add_(duration * active + stuck)
+    state.count.add_(emit)  # never passes max_tokens: at most max_symbols tokens per frame
+    state.steps.add_(active)
+
+    # The prediction network consumes emitted tokens; items that emitted nothing keep their state.
+    emit_col = emit.unsqueeze(-1)
+    g = p.predict(token, state.h, state.c, emit_col)
+    torch.where(emit_col, g.to(state.g.dtype), state.g, out=state.g)
 
 
 def collect_results(state: DecodeState, batch_size: int) -> List[DecodedItem]:

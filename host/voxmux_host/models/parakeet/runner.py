@@ -56,6 +56,9 @@ class RunnerOptions:
     bucket_durations_ms: Tuple[int, ...] = (5000, 15000, 30000, 45000, 60000)
     use_graphs: bool = True
     chunk_steps: int = 8
+    #: Let cuDNN time its algorithms for each captured shape during warm-up (the graphs keep the fastest);
+    #: off again afterwards, so eager runs of new shapes are not slowed by timing runs.
+    cudnn_benchmark: bool = True
 
 
 @dataclass
@@ -128,6 +131,8 @@ class ParakeetRunner:
         pool = torch.cuda.graph_pool_handle()
         with self.launch_lock:
             self.is_capturing = True
+        was_benchmark = torch.backends.cudnn.benchmark
+        torch.backends.cudnn.benchmark = self.options.cudnn_benchmark
         try:
             with torch.inference_mode(), torch.cuda.stream(self.stream):
                 self.model.greedy.prepare(self.device)
@@ -140,6 +145,7 @@ class ParakeetRunner:
             torch.cuda.synchronize(self.device)
         finally:
             self.is_capturing = False
+            torch.backends.cudnn.benchmark = was_benchmark
         self.graph_pool_bytes = max(0, torch.cuda.memory_reserved(self.device) - before)
         return self.graphs_captured
 
