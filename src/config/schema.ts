@@ -106,6 +106,11 @@ export const ModelSchema = Type.Object(
       default: [],
     }),
     maxQueueDelayMs: Ms('Longest a request waits for a fuller batch, in milliseconds.', 5, 0),
+    dispatchWhenIdle: Type.Boolean({
+      description:
+        'Dispatch at once, without waiting maxQueueDelayMs, while an instance of this model has nothing running: batches then form only while every instance is busy (lowest latency at low load).',
+      default: false,
+    }),
     options: Type.Record(Type.String(), Type.Unknown(), { description: 'Adapter options passed to the model host.', default: {} }),
     command: Type.Array(Type.String({ minLength: 1 }), {
       description: 'Model-host command line (program, then arguments); empty means the bundled Python host with this adapter.',
@@ -144,6 +149,7 @@ export const DEFAULT_MODELS = {
     maxBatchSize: 4,
     preferredBatchSizes: [],
     maxQueueDelayMs: 5,
+    dispatchWhenIdle: false,
     options: {},
     command: [],
     exclusiveWarmup: false,

@@ -34,6 +34,13 @@ describe('decideBatch', () => {
     assert.deepEqual(decideBatch([], policy(), 0), { kind: 'idle' });
   });
 
+  it('dispatches at once while an instance idles when dispatchWhenIdle is set, and only then', () => {
+    const queue = [item('a', 100), item('b', 101)];
+    assert.deepEqual(ids(decideBatch(queue, policy({ dispatchWhenIdle: true }), 101, true)), ['a', 'b']);
+    assert.deepEqual(decideBatch(queue, policy({ dispatchWhenIdle: true }), 101, false), { kind: 'wait', untilMs: 110 });
+    assert.deepEqual(decideBatch(queue, policy(), 101, true), { kind: 'wait', untilMs: 110 });
+  });
+
   it('waits until the leader has waited maxQueueDelayMs, then dispatches the partial batch', () => {
     const queue = [item('a', 100), item('b', 103)];
     assert.deepEqual(decideBatch(queue, policy(), 100), { kind: 'wait', untilMs: 110 });

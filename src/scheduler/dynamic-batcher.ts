@@ -4,7 +4,8 @@
  * requests fill the batch in priority-then-age order.
  *
  * Dispatch when the batch reaches maxBatchSize or the largest preferred size it can reach, or when
- * its oldest request has waited maxQueueDelayMs; otherwise wait until then.
+ * its oldest request has waited maxQueueDelayMs, or (with dispatchWhenIdle) when an instance has
+ * nothing running; otherwise wait until the delay is over.
  */
 export interface QueuedItem {
   bucket: number;
@@ -17,6 +18,8 @@ export interface BatchPolicy {
   /** Sorted ascending. */
   preferredBatchSizes: readonly number[];
   maxQueueDelayMs: number;
+  /** Waiting for a fuller batch is pointless while an instance idles: dispatch at once then. */
+  dispatchWhenIdle?: boolean;
 }
 
 export type BatchDecision<T> =
@@ -24,8 +27,16 @@ export type BatchDecision<T> =
   | { kind: 'wait'; untilMs: number }
   | { kind: 'idle' };
 
-/** `queued` must be ordered by priority (0 first), then by arrival. */
-export function decideBatch<T extends QueuedItem>(queued: readonly T[], policy: BatchPolicy, nowMs: number): BatchDecision<T> {
+/**
+ * `queued` must be ordered by priority (0 first), then by arrival. `hasIdleInstance`: an instance
+ * of the model is ready and has no batch running.
+ */
+export function decideBatch<T extends QueuedItem>(
+  queued: readonly T[],
+  policy: BatchPolicy,
+  nowMs: number,
+  hasIdleInstance = false,
+): BatchDecision<T> {
   const leader = queued[0];
   if (leader === undefined) return { kind: 'idle' };
   const sameBucket: T[] = [];
@@ -39,7 +50,7 @@ export function decideBatch<T extends QueuedItem>(queued: readonly T[], policy: 
   let oldestMs = leader.enqueuedMs;
   for (const item of sameBucket) oldestMs = Math.min(oldestMs, item.enqueuedMs);
   const dueMs = oldestMs + policy.maxQueueDelayMs;
-  if (nowMs >= dueMs) return { kind: 'dispatch', items: sameBucket };
+  if (nowMs >= dueMs || (policy.dispatchWhenIdle === true && hasIdleInstance)) return { kind: 'dispatch', items: sameBucket };
   // A preferred size reached early is dispatched at once (Triton's preferred_batch_size).
   const largestPreferred = [...policy.preferredBatchSizes].reverse().find((s) => s <= sameBucket.length);
   if (largestPreferred !== undefined) {

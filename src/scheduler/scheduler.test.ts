@@ -45,6 +45,28 @@ describe('Scheduler', () => {
     assert.deepEqual(results.map((r) => r.text), ['samples=16000', 'samples=16000']);
   });
 
+  it('with dispatchWhenIdle, dispatches at once to an idle instance and batches while it is busy', async () => {
+    const { clock, executor, scheduler } = setup({
+      models: { m: { maxBatchSize: 4, preferredBatchSizes: [4], maxQueueDelayMs: 10, dispatchWhenIdle: true } },
+    });
+    void scheduler.submit('m', req(1), { timeoutMs: 10_000 });
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [1], 'no wait while the instance idles');
+    void scheduler.submit('m', req(1), { timeoutMs: 10_000 });
+    void scheduler.submit('m', req(1), { timeoutMs: 10_000 });
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [1], 'the instance is busy: the next batch forms');
+    executor.complete(0);
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [1, 2], 'idle again: what queued goes at once');
+    executor.complete(1);
+    await settle();
+    void scheduler.submit('m', req(1), { timeoutMs: 10_000 });
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [1, 2, 1]);
+    assert.equal(clock.nowMs(), 0, 'no timer was needed');
+  });
+
   it('dispatches a full batch at once without waiting', async () => {
     const { executor, scheduler } = setup();
     for (let i = 0; i < 4; i++) void scheduler.submit('m', req(1), { timeoutMs: 10_000 });

@@ -196,7 +196,8 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
       if (q.length === 0) return;
       const target = selectInstance(candidatesFor(model), options.maxRunningBatchesPerInstance);
       if (target === undefined) return; // woken again when an instance frees up or becomes ready
-      const decision = decideBatch(q, policy, clock.nowMs());
+      const idle = candidatesFor(model).filter((c) => c.runningBatches === 0).length;
+      const decision = decideBatch(q, policy, clock.nowMs(), idle > 0);
       if (decision.kind === 'idle') return;
       if (decision.kind === 'wait') {
         scheduleWake(model, decision.untilMs);
@@ -204,7 +205,6 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
       }
       // Spread before batching: a due batch is shared among idle instances, so requests never
       // wait in one instance's batch while another instance sits idle.
-      const idle = candidatesFor(model).filter((c) => c.runningBatches === 0).length;
       const share = Math.ceil(decision.items.length / Math.max(1, idle));
       let rest = decision.items;
       let next: RouteCandidate | undefined = target;
