@@ -70,6 +70,8 @@ def run_mode(args: argparse.Namespace, mode: str, clips: List[np.ndarray]) -> Di
         options["attention"] = args.attention
     if args.compile_decode_step:
         options["compileDecodeStep"] = True
+    if args.compile_encoder:
+        options["compileEncoder"] = True
     if args.no_cudnn_benchmark:
         options["cudnnBenchmark"] = False
     if device.type == "cuda":
@@ -230,6 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup-iterations", type=int, default=2)
     parser.add_argument("--chunk-steps", type=int, default=8)
     parser.add_argument("--compile-decode-step", action="store_true", help="torch.compile the decode step")
+    parser.add_argument("--compile-encoder", action="store_true", help="torch.compile the conformer layers")
     parser.add_argument("--no-cudnn-benchmark", action="store_true", help="keep cuDNN's heuristic algorithms")
     parser.add_argument("--distinct-clips", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)

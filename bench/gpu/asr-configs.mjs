@@ -6,7 +6,7 @@ import { join } from 'node:path';
 const [outDir, hostPath] = process.argv.slice(2);
 const BUCKETS_MS = [45_000];
 
-function config({ instances, maxBatchSize, maxQueueDelayMs, graphs, mpsPercent, inFlight = 1, compileDecodeStep = false, dispatchWhenIdle = false }) {
+function config({ instances, maxBatchSize, maxQueueDelayMs, graphs, mpsPercent, inFlight = 1, compileDecodeStep = false, compileEncoder = false, dispatchWhenIdle = false }) {
   const batchSizes = [1, 2, 4, 8, 16, 32, 64].filter((b) => b <= maxBatchSize);
   return {
     gateway: { maxBodyBytes: 8 * 1024 * 1024, requestTimeoutMs: 120_000 },
@@ -33,6 +33,7 @@ function config({ instances, maxBatchSize, maxQueueDelayMs, graphs, mpsPercent, 
           batchSizes: graphs ? batchSizes : [1],
           lengthBucketsMs: BUCKETS_MS,
           ...(compileDecodeStep ? { compileDecodeStep } : {}),
+          ...(compileEncoder ? { compileEncoder } : {}),
         },
       },
     },
@@ -56,6 +57,8 @@ export const CONFIGS = {
   'c4-1x-b32-graphs-2inflight-compiled': config({ instances: 1, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, inFlight: 2, compileDecodeStep: true }),
   // ... and no batching delay while the instance idles (batches form only while it is busy)
   'c6-1x-b32-graphs-2inflight-compiled-idle': config({ instances: 1, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, inFlight: 2, compileDecodeStep: true, dispatchWhenIdle: true }),
+  // ... and the conformer layers compiled too (fused casts, norms, activations and masks)
+  'c7-1x-b32-graphs-2inflight-compiled-all-idle': config({ instances: 1, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, inFlight: 2, compileDecodeStep: true, compileEncoder: true, dispatchWhenIdle: true }),
   'c5-2x-b32-graphs-2inflight-mps': config({ instances: 2, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, inFlight: 2, mpsPercent: 100 }),
 };
 

@@ -161,15 +161,17 @@ def test_unknown_and_invalid_options_fail_the_load() -> None:
     for fragment in ("config", "batchSizes", "simulateHang"):
         assert fragment in info.value.message
     with pytest.raises(InstanceError) as info:
-        _load({"compileDecodeStep": "yes", "cudnnBenchmark": 1})
-    assert "compileDecodeStep" in info.value.message and "cudnnBenchmark" in info.value.message
+        _load({"compileDecodeStep": "yes", "cudnnBenchmark": 1, "compileEncoder": None})
+    for key in ("compileDecodeStep", "cudnnBenchmark", "compileEncoder"):
+        assert key in info.value.message
 
 
 @pytest.mark.skipif(hasattr(torch, "compile"), reason="torch >= 2.0 can compile")
 def test_a_compiled_decode_step_needs_torch_2() -> None:
-    with pytest.raises(InstanceError) as info:
-        _load({"compileDecodeStep": True})
-    assert info.value.code == "load_failed" and "torch >= 2.0" in info.value.message
+    for key in ("compileDecodeStep", "compileEncoder"):
+        with pytest.raises(InstanceError) as info:
+            _load({key: True})
+        assert info.value.code == "load_failed" and key in info.value.message and "torch >= 2.0" in info.value.message
 
 
 def test_probe_and_simulated_hang() -> None:

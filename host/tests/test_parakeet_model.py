@@ -24,7 +24,7 @@ from voxmux_host.models.parakeet.config import (
     feature_tensor_frames,
 )
 from voxmux_host.models.parakeet.decoder import DecodeState, TDTGreedyDecoder, collect_results
-from voxmux_host.models.parakeet.encoder import MASK_SCORE, rel_shift
+from voxmux_host.models.parakeet.encoder import MASK_SCORE, RelPositionalEncoding, rel_shift
 from voxmux_host.models.parakeet.features import _hz_to_mel_slaney, slaney_mel_filterbank
 from voxmux_host.models.parakeet.model import (
     PCM16_SCALE,
@@ -258,6 +258,23 @@ def test_attention_matches_the_written_out_formula() -> None:
         fused = attn(x, table, pad)
     torch.testing.assert_close(unfused[0], expected[0], atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(fused[1, :7], expected[1, :7], atol=1e-5, rtol=1e-4)
+
+
+def test_moving_a_fused_attention_unfuses_it_and_keeps_its_results() -> None:
+    attn = build_model(TINY, seed=9).encoder.layers[0].self_attn
+    x = torch.randn(1, 6, TINY.d_model, dtype=torch.float64)
+    pad = torch.zeros(1, 6, dtype=torch.bool)
+    attn.fuse_qkv_()
+    assert attn._is_fused()  # noqa: SLF001
+    attn.to(torch.float64)  # the fused float32 tensor no longer backs the (now float64) parameters
+    assert not attn._is_fused()  # noqa: SLF001
+    with torch.inference_mode():
+        table = RelPositionalEncoding(TINY.d_model, None).table(6, x.device, x.dtype)
+        moved = attn(x, table, pad)
+        attn.fuse_qkv_()
+        refused = attn(x, table, pad)
+    assert moved.dtype == torch.float64
+    torch.testing.assert_close(moved, refused)
 
 
 def test_attention_ignores_padded_keys(model: ParakeetModel) -> None:

@@ -150,6 +150,20 @@ def test_compiled_decode_step_replays_the_same_tokens_as_the_eager_step() -> Non
     compiled.close()
 
 
+@pytest.mark.skipif(not hasattr(torch, "compile"), reason="needs torch >= 2.0")
+def test_compiled_encoder_replays_the_same_tokens_as_the_eager_encoder() -> None:
+    clips = _clips([2.5, 3.5, 1.2], seed=80)
+    requests = [RequestInput(f"r{i}", c) for i, c in enumerate(clips)]
+    plain = _load({"dtype": "fp32", "batchSizes": [1, 4], "lengthBucketsMs": [5000]})
+    compiled = _load({"dtype": "fp32", "batchSizes": [1, 4], "lengthBucketsMs": [5000], "compileEncoder": True})
+    plain.warmup()
+    compiled.warmup()
+    assert [o.text for o in plain.run_batch(requests)] == [o.text for o in compiled.run_batch(requests)]  # type: ignore[union-attr]
+    assert compiled.stats().graph_replays == 1
+    plain.close()
+    compiled.close()
+
+
 @pytest.mark.skipif(not HAS_SDPA, reason="needs torch >= 2.0")
 def test_sdpa_equals_manual_attention() -> None:
     model = build_model(TINY, seed=4)

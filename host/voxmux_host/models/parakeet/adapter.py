@@ -15,6 +15,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``lengthBucketsMs`` | [5000, 15000, 30000, 45000, 60000] | length buckets captured; longer clips run eagerly |
 | ``decodeChunkSteps`` | 8 | decode steps per graph replay (one host check per chunk) |
 | ``cudnnBenchmark`` | true | let cuDNN time its convolution algorithms for each captured shape at warmup |
+| ``compileEncoder`` | false | ``torch.compile`` the conformer layers (torch >= 2.0 with Triton; compiles at warmup) |
 | ``compileDecodeStep`` | false | ``torch.compile`` the decode step (torch >= 2.0 with Triton; compiles at warmup) |
 | ``attention`` | ``"auto"`` | ``"sdpa"`` (needs torch >= 2.0), ``"manual"`` or ``"auto"`` |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel (keep it below the host's probe timeout) |
@@ -64,6 +65,7 @@ DEFAULT_OPTIONS: Dict[str, Any] = {
     "lengthBucketsMs": [5000, 15000, 30000, 45000, 60000],
     "decodeChunkSteps": 8,
     "compileDecodeStep": False,
+    "compileEncoder": False,
     "cudnnBenchmark": True,
     "attention": "auto",
     "probeTimeoutMs": 1500,
@@ -126,10 +128,11 @@ def _parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
             problems.append(f"Expected {key} to be a {kind} integer: got {options[key]!r}")
     if not isinstance(options["cudnnBenchmark"], bool):
         problems.append(f"Expected cudnnBenchmark to be true or false: got {options['cudnnBenchmark']!r}")
-    if not isinstance(options["compileDecodeStep"], bool):
-        problems.append(f"Expected compileDecodeStep to be true or false: got {options['compileDecodeStep']!r}")
-    elif options["compileDecodeStep"] and not hasattr(torch, "compile"):
-        problems.append(f"compileDecodeStep needs torch >= 2.0: this is torch {torch.__version__}")
+    for key in ("compileDecodeStep", "compileEncoder"):
+        if not isinstance(options[key], bool):
+            problems.append(f"Expected {key} to be true or false: got {options[key]!r}")
+        elif options[key] and not hasattr(torch, "compile"):
+            problems.append(f"{key} needs torch >= 2.0: this is torch {torch.__version__}")
     if options["simulateHang"] not in (False, True, "hang", "fail"):
         problems.append(f"Expected simulateHang to be false, true, 'hang' or 'fail': got {options['simulateHang']!r}")
     if problems:
@@ -218,6 +221,8 @@ class ParakeetAdapter:
         model.prepare_for_inference_(device, dtype)
         if options["compileDecodeStep"]:
             model.greedy.compile_step()
+        if options["compileEncoder"]:
+            model.encoder.compile_layers()
         self._model, self._config, self._tokenizer = model, config, tokenizer
         self._runner = ParakeetRunner(
             model,

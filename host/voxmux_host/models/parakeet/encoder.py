@@ -13,7 +13,7 @@ valid frame.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -153,15 +153,23 @@ class RelPositionMultiHeadAttention(nn.Module):
         self.pos_bias_u = nn.Parameter(torch.zeros(self.n_heads, self.d_head, device=device))
         self.pos_bias_v = nn.Parameter(torch.zeros(self.n_heads, self.d_head, device=device))
         self.use_sdpa = HAS_SDPA
+        #: Set by fuse_qkv_, cleared whenever the module is moved or cast (see _apply).
         self._qkv_weight: Optional[torch.Tensor] = None
         self._qkv_bias: Optional[torch.Tensor] = None
+
+    def _apply(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        # Moving or casting gives the q, k and v parameters data of their own: the fused tensor no
+        # longer backs them, so forget it (fuse_qkv_ again afterwards).
+        self._qkv_weight = None
+        self._qkv_bias = None
+        return super()._apply(fn, *args, **kwargs)
 
     def fuse_qkv_(self) -> None:
         """Store q, k and v weights in one [3d, d] tensor, the three parameters becoming views of it.
 
         One GEMM then produces q, k and v. The parameters keep their names and shapes, so state dicts
         still load and save by NeMo's names; call this only after the module has reached its final device
-        and dtype (moving it again would break the sharing, which the next call repairs).
+        and dtype (moving or casting it again undoes the fusion, which the next call redoes).
         """
         with torch.no_grad():
             weight = torch.cat([self.linear_q.weight, self.linear_k.weight, self.linear_v.weight], dim=0)
@@ -178,12 +186,8 @@ class RelPositionMultiHeadAttention(nn.Module):
                 self._qkv_bias = bias
 
     def _is_fused(self) -> bool:
-        weight = self._qkv_weight
-        return (
-            weight is not None
-            and self.linear_q.weight.data_ptr() == weight.data_ptr()
-            and self.linear_q.weight.dtype == weight.dtype
-        )
+        # A plain attribute test (no data_ptr): torch.compile traces it without a graph break.
+        return self._qkv_weight is not None
 
     def _project_qkv(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q + pos_bias_u, k, v, each [B, T, d]. Fused, the bias u rides in the GEMM's bias epilogue."""
@@ -313,15 +317,34 @@ class ConformerEncoder(nn.Module):
         self.pre_encode = ConvSubsampling(config, device)
         self.pos_enc = RelPositionalEncoding(config.d_model, math.sqrt(config.d_model) if config.xscaling else None)
         self.layers = nn.ModuleList([ConformerLayer(config, device) for _ in range(config.n_layers)])
+        self._compiled_layers: Optional[Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]] = None
 
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """feats [B, n_mels, T] (NeMo layout), lengths [B] -> ([B, T_enc, d_model], lengths [B])."""
         x, lengths = self.pre_encode(feats.transpose(1, 2), lengths)
         x, pos_emb = self.pos_enc(x)
         pad = time_mask(lengths, x.shape[1])
+        layers_fn = self._compiled_layers or self._run_layers
+        return layers_fn(x, pos_emb, pad), lengths
+
+    def _run_layers(self, x: torch.Tensor, pos_emb: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
         for layer in self.layers:
             x = layer(x, pos_emb, pad)
-        return x, lengths
+        return x
+
+    def compile_layers(self) -> None:
+        """Run the conformer layers through ``torch.compile`` (torch >= 2.0 with a working Triton).
+
+        Under bf16 autocast the layers spend about half their GPU time in memory-bound work (casts
+        around LayerNorm, residual adds, activations, masks); compiled, it fuses into the neighbouring
+        kernels. The subsampling and the position table stay eager. Compilation happens on the first
+        call of each new shape (the first batch size, then once more with a dynamic batch size), so
+        run every shape before capturing CUDA graphs, as the runner's warm-up does.
+        """
+        compile_fn = getattr(torch, "compile", None)
+        if compile_fn is None:
+            raise RuntimeError(f"Expected torch >= 2.0 for compiled encoder layers: got torch {torch.__version__}")
+        self._compiled_layers = compile_fn(self._run_layers)
 
     def fuse_qkv_(self) -> None:
         for layer in self.layers:
