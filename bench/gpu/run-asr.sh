@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The ASR serving benchmark on one GPU machine: for each configuration in asr-configs.mjs, start
-# the whole server (Node gateway + scheduler + Python hosts), drive it over HTTP with 45 s WAV
-# clips at concurrency 1..256 with `voxmux bench`, stop it; then compare the runs side by side.
+# the whole server (Node gateway + scheduler + Python hosts), time single requests on the idle
+# server (ASR_BENCH_IDLE_REQUESTS one after another), drive it over HTTP with 45 s WAV clips at
+# concurrency 1..256 with `voxmux bench`, stop it; then compare the runs side by side.
 #
-# Needs: node on PATH (the GPU machine has none: carry it, see ../shared device notes), the
+# Needs: node on PATH (carry a Node 20 binary to a GPU machine that has none), the
 # bundle .bundle/voxmux.mjs (npm run bundle), python3 with torch + CUDA.
 # Usage: bash bench/gpu/run-asr.sh OUT_DIR [CONFIG ...]   (default: every configuration)
 set -uo pipefail

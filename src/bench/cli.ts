@@ -83,7 +83,7 @@ export const TRANSCRIBE_DEFAULTS = {
 /** Hard bounds, whatever the flags say: every run stops by itself. */
 const MAX_DURATION_S = 3600;
 const MAX_REPS = 100;
-// Node's fetch gives up on response headers after 300 s by itself: a longer timeout would not apply.
+// A request still unanswered after 5 minutes measures a hung server, not a latency.
 const MAX_TIMEOUT_S = 300;
 const MAX_REQUESTS_PER_STEP = 10_000_000;
 
