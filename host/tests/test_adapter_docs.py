@@ -1,0 +1,19 @@
+"""docs/adapters.md lists every option each adapter accepts."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from voxmux_host.models.parakeet.adapter import DEFAULT_OPTIONS
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "adapters.md"
+
+
+def _section_options(name: str) -> set[str]:
+    text = DOC.read_text(encoding="utf-8")
+    section = text.split(f"## `{name}`", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `([A-Za-z]+)` \|", section, flags=re.MULTILINE))
+
+
+def test_every_parakeet_option_is_documented_and_nothing_else() -> None:
+    assert _section_options("parakeet") == set(DEFAULT_OPTIONS)
