@@ -21,7 +21,8 @@ export interface Executor {
   availability(model: string): ModelAvailability;
   /**
    * Runs one batch on one instance. Resolves with one outcome per request, in order.
-   * @throws instance_crashed, instance_wedged when the whole batch is lost with its instance.
+   * @throws instance_crashed, instance_wedged when the whole batch is lost with its instance; a
+   *   wire error code when the instance refuses the whole batch with an Error frame.
    */
   runBatch(instanceId: string, batch: BatchInput): Promise<BatchItemOutcome[]>;
   /** Called whenever an instance becomes ready or leaves the ready set. */

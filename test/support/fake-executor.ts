@@ -6,6 +6,7 @@ import type {
   InstanceView,
   ModelAvailability,
 } from '../../src/scheduler/index.js';
+import { errors } from '../../src/core/error-catalog.js';
 import type { ServiceError } from '../../src/core/errors.js';
 
 interface SeenBatch {
@@ -20,6 +21,7 @@ export class FakeExecutor implements Executor {
   #ready: Map<string, string[]>;
   #availability = new Map<string, ModelAvailability>();
   #listeners = new Set<() => void>();
+  #crashed = new Set<string>();
 
   constructor(instancesByModel: Record<string, string[]>) {
     this.#ready = new Map(Object.entries(instancesByModel));
@@ -30,10 +32,15 @@ export class FakeExecutor implements Executor {
   }
 
   availability(model: string): ModelAvailability {
+    // A model the fake was never given has no instances at all: unavailable, not starting.
+    if (!this.#ready.has(model) && !this.#availability.has(model)) return 'unavailable';
     return this.#availability.get(model) ?? ((this.#ready.get(model)?.length ?? 0) > 0 ? 'ready' : 'starting');
   }
 
   runBatch(instanceId: string, batch: BatchInput): Promise<BatchItemOutcome[]> {
+    if (this.#crashed.has(instanceId)) {
+      return Promise.reject(errors.instanceCrashed({ instanceId, reason: 'the instance is gone' }));
+    }
     return new Promise((resolve, reject) => this.batches.push({ instanceId, batch, resolve, reject }));
   }
 
@@ -66,5 +73,20 @@ export class FakeExecutor implements Executor {
         result: { text: `samples=${r.audio.length}`, language: 'en', durationS: r.audio.length / 16000, segments: null, words: null },
       })),
     );
+  }
+
+  /**
+   * Ends an instance as a crash does: it leaves the ready set, its unfinished batches fail with
+   * instance_crashed, and so does every batch sent to it afterwards (unrecorded, as it never runs).
+   */
+  crash(instanceId: string): void {
+    this.#crashed.add(instanceId);
+    for (const [model, ids] of this.#ready) {
+      if (ids.includes(instanceId)) this.#ready.set(model, ids.filter((id) => id !== instanceId));
+    }
+    const error = errors.instanceCrashed({ instanceId, reason: 'the instance crashed' });
+    // Rejecting a batch that was already completed changes nothing: it stays completed.
+    for (const seen of this.batches) if (seen.instanceId === instanceId) seen.reject(error);
+    for (const l of this.#listeners) l();
   }
 }
