@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The whole suite: typecheck, TypeScript tests (unit, integration, e2e), then the Python host tests.
+# The whole suite: typecheck, lint, dependency rules, build, the Python host tests, then the TypeScript tests (unit, conformance, integration, e2e).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "== typecheck"
 npx tsc -p tsconfig.test.json
+echo "== lint"
+npx eslint .
 echo "== dependency rules"
 npx depcruise src --config .dependency-cruiser.cjs
 echo "== build"

@@ -92,9 +92,9 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
     let isReady = true;
     for (const [name, model] of Object.entries(config.models)) {
       const mine = instances.filter((i) => i.model === name);
-      const modelReady = model.instances === 0 || mine.some((i) => i.state === 'ready');
-      isReady &&= modelReady;
-      body[name] = { isReady: modelReady, instances: mine.map((i) => ({ ...i })) };
+      const isModelReady = model.instances === 0 || mine.some((i) => i.state === 'ready');
+      isReady &&= isModelReady;
+      body[name] = { isReady: isModelReady, instances: mine.map((i) => ({ ...i })) };
     }
     return { isReady, body: { models: body, gpus: gpuHealth(nodeGpus, instances), scheduler: scheduler.stats() } };
   };

@@ -77,6 +77,7 @@ function fromFrameworkError(err: Error & { code?: string; statusCode?: number },
     case 'FST_PROTO_VIOLATION':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return errors.invalidParameter({ param: 'body', expected: 'a well-formed multipart/form-data body', got: err.message });
+    case undefined:
     default:
       break;
   }

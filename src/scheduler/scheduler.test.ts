@@ -217,14 +217,14 @@ describe('Scheduler', () => {
     const p = scheduler.submit('m', req(1), { timeoutMs: 10_000 });
     clock.advance(10);
     await settle();
-    let closed = false;
-    const closing = scheduler.close().then(() => (closed = true));
+    let isClosed = false;
+    const closing = scheduler.close().then(() => (isClosed = true));
     await assert.rejects(scheduler.submit('m', req(1), { timeoutMs: 1000 }), { code: 'shutting_down' });
     await settle();
-    assert.equal(closed, false);
+    assert.equal(isClosed, false);
     executor.complete(0);
     await p;
     await closing;
-    assert.equal(closed, true);
+    assert.equal(isClosed, true);
   });
 });

@@ -129,11 +129,11 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
 
   function finish(entry: Entry, outcome: { result: TranscriptResult } | { error: ServiceError }): void {
     if (entry.state === 'done') return;
-    const wasQueued = entry.state === 'queued';
+    const isQueued = entry.state === 'queued';
     entry.state = 'done';
     entry.timer.cancel();
     entry.detach();
-    if (wasQueued) {
+    if (isQueued) {
       const q = queues.get(entry.model)!;
       const i = q.indexOf(entry);
       if (i !== -1) q.splice(i, 1);

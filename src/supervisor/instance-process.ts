@@ -245,8 +245,8 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
       this.#fail({ reason: 'failed_to_start', exitCode: null, signal: null, error: errors.instanceCrashed({ instanceId: this.instanceId, reason: err.message }) });
     });
     child.onExit((exitCode, signal) => {
-      const wasClosing = this.#state === 'draining' || this.#state === 'closed';
-      if (wasClosing && exitCode === 0) {
+      const isClosing = this.#state === 'draining' || this.#state === 'closed';
+      if (isClosing && exitCode === 0) {
         this.#finishEnd({ reason: 'closed', exitCode, signal, error: undefined }, 'closed');
         return;
       }

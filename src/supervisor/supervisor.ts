@@ -116,7 +116,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
   const listeners = new Set<() => void>();
   let isClosing = false;
   // The warmup gate: while held, no instance is offered for dispatch (see exclusiveWarmup).
-  let gateHeld = false;
+  let isGateHeld = false;
   let gateTail: Promise<void> = Promise.resolve();
   const hostPath = options.hostPath !== '' ? options.hostPath : BUNDLED_HOST_PATH;
   const loadLockPath = options.loadLockPath !== '' ? options.loadLockPath : join(tmpdir(), 'voxmux-load.lock');
@@ -250,14 +250,14 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     const previous = gateTail;
     gateTail = new Promise<void>((resolve) => (release = resolve));
     return previous.then(async () => {
-      gateHeld = true;
+      isGateHeld = true;
       notify();
       log.info({ instanceId }, 'warmup gate held');
       while (slots.some((s) => (s.current?.facts.runningBatches ?? 0) > 0)) {
         await new Promise<void>((resolve) => clock.setTimeout(resolve, 10));
       }
       return () => {
-        gateHeld = false;
+        isGateHeld = false;
         log.info({ instanceId }, 'warmup gate released');
         release();
         notify();
@@ -292,7 +292,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
 
     readyInstances(model) {
       const out: InstanceView[] = [];
-      if (gateHeld) return out;
+      if (isGateHeld) return out;
       for (const slot of slots) {
         if (slot.model === model && slot.current?.state === 'ready') out.push({ instanceId: slot.current.instanceId });
       }

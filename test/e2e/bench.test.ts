@@ -156,7 +156,7 @@ function within(actual: number, expected: number, tolerance: number): boolean {
 
 describe('voxmux bench against a local server with known capacity', () => {
   const N = 2;
-  const S_MS = 100;
+  const serviceMs = 100;
   let dir: string;
   let audioPath: string;
   let serverA: TestServer;
@@ -169,8 +169,8 @@ describe('voxmux bench against a local server with known capacity', () => {
     dir = await mkdtemp(join(tmpdir(), 'voxmux-bench-'));
     audioPath = join(dir, 'quarter-second.wav');
     await writeFile(audioPath, floatWav(noise(4000, 1)));
-    serverA = await startServer({ instances: N, serviceMs: S_MS });
-    serverB = await startServer({ instances: 2 * N, serviceMs: S_MS });
+    serverA = await startServer({ instances: N, serviceMs });
+    serverB = await startServer({ instances: 2 * N, serviceMs });
     outA = join(dir, 'run-a');
     outB = join(dir, 'run-b');
   });
@@ -209,7 +209,7 @@ describe('voxmux bench against a local server with known capacity', () => {
     assert.deepEqual(resultsA.steps.map((s) => s.concurrency), [1, 2, 4, 8]);
     for (const step of resultsA.steps) {
       const c = step.concurrency!;
-      const expectedRps = Math.min(c, N) / (S_MS / 1000);
+      const expectedRps = Math.min(c, N) / (serviceMs / 1000);
       assert.equal(step.errors, 0, JSON.stringify(step.errorsByCode));
       assert.ok(within(step.requestsPerSecond, expectedRps, 0.1), `c=${c}: ${step.requestsPerSecond} req/s, expected ${expectedRps}`);
       // Little's law on the client side: L = lambda x W.
@@ -230,7 +230,7 @@ describe('voxmux bench against a local server with known capacity', () => {
     const capacity = resultsA.capacity!;
     assert.equal(capacity.basis, 'slo');
     assert.equal(capacity.level, N);
-    assert.ok(within(capacity.requestsPerSecond!, N / (S_MS / 1000), 0.1));
+    assert.ok(within(capacity.requestsPerSecond!, N / (serviceMs / 1000), 0.1));
     assert.deepEqual(resultsA.steps.map((s) => s.meetsSlo), [true, true, false, false], JSON.stringify(resultsA.steps.map((s) => s.latencyMs)));
     const usdPerSecond = 3.6 / 3600;
     assert.ok(within(capacity.cost!.perRequestUsd!, usdPerSecond / capacity.requestsPerSecond!, 0.001));
@@ -319,14 +319,14 @@ describe('voxmux bench against a local server with known capacity', () => {
     const step = results.steps[0]!;
     assert.equal(results.workload.isStreaming, true);
     assert.ok(step.ttfbMs !== undefined && step.ttfbMs.count === step.ok);
-    assert.ok(step.ttfbMs.p50 >= S_MS * 0.4 && step.ttfbMs.p50 < S_MS * 0.9, `ttfb p50 ${step.ttfbMs.p50}`);
-    assert.ok(step.latencyMs!.p50 >= S_MS, `latency p50 ${step.latencyMs!.p50}`);
+    assert.ok(step.ttfbMs.p50 >= serviceMs * 0.4 && step.ttfbMs.p50 < serviceMs * 0.9, `ttfb p50 ${step.ttfbMs.p50}`);
+    assert.ok(step.latencyMs!.p50 >= serviceMs, `latency p50 ${step.latencyMs!.p50}`);
   });
 
   it('open loop above capacity holds throughput at N/S while latency collapses', async () => {
     const { io, err } = capture();
     const out = join(dir, 'open');
-    const capacityRps = N / (S_MS / 1000);
+    const capacityRps = N / (serviceMs / 1000);
     const code = await runBenchCli(
       ['transcribe', '--url', serverA.url, '--model', MODEL, '--audio', audioPath, '--rate', '5,40', '--duration-s', '1.5', '--warmup-s', '0.2', '--max-outstanding', '20', '--seed', '5', '--out', out, '--gpu', 'off'],
       io,
@@ -366,7 +366,7 @@ describe('voxmux bench against a local server with known capacity', () => {
     assert.ok(rep.late.errorsByCode.interrupted! > 0, JSON.stringify(rep.late));
     assert.equal(rep.errors, 0, 'interrupted requests are not counted as server errors');
     assert.ok(rep.windowMs >= 400 && rep.windowMs < 1000, `window ${rep.windowMs}`);
-    assert.ok(within(rep.requestsPerSecond, N / (S_MS / 1000), 0.25), `${rep.requestsPerSecond} req/s`);
+    assert.ok(within(rep.requestsPerSecond, N / (serviceMs / 1000), 0.25), `${rep.requestsPerSecond} req/s`);
   });
 });
 

@@ -172,7 +172,7 @@ describe('parseWav', () => {
       ['odd block align', (v) => v.setUint16(WAV_FIELD_OFFSETS.blockAlign, 3, true), 'block align of 2 bytes'],
       ['fmt size 0', (v) => v.setUint32(WAV_FIELD_OFFSETS.fmtSize, 0, true), 'fmt chunk is 0 bytes'],
     ];
-    for (const [name, edit, message] of cases) rejectsWith('invalid_audio', () => parseWav(patch(bytes, edit)), message);
+    for (const [, edit, message] of cases) rejectsWith('invalid_audio', () => parseWav(patch(bytes, edit)), message);
   });
 });
 

@@ -122,10 +122,10 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
     const decodeStartMs = deps.clock.nowMs();
     const audio = await deps.decoder.decode(form.file, abort.signal);
     deps.metrics.gatewayDecodeDuration.observe({ format: audio.format }, (deps.clock.nowMs() - decodeStartMs) / 1000);
-    const includeWords = fields.timestamp_granularities.includes('word');
+    const shouldIncludeWords = fields.timestamp_granularities.includes('word');
     const result = await deps.transcribe(
       model,
-      { audio: audio.samples, language: fields.language ?? null, prompt: fields.prompt ?? null, wordTimestamps: includeWords },
+      { audio: audio.samples, language: fields.language ?? null, prompt: fields.prompt ?? null, wordTimestamps: shouldIncludeWords },
       {
         // The deadline counts from the call's arrival: upload and decoding time are part of it.
         timeoutMs: Math.max(1, options.requestTimeoutMs - (deps.clock.nowMs() - arrivedMs)),
@@ -143,8 +143,8 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
       return reply;
     }
     const rendered = renderTranscript(result, fields.response_format, {
-      includeWords,
-      includeSegments: fields.timestamp_granularities.includes('segment') || !includeWords,
+      includeWords: shouldIncludeWords,
+      includeSegments: fields.timestamp_granularities.includes('segment') || !shouldIncludeWords,
     });
     return reply.type(rendered.contentType).send(rendered.body);
   });
