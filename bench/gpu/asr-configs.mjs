@@ -59,6 +59,8 @@ export const CONFIGS = {
   'c6-1x-b32-graphs-2inflight-compiled-idle': config({ instances: 1, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, inFlight: 2, compileDecodeStep: true, dispatchWhenIdle: true }),
   // ... and the conformer layers compiled too (fused casts, norms, activations and masks)
   'c7-1x-b32-graphs-2inflight-compiled-all-idle': config({ instances: 1, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, inFlight: 2, compileDecodeStep: true, compileEncoder: true, dispatchWhenIdle: true }),
+  // ... with batches of up to 64: the decode loop's steps are shared by twice as many clips
+  'c9-1x-b64-graphs-2inflight-compiled-all-idle': config({ instances: 1, maxBatchSize: 64, maxQueueDelayMs: 5, graphs: true, inFlight: 2, compileDecodeStep: true, compileEncoder: true, dispatchWhenIdle: true }),
   // ... on two instances under MPS: one instance's host work overlaps the other's GPU work
   'c8-2x-b32-graphs-2inflight-compiled-all-idle-mps': config({ instances: 2, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, inFlight: 2, compileDecodeStep: true, compileEncoder: true, dispatchWhenIdle: true, mpsPercent: 100 }),
   'c5-2x-b32-graphs-2inflight-mps': config({ instances: 2, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, inFlight: 2, mpsPercent: 100 }),
