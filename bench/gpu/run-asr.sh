@@ -7,6 +7,7 @@
 # Needs: node on PATH (carry a Node 20 binary to a GPU machine that has none), the
 # bundle .bundle/voxmux.mjs (npm run bundle), python3 with torch + CUDA.
 # Usage: bash bench/gpu/run-asr.sh OUT_DIR [CONFIG ...]   (default: every configuration)
+# ASR_BENCH_HOST_PATH: another model host tree (default host/), e.g. a baseline commit's, for a side-by-side run.
 set -uo pipefail
 out=${1:?usage: run-asr.sh OUT_DIR [CONFIG ...]}; shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -19,7 +20,7 @@ mkdir -p "$out/configs" "$out/runs" "$out/runs-idle" "$out/logs"
 export VOXMUX_SUPERVISOR_PYTHON_PATH=${VOXMUX_SUPERVISOR_PYTHON_PATH:-$(command -v python3)}
 # GET a URL; fails unless 2xx (the GPU machine may have no curl).
 get() { node -e 'fetch(process.argv[1]).then(async (r) => { process.stdout.write(await r.text()); process.exit(r.ok ? 0 : 1); }, () => process.exit(1))' "$1"; }
-node "$root/bench/gpu/asr-configs.mjs" "$out/configs" "$root/host"
+node "$root/bench/gpu/asr-configs.mjs" "$out/configs" "${ASR_BENCH_HOST_PATH:-$root/host}"
 python3 "$root/bench/gpu/make-clip.py" /tmp/voxmux-clip45.wav 45
 configs=("$@")
 [ ${#configs[@]} -eq 0 ] && configs=($(cd "$out/configs" && ls *.json | sed 's/\.json$//'))

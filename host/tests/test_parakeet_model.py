@@ -211,6 +211,13 @@ def test_rel_shift_matches_the_pad_and_view_form(t: int) -> None:
     # extra columns (the padded position table) are never read
     padded = torch.cat([x, torch.full((2, 3, t, 5), float("nan"))], dim=-1)
     assert torch.equal(rel_shift(padded, t), _nemo_rel_shift(x))
+    # leading dimensions in another order (heads outermost, as the attention's per-head GEMM leaves
+    # them): read in place, no copy
+    heads_first = x.transpose(0, 1).contiguous().transpose(0, 1)
+    assert not heads_first.is_contiguous()
+    shifted = rel_shift(heads_first, t)
+    assert shifted.data_ptr() == heads_first.data_ptr() + (t - 1) * heads_first.element_size()
+    assert torch.equal(shifted, _nemo_rel_shift(x))
 
 
 def _sinusoids(t: int, d: int) -> torch.Tensor:

@@ -211,12 +211,16 @@ class RelPositionMultiHeadAttention(nn.Module):
         q_u, k, v = self._project_qkv(x)
         q_v = q_u + (self.pos_bias_v - self.pos_bias_u).reshape(-1).to(q_u.dtype)
         q_u = q_u.view(b, t, h, dk).transpose(1, 2)  # [B, H, T, dk]
-        q_v = q_v.view(b, t, h, dk).transpose(1, 2)
         k = k.view(b, t, h, dk).transpose(1, 2)
         v = v.view(b, t, h, dk).transpose(1, 2)
         rows = pos_emb.shape[1]
         p = (self.linear_pos(pos_emb) * scale).view(rows, h, dk).permute(1, 2, 0)  # [H, dk, R], scaled
-        bd = rel_shift(torch.matmul(q_v, p), t)  # [B, H, T, T]: bd[i, j] uses relative position i - j
+        # One GEMM per head over all B*T query rows: [H, B*T, dk] x [H, dk, R]. (A [B, H, T, dk] x
+        # [H, dk, R] matmul would first copy p out to every batch item.) The result, viewed as
+        # [B, H, T, R], keeps rows of R contiguous values, which is all rel_shift needs.
+        q_v_heads = q_v.view(b * t, h, dk).transpose(0, 1)
+        bd_rows = torch.bmm(q_v_heads, p.to(q_v_heads.dtype)).view(h, b, t, rows).transpose(0, 1)
+        bd = rel_shift(bd_rows, t)  # [B, H, T, T]: bd[i, j] uses relative position i - j
         mask = key_pad[:, None, None, :]
         if self.use_sdpa and HAS_SDPA:
             bias = bd.masked_fill(mask, MASK_SCORE)
@@ -242,7 +246,9 @@ def rel_shift(bd: torch.Tensor, length: int) -> torch.Tensor:
     *lead, t, width = bd.shape
     if t != length or width < 2 * t - 1:
         raise ValueError(f"Expected [..., {length}, >= {2 * length - 1}]: got {list(bd.shape)}")
-    bd = bd.contiguous()
+    # Only the last two dimensions must be row-major; the leading ones may be in any order.
+    if bd.stride(-1) != 1 or bd.stride(-2) != width:
+        bd = bd.contiguous()
     lead_strides: List[int] = list(bd.stride()[:-2])
     return bd.as_strided(
         size=(*lead, t, t),
