@@ -49,7 +49,11 @@ export default defineConfig(
         {
           // node:test's describe() and it() return promises that the runner itself awaits.
           allowForKnownSafeCalls: [
-            { from: 'package', package: 'node:test', name: ['describe', 'it', 'test', 'suite', 'before', 'after', 'beforeEach', 'afterEach'] },
+            {
+              from: 'package',
+              package: 'node:test',
+              name: ['describe', 'it', 'test', 'suite', 'before', 'after', 'beforeEach', 'afterEach'],
+            },
           ],
         },
       ],
@@ -76,8 +80,16 @@ export default defineConfig(
         { selector: 'objectLiteralProperty', filter: { regex: '^\\d+$', match: true }, format: null },
         // Wire types keep the wire's names; fastify's route generics and the WebAssembly globals are PascalCase.
         { selector: 'typeProperty', format: ['camelCase', 'snake_case'] },
-        { selector: 'typeProperty', filter: { regex: '^(Params|Querystring|Body|Headers|Reply|WebAssembly|Module|Instance|Memory)$', match: true }, format: ['PascalCase'] },
-        { selector: ['objectLiteralProperty', 'typeProperty', 'objectLiteralMethod', 'typeMethod'], modifiers: ['requiresQuotes'], format: null },
+        {
+          selector: 'typeProperty',
+          filter: { regex: '^(Params|Querystring|Body|Headers|Reply|WebAssembly|Module|Instance|Memory)$', match: true },
+          format: ['PascalCase'],
+        },
+        {
+          selector: ['objectLiteralProperty', 'typeProperty', 'objectLiteralMethod', 'typeMethod'],
+          modifiers: ['requiresQuotes'],
+          format: null,
+        },
       ],
       'no-restricted-syntax': ['error', NO_PRIVATE_KEYWORD, NO_ENUM],
     },
@@ -94,7 +106,10 @@ export default defineConfig(
     rules: {
       'no-restricted-properties': ['error', { object: 'process', property: 'env', message: ENV_MESSAGE }],
       'no-restricted-imports': ['error', { paths: [...restrictedEnvImports, ...restrictedProcessImports] }],
-      'no-restricted-globals': ['error', { name: 'console', message: 'Log through the logger (HOUSE-STYLE §3.8); console only in src/bench/.' }],
+      'no-restricted-globals': [
+        'error',
+        { name: 'console', message: 'Log through the logger (HOUSE-STYLE §3.8); console only in src/bench/.' },
+      ],
     },
   },
   {

@@ -34,7 +34,12 @@ const inputs: { name: string; options: Omit<WavBuildOptions, 'channelData'>; cha
   { name: '8 kHz mono 16-bit', options: { sampleRateHz: 8000, encoding: 's16' }, channels: 1 },
 ];
 
-const decoder = createAudioDecoder({ maxDurationMs: (seconds + 1) * 1000, ffmpegPath: 'ffmpeg', tmpDir: tmpdir(), ffmpegTimeoutMs: 60_000 });
+const decoder = createAudioDecoder({
+  maxDurationMs: (seconds + 1) * 1000,
+  ffmpegPath: 'ffmpeg',
+  tmpDir: tmpdir(),
+  ffmpegTimeoutMs: 60_000,
+});
 
 const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN;
 

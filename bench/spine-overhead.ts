@@ -19,7 +19,9 @@ import multipart from '@fastify/multipart';
 import Fastify from 'fastify';
 import { runBenchCli } from '../src/bench/cli.js';
 
-const { values } = parseArgs({ options: { 'duration-s': { type: 'string', default: '10' }, out: { type: 'string', default: 'bench/results' } } });
+const { values } = parseArgs({
+  options: { 'duration-s': { type: 'string', default: '10' }, out: { type: 'string', default: 'bench/results' } },
+});
 const durationS = Number(values['duration-s']);
 const outDir = resolve(values.out!);
 const runsDir = resolve('bench/out/spine');
@@ -32,14 +34,33 @@ function wav10s(): string {
   const speech = join(work, 'speech.wav');
   execFileSync('flite', ['-voice', 'slt', '-t', 'the quick brown fox jumped over the lazy dog while the band played on', '-o', speech]);
   const path = join(work, 'clip10s.wav');
-  execFileSync('ffmpeg', ['-loglevel', 'error', '-y', '-stream_loop', '-1', '-i', speech, '-t', '10', '-ar', '16000', '-ac', '1', '-c:a', 'pcm_s16le', path]);
+  execFileSync('ffmpeg', [
+    '-loglevel',
+    'error',
+    '-y',
+    '-stream_loop',
+    '-1',
+    '-i',
+    speech,
+    '-t',
+    '10',
+    '-ar',
+    '16000',
+    '-ac',
+    '1',
+    '-c:a',
+    'pcm_s16le',
+    path,
+  ]);
   return path;
 }
 
 async function startVoxmux(config: unknown, port: number): Promise<() => Promise<void>> {
   const file = join(work, `config-${port}.json`);
   writeFileSync(file, JSON.stringify(config));
-  const child = spawn(process.execPath, ['bin/voxmux.mjs', 'serve', '--port', String(port), '--config', file, '--log-level', 'warn'], { stdio: 'inherit' });
+  const child = spawn(process.execPath, ['bin/voxmux.mjs', 'serve', '--port', String(port), '--config', file, '--log-level', 'warn'], {
+    stdio: 'inherit',
+  });
   for (let i = 0; i < 600; i++) {
     try {
       if ((await fetch(`http://127.0.0.1:${port}/health/ready`)).status === 200) break;
@@ -79,7 +100,27 @@ interface StepSummary {
 async function bench(label: string, port: number, model: string, audio: string, levels: string): Promise<StepSummary[]> {
   const out = join(runsDir, `${date}-${label}`);
   const code = await runBenchCli(
-    ['transcribe', '--url', `http://127.0.0.1:${port}`, '--model', model, '--audio', audio, '--concurrency', levels, '--duration-s', String(durationS), '--warmup-s', '2', '--out', out, '--label', label, '--gpu', 'off'],
+    [
+      'transcribe',
+      '--url',
+      `http://127.0.0.1:${port}`,
+      '--model',
+      model,
+      '--audio',
+      audio,
+      '--concurrency',
+      levels,
+      '--duration-s',
+      String(durationS),
+      '--warmup-s',
+      '2',
+      '--out',
+      out,
+      '--label',
+      label,
+      '--gpu',
+      'off',
+    ],
     { isTTY: false },
   );
   if (code !== 0) throw new Error(`bench ${label} exited ${code}`);
@@ -99,7 +140,10 @@ const stopEcho = await startVoxmux({ models: { echo: { adapter: 'test', instance
 const voxmux = await bench('voxmux-test-engine', 8202, 'echo', clip, '1,64');
 await stopEcho();
 
-const stopSphinx = await startVoxmux({ models: { 'pocketsphinx-en-us': { adapter: 'pocketsphinx', instances: 2, maxBatchSize: 4, maxQueueDelayMs: 5 } } }, 8203);
+const stopSphinx = await startVoxmux(
+  { models: { 'pocketsphinx-en-us': { adapter: 'pocketsphinx', instances: 2, maxBatchSize: 4, maxQueueDelayMs: 5 } } },
+  8203,
+);
 const sphinx = await bench('voxmux-pocketsphinx-2', 8203, 'pocketsphinx-en-us', clip, '2,4');
 await stopSphinx();
 
@@ -138,9 +182,15 @@ const md = [
   '',
   '| clients | requests/s | audio s per wall s | p50 ms | p99 ms | errors |',
   '| --- | --- | --- | --- | --- | --- |',
-  ...sphinx.map((s) => `| ${s.level} | ${s.requestsPerSecond.toFixed(2)} | ${s.audioSecondsPerSecond?.toFixed(2) ?? '-'} | ${s.latencyMs?.p50.toFixed(0)} | ${s.latencyMs?.p99.toFixed(0)} | ${(s.errorRate * 100).toFixed(1)} % |`),
+  ...sphinx.map(
+    (s) =>
+      `| ${s.level} | ${s.requestsPerSecond.toFixed(2)} | ${s.audioSecondsPerSecond?.toFixed(2) ?? '-'} | ${s.latencyMs?.p50.toFixed(0)} | ${s.latencyMs?.p99.toFixed(0)} | ${(s.errorRate * 100).toFixed(1)} % |`,
+  ),
   '',
 ];
 writeFileSync(join(outDir, `spine-overhead-${date}.md`), md.join('\n'));
-writeFileSync(join(outDir, `spine-overhead-${date}.json`), JSON.stringify({ date, machine, commit, command, baseline, voxmux, overhead, pocketsphinx: sphinx }, null, 2));
+writeFileSync(
+  join(outDir, `spine-overhead-${date}.json`),
+  JSON.stringify({ date, machine, commit, command, baseline, voxmux, overhead, pocketsphinx: sphinx }, null, 2),
+);
 process.stdout.write(md.join('\n'));

@@ -12,5 +12,7 @@ await build({
   sourcemap: false,
   logLevel: 'warning',
   // Some dependencies are CommonJS and call require(): give the ESM bundle one.
-  banner: { js: "import { createRequire as __voxmuxCreateRequire } from 'node:module'; const require = __voxmuxCreateRequire(import.meta.url);" },
+  banner: {
+    js: "import { createRequire as __voxmuxCreateRequire } from 'node:module'; const require = __voxmuxCreateRequire(import.meta.url);",
+  },
 });

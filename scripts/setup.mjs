@@ -9,9 +9,15 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const DEBIAN_PACKAGES = [
   'ffmpeg', // decodes FLAC, MP3, M4A/AAC, Ogg and WebM uploads
-  'python3', 'python3-numpy', 'python3-torch', 'python3-yaml', 'python3-sentencepiece', // model hosts
+  'python3',
+  'python3-numpy',
+  'python3-torch',
+  'python3-yaml',
+  'python3-sentencepiece', // model hosts
   'python3-pytest', // host tests
-  'pocketsphinx', 'pocketsphinx-en-us', 'python3-pocketsphinx', // the CPU default ASR engine
+  'pocketsphinx',
+  'pocketsphinx-en-us',
+  'python3-pocketsphinx', // the CPU default ASR engine
   'flite', // synthesizes test speech
 ];
 

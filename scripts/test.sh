@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The whole suite: typecheck, lint, dependency rules, build, the Python host tests, then the TypeScript tests (unit, conformance, integration, e2e).
+# The whole suite: typecheck, lint, formatting, dependency rules, build, the Python host tests, then the TypeScript tests (unit, conformance, integration, e2e).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "== typecheck"
 npx tsc -p tsconfig.test.json
 echo "== lint"
 npx eslint .
+echo "== format"
+npm run --silent format:check
 echo "== dependency rules"
 npx depcruise src --config .dependency-cruiser.cjs
 echo "== build"

@@ -6,7 +6,17 @@ import { join } from 'node:path';
 const [outDir, hostPath] = process.argv.slice(2);
 const BUCKETS_MS = [45_000];
 
-function config({ instances, maxBatchSize, maxQueueDelayMs, graphs, mpsPercent, inFlight = 1, compileDecodeStep = false, compileEncoder = false, dispatchWhenIdle = false }) {
+function config({
+  instances,
+  maxBatchSize,
+  maxQueueDelayMs,
+  graphs,
+  mpsPercent,
+  inFlight = 1,
+  compileDecodeStep = false,
+  compileEncoder = false,
+  dispatchWhenIdle = false,
+}) {
   const batchSizes = [1, 2, 4, 8, 16, 32, 64].filter((b) => b <= maxBatchSize);
   return {
     gateway: { maxBodyBytes: 8 * 1024 * 1024, requestTimeoutMs: 120_000 },
@@ -54,16 +64,66 @@ export const CONFIGS = {
   'c3-4x-b8-graphs-mps25': config({ instances: 4, maxBatchSize: 8, maxQueueDelayMs: 5, graphs: true, mpsPercent: 25 }),
   'c3f-4x-b16-graphs-mps': config({ instances: 4, maxBatchSize: 16, maxQueueDelayMs: 5, graphs: true, mpsPercent: 100 }),
   // the decode step compiled (torch.compile): fewer, fused kernels per step
-  'c4-1x-b32-graphs-2inflight-compiled': config({ instances: 1, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, inFlight: 2, compileDecodeStep: true }),
+  'c4-1x-b32-graphs-2inflight-compiled': config({
+    instances: 1,
+    maxBatchSize: 32,
+    maxQueueDelayMs: 5,
+    graphs: true,
+    inFlight: 2,
+    compileDecodeStep: true,
+  }),
   // ... and no batching delay while the instance idles (batches form only while it is busy)
-  'c6-1x-b32-graphs-2inflight-compiled-idle': config({ instances: 1, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, inFlight: 2, compileDecodeStep: true, dispatchWhenIdle: true }),
+  'c6-1x-b32-graphs-2inflight-compiled-idle': config({
+    instances: 1,
+    maxBatchSize: 32,
+    maxQueueDelayMs: 5,
+    graphs: true,
+    inFlight: 2,
+    compileDecodeStep: true,
+    dispatchWhenIdle: true,
+  }),
   // ... and the conformer layers compiled too (fused casts, norms, activations and masks)
-  'c7-1x-b32-graphs-2inflight-compiled-all-idle': config({ instances: 1, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, inFlight: 2, compileDecodeStep: true, compileEncoder: true, dispatchWhenIdle: true }),
+  'c7-1x-b32-graphs-2inflight-compiled-all-idle': config({
+    instances: 1,
+    maxBatchSize: 32,
+    maxQueueDelayMs: 5,
+    graphs: true,
+    inFlight: 2,
+    compileDecodeStep: true,
+    compileEncoder: true,
+    dispatchWhenIdle: true,
+  }),
   // ... with batches of up to 64: the decode loop's steps are shared by twice as many clips
-  'c9-1x-b64-graphs-2inflight-compiled-all-idle': config({ instances: 1, maxBatchSize: 64, maxQueueDelayMs: 5, graphs: true, inFlight: 2, compileDecodeStep: true, compileEncoder: true, dispatchWhenIdle: true }),
+  'c9-1x-b64-graphs-2inflight-compiled-all-idle': config({
+    instances: 1,
+    maxBatchSize: 64,
+    maxQueueDelayMs: 5,
+    graphs: true,
+    inFlight: 2,
+    compileDecodeStep: true,
+    compileEncoder: true,
+    dispatchWhenIdle: true,
+  }),
   // ... on two instances under MPS: one instance's host work overlaps the other's GPU work
-  'c8-2x-b32-graphs-2inflight-compiled-all-idle-mps': config({ instances: 2, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, inFlight: 2, compileDecodeStep: true, compileEncoder: true, dispatchWhenIdle: true, mpsPercent: 100 }),
-  'c5-2x-b32-graphs-2inflight-mps': config({ instances: 2, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, inFlight: 2, mpsPercent: 100 }),
+  'c8-2x-b32-graphs-2inflight-compiled-all-idle-mps': config({
+    instances: 2,
+    maxBatchSize: 32,
+    maxQueueDelayMs: 5,
+    graphs: true,
+    inFlight: 2,
+    compileDecodeStep: true,
+    compileEncoder: true,
+    dispatchWhenIdle: true,
+    mpsPercent: 100,
+  }),
+  'c5-2x-b32-graphs-2inflight-mps': config({
+    instances: 2,
+    maxBatchSize: 32,
+    maxQueueDelayMs: 5,
+    graphs: true,
+    inFlight: 2,
+    mpsPercent: 100,
+  }),
 };
 
 if (outDir !== undefined) {

@@ -79,9 +79,5 @@ export function isOpenAiErrorEnvelope(value: unknown): value is OpenAiErrorEnvel
 }
 
 export function isModelList(value: unknown): value is ModelList {
-  return (
-    isRecord(value) &&
-    Array.isArray(value.data) &&
-    value.data.every((entry) => isRecord(entry) && typeof entry.id === 'string')
-  );
+  return isRecord(value) && Array.isArray(value.data) && value.data.every((entry) => isRecord(entry) && typeof entry.id === 'string');
 }

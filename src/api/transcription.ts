@@ -13,9 +13,15 @@ export const TranscriptionFieldsSchema = Type.Object(
     model: Type.String({ minLength: 1, maxLength: 256 }),
     language: Type.Optional(Type.String({ pattern: '^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})?$' })),
     prompt: Type.Optional(Type.String({ maxLength: 8192 })),
-    response_format: Type.Union(RESPONSE_FORMATS.map((f) => Type.Literal(f)), { default: 'json' }),
+    response_format: Type.Union(
+      RESPONSE_FORMATS.map((f) => Type.Literal(f)),
+      { default: 'json' },
+    ),
     temperature: Type.Number({ minimum: 0, maximum: 1, default: 0 }),
-    timestamp_granularities: Type.Array(Type.Union(TIMESTAMP_GRANULARITIES.map((g) => Type.Literal(g))), { default: ['segment'], maxItems: 2 }),
+    timestamp_granularities: Type.Array(Type.Union(TIMESTAMP_GRANULARITIES.map((g) => Type.Literal(g))), {
+      default: ['segment'],
+      maxItems: 2,
+    }),
     stream: Type.Boolean({ default: false }),
   },
   { additionalProperties: false },

@@ -4,12 +4,15 @@ import { gpuHealth } from './build-server.js';
 
 describe('gpuHealth', () => {
   it('takes a GPU whose instances are all down out of rotation and names it', () => {
-    const health = gpuHealth([0, 1, 2], [
-      { instanceId: 'a', gpu: 0, state: 'ready' },
-      { instanceId: 'b', gpu: 1, state: 'crashed' },
-      { instanceId: 'c', gpu: 1, state: 'restarting' },
-      { instanceId: 'd', gpu: 0, state: 'crashed' },
-    ]);
+    const health = gpuHealth(
+      [0, 1, 2],
+      [
+        { instanceId: 'a', gpu: 0, state: 'ready' },
+        { instanceId: 'b', gpu: 1, state: 'crashed' },
+        { instanceId: 'c', gpu: 1, state: 'restarting' },
+        { instanceId: 'd', gpu: 0, state: 'crashed' },
+      ],
+    );
     assert.deepEqual(health, {
       '0': { isHealthy: true, instances: ['a', 'd'] },
       '1': { isHealthy: false, instances: ['b', 'c'] },

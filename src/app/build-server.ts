@@ -8,7 +8,16 @@ import { ConfigError } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { buildGateway, createAudioDecoder, type ModelCatalog, type ReadinessSnapshot } from '../gateway/index.js';
 import { createScheduler, type Scheduler } from '../scheduler/index.js';
-import { checkPlacement, createMpsController, createSupervisor, detectGpus, runCommand, type MpsController, type SpawnInstance, type Supervisor } from '../supervisor/index.js';
+import {
+  checkPlacement,
+  createMpsController,
+  createSupervisor,
+  detectGpus,
+  runCommand,
+  type MpsController,
+  type SpawnInstance,
+  type Supervisor,
+} from '../supervisor/index.js';
 import type { Logger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { tmpdir } from 'node:os';

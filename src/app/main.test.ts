@@ -64,14 +64,21 @@ describe('parseServeArgs', () => {
     for (const pair of ['gateway.port', '=8000']) {
       assert.throws(
         () => parseServeArgs(['--set', pair]),
-        (err: unknown) => err instanceof ConfigError && err.problems.length === 1 && err.problems[0] === `--set ${pair}: expected path=value`,
+        (err: unknown) =>
+          err instanceof ConfigError && err.problems.length === 1 && err.problems[0] === `--set ${pair}: expected path=value`,
       );
     }
   });
 
   it('reports an unknown --set path and a bad --port value as ConfigErrors', () => {
-    assert.throws(() => parseServeArgs(['--set', 'gateway.prot=1']), (err: unknown) => err instanceof ConfigError && /--gateway\.prot: unknown setting/.test(err.message));
-    assert.throws(() => parseServeArgs(['--port', 'http']), (err: unknown) => err instanceof ConfigError && /--gateway\.port: expected a number/.test(err.message));
+    assert.throws(
+      () => parseServeArgs(['--set', 'gateway.prot=1']),
+      (err: unknown) => err instanceof ConfigError && /--gateway\.prot: unknown setting/.test(err.message),
+    );
+    assert.throws(
+      () => parseServeArgs(['--port', 'http']),
+      (err: unknown) => err instanceof ConfigError && /--gateway\.port: expected a number/.test(err.message),
+    );
   });
 
   it('rejects an unknown option and a positional argument', () => {

@@ -15,7 +15,7 @@ const ENV_SECTIONS = new Set(['gateway', 'scheduler', 'supervisor', 'telemetry']
 function typeOf(schema: TSchema): string {
   const kind = schema[Kind] as string;
   if (kind === 'Array') return `${typeOf((schema as unknown as { items: TSchema }).items)}[]`;
-  if (kind === 'Union') return ((schema as unknown as { anyOf: TSchema[] }).anyOf.map((s) => JSON.stringify(s.const))).join(' \\| ');
+  if (kind === 'Union') return (schema as unknown as { anyOf: TSchema[] }).anyOf.map((s) => JSON.stringify(s.const)).join(' \\| ');
   if (kind === 'Record') return 'object';
   return kind.toLowerCase();
 }

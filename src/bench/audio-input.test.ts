@@ -22,7 +22,12 @@ function pcm16Wav(options: { sampleRateHz: number; channels: number; frames: num
   fmt.writeUInt16LE(options.channels * 2, 12);
   fmt.writeUInt16LE(16, 14);
   const data = Buffer.alloc(options.frames * options.channels * 2);
-  const body = Buffer.concat([Buffer.from('WAVE'), chunk('fmt ', fmt), options.extraChunk ?? Buffer.alloc(0), chunk('data', data, options.dataSize)]);
+  const body = Buffer.concat([
+    Buffer.from('WAVE'),
+    chunk('fmt ', fmt),
+    options.extraChunk ?? Buffer.alloc(0),
+    chunk('data', data, options.dataSize),
+  ]);
   const riff = Buffer.alloc(8);
   riff.write('RIFF', 0, 'ascii');
   riff.writeUInt32LE(body.length, 4);
@@ -87,7 +92,10 @@ describe('loadAudioInputs', () => {
       [[join(dir, 'empty')], /found none/],
       [[join(dir, 'zero.wav')], /is empty/],
     ] as const) {
-      await assert.rejects(loadAudioInputs({ paths: [...paths] }), (err: unknown) => isBenchError(err) && err.code === 'usage' && pattern.test(err.message));
+      await assert.rejects(
+        loadAudioInputs({ paths: [...paths] }),
+        (err: unknown) => isBenchError(err) && err.code === 'usage' && pattern.test(err.message),
+      );
     }
   });
 });

@@ -38,10 +38,22 @@ describe('runBenchCli', () => {
       [['transcribe', '--model', 'm', '--audio', 'x.wav'], /Missing required flag: --url/],
       [['transcribe', '--url', 'http://h', '--audio', 'x.wav'], /Missing required flag: --model/],
       [['transcribe', '--url', 'http://h', '--model', 'm'], /Missing required flag: --audio/],
-      [['transcribe', '--url', 'http://h', '--model', 'm', '--audio', 'x.wav', '--rate', '5', '--concurrency', '1'], /either --concurrency .* or --rate/],
-      [['transcribe', '--url', 'http://h', '--model', 'm', '--audio', 'x.wav', '--reps', '0'], /Expected --reps to be an integer from 1 to 100: got '0'/],
-      [['transcribe', '--url', 'http://h', '--model', 'm', '--audio', 'x.wav', '--duration-s', 'soon'], /Expected --duration-s to be a number/],
-      [['transcribe', '--url', 'http://h', '--model', 'm', '--audio', 'x.wav', '--field', 'model=x'], /--field to set a field other than model/],
+      [
+        ['transcribe', '--url', 'http://h', '--model', 'm', '--audio', 'x.wav', '--rate', '5', '--concurrency', '1'],
+        /either --concurrency .* or --rate/,
+      ],
+      [
+        ['transcribe', '--url', 'http://h', '--model', 'm', '--audio', 'x.wav', '--reps', '0'],
+        /Expected --reps to be an integer from 1 to 100: got '0'/,
+      ],
+      [
+        ['transcribe', '--url', 'http://h', '--model', 'm', '--audio', 'x.wav', '--duration-s', 'soon'],
+        /Expected --duration-s to be a number/,
+      ],
+      [
+        ['transcribe', '--url', 'http://h', '--model', 'm', '--audio', 'x.wav', '--field', 'model=x'],
+        /--field to set a field other than model/,
+      ],
       [['transcribe', '--url', 'http://h', '--model', 'm', '--audio', 'x.wav', '--gpu', 'maybe'], /--gpu to be auto or off/],
       [['transcribe', '--url', 'http://h', '--model', 'm', '--audio', 'x.wav', '--slo', 'p95>=1s'], /SLO clause/],
       [['transcribe', '--url', 'http://h', '--model', 'm', '--audio', '/nonexistent/x.wav'], /does not exist/],

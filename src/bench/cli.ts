@@ -235,7 +235,11 @@ async function parseTranscribeArgs(args: string[], cwd: string): Promise<Transcr
   const mode: LoadMode = values.rate === undefined ? 'closed' : 'open';
   const levels =
     mode === 'closed'
-      ? parseLevelList(values.concurrency ?? TRANSCRIBE_DEFAULTS.concurrency, { flag: '--concurrency', isInteger: true, max: MAX_CONCURRENCY })
+      ? parseLevelList(values.concurrency ?? TRANSCRIBE_DEFAULTS.concurrency, {
+          flag: '--concurrency',
+          isInteger: true,
+          max: MAX_CONCURRENCY,
+        })
       : parseLevelList(values.rate!, { flag: '--rate', isInteger: false, max: MAX_RATE_RPS });
   const extraFields = (values.field ?? []).map((field): [string, string] => {
     const eq = field.indexOf('=');
@@ -297,7 +301,8 @@ async function parseTranscribeArgs(args: string[], cwd: string): Promise<Transcr
     isGpuSampling: gpuMode === 'auto',
     ...(apiKey === undefined || apiKey === '' ? {} : { apiKey }),
     preflightTimeoutMs:
-      1000 * numberFlag(values['preflight-timeout-s'], '--preflight-timeout-s', TRANSCRIBE_DEFAULTS.preflightTimeoutS, { min: 0.05, max: 120 }),
+      1000 *
+      numberFlag(values['preflight-timeout-s'], '--preflight-timeout-s', TRANSCRIBE_DEFAULTS.preflightTimeoutS, { min: 0.05, max: 120 }),
   };
 }
 
@@ -315,7 +320,13 @@ function optionalNumber(text: string | undefined, flag: string, bounds: NumberBo
   if (text === undefined) return undefined;
   const value = Number(text);
   const kind = bounds.isInteger === true ? 'an integer' : 'a number';
-  if (text.trim() === '' || !Number.isFinite(value) || (bounds.isInteger === true && !Number.isInteger(value)) || value < bounds.min || value > bounds.max) {
+  if (
+    text.trim() === '' ||
+    !Number.isFinite(value) ||
+    (bounds.isInteger === true && !Number.isInteger(value)) ||
+    value < bounds.min ||
+    value > bounds.max
+  ) {
     throw usageError(`Expected ${flag} to be ${kind} from ${bounds.min} to ${bounds.max}: got '${text}'`);
   }
   return value;
@@ -348,7 +359,10 @@ function slug(text: string): string {
 }
 
 function timestampForPath(wallMs: number): string {
-  return new Date(wallMs).toISOString().replace(/[:]/g, '').replace(/\.\d+Z$/, 'Z');
+  return new Date(wallMs)
+    .toISOString()
+    .replace(/[:]/g, '')
+    .replace(/\.\d+Z$/, 'Z');
 }
 
 async function runTranscribe(args: string[], io: BenchIo, deps: BenchCliDeps): Promise<number> {
@@ -377,7 +391,9 @@ async function runTranscribe(args: string[], io: BenchIo, deps: BenchCliDeps): P
     { fetch: fetchFn, clock },
   );
   if (found.models !== undefined && !found.models.includes(config.model)) {
-    io.stderr.write(`Warning: the server does not list model '${config.model}' (it lists: ${found.models.slice(0, 10).join(', ') || 'none'})\n`);
+    io.stderr.write(
+      `Warning: the server does not list model '${config.model}' (it lists: ${found.models.slice(0, 10).join(', ') || 'none'})\n`,
+    );
   }
 
   const workload = createTranscribeWorkload(
@@ -515,10 +531,7 @@ async function runTranscribe(args: string[], io: BenchIo, deps: BenchCliDeps): P
     ...(peak === undefined ? {} : { peak }),
     ...(capacity === undefined ? {} : { capacity }),
     ...(run.stoppedEarly === undefined ? {} : { stoppedEarly: run.stoppedEarly }),
-    notes: [
-      ...(run.isInterrupted ? ['The run was interrupted; the last level may hold fewer reps.'] : []),
-      ...collectNotes(run.steps),
-    ],
+    notes: [...(run.isInterrupted ? ['The run was interrupted; the last level may hold fewer reps.'] : []), ...collectNotes(run.steps)],
   };
 
   if (run.steps.length > 0) {
@@ -590,7 +603,8 @@ async function runCompare(args: string[], io: BenchIo, deps: BenchCliDeps): Prom
   const inputs = [];
   for (const path of positionals) inputs.push({ source: path, results: await loadResults(resolve(cwd, path)) });
   const output = compareResults(toComparedRuns(inputs));
-  const outDir = values.out === undefined ? join(cwd, 'bench', 'out', `compare-${timestampForPath(clock.wallMs())}`) : resolve(cwd, values.out);
+  const outDir =
+    values.out === undefined ? join(cwd, 'bench', 'out', `compare-${timestampForPath(clock.wallMs())}`) : resolve(cwd, values.out);
   const xmlError = findXmlError(output.svg);
   invariant(xmlError === undefined, `comparison SVG is not well-formed: ${xmlError ?? ''}`);
   await mkdir(outDir, { recursive: true });

@@ -37,13 +37,28 @@ function results(label: string, steps: StepResult[]): BenchResults {
     schema: 'voxmux.bench.results/v1',
     label,
     mode: 'closed',
-    workload: { kind: 'transcribe', endpoint: 'http://h/v1/audio/transcriptions', model: 'm', isStreaming: false, inputCount: 1, settings: {} },
+    workload: {
+      kind: 'transcribe',
+      endpoint: 'http://h/v1/audio/transcriptions',
+      model: 'm',
+      isStreaming: false,
+      inputCount: 1,
+      settings: {},
+    },
     command: ['voxmux', 'bench', 'transcribe'],
     gitCommit: '0123456789abcdef0123456789abcdef01234567',
     machine: { platform: 'linux', release: '6', arch: 'x64', cpuModel: 'cpu', cpuCores: 2, memoryBytes: 1, nodeVersion: 'v20' },
     startedAt: '2026-01-01T00:00:00.000Z',
     endedAt: '2026-01-01T00:01:00.000Z',
-    options: { levels: steps.map((s) => s.level), reps: 1, durationMs: 1000, warmupMs: 0, timeoutMs: 1000, maxRequestsPerStep: 10, gpus: 1 },
+    options: {
+      levels: steps.map((s) => s.level),
+      reps: 1,
+      durationMs: 1000,
+      warmupMs: 0,
+      timeoutMs: 1000,
+      maxRequestsPerStep: 10,
+      gpus: 1,
+    },
     serverMetrics: { state: 'off' },
     gpuMetrics: { state: 'off' },
     steps,
@@ -57,13 +72,22 @@ describe('compareResults', () => {
   const b = results('baseline', [step(2, 40, 50), step(4, 40, 100), step(8, 41, 190)]);
 
   it('lines up levels, shows each run and the ratio of each run to the first', () => {
-    const output = compareResults(toComparedRuns([{ source: 'a.json', results: a }, { source: 'b.json', results: b }]));
+    const output = compareResults(
+      toComparedRuns([
+        { source: 'a.json', results: a },
+        { source: 'b.json', results: b },
+      ]),
+    );
     const lines = output.text.split('\n');
     assert.match(lines[0]!, /^A = baseline \(a\.json, 2026-01-01T00:00:00\.000Z, commit 0123456789ab\)$/);
     assert.match(lines[1]!, /^B = baseline \(2\) \(b\.json/);
     const header = lines.find((line) => line.startsWith('conc'))!;
     assert.deepEqual(header.split(/\s{2,}/), ['conc', 'A req/s', 'A p95 ms', 'B req/s', 'B p95 ms', 'B/A req/s', 'B/A p95']);
-    const row = (level: number): string[] => lines.find((line) => line.startsWith(`${level} `))!.trim().split(/\s+/);
+    const row = (level: number): string[] =>
+      lines
+        .find((line) => line.startsWith(`${level} `))!
+        .trim()
+        .split(/\s+/);
     assert.deepEqual(row(1), ['1', '10.00', '100', '-', '-', '-', '-']);
     assert.deepEqual(row(2), ['2', '20.00', '100', '40.00', '50', '2.00x', '0.50x']);
     assert.deepEqual(row(4), ['4', '20.00', '200', '40.00', '100', '2.00x', '0.50x']);
@@ -75,7 +99,10 @@ describe('compareResults', () => {
   });
 
   it('needs two runs', () => {
-    assert.throws(() => compareResults(toComparedRuns([{ source: 'a.json', results: a }])), (err: unknown) => isBenchError(err) && err.code === 'usage');
+    assert.throws(
+      () => compareResults(toComparedRuns([{ source: 'a.json', results: a }])),
+      (err: unknown) => isBenchError(err) && err.code === 'usage',
+    );
   });
 });
 

@@ -110,7 +110,10 @@ function capacityRows(runs: readonly ComparedRun[]): string[] {
   const baseCapacity = headline(base);
   return runs.map((run) => {
     const capacity = headline(run);
-    const what = capacity === undefined ? 'no successful step' : `${capacity.basis === 'slo' ? 'capacity' : 'peak'} ${formatNumber(capacity.requestsPerSecond, 2)} req/s at level ${capacity.level}`;
+    const what =
+      capacity === undefined
+        ? 'no successful step'
+        : `${capacity.basis === 'slo' ? 'capacity' : 'peak'} ${formatNumber(capacity.requestsPerSecond, 2)} req/s at level ${capacity.level}`;
     const ratio = run === base ? '' : ` (${formatRatio(capacity?.requestsPerSecond, baseCapacity?.requestsPerSecond)} of ${base.key})`;
     const cost = capacity?.cost?.perAudioHourUsd === undefined ? '' : `, ${formatUsd(capacity.cost.perAudioHourUsd)} per audio hour`;
     return `${run.key}: ${what}${cost}${ratio}`;
@@ -120,7 +123,10 @@ function capacityRows(runs: readonly ComparedRun[]): string[] {
 export function compareResults(runs: readonly ComparedRun[]): CompareOutput {
   if (runs.length < 2) throw usageError(`Expected at least two results files to compare: got ${runs.length}`);
   const { header, rows } = comparisonTable(runs);
-  const legend = runs.map((run) => `${run.key} = ${run.label} (${run.source}, ${run.results.startedAt}, commit ${run.results.gitCommit?.slice(0, 12) ?? 'unknown'})`);
+  const legend = runs.map(
+    (run) =>
+      `${run.key} = ${run.label} (${run.source}, ${run.results.startedAt}, commit ${run.results.gitCommit?.slice(0, 12) ?? 'unknown'})`,
+  );
   const modes = new Set(runs.map((run) => run.results.mode));
   const warnings = modes.size > 1 ? ['Warning: the runs mix closed-loop and open-loop modes; levels are not comparable.'] : [];
   const text = [...legend, ...warnings, '', formatTextTable(header, rows), '', ...capacityRows(runs), ''].join('\n');

@@ -62,7 +62,12 @@ describe('createGpuSampler', () => {
     );
     sampler.start();
     assert.deepEqual(calls, [['nvidia-smi', nvidiaSmiArgs(500)]]);
-    assert.deepEqual(nvidiaSmiArgs(500), ['--query-gpu=index,utilization.gpu,memory.used,memory.total', '--format=csv,noheader,nounits', '-lms', '500']);
+    assert.deepEqual(nvidiaSmiArgs(500), [
+      '--query-gpu=index,utilization.gpu,memory.used,memory.total',
+      '--format=csv,noheader,nounits',
+      '-lms',
+      '500',
+    ]);
     child.stdout.write('0, 10, 100, 1000\n1, 2');
     await settle();
     clock.advance(500);

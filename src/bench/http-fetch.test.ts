@@ -41,7 +41,11 @@ describe('createHttpFetch', () => {
   it('posts bytes with their length and returns status, headers and body', async () => {
     const fetch = createHttpFetch();
     const body = Uint8Array.from([1, 2, 3, 250]);
-    const response = await fetch(`${base}/echo`, { method: 'POST', body, headers: { 'content-type': 'application/octet-stream', authorization: 'Bearer k' } });
+    const response = await fetch(`${base}/echo`, {
+      method: 'POST',
+      body,
+      headers: { 'content-type': 'application/octet-stream', authorization: 'Bearer k' },
+    });
     assert.equal(response.status, 201);
     assert.equal(response.headers.get('content-type'), 'application/json');
     assert.equal(response.headers.get('x-two'), 'a, b');
@@ -82,6 +86,9 @@ describe('createHttpFetch', () => {
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
     const port = (closed.address() as AddressInfo).port;
     await new Promise<void>((resolve) => closed.close(() => resolve()));
-    await assert.rejects(fetch(`http://127.0.0.1:${port}/`), (err: unknown) => (err as { cause?: { code?: string } }).cause?.code === 'ECONNREFUSED');
+    await assert.rejects(
+      fetch(`http://127.0.0.1:${port}/`),
+      (err: unknown) => (err as { cause?: { code?: string } }).cause?.code === 'ECONNREFUSED',
+    );
   });
 });

@@ -117,7 +117,7 @@ describe('startStep closed loop', () => {
     assert.equal(rep.latencyMs?.p50, 100);
   });
 
-  it('measures min(c, N)/S against N slots of service time S, and Little\'s law holds', async () => {
+  it("measures min(c, N)/S against N slots of service time S, and Little's law holds", async () => {
     for (const concurrency of [1, 2, 4, 8]) {
       const clock = new FakeClock();
       const server = slotServer(clock, { slots: 2, serviceMs: 100 });
@@ -164,7 +164,10 @@ describe('startStep closed loop', () => {
   it('ends promptly when interrupted, aborting requests in flight', async () => {
     const clock = new FakeClock();
     const controller = new AbortController();
-    const step = startStep({ ...base, level: 3, durationMs: 60_000 }, { workload: hangingWorkload(clock), clock, signal: controller.signal });
+    const step = startStep(
+      { ...base, level: 3, durationMs: 60_000 },
+      { workload: hangingWorkload(clock), clock, signal: controller.signal },
+    );
     clock.advance(50);
     await settle();
     assert.equal(step.progress().inFlight, 3);
@@ -233,7 +236,10 @@ describe('createSeededRandom', () => {
     const a = createSeededRandom(42);
     const b = createSeededRandom(42);
     const values = Array.from({ length: 10_000 }, () => a());
-    assert.deepEqual(values.slice(0, 5), Array.from({ length: 5 }, () => b()));
+    assert.deepEqual(
+      values.slice(0, 5),
+      Array.from({ length: 5 }, () => b()),
+    );
     assert.ok(values.every((v) => v >= 0 && v < 1));
     const mean = values.reduce((s, v) => s + v, 0) / values.length;
     assert.ok(Math.abs(mean - 0.5) < 0.02);

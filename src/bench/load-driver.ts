@@ -94,8 +94,7 @@ export function startStep(options: StepOptions, deps: StepDeps): RunningStep {
   };
   deps.signal?.addEventListener('abort', onInterrupt, { once: true });
 
-  const isStopped = (): boolean =>
-    deps.signal?.aborted === true || issued >= options.maxRequests || clock.nowMs() >= windowEndMs;
+  const isStopped = (): boolean => deps.signal?.aborted === true || issued >= options.maxRequests || clock.nowMs() >= windowEndMs;
 
   async function runOne(scheduledMs?: number): Promise<void> {
     const sequence = issued;

@@ -22,7 +22,10 @@ describe('readGitCommit', () => {
     // Packed refs only.
     await mkdir(join(root, 'packed', '.git'), { recursive: true });
     await writeFile(join(root, 'packed', '.git', 'HEAD'), 'ref: refs/heads/dev\n');
-    await writeFile(join(root, 'packed', '.git', 'packed-refs'), `# pack-refs with: peeled\n${SHA_C} refs/heads/main\n${SHA_B} refs/heads/dev\n`);
+    await writeFile(
+      join(root, 'packed', '.git', 'packed-refs'),
+      `# pack-refs with: peeled\n${SHA_C} refs/heads/main\n${SHA_B} refs/heads/dev\n`,
+    );
     // Detached HEAD.
     await mkdir(join(root, 'detached', '.git'), { recursive: true });
     await writeFile(join(root, 'detached', '.git', 'HEAD'), `${SHA_C}\n`);

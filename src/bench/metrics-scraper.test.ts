@@ -43,7 +43,13 @@ describe('parsePrometheusText', () => {
 describe('toServerSnapshot', () => {
   it('keeps the benched model when series carry a model label, and sums all series otherwise', () => {
     const samples = parsePrometheusText(EXPOSITION);
-    assert.deepEqual(toServerSnapshot(samples, { atMs: 5, model: 'asr' }), { atMs: 5, queued: 3, running: 2, batchSizeSum: 12, batchSizeCount: 4 });
+    assert.deepEqual(toServerSnapshot(samples, { atMs: 5, model: 'asr' }), {
+      atMs: 5,
+      queued: 3,
+      running: 2,
+      batchSizeSum: 12,
+      batchSizeCount: 4,
+    });
     assert.equal(toServerSnapshot(samples, { atMs: 5, model: 'unknown-model' }).queued, 13);
     assert.equal(toServerSnapshot(samples, { atMs: 5 }).queued, 13);
     assert.deepEqual(toServerSnapshot(parsePrometheusText('process_cpu_seconds_total 1\n'), { atMs: 1 }), { atMs: 1 });
@@ -106,7 +112,14 @@ describe('createMetricsScraper', () => {
     await settle();
     assert.equal(urls.length, 3);
     assert.equal(scraper.state(), 'ok');
-    assert.deepEqual(scraper.snapshots().map((s) => [s.atMs, s.queued]), [[0, 7], [100, 7], [200, 7]]);
+    assert.deepEqual(
+      scraper.snapshots().map((s) => [s.atMs, s.queued]),
+      [
+        [0, 7],
+        [100, 7],
+        [200, 7],
+      ],
+    );
   });
 
   it('marks metrics unavailable after a 404 and stops scraping', async () => {
@@ -133,7 +146,11 @@ describe('createMetricsScraper', () => {
 
     const failing = createMetricsScraper(
       { url: 'http://h/metrics', intervalMs: 100, timeoutMs: 50 },
-      { fetch: (async () => Promise.reject(Object.assign(new TypeError('fetch failed'), { cause: { code: 'ECONNREFUSED' } }))) as typeof globalThis.fetch, clock },
+      {
+        fetch: (async () =>
+          Promise.reject(Object.assign(new TypeError('fetch failed'), { cause: { code: 'ECONNREFUSED' } }))) as typeof globalThis.fetch,
+        clock,
+      },
     );
     assert.equal(await failing.scrapeNow(), undefined);
     assert.equal(failing.note(), 'GET http://h/metrics failed: ECONNREFUSED');
@@ -141,7 +158,10 @@ describe('createMetricsScraper', () => {
 
   it('keeps its data when a later scrape fails', async () => {
     const clock = new FakeClock();
-    const { fetch } = fakeFetch([() => new Response('voxmux_scheduler_requests_queued 1\n'), () => Promise.reject(new TypeError('fetch failed'))]);
+    const { fetch } = fakeFetch([
+      () => new Response('voxmux_scheduler_requests_queued 1\n'),
+      () => Promise.reject(new TypeError('fetch failed')),
+    ]);
     const scraper = createMetricsScraper({ url: 'http://h/metrics', intervalMs: 100, timeoutMs: 50 }, { fetch, clock });
     assert.equal((await scraper.scrapeNow())?.queued, 1);
     assert.equal(await scraper.scrapeNow(), undefined);

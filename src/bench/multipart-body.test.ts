@@ -5,10 +5,11 @@ import { buildMultipartBody } from './multipart-body.js';
 describe('buildMultipartBody', () => {
   it('encodes a file and text fields that a multipart parser reads back unchanged', async () => {
     const bytes = Uint8Array.from({ length: 4000 }, (_, i) => (i * 7) % 256);
-    const { contentType, body } = buildMultipartBody(
-      { field: 'file', fileName: 'clip "one".wav', contentType: 'audio/wav', bytes },
-      [['model', 'parakeet'], ['language', 'en'], ['prompt', 'café\r\n--not-a-boundary']],
-    );
+    const { contentType, body } = buildMultipartBody({ field: 'file', fileName: 'clip "one".wav', contentType: 'audio/wav', bytes }, [
+      ['model', 'parakeet'],
+      ['language', 'en'],
+      ['prompt', 'café\r\n--not-a-boundary'],
+    ]);
     const form = await new Request('http://localhost/', { method: 'POST', body, headers: { 'content-type': contentType } }).formData();
     const file = form.get('file');
     assert.ok(file instanceof Blob);

@@ -33,7 +33,19 @@ describe('renderPlotSvg', () => {
   });
 
   it('uses a linear x axis over a narrow range and survives an empty plot', () => {
-    const svg = renderPlotSvg({ title: 't', xLabel: 'rate', series: [{ label: 's', points: [{ x: 2, requestsPerSecond: 1 }, { x: 3, requestsPerSecond: 2 }] }] });
+    const svg = renderPlotSvg({
+      title: 't',
+      xLabel: 'rate',
+      series: [
+        {
+          label: 's',
+          points: [
+            { x: 2, requestsPerSecond: 1 },
+            { x: 3, requestsPerSecond: 2 },
+          ],
+        },
+      ],
+    });
     assert.equal(findXmlError(svg), undefined);
     assert.doesNotMatch(svg, /log scale/);
     assert.equal(findXmlError(renderPlotSvg({ title: 'empty', xLabel: 'x', series: [] })), undefined);

@@ -113,7 +113,9 @@ export function renderPlotSvg(options: PlotOptions): string {
       if (tick < xDomain[0] - 1e-9 || tick > xDomain[1] + 1e-9) continue;
       const x = sx(tick);
       parts.push(`<line x1="${x}" y1="${PANEL_TOP}" x2="${x}" y2="${PANEL_TOP + PANEL_HEIGHT}" stroke="#f0f0f0"/>`);
-      parts.push(`<text x="${x}" y="${PANEL_TOP + PANEL_HEIGHT + 16}" text-anchor="middle" fill="#444444">${escapeXml(formatTick(tick))}</text>`);
+      parts.push(
+        `<text x="${x}" y="${PANEL_TOP + PANEL_HEIGHT + 16}" text-anchor="middle" fill="#444444">${escapeXml(formatTick(tick))}</text>`,
+      );
     }
     parts.push(
       `<rect x="${left}" y="${PANEL_TOP}" width="${PANEL_WIDTH}" height="${PANEL_HEIGHT}" fill="none" stroke="#888888"/>`,
@@ -142,9 +144,7 @@ export function renderPlotSvg(options: PlotOptions): string {
           return value === undefined || !Number.isFinite(value) ? [] : [[sx(p.x), sy(value)] as const];
         });
       if (points.length > 1) {
-        parts.push(
-          `<polyline fill="none" stroke="${color}" stroke-width="2" points="${points.map(([x, y]) => `${x},${y}`).join(' ')}"/>`,
-        );
+        parts.push(`<polyline fill="none" stroke="${color}" stroke-width="2" points="${points.map(([x, y]) => `${x},${y}`).join(' ')}"/>`);
       }
       for (const [x, y] of points) parts.push(`<circle cx="${x}" cy="${y}" r="3.5" fill="${color}"/>`);
     });
@@ -224,12 +224,14 @@ function round(value: number): number {
 }
 
 export function escapeXml(text: string): string {
-  return text
-    // Characters that XML 1.0 forbids outright are dropped.
-    .replace(/[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/gu, '')
-    .replace(/&/g, '&amp;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/"/g, '&quot;')
-    .replace(/'/g, '&apos;');
+  return (
+    text
+      // Characters that XML 1.0 forbids outright are dropped.
+      .replace(/[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/gu, '')
+      .replace(/&/g, '&amp;')
+      .replace(/</g, '&lt;')
+      .replace(/>/g, '&gt;')
+      .replace(/"/g, '&quot;')
+      .replace(/'/g, '&apos;')
+  );
 }

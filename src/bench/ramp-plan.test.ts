@@ -38,22 +38,52 @@ describe('parseLevelList', () => {
 
   it('accepts fractional rates but not fractional concurrency', () => {
     assert.deepEqual(parseLevelList('0.5,1.5,2', rate), [0.5, 1.5, 2]);
-    assert.match(usageMessage(() => parseLevelList('1.5', concurrency)), /Expected each --concurrency value to be an integer from 1 to 10000: got '1.5'/);
+    assert.match(
+      usageMessage(() => parseLevelList('1.5', concurrency)),
+      /Expected each --concurrency value to be an integer from 1 to 10000: got '1.5'/,
+    );
   });
 
   it('rejects zero, values above the limit, duplicates, garbage and empty lists', () => {
-    assert.match(usageMessage(() => parseLevelList('0,1', concurrency)), /got 0/);
-    assert.match(usageMessage(() => parseLevelList('20000', concurrency)), /from 1 to 10000/);
-    assert.match(usageMessage(() => parseLevelList('1,2,2', concurrency)), /2 appears twice/);
-    assert.match(usageMessage(() => parseLevelList('abc', concurrency)), /got 'abc'/);
-    assert.match(usageMessage(() => parseLevelList(' , ', concurrency)), /at least one value/);
-    assert.match(usageMessage(() => parseLevelList('8-4', concurrency)), /increasing/);
-    assert.match(usageMessage(() => parseLevelList('1,...,8', concurrency)), /two values before/);
-    assert.match(usageMessage(() => parseLevelList('1-100x1', concurrency)), /factor/);
+    assert.match(
+      usageMessage(() => parseLevelList('0,1', concurrency)),
+      /got 0/,
+    );
+    assert.match(
+      usageMessage(() => parseLevelList('20000', concurrency)),
+      /from 1 to 10000/,
+    );
+    assert.match(
+      usageMessage(() => parseLevelList('1,2,2', concurrency)),
+      /2 appears twice/,
+    );
+    assert.match(
+      usageMessage(() => parseLevelList('abc', concurrency)),
+      /got 'abc'/,
+    );
+    assert.match(
+      usageMessage(() => parseLevelList(' , ', concurrency)),
+      /at least one value/,
+    );
+    assert.match(
+      usageMessage(() => parseLevelList('8-4', concurrency)),
+      /increasing/,
+    );
+    assert.match(
+      usageMessage(() => parseLevelList('1,...,8', concurrency)),
+      /two values before/,
+    );
+    assert.match(
+      usageMessage(() => parseLevelList('1-100x1', concurrency)),
+      /factor/,
+    );
   });
 
   it('refuses lists longer than the safety limit', () => {
-    assert.match(usageMessage(() => parseLevelList('1-500', concurrency)), /at most 200 values/);
+    assert.match(
+      usageMessage(() => parseLevelList('1-500', concurrency)),
+      /at most 200 values/,
+    );
   });
 });
 
@@ -78,11 +108,26 @@ describe('parseSlo', () => {
   });
 
   it('rejects unknown metrics, wrong units and malformed clauses', () => {
-    assert.match(usageMessage(() => parseSlo('p42<=10ms')), /SLO metric/);
-    assert.match(usageMessage(() => parseSlo('errors<=10ms')), /error rate in %/);
-    assert.match(usageMessage(() => parseSlo('p95<=5%')), /latency in ms or s/);
-    assert.match(usageMessage(() => parseSlo('p95 = 10')), /SLO clause such as/);
-    assert.match(usageMessage(() => parseSlo('errors<=150%')), /at most 100 %/);
+    assert.match(
+      usageMessage(() => parseSlo('p42<=10ms')),
+      /SLO metric/,
+    );
+    assert.match(
+      usageMessage(() => parseSlo('errors<=10ms')),
+      /error rate in %/,
+    );
+    assert.match(
+      usageMessage(() => parseSlo('p95<=5%')),
+      /latency in ms or s/,
+    );
+    assert.match(
+      usageMessage(() => parseSlo('p95 = 10')),
+      /SLO clause such as/,
+    );
+    assert.match(
+      usageMessage(() => parseSlo('errors<=150%')),
+      /at most 100 %/,
+    );
   });
 });
 

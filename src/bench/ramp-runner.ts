@@ -88,8 +88,13 @@ export async function runRamp(options: RampRunOptions, deps: RampRunDeps): Promi
         const endSnapshot = await endScrape;
         const scrapeEndMs = Math.max(samples.windowEndMs, endSnapshot?.atMs ?? 0);
         const server =
-          deps.scraper === undefined ? undefined : summarizeServerMetrics(deps.scraper.snapshots(), { fromMs: samples.windowStartMs, toMs: scrapeEndMs });
-        const gpu = deps.gpu === undefined ? undefined : summarizeGpu(deps.gpu.samples(), { fromMs: samples.windowStartMs, toMs: samples.windowEndMs });
+          deps.scraper === undefined
+            ? undefined
+            : summarizeServerMetrics(deps.scraper.snapshots(), { fromMs: samples.windowStartMs, toMs: scrapeEndMs });
+        const gpu =
+          deps.gpu === undefined
+            ? undefined
+            : summarizeGpu(deps.gpu.samples(), { fromMs: samples.windowStartMs, toMs: samples.windowEndMs });
         const measurement = summarizeRep(samples, {
           rep: step.rep,
           client,

@@ -102,7 +102,10 @@ describe('aggregateStep', () => {
 
   it('pools reps: counts add up, rates are over the total window, percentiles over all requests', () => {
     const a = summarizeRep(samples([ok(0, 100), ok(0, 200)]), { rep: 1, client });
-    const b = summarizeRep(samples([ok(0, 300), ok(0, 400), ok(0, 500), ok(0, 600)]), { rep: 2, client: { cpuPercent: 90, eventLoopDelayP99Ms: 3 } });
+    const b = summarizeRep(samples([ok(0, 300), ok(0, 400), ok(0, 500), ok(0, 600)]), {
+      rep: 2,
+      client: { cpuPercent: 90, eventLoopDelayP99Ms: 3 },
+    });
     const step = aggregateStep([a, b], { step: 1, mode: 'closed', level: 4, slo, cost });
     assert.equal(step.concurrency, 4);
     assert.equal(step.rateRps, undefined);
@@ -185,7 +188,14 @@ describe('cost and capacity', () => {
   }
 
   it('takes the level meeting the SLO with the most throughput as capacity, with cost and GPUs for a target', () => {
-    const steps = [step(1, 10, true), step(2, 19, true), step(4, 30, false), step(8, 31, true, 0.005), step(16, 29, false, 0.2), step(32, 12, true)];
+    const steps = [
+      step(1, 10, true),
+      step(2, 19, true),
+      step(4, 30, false),
+      step(8, 31, true, 0.005),
+      step(16, 29, false, 0.2),
+      step(32, 12, true),
+    ];
     const capacity = decideCapacity(steps, { slo: parseSlo('p95<=100ms'), cost: { gpuHourUsd: 2, gpus: 1 }, targetRps: 100 });
     assert.equal(capacity?.level, 8);
     assert.equal(capacity?.requestsPerSecond, 31);
@@ -221,7 +231,14 @@ describe('CSV and summaries', () => {
     schema: 'voxmux.bench.results/v1',
     label: 'unit',
     mode: 'closed',
-    workload: { kind: 'transcribe', endpoint: 'http://x/v1/audio/transcriptions', model: 'm', isStreaming: false, inputCount: 1, settings: {} },
+    workload: {
+      kind: 'transcribe',
+      endpoint: 'http://x/v1/audio/transcriptions',
+      model: 'm',
+      isStreaming: false,
+      inputCount: 1,
+      settings: {},
+    },
     command: ['voxmux', 'bench', 'transcribe'],
     machine: { platform: 'linux', release: '6', arch: 'x64', cpuModel: 'cpu', cpuCores: 2, memoryBytes: 2 ** 31, nodeVersion: 'v20' },
     startedAt: '2026-01-01T00:00:00.000Z',

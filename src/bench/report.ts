@@ -740,12 +740,17 @@ export function toMarkdownSummary(results: BenchResults): string {
     '',
   ];
   const capacity = capacityLines(results);
-  if (capacity.length > 0) out.push('## Capacity', '', ...capacity.map((line) => (line.startsWith('  ') ? `  - ${line.trim()}` : `- ${line}`)), '');
+  if (capacity.length > 0)
+    out.push('## Capacity', '', ...capacity.map((line) => (line.startsWith('  ') ? `  - ${line.trim()}` : `- ${line}`)), '');
   const errorSteps = results.steps.filter((step) => step.errors > 0);
   if (errorSteps.length > 0) {
     out.push('## Errors', '');
     for (const step of errorSteps) {
-      out.push(`- level ${step.level}: ${Object.entries(step.errorsByCode).map(([code, n]) => `${code} x${n}`).join(', ')}`);
+      out.push(
+        `- level ${step.level}: ${Object.entries(step.errorsByCode)
+          .map(([code, n]) => `${code} x${n}`)
+          .join(', ')}`,
+      );
     }
     out.push('');
   }

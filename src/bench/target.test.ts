@@ -34,7 +34,11 @@ describe('resolveTargetUrls', () => {
 
   it('rejects other schemes, garbage and embedded credentials', () => {
     for (const url of ['ftp://h/', 'not a url', 'http://user:pw@h/']) {
-      assert.throws(() => resolveTargetUrls(url), (err: unknown) => isBenchError(err) && err.code === 'usage', url);
+      assert.throws(
+        () => resolveTargetUrls(url),
+        (err: unknown) => isBenchError(err) && err.code === 'usage',
+        url,
+      );
     }
   });
 });
@@ -45,7 +49,15 @@ describe('preflight', () => {
   it('returns the listed models, and accepts any HTTP answer', async () => {
     const clock = new FakeClock();
     const listing = (async () =>
-      new Response(JSON.stringify({ object: 'list', data: [{ id: 'a', object: 'model' }, { id: 'b', object: 'model' }] }))) as typeof fetch;
+      new Response(
+        JSON.stringify({
+          object: 'list',
+          data: [
+            { id: 'a', object: 'model' },
+            { id: 'b', object: 'model' },
+          ],
+        }),
+      )) as typeof fetch;
     assert.deepEqual(await preflight({ urls, timeoutMs: 1000 }, { fetch: listing, clock }), { status: 200, models: ['a', 'b'] });
     const missing = (async () => new Response('no', { status: 404 })) as typeof fetch;
     assert.deepEqual(await preflight({ urls, timeoutMs: 1000 }, { fetch: missing, clock }), { status: 404 });
@@ -53,7 +65,8 @@ describe('preflight', () => {
 
   it('fails with a clear unreachable error on a transport failure', async () => {
     const clock = new FakeClock();
-    const refused = (async () => Promise.reject(Object.assign(new TypeError('fetch failed'), { cause: { code: 'ECONNREFUSED' } }))) as typeof fetch;
+    const refused = (async () =>
+      Promise.reject(Object.assign(new TypeError('fetch failed'), { cause: { code: 'ECONNREFUSED' } }))) as typeof fetch;
     await assert.rejects(preflight({ urls, timeoutMs: 1000 }, { fetch: refused, clock }), (err: unknown) => {
       assert.ok(isBenchError(err));
       assert.equal(err.code, 'unreachable');
@@ -66,7 +79,9 @@ describe('preflight', () => {
   it('gives up after its timeout when the server does not answer', async () => {
     const clock = new FakeClock();
     const silent = ((_: unknown, init?: RequestInit) =>
-      new Promise<Response>((_resolve, reject) => init?.signal?.addEventListener('abort', () => reject(init.signal?.reason)))) as typeof fetch;
+      new Promise<Response>((_resolve, reject) =>
+        init?.signal?.addEventListener('abort', () => reject(init.signal?.reason)),
+      )) as typeof fetch;
     const pending = preflight({ urls, timeoutMs: 3000 }, { fetch: silent, clock });
     const check = assert.rejects(pending, /Cannot reach URL: http:\/\/h:8000\/v1\/models: no answer within 3000 ms/);
     await settle();

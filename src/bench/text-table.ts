@@ -19,11 +19,7 @@ export function formatTextTable(header: readonly string[], rows: ReadonlyArray<r
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
 }
 
-export function formatMarkdownTable(
-  header: readonly string[],
-  rows: ReadonlyArray<readonly string[]>,
-  options: TableOptions = {},
-): string {
+export function formatMarkdownTable(header: readonly string[], rows: ReadonlyArray<readonly string[]>, options: TableOptions = {}): string {
   const alignOf = (i: number): Alignment => options.align?.[i] ?? (i === 0 ? 'left' : 'right');
   const escape = (cell: string): string => cell.replace(/\|/g, '\\|');
   return [

@@ -54,7 +54,12 @@ function recordingFetch(respond: (sent: Sent) => Response | Promise<Response>) {
   return { fetch, sent };
 }
 
-async function request(opts: TranscribeWorkloadOptions, fetch: typeof globalThis.fetch, sequence = 0, signal = new AbortController().signal): Promise<RequestOutcome> {
+async function request(
+  opts: TranscribeWorkloadOptions,
+  fetch: typeof globalThis.fetch,
+  sequence = 0,
+  signal = new AbortController().signal,
+): Promise<RequestOutcome> {
   const clock = new FakeClock();
   return createTranscribeWorkload(opts, { fetch }).makeRequest({ sequence, signal, clock });
 }
@@ -99,16 +104,29 @@ describe('createTranscribeWorkload', () => {
     const typeOnly = { error: { message: 'x', type: 'server_error' } };
     assert.equal((await request(options(), recordingFetch(() => json(typeOnly, 503)).fetch)).errorCode, 'server_error');
     assert.equal((await request(options(), recordingFetch(() => new Response('<html>', { status: 502 })).fetch)).errorCode, 'http_502');
-    const redirect = await request(options(), recordingFetch(() => new Response(null, { status: 307, headers: { location: 'http://elsewhere/' } })).fetch);
+    const redirect = await request(
+      options(),
+      recordingFetch(() => new Response(null, { status: 307, headers: { location: 'http://elsewhere/' } })).fetch,
+    );
     assert.deepEqual([redirect.status, redirect.errorCode], [307, 'redirect']);
     assert.equal((await request(options(), recordingFetch(() => json({ nope: 1 })).fetch)).errorCode, 'bad_response');
-    assert.equal((await request(options(), recordingFetch(() => new Response('not json', { status: 200 })).fetch)).errorCode, 'bad_response');
-    const text = await request(options({ responseFormat: 'text' }), recordingFetch(() => new Response('hello', { headers: { 'content-type': 'text/plain' } })).fetch);
+    assert.equal(
+      (await request(options(), recordingFetch(() => new Response('not json', { status: 200 })).fetch)).errorCode,
+      'bad_response',
+    );
+    const text = await request(
+      options({ responseFormat: 'text' }),
+      recordingFetch(() => new Response('hello', { headers: { 'content-type': 'text/plain' } })).fetch,
+    );
     assert.equal(text.errorCode, undefined);
   });
 
   it('maps transport failures and aborts to their codes', async () => {
-    const refused = recordingFetch(() => Promise.reject(Object.assign(new TypeError('fetch failed'), { cause: Object.assign(new Error('connect'), { code: 'ECONNREFUSED' }) })));
+    const refused = recordingFetch(() =>
+      Promise.reject(
+        Object.assign(new TypeError('fetch failed'), { cause: Object.assign(new Error('connect'), { code: 'ECONNREFUSED' }) }),
+      ),
+    );
     const outcome = await request(options(), refused.fetch);
     assert.equal(outcome.errorCode, 'ECONNREFUSED');
     assert.equal(outcome.status, undefined);
@@ -150,20 +168,28 @@ describe('createTranscribeWorkload', () => {
 
   it('fails a stream that ends without its done event or carries an error event', async () => {
     const sse = (text: string) => () => new Response(text, { headers: { 'content-type': 'text/event-stream' } });
-    const cut = await request(options({ isStreaming: true }), recordingFetch(sse('data: {"type":"transcript.text.delta","delta":"a"}\n\n')).fetch);
+    const cut = await request(
+      options({ isStreaming: true }),
+      recordingFetch(sse('data: {"type":"transcript.text.delta","delta":"a"}\n\n')).fetch,
+    );
     assert.equal(cut.errorCode, 'incomplete_stream');
     const failed = await request(
       options({ isStreaming: true }),
       recordingFetch(sse('data: {"type":"error","error":{"message":"boom","type":"server_error","code":"model_failed"}}\n\n')).fetch,
     );
     assert.equal(failed.errorCode, 'model_failed');
-    const onlyDone = await request(options({ isStreaming: true }), recordingFetch(sse('data: {"type":"transcript.text.done","text":"x"}\n\n')).fetch);
+    const onlyDone = await request(
+      options({ isStreaming: true }),
+      recordingFetch(sse('data: {"type":"transcript.text.done","text":"x"}\n\n')).fetch,
+    );
     assert.equal(onlyDone.errorCode, undefined);
     assert.equal(onlyDone.ttfbMs, 0);
   });
 
   it('times the first chunk of a chunked JSON response', async () => {
-    const { fetch } = recordingFetch(() => new Response('{"text":"x"}', { headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }));
+    const { fetch } = recordingFetch(
+      () => new Response('{"text":"x"}', { headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }),
+    );
     const outcome = await request(options(), fetch);
     assert.equal(outcome.errorCode, undefined);
     assert.equal(outcome.ttfbMs, 0);

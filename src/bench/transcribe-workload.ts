@@ -2,12 +2,7 @@
  * The transcription workload: one multipart POST to an OpenAI-compatible
  * /v1/audio/transcriptions endpoint per request, with `stream=true` (SSE) when asked.
  */
-import {
-  isOpenAiErrorEnvelope,
-  isTranscriptionJson,
-  isTranscriptTextDeltaEvent,
-  isTranscriptTextDoneEvent,
-} from '../api/openai-audio.js';
+import { isOpenAiErrorEnvelope, isTranscriptionJson, isTranscriptTextDeltaEvent, isTranscriptTextDoneEvent } from '../api/openai-audio.js';
 import type { AudioInput } from './audio-input.js';
 import { buildMultipartBody, type MultipartBody } from './multipart-body.js';
 import { toTransportErrorCode, type RequestContext, type RequestOutcome, type Workload } from './workload.js';
@@ -76,10 +71,7 @@ export function createTranscribeWorkload(options: TranscribeWorkloadOptions, dep
     },
   };
 
-  async function send(
-    multipart: MultipartBody,
-    context: RequestContext,
-  ): Promise<Pick<RequestOutcome, 'status' | 'errorCode' | 'ttfbMs'>> {
+  async function send(multipart: MultipartBody, context: RequestContext): Promise<Pick<RequestOutcome, 'status' | 'errorCode' | 'ttfbMs'>> {
     const startMs = context.clock.nowMs();
     let status: number | undefined;
     try {

@@ -283,7 +283,16 @@ describe('loadConfig models', () => {
 describe('loadConfig result', () => {
   it('is deep-frozen', () => {
     const config = loadConfig({ file: { models: { a: testModel({ aliases: ['x'], options: { depth: { n: 1 } } }) } } });
-    for (const value of [config, config.gateway, config.gateway.apiKeys, config.supervisor.mps, config.models, config.models.a!, config.models.a!.aliases, config.models.a!.options]) {
+    for (const value of [
+      config,
+      config.gateway,
+      config.gateway.apiKeys,
+      config.supervisor.mps,
+      config.models,
+      config.models.a!,
+      config.models.a!.aliases,
+      config.models.a!.options,
+    ]) {
       assert.ok(Object.isFrozen(value));
     }
     assert.throws(() => {
@@ -312,9 +321,15 @@ describe('readConfigFile', () => {
       assert.equal(loadConfig({ file: readConfigFile(good), filePath: good }).gateway.port, 1234);
       const bad = join(dir, 'bad.json');
       writeFileSync(bad, '{"gateway":');
-      assert.throws(() => readConfigFile(bad), (err: unknown) => err instanceof ConfigError && err.problems[0]!.startsWith(`${bad}: not valid JSON`));
+      assert.throws(
+        () => readConfigFile(bad),
+        (err: unknown) => err instanceof ConfigError && err.problems[0]!.startsWith(`${bad}: not valid JSON`),
+      );
       const missing = join(dir, 'missing.json');
-      assert.throws(() => readConfigFile(missing), (err: unknown) => err instanceof ConfigError && err.problems[0]!.startsWith(`${missing}: cannot read`));
+      assert.throws(
+        () => readConfigFile(missing),
+        (err: unknown) => err instanceof ConfigError && err.problems[0]!.startsWith(`${missing}: cannot read`),
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -88,7 +88,10 @@ function parseScalar(schema: TSchema, raw: string | number | boolean, where: str
       problems.push(`${where}: expected true, false, 1 or 0: got '${raw}'`);
       return undefined;
     case 'Array': {
-      const items = raw.split(',').map((s) => s.trim()).filter((s) => s !== '');
+      const items = raw
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s !== '');
       const itemSchema = (schema as unknown as { items: TSchema }).items;
       const parsed = items.map((item) => parseScalar(itemSchema, item, where, problems));
       // A bad item is reported once, here; the array is left out so validation does not report it again.

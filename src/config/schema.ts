@@ -66,8 +66,16 @@ export const SupervisorSchema = Type.Object(
     loadTimeoutMs: Ms('Time for an instance to load its model, in milliseconds.', 300_000, 1),
     warmupTimeoutMs: Ms('Time for an instance to warm up, in milliseconds.', 600_000, 1),
     heartbeatIntervalMs: Ms('Time between heartbeats to each instance, in milliseconds.', 1000, 10),
-    heartbeatMissLimit: Type.Integer({ description: 'Unanswered heartbeats in a row that mark an instance wedged.', default: 5, minimum: 1 }),
-    probeIntervalMs: Ms('How often each instance probes its device (a tiny kernel on its CUDA stream); 0 turns probes off, in milliseconds.', 5000, 0),
+    heartbeatMissLimit: Type.Integer({
+      description: 'Unanswered heartbeats in a row that mark an instance wedged.',
+      default: 5,
+      minimum: 1,
+    }),
+    probeIntervalMs: Ms(
+      'How often each instance probes its device (a tiny kernel on its CUDA stream); 0 turns probes off, in milliseconds.',
+      5000,
+      0,
+    ),
     probeTimeoutMs: Ms('How long a device probe may take before the instance reports itself wedged, in milliseconds.', 2000, 1),
     batchTimeoutMs: Ms('Longest one batch may run before its instance is declared wedged, in milliseconds.', 120_000, 1),
     restartInitialBackoffMs: Ms('First delay before restarting a failed instance, in milliseconds.', 500, 0),
@@ -89,7 +97,12 @@ export const ModelSchema = Type.Object(
   {
     adapter: Type.String({ description: 'Model-host adapter: pocketsphinx, parakeet, or test (a test double).', minLength: 1 }),
     aliases: Type.Array(Type.String({ minLength: 1 }), { description: 'Other names clients may use.', default: [] }),
-    instances: Type.Integer({ description: 'Instances (processes) of this model, placed round-robin over its GPUs.', default: 2, minimum: 0, maximum: 64 }),
+    instances: Type.Integer({
+      description: 'Instances (processes) of this model, placed round-robin over its GPUs.',
+      default: 2,
+      minimum: 0,
+      maximum: 64,
+    }),
     instancesPerGpu: Type.Integer({
       description: 'Instances on each of the model GPUs; 0 means `instances` in all. Ignored on a node without GPUs.',
       default: 0,
@@ -100,7 +113,12 @@ export const ModelSchema = Type.Object(
       description: 'GPUs this model runs on; empty means every GPU of the node. Each instance gets CUDA_VISIBLE_DEVICES.',
       default: [],
     }),
-    maxBatchSize: Type.Integer({ description: 'Most requests in one batch; 0 means the largest preferred size.', default: 0, minimum: 0, maximum: 256 }),
+    maxBatchSize: Type.Integer({
+      description: 'Most requests in one batch; 0 means the largest preferred size.',
+      default: 0,
+      minimum: 0,
+      maximum: 256,
+    }),
     preferredBatchSizes: Type.Array(Type.Integer({ minimum: 1, maximum: 256 }), {
       description: 'Batch sizes dispatched at once when reached; empty means [maxBatchSize].',
       default: [],

@@ -80,12 +80,10 @@ export const errors = {
     make('invalid_parameter', `Expected ${p.param} to be ${p.expected}: got ${describe(p.got)}`, {
       param: p.param,
     }),
-  missingParameter: (p: { param: string }) =>
-    make('missing_parameter', `Missing required parameter: ${p.param}`, { param: p.param }),
+  missingParameter: (p: { param: string }) => make('missing_parameter', `Missing required parameter: ${p.param}`, { param: p.param }),
   invalidContentType: (p: { contentType: string | undefined }) =>
     make('invalid_content_type', `Expected a multipart/form-data body: got ${p.contentType ?? 'no content type'}`),
-  routeNotFound: (p: { method: string; url: string }) =>
-    make('route_not_found', `No route for ${p.method} ${p.url}`),
+  routeNotFound: (p: { method: string; url: string }) => make('route_not_found', `No route for ${p.method} ${p.url}`),
   bodyTooLarge: (p: { maxBodyBytes: number }) =>
     make('body_too_large', `The request body exceeds the limit of ${p.maxBodyBytes} bytes`, {
       details: { maxBodyBytes: p.maxBodyBytes },
@@ -98,11 +96,10 @@ export const errors = {
   unsupportedAudioFormat: (p: { detected: string }) =>
     make('unsupported_audio_format', `Unsupported audio format: ${p.detected}`, { param: 'file' }),
   audioTooLong: (p: { durationMs: number; maxAudioDurationMs: number }) =>
-    make(
-      'audio_too_long',
-      `Expected audio of at most ${p.maxAudioDurationMs} ms: got ${Math.round(p.durationMs)} ms`,
-      { param: 'file', details: { durationMs: Math.round(p.durationMs), maxAudioDurationMs: p.maxAudioDurationMs } },
-    ),
+    make('audio_too_long', `Expected audio of at most ${p.maxAudioDurationMs} ms: got ${Math.round(p.durationMs)} ms`, {
+      param: 'file',
+      details: { durationMs: Math.round(p.durationMs), maxAudioDurationMs: p.maxAudioDurationMs },
+    }),
   modelNotFound: (p: { model: string }) =>
     make('model_not_found', `The model '${p.model}' does not exist`, { param: 'model', details: { model: p.model } }),
   queueFull: (p: { model: string; queued: number; retryAfterMs: number }) =>
@@ -140,8 +137,7 @@ export const errors = {
   protocolMismatch: (p: { expected: number; got: unknown }) =>
     make('protocol_mismatch', `Expected protocol version ${p.expected}: got ${describe(p.got)}`),
   badFrame: (p: { reason: string }) => make('bad_frame', `Malformed protocol frame: ${p.reason}`),
-  loadFailed: (p: { model: string; reason: string }) =>
-    make('load_failed', `Model '${p.model}' failed to load: ${p.reason}`),
+  loadFailed: (p: { model: string; reason: string }) => make('load_failed', `Model '${p.model}' failed to load: ${p.reason}`),
   internal: (p: { cause: unknown }) => make('internal_error', 'Internal server error', { cause: p.cause }),
 };
 

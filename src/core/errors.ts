@@ -50,9 +50,7 @@ export class ServiceError extends Error {
 
   /** Retryable kinds may succeed if the client tries again later. */
   get isRetryable(): boolean {
-    return (
-      this.kind === 'resource_exhausted' || this.kind === 'unavailable' || this.kind === 'deadline_exceeded'
-    );
+    return this.kind === 'resource_exhausted' || this.kind === 'unavailable' || this.kind === 'deadline_exceeded';
   }
 }
 

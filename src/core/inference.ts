@@ -39,8 +39,7 @@ export interface BatchInput {
 }
 
 export type BatchItemOutcome =
-  | { requestId: string; ok: true; result: TranscriptResult }
-  | { requestId: string; ok: false; error: ServiceError };
+  { requestId: string; ok: true; result: TranscriptResult } | { requestId: string; ok: false; error: ServiceError };
 
 export interface InstanceView {
   instanceId: string;
@@ -48,4 +47,3 @@ export interface InstanceView {
 
 /** 'starting' means instances exist that are not ready yet (spawning, loading, restarting). */
 export type ModelAvailability = 'ready' | 'starting' | 'unavailable';
-

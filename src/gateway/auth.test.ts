@@ -18,14 +18,28 @@ describe('createKeyChecker', () => {
 
   it('rejects another scheme, or Bearer without a key, with missing_api_key', () => {
     const check = createKeyChecker(KEYS);
-    for (const header of ['Basic Zmlyc3Qta2V5LTAwMDE=', 'first-key-0001', 'Token first-key-0001', 'Bearer', 'Bearer ', 'Bearer   ', 'Bearerfirst-key-0001']) {
+    for (const header of [
+      'Basic Zmlyc3Qta2V5LTAwMDE=',
+      'first-key-0001',
+      'Token first-key-0001',
+      'Bearer',
+      'Bearer ',
+      'Bearer   ',
+      'Bearerfirst-key-0001',
+    ]) {
       assert.throws(() => check(header), { code: 'missing_api_key' }, header);
     }
   });
 
   it('rejects a key that is not configured with invalid_api_key', () => {
     const check = createKeyChecker(KEYS);
-    for (const header of ['Bearer wrong-key-0000', 'Bearer first-key-000', 'Bearer first-key-00011', 'Bearer FIRST-KEY-0001', 'Bearer first-key-0001 second-key-0002']) {
+    for (const header of [
+      'Bearer wrong-key-0000',
+      'Bearer first-key-000',
+      'Bearer first-key-00011',
+      'Bearer FIRST-KEY-0001',
+      'Bearer first-key-0001 second-key-0002',
+    ]) {
       assert.throws(() => check(header), { code: 'invalid_api_key', kind: 'unauthenticated' }, header);
     }
   });

@@ -135,7 +135,10 @@ describe('toServiceError', () => {
       assert.equal(error.code, 'invalid_content_type', err.code);
       assert.match(error.message, /got application\/octet-stream$/);
     }
-    assert.match(toServiceError(new errorCodes.FST_ERR_CTP_INVALID_MEDIA_TYPE(), { ...context, contentType: undefined }).message, /got no content type$/);
+    assert.match(
+      toServiceError(new errorCodes.FST_ERR_CTP_INVALID_MEDIA_TYPE(), { ...context, contentType: undefined }).message,
+      /got no content type$/,
+    );
   });
 
   it('maps multipart limits and malformed bodies to invalid_parameter on the body', () => {

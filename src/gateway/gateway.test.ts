@@ -98,7 +98,12 @@ describe('buildGateway authentication', () => {
     const missing = await app.inject({ method: 'GET', url: '/v1/models' });
     assert.equal(missing.statusCode, 401);
     assert.deepEqual(missing.json(), {
-      error: { message: 'Missing API key: send Authorization: Bearer <key>', type: 'authentication_error', param: null, code: 'missing_api_key' },
+      error: {
+        message: 'Missing API key: send Authorization: Bearer <key>',
+        type: 'authentication_error',
+        param: null,
+        code: 'missing_api_key',
+      },
     });
     const wrong = await app.inject({ method: 'GET', url: '/v1/models', headers: { authorization: 'Bearer not-a-configured-key' } });
     assert.deepEqual([wrong.statusCode, errorCode(wrong)], [401, 'invalid_api_key']);

@@ -60,7 +60,14 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
     metrics.gatewayCallDuration.observe({ endpoint }, durationMs / 1000);
     if (!OPEN_PATHS.includes(endpoint)) {
       request.log.info(
-        { requestId: request.id, method: request.method, url: request.url, statusCode: reply.statusCode, durationMs: Math.round(durationMs), code: request.voxmuxOutcome === 'ok' ? undefined : request.voxmuxOutcome },
+        {
+          requestId: request.id,
+          method: request.method,
+          url: request.url,
+          statusCode: reply.statusCode,
+          durationMs: Math.round(durationMs),
+          code: request.voxmuxOutcome === 'ok' ? undefined : request.voxmuxOutcome,
+        },
         'call completed',
       );
     }
@@ -80,7 +87,8 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   app.setErrorHandler(async (err, request, reply) => {
     const error: ServiceError = toServiceError(err, { maxBodyBytes: options.maxBodyBytes, contentType: request.headers['content-type'] });
     request.voxmuxOutcome = error.kind;
-    if (error.kind === 'internal') request.log.error({ err: error.cause ?? err, code: error.code, requestId: request.id }, 'request failed');
+    if (error.kind === 'internal')
+      request.log.error({ err: error.cause ?? err, code: error.code, requestId: request.id }, 'request failed');
     if (error.kind === 'cancelled' || reply.raw.destroyed) return;
     const http = toHttpError(error);
     return reply.code(http.status).headers(http.headers).type('application/json; charset=utf-8').send(http.body);

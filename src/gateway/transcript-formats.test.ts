@@ -55,10 +55,7 @@ describe('renderTranscript', () => {
   it('renders srt cues numbered from 1 with comma milliseconds, skipping blank segments', () => {
     const rendered = renderTranscript(result, 'srt', SEGMENTS_ONLY);
     assert.equal(rendered.contentType, 'text/plain; charset=utf-8');
-    assert.equal(
-      rendered.body,
-      '1\n00:00:00,000 --> 00:00:01,234\nHello there.\n\n2\n00:00:01,234 --> 01:01:01,500\nGeneral Kenobi.\n',
-    );
+    assert.equal(rendered.body, '1\n00:00:00,000 --> 00:00:01,234\nHello there.\n\n2\n00:00:01,234 --> 01:01:01,500\nGeneral Kenobi.\n');
   });
 
   it('renders vtt with its header and dot milliseconds', () => {
@@ -72,8 +69,14 @@ describe('renderTranscript', () => {
 
   it('renders one cue over the whole audio when the result has no segments', () => {
     const noSegments = { ...result, segments: null, durationS: 2.5 };
-    assert.equal(renderTranscript(noSegments, 'srt', SEGMENTS_ONLY).body, '1\n00:00:00,000 --> 00:00:02,500\nHello there. General Kenobi.\n');
-    assert.equal(renderTranscript(noSegments, 'vtt', SEGMENTS_ONLY).body, 'WEBVTT\n\n00:00:00.000 --> 00:00:02.500\nHello there. General Kenobi.\n');
+    assert.equal(
+      renderTranscript(noSegments, 'srt', SEGMENTS_ONLY).body,
+      '1\n00:00:00,000 --> 00:00:02,500\nHello there. General Kenobi.\n',
+    );
+    assert.equal(
+      renderTranscript(noSegments, 'vtt', SEGMENTS_ONLY).body,
+      'WEBVTT\n\n00:00:00.000 --> 00:00:02.500\nHello there. General Kenobi.\n',
+    );
   });
 
   it('renders verbose_json with the language name, duration, segments and usage, and no words unless asked', () => {
@@ -94,13 +97,18 @@ describe('renderTranscript', () => {
   });
 
   it('adds words to verbose_json only when asked, rounded to milliseconds', () => {
-    const body = JSON.parse(renderTranscript(result, 'verbose_json', { includeWords: true, includeSegments: false }).body) as Record<string, unknown>;
+    const body = JSON.parse(renderTranscript(result, 'verbose_json', { includeWords: true, includeSegments: false }).body) as Record<
+      string,
+      unknown
+    >;
     assert.deepEqual(body.words, [
       { word: 'Hello', start: 0.1, end: 0.457 },
       { word: 'there.', start: 0.5, end: 1.234 },
     ]);
     assert.deepEqual(body.segments, []);
-    const noWords = JSON.parse(renderTranscript({ ...result, words: null }, 'verbose_json', { includeWords: true, includeSegments: true }).body) as Record<string, unknown>;
+    const noWords = JSON.parse(
+      renderTranscript({ ...result, words: null }, 'verbose_json', { includeWords: true, includeSegments: true }).body,
+    ) as Record<string, unknown>;
     assert.deepEqual(noWords.words, []);
   });
 

@@ -92,7 +92,14 @@ export function timestamp(seconds: number, separator: ',' | '.'): string {
 
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
 
-const LANGUAGE_NAMES: Record<string, string> = { en: 'english', de: 'german', fr: 'french', es: 'spanish', it: 'italian', pt: 'portuguese' };
+const LANGUAGE_NAMES: Record<string, string> = {
+  en: 'english',
+  de: 'german',
+  fr: 'french',
+  es: 'spanish',
+  it: 'italian',
+  pt: 'portuguese',
+};
 function languageName(code: string): string {
   return LANGUAGE_NAMES[code] ?? code;
 }

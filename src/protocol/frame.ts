@@ -28,9 +28,7 @@ export const MessageTag = {
 export type MessageName = keyof typeof MessageTag;
 export type MessageTagValue = (typeof MessageTag)[MessageName];
 
-const TAG_TO_NAME = new Map<number, MessageName>(
-  (Object.entries(MessageTag) as [MessageName, number][]).map(([name, tag]) => [tag, name]),
-);
+const TAG_TO_NAME = new Map<number, MessageName>((Object.entries(MessageTag) as [MessageName, number][]).map(([name, tag]) => [tag, name]));
 
 export function messageNameOf(tag: number): MessageName | undefined {
   return TAG_TO_NAME.get(tag);
@@ -45,7 +43,9 @@ export interface Frame {
 }
 
 export function encodeFrame(frame: Omit<Frame, 'flags'> & { flags?: number }): Buffer {
-  return Buffer.concat(encodeFrameChunks({ type: frame.type, correlationId: frame.correlationId, meta: frame.meta, flags: frame.flags }, [frame.body]));
+  return Buffer.concat(
+    encodeFrameChunks({ type: frame.type, correlationId: frame.correlationId, meta: frame.meta, flags: frame.flags }, [frame.body]),
+  );
 }
 
 /**

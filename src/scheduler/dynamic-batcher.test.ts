@@ -72,7 +72,12 @@ describe('decideBatch', () => {
   });
 
   it("batches only the leader's bucket, in queue order, and waits on the leader", () => {
-    const queue = [item('short1', 0, { bucket: 0 }), item('long1', 1, { bucket: 2 }), item('short2', 2, { bucket: 0 }), item('long2', 3, { bucket: 2 })];
+    const queue = [
+      item('short1', 0, { bucket: 0 }),
+      item('long1', 1, { bucket: 2 }),
+      item('short2', 2, { bucket: 0 }),
+      item('long2', 3, { bucket: 2 }),
+    ];
     assert.deepEqual(decideBatch(queue, policy(), 5), { kind: 'wait', untilMs: 10 });
     assert.deepEqual(ids(decideBatch(queue, policy(), 10)), ['short1', 'short2']);
     assert.deepEqual(ids(decideBatch(queue.slice(0, 2), policy(), 10)), ['short1']);

@@ -22,10 +22,7 @@ export interface BatchPolicy {
   dispatchWhenIdle?: boolean;
 }
 
-export type BatchDecision<T> =
-  | { kind: 'dispatch'; items: T[] }
-  | { kind: 'wait'; untilMs: number }
-  | { kind: 'idle' };
+export type BatchDecision<T> = { kind: 'dispatch'; items: T[] } | { kind: 'wait'; untilMs: number } | { kind: 'idle' };
 
 /**
  * `queued` must be ordered by priority (0 first), then by arrival. `hasIdleInstance`: an instance

@@ -1,14 +1,6 @@
 /** Public surface of the scheduler. */
 export { createScheduler, PRIORITIES } from './scheduler.js';
-export type {
-  Priority,
-  Scheduler,
-  SchedulerDeps,
-  SchedulerOptions,
-  SchedulerStats,
-  ModelStats,
-  SubmitOptions,
-} from './scheduler.js';
+export type { Priority, Scheduler, SchedulerDeps, SchedulerOptions, SchedulerStats, ModelStats, SubmitOptions } from './scheduler.js';
 export type {
   BatchInput,
   BatchItemOutcome,

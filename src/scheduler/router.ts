@@ -5,10 +5,7 @@ export interface RouteCandidate {
   runningRequests: number;
 }
 
-export function selectInstance(
-  candidates: readonly RouteCandidate[],
-  maxRunningBatchesPerInstance: number,
-): RouteCandidate | undefined {
+export function selectInstance(candidates: readonly RouteCandidate[], maxRunningBatchesPerInstance: number): RouteCandidate | undefined {
   let best: RouteCandidate | undefined;
   for (const c of candidates) {
     if (c.runningBatches >= maxRunningBatchesPerInstance) continue;

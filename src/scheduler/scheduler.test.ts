@@ -42,7 +42,10 @@ describe('Scheduler', () => {
     assert.deepEqual(executor.batchSizes(), [2]);
     executor.complete(0);
     const results = await Promise.all(done);
-    assert.deepEqual(results.map((r) => r.text), ['samples=16000', 'samples=16000']);
+    assert.deepEqual(
+      results.map((r) => r.text),
+      ['samples=16000', 'samples=16000'],
+    );
   });
 
   it('with dispatchWhenIdle, dispatches at once to an idle instance and batches while it is busy', async () => {
@@ -82,7 +85,10 @@ describe('Scheduler', () => {
     clock.advance(10);
     await settle();
     assert.deepEqual(executor.batchSizes(), [2]);
-    assert.deepEqual(executor.batches[0]!.batch.requests.map((r) => r.audio.length), [32000, 48000]);
+    assert.deepEqual(
+      executor.batches[0]!.batch.requests.map((r) => r.audio.length),
+      [32000, 48000],
+    );
     executor.complete(0);
     await settle();
     assert.deepEqual(executor.batchSizes(), [2, 1]);
@@ -106,7 +112,13 @@ describe('Scheduler', () => {
     const { clock, executor, scheduler } = setup({ maxRunningBatchesPerInstance: 2 }, ['a', 'b']);
     for (let i = 0; i < 4; i++) void scheduler.submit('m', req(1), { timeoutMs: 10_000 });
     await settle();
-    assert.deepEqual(executor.batches.map((b) => [b.instanceId, b.batch.requests.length]), [['a', 2], ['b', 2]]);
+    assert.deepEqual(
+      executor.batches.map((b) => [b.instanceId, b.batch.requests.length]),
+      [
+        ['a', 2],
+        ['b', 2],
+      ],
+    );
     executor.complete(1);
     await settle();
     // a still has room for a second batch, but b has fewer pending requests.
@@ -124,7 +136,10 @@ describe('Scheduler', () => {
     clock.advance(10);
     await settle();
     assert.deepEqual(executor.batchSizes(), [2, 1]);
-    assert.deepEqual(executor.batches.map((b) => b.instanceId), ['a', 'b']);
+    assert.deepEqual(
+      executor.batches.map((b) => b.instanceId),
+      ['a', 'b'],
+    );
   });
 
   it('serves high priority before normal priority', async () => {

@@ -164,7 +164,12 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
         this.#options.loadTimeoutMs,
       );
       if (loaded.type === 'LoadResult') {
-        Object.assign(this.#facts, { device: loaded.device, parameters: loaded.parameters, memoryBytes: loaded.memoryBytes, loadMs: loaded.loadMs });
+        Object.assign(this.#facts, {
+          device: loaded.device,
+          parameters: loaded.parameters,
+          memoryBytes: loaded.memoryBytes,
+          loadMs: loaded.loadMs,
+        });
       }
       this.#transition('warming');
       const release = (await this.#deps.beforeWarmup?.()) ?? (() => undefined);
@@ -242,7 +247,12 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
     this.#pipeLogs(child.stdout, 'stdout');
     this.#pipeLogs(child.stderr, 'stderr');
     child.onError((err) => {
-      this.#fail({ reason: 'failed_to_start', exitCode: null, signal: null, error: errors.instanceCrashed({ instanceId: this.instanceId, reason: err.message }) });
+      this.#fail({
+        reason: 'failed_to_start',
+        exitCode: null,
+        signal: null,
+        error: errors.instanceCrashed({ instanceId: this.instanceId, reason: err.message }),
+      });
     });
     child.onExit((exitCode, signal) => {
       const isClosing = this.#state === 'draining' || this.#state === 'closed';
@@ -283,7 +293,8 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
       const parsed = JSON.parse(line) as { level?: string; msg?: string } & Record<string, unknown>;
       if (typeof parsed === 'object' && parsed !== null && typeof parsed.msg === 'string') {
         const { level, msg, ...fields } = parsed;
-        const fn = level === 'error' ? log.error : level === 'warn' || level === 'warning' ? log.warn : level === 'debug' ? log.debug : log.info;
+        const fn =
+          level === 'error' ? log.error : level === 'warn' || level === 'warning' ? log.warn : level === 'debug' ? log.debug : log.info;
         fn.call(log, { ...fields, source }, msg);
         return;
       }
@@ -371,13 +382,24 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
         reject(errors.instanceCrashed({ instanceId: this.instanceId, reason: `no Hello within ${this.#options.handshakeTimeoutMs} ms` }));
       }, this.#options.handshakeTimeoutMs);
       this.#helloWaiter = {
-        resolve: (m) => { timer.cancel(); resolve(m); },
-        reject: (e) => { timer.cancel(); reject(e); },
+        resolve: (m) => {
+          timer.cancel();
+          resolve(m);
+        },
+        reject: (e) => {
+          timer.cancel();
+          reject(e);
+        },
       };
     });
   }
 
-  #request(message: ControllerMessage, expect: HostMessage['type'], timeoutMs: number | undefined, batch?: BatchInput): Promise<HostMessage> {
+  #request(
+    message: ControllerMessage,
+    expect: HostMessage['type'],
+    timeoutMs: number | undefined,
+    batch?: BatchInput,
+  ): Promise<HostMessage> {
     if (this.#end !== undefined) return Promise.reject(this.#end.error ?? errors.shuttingDown());
     const correlationId = this.#nextCorrelationId++;
     return new Promise<HostMessage>((resolve, reject) => {
@@ -393,8 +415,14 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
         expect,
         startedMs: this.#deps.clock.nowMs(),
         batch,
-        resolve: (m) => { timer?.cancel(); resolve(m); },
-        reject: (e) => { timer?.cancel(); reject(e); },
+        resolve: (m) => {
+          timer?.cancel();
+          resolve(m);
+        },
+        reject: (e) => {
+          timer?.cancel();
+          reject(e);
+        },
       });
       this.#send({ ...message, correlationId } as ControllerMessage);
     });
@@ -433,7 +461,12 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
   #wedge(reason: string): void {
     if (this.#end !== undefined) return;
     this.#deps.log.warn({ reason }, 'instance wedged');
-    this.#fail({ reason: 'wedged', exitCode: null, signal: 'SIGKILL', error: errors.instanceWedged({ instanceId: this.instanceId, reason }) });
+    this.#fail({
+      reason: 'wedged',
+      exitCode: null,
+      signal: 'SIGKILL',
+      error: errors.instanceWedged({ instanceId: this.instanceId, reason }),
+    });
   }
 
   #fail(end: InstanceEnd): void {

@@ -26,7 +26,10 @@ describe('MPS controller', () => {
   it('starts the daemon with private pipe and log folders and gives instances the same ones', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'voxmux-mps-test-'));
     const fake = fakeRun([]);
-    const mps = createMpsController({ controlPath: 'mps-control', directory: dir }, { runCommand: fake.runCommand, baseEnv: { PATH: '/bin' }, log });
+    const mps = createMpsController(
+      { controlPath: 'mps-control', directory: dir },
+      { runCommand: fake.runCommand, baseEnv: { PATH: '/bin' }, log },
+    );
     await mps.start();
     assert.equal(fake.calls[0]!.command, 'mps-control');
     assert.deepEqual(fake.calls[0]!.args, ['-d']);

@@ -38,7 +38,12 @@ export function createMpsController(options: MpsOptions, deps: MpsDeps): MpsCont
     async start() {
       mkdirSync(env.CUDA_MPS_PIPE_DIRECTORY, { recursive: true });
       mkdirSync(env.CUDA_MPS_LOG_DIRECTORY, { recursive: true });
-      const result = await deps.runCommand({ command: options.controlPath, args: ['-d'], env: { ...deps.baseEnv, ...env }, timeoutMs: COMMAND_TIMEOUT_MS });
+      const result = await deps.runCommand({
+        command: options.controlPath,
+        args: ['-d'],
+        env: { ...deps.baseEnv, ...env },
+        timeoutMs: COMMAND_TIMEOUT_MS,
+      });
       if (result.exitCode !== 0) {
         throw new Error(`MPS control daemon failed to start (exit ${result.exitCode}): ${result.stderr.trim() || result.stdout.trim()}`);
       }
@@ -49,7 +54,13 @@ export function createMpsController(options: MpsOptions, deps: MpsDeps): MpsCont
     async stop() {
       if (!isRunning) return;
       isRunning = false;
-      const result = await deps.runCommand({ command: options.controlPath, args: [], input: 'quit\n', env: { ...deps.baseEnv, ...env }, timeoutMs: COMMAND_TIMEOUT_MS });
+      const result = await deps.runCommand({
+        command: options.controlPath,
+        args: [],
+        input: 'quit\n',
+        env: { ...deps.baseEnv, ...env },
+        timeoutMs: COMMAND_TIMEOUT_MS,
+      });
       if (result.exitCode !== 0) deps.log.warn({ exitCode: result.exitCode, stderr: result.stderr.trim() }, 'mps daemon stop failed');
       else deps.log.info({}, 'mps daemon stopped');
     },

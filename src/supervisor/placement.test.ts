@@ -13,19 +13,33 @@ describe('placeInstances', () => {
   });
 
   it('spreads instances round-robin over every GPU of the node by default', () => {
-    assert.deepEqual(placeInstances({ ...base, instances: 5 }, [0, 1, 2, 3]).map((p) => p.gpu), [0, 1, 2, 3, 0]);
+    assert.deepEqual(
+      placeInstances({ ...base, instances: 5 }, [0, 1, 2, 3]).map((p) => p.gpu),
+      [0, 1, 2, 3, 0],
+    );
   });
 
   it('places instancesPerGpu on each of the model GPUs with MPS shares by index on the GPU', () => {
     const placed = placeInstances({ ...base, instancesPerGpu: 4, gpus: [2, 3], mpsActiveThreadPercentages: [25] }, [0, 1, 2, 3]);
     assert.equal(placed.length, 8);
-    assert.deepEqual(placed.map((p) => p.gpu), [2, 3, 2, 3, 2, 3, 2, 3]);
+    assert.deepEqual(
+      placed.map((p) => p.gpu),
+      [2, 3, 2, 3, 2, 3, 2, 3],
+    );
     assert.ok(placed.every((p) => p.mpsActiveThreadPercentage === 25));
   });
 
   it('cycles differing MPS shares within each GPU', () => {
     const placed = placeInstances({ ...base, instancesPerGpu: 2, mpsActiveThreadPercentages: [60, 40] }, [0, 1]);
-    assert.deepEqual(placed.map((p) => [p.gpu, p.mpsActiveThreadPercentage]), [[0, 60], [1, 60], [0, 40], [1, 40]]);
+    assert.deepEqual(
+      placed.map((p) => [p.gpu, p.mpsActiveThreadPercentage]),
+      [
+        [0, 60],
+        [1, 60],
+        [0, 40],
+        [1, 40],
+      ],
+    );
   });
 
   it('falls back to instances when instancesPerGpu is set but there are no GPUs', () => {
@@ -33,7 +47,9 @@ describe('placeInstances', () => {
   });
 
   it('reports model GPUs the node does not have', () => {
-    assert.deepEqual(checkPlacement('asr', { ...base, gpus: [0, 7] }, [0, 1]), ['models.asr.gpus: GPU 7 is not one of this node\'s GPUs (0, 1)']);
+    assert.deepEqual(checkPlacement('asr', { ...base, gpus: [0, 7] }, [0, 1]), [
+      "models.asr.gpus: GPU 7 is not one of this node's GPUs (0, 1)",
+    ]);
     assert.deepEqual(checkPlacement('asr', { ...base, gpus: [7] }, []), []);
   });
 });

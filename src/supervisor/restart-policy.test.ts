@@ -26,13 +26,19 @@ describe('decideRestart', () => {
 
   it('doubles the backoff with each failure inside the window', () => {
     const decisions = replay([0, 1_000, 2_000, 3_000], { ...policy, crashLoopMaxFailures: 10 });
-    assert.deepEqual(decisions.map((d) => d.delayMs), [500, 1_000, 2_000, 4_000]);
+    assert.deepEqual(
+      decisions.map((d) => d.delayMs),
+      [500, 1_000, 2_000, 4_000],
+    );
     assert.ok(decisions.every((d) => !d.isCrashLoop));
   });
 
   it('caps the backoff at restartMaxBackoffMs', () => {
     const decisions = replay([0, 1, 2, 3, 4, 5, 6, 7, 8], { ...policy, crashLoopMaxFailures: 100 });
-    assert.deepEqual(decisions.map((d) => d.delayMs), [500, 1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000, 30_000]);
+    assert.deepEqual(
+      decisions.map((d) => d.delayMs),
+      [500, 1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000, 30_000],
+    );
   });
 
   it('keeps the backoff a finite number after very many failures, a zero initial backoff included', () => {
@@ -59,8 +65,14 @@ describe('decideRestart', () => {
 
   it('reports a crash loop at crashLoopMaxFailures failures in the window and restarts it at the longest backoff', () => {
     const decisions = replay([0, 100, 200, 300, 400, 500]);
-    assert.deepEqual(decisions.map((d) => d.isCrashLoop), [false, false, false, false, true, true]);
-    assert.deepEqual(decisions.map((d) => d.delayMs), [500, 1_000, 2_000, 4_000, 30_000, 30_000]);
+    assert.deepEqual(
+      decisions.map((d) => d.isCrashLoop),
+      [false, false, false, false, true, true],
+    );
+    assert.deepEqual(
+      decisions.map((d) => d.delayMs),
+      [500, 1_000, 2_000, 4_000, 30_000, 30_000],
+    );
   });
 
   it('leaves the crash loop once enough failures age out of the window', () => {
@@ -71,7 +83,11 @@ describe('decideRestart', () => {
   });
 
   it('reports every failure as a crash loop when crashLoopMaxFailures is 1', () => {
-    assert.deepEqual(decideRestart([], 0, { ...policy, crashLoopMaxFailures: 1 }), { delayMs: 30_000, isCrashLoop: true, recentFailuresMs: [0] });
+    assert.deepEqual(decideRestart([], 0, { ...policy, crashLoopMaxFailures: 1 }), {
+      delayMs: 30_000,
+      isCrashLoop: true,
+      recentFailuresMs: [0],
+    });
   });
 
   it('does not modify the failure list it is given', () => {

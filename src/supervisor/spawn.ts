@@ -56,9 +56,7 @@ export interface CommandResult {
 }
 
 /** Runs a short helper command to completion (the MPS control daemon's start and quit). */
-export function runCommand(
-  request: SpawnRequest & { input?: string; timeoutMs: number },
-): Promise<CommandResult> {
+export function runCommand(request: SpawnRequest & { input?: string; timeoutMs: number }): Promise<CommandResult> {
   return new Promise((resolve) => {
     const child = spawnChild(request.command, [...request.args], {
       env: { ...request.env },

@@ -124,7 +124,18 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
 
   for (const [model, config] of Object.entries(options.models)) {
     for (const [index, placement] of placeInstances(config, options.nodeGpus).entries()) {
-      slots.push({ model, index, placement, generation: 0, current: undefined, restarts: 0, failuresMs: [], isCrashLoop: false, restartTimer: undefined, lastEnd: null });
+      slots.push({
+        model,
+        index,
+        placement,
+        generation: 0,
+        current: undefined,
+        restarts: 0,
+        failuresMs: [],
+        isCrashLoop: false,
+        restartTimer: undefined,
+        lastEnd: null,
+      });
     }
   }
 
@@ -176,7 +187,17 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     if (config.command.length > 0) return { command: config.command[0]!, args: config.command.slice(1) };
     return {
       command: options.pythonPath,
-      args: ['-u', '-m', 'voxmux_host', '--adapter', config.adapter, '--probe-interval-ms', String(options.probeIntervalMs), '--probe-timeout-ms', String(options.probeTimeoutMs)],
+      args: [
+        '-u',
+        '-m',
+        'voxmux_host',
+        '--adapter',
+        config.adapter,
+        '--probe-interval-ms',
+        String(options.probeIntervalMs),
+        '--probe-timeout-ms',
+        String(options.probeTimeoutMs),
+      ],
     };
   }
 
@@ -277,7 +298,14 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     slot.isCrashLoop = decision.isCrashLoop;
     slot.restarts += 1;
     metrics.instanceRestarts.inc({ model: slot.model, reason: end.reason });
-    const fields = { instanceId: instance.instanceId, model: slot.model, exitCode: end.exitCode, signal: end.signal, code: end.error?.code, restartInMs: decision.delayMs };
+    const fields = {
+      instanceId: instance.instanceId,
+      model: slot.model,
+      exitCode: end.exitCode,
+      signal: end.signal,
+      code: end.error?.code,
+      restartInMs: decision.delayMs,
+    };
     if (decision.isCrashLoop) log.error({ ...fields, failures: decision.recentFailuresMs.length }, 'instance crash loop');
     else log.warn(fields, 'instance exited');
     slot.restartTimer = clock.setTimeout(() => void launch(slot), decision.delayMs);

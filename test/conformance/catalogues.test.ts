@@ -32,10 +32,14 @@ describe('catalogues and their docs', () => {
   });
 
   it('has the same wire error codes in TypeScript and Python', () => {
-    const out = execFileSync('/usr/bin/python3', ['-c', 'import json; from voxmux_host.errors import WIRE_ERROR_CODES as c; print(json.dumps(list(c)))'], {
-      env: { PYTHONPATH: fileURLToPath(new URL('../../host', import.meta.url)), PATH: '/usr/bin:/bin' },
-      encoding: 'utf8',
-    });
+    const out = execFileSync(
+      '/usr/bin/python3',
+      ['-c', 'import json; from voxmux_host.errors import WIRE_ERROR_CODES as c; print(json.dumps(list(c)))'],
+      {
+        env: { PYTHONPATH: fileURLToPath(new URL('../../host', import.meta.url)), PATH: '/usr/bin:/bin' },
+        encoding: 'utf8',
+      },
+    );
     assert.deepEqual(JSON.parse(out), [...WIRE_ERROR_CODES]);
   });
 });

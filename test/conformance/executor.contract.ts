@@ -80,7 +80,10 @@ export function describeExecutorContract(name: string, makeHarness: MakeHarness,
   }
 
   function assertEchoes(harness: ExecutorHarness, outcomes: readonly BatchItemOutcome[], requests: readonly Request[]): void {
-    assert.deepEqual(outcomes.map((o) => o.requestId), requests.map((r) => r.requestId));
+    assert.deepEqual(
+      outcomes.map((o) => o.requestId),
+      requests.map((r) => r.requestId),
+    );
     outcomes.forEach((outcome, i) => {
       const audio = requests[i]!.audio;
       assert.ok(outcome.ok, `request ${outcome.requestId} failed: ${outcome.ok ? '' : outcome.error.code}`);
@@ -132,52 +135,73 @@ export function describeExecutorContract(name: string, makeHarness: MakeHarness,
       assert.equal(removedCalls, 0);
     });
 
-    contractCase('batch-outcomes', 'resolves a batch with one outcome per request, in request order, under the request ids given', async (t) => {
-      const harness = open(t, { m: {} });
-      const { executor } = harness;
-      await harness.start();
-      const instanceId = executor.readyInstances('m')[0]!.instanceId;
-      const requests = [request('z-first', 480, 1), request('a-second', 160, 2), request('m-third', 320, 3)];
-      const running = executor.runBatch(instanceId, { batchId: 'b1', requests });
-      harness.drive();
-      assertEchoes(harness, await running, requests);
-    });
+    contractCase(
+      'batch-outcomes',
+      'resolves a batch with one outcome per request, in request order, under the request ids given',
+      async (t) => {
+        const harness = open(t, { m: {} });
+        const { executor } = harness;
+        await harness.start();
+        const instanceId = executor.readyInstances('m')[0]!.instanceId;
+        const requests = [request('z-first', 480, 1), request('a-second', 160, 2), request('m-third', 320, 3)];
+        const running = executor.runBatch(instanceId, { batchId: 'b1', requests });
+        harness.drive();
+        assertEchoes(harness, await running, requests);
+      },
+    );
 
-    contractCase('concurrent-batches', 'resolves every batch sent to one instance while earlier ones still run, each with its own results', async (t) => {
-      const harness = open(t, { m: {} });
-      const { executor } = harness;
-      await harness.start();
-      const instanceId = executor.readyInstances('m')[0]!.instanceId;
-      const batches = [0, 1, 2].map((b) => [request(`b${b}-r0`, 160 * (b + 1), 10 * b + 1), request(`b${b}-r1`, 80 * (b + 2), 10 * b + 2)]);
-      const running = batches.map((requests, b) => executor.runBatch(instanceId, { batchId: `b${b}`, requests }));
-      harness.drive();
-      const outcomes = await Promise.all(running);
-      outcomes.forEach((o, b) => assertEchoes(harness, o, batches[b]!));
-    });
+    contractCase(
+      'concurrent-batches',
+      'resolves every batch sent to one instance while earlier ones still run, each with its own results',
+      async (t) => {
+        const harness = open(t, { m: {} });
+        const { executor } = harness;
+        await harness.start();
+        const instanceId = executor.readyInstances('m')[0]!.instanceId;
+        const batches = [0, 1, 2].map((b) => [
+          request(`b${b}-r0`, 160 * (b + 1), 10 * b + 1),
+          request(`b${b}-r1`, 80 * (b + 2), 10 * b + 2),
+        ]);
+        const running = batches.map((requests, b) => executor.runBatch(instanceId, { batchId: `b${b}`, requests }));
+        harness.drive();
+        const outcomes = await Promise.all(running);
+        outcomes.forEach((o, b) => assertEchoes(harness, o, batches[b]!));
+      },
+    );
 
-    contractCase('crash-fails-unfinished-batches', 'fails every unfinished batch with instance_crashed when its instance crashes, and drops the instance from the ready set', async (t) => {
-      const harness = open(t, { m: { crashAfterBatches: 1 } });
-      const { executor } = harness;
-      await harness.start();
-      const instanceId = executor.readyInstances('m')[0]!.instanceId;
-      const first = [request('before', 160, 1)];
-      const finished = executor.runBatch(instanceId, { batchId: 'before', requests: first });
-      harness.drive();
-      assertEchoes(harness, await finished, first);
+    contractCase(
+      'crash-fails-unfinished-batches',
+      'fails every unfinished batch with instance_crashed when its instance crashes, and drops the instance from the ready set',
+      async (t) => {
+        const harness = open(t, { m: { crashAfterBatches: 1 } });
+        const { executor } = harness;
+        await harness.start();
+        const instanceId = executor.readyInstances('m')[0]!.instanceId;
+        const first = [request('before', 160, 1)];
+        const finished = executor.runBatch(instanceId, { batchId: 'before', requests: first });
+        harness.drive();
+        assertEchoes(harness, await finished, first);
 
-      const readySeen: string[][] = [];
-      executor.onInstancesChanged(() => readySeen.push(executor.readyInstances('m').map((v) => v.instanceId)));
-      const lost = [
-        executor.runBatch(instanceId, { batchId: 'lost-1', requests: [request('lost-1', 160, 2)] }),
-        executor.runBatch(instanceId, { batchId: 'lost-2', requests: [request('lost-2', 160, 3)] }),
-      ];
-      harness.drive();
-      const settled = await Promise.allSettled(lost);
-      assert.deepEqual(settled.map((s) => (s.status === 'rejected' ? codeOf(s.reason) : 'resolved')), ['instance_crashed', 'instance_crashed']);
-      assert.ok(!executor.readyInstances('m').some((v) => v.instanceId === instanceId), 'the crashed instance is still listed as ready');
-      assert.ok(readySeen.some((ids) => !ids.includes(instanceId)), 'no listener call saw the instance leave the ready set');
-      assert.notEqual(executor.availability('m'), 'ready');
-    });
+        const readySeen: string[][] = [];
+        executor.onInstancesChanged(() => readySeen.push(executor.readyInstances('m').map((v) => v.instanceId)));
+        const lost = [
+          executor.runBatch(instanceId, { batchId: 'lost-1', requests: [request('lost-1', 160, 2)] }),
+          executor.runBatch(instanceId, { batchId: 'lost-2', requests: [request('lost-2', 160, 3)] }),
+        ];
+        harness.drive();
+        const settled = await Promise.allSettled(lost);
+        assert.deepEqual(
+          settled.map((s) => (s.status === 'rejected' ? codeOf(s.reason) : 'resolved')),
+          ['instance_crashed', 'instance_crashed'],
+        );
+        assert.ok(!executor.readyInstances('m').some((v) => v.instanceId === instanceId), 'the crashed instance is still listed as ready');
+        assert.ok(
+          readySeen.some((ids) => !ids.includes(instanceId)),
+          'no listener call saw the instance leave the ready set',
+        );
+        assert.notEqual(executor.availability('m'), 'ready');
+      },
+    );
 
     contractCase('crash-rejects-later-batches', 'rejects a batch sent to an instance after it crashed with instance_crashed', async (t) => {
       const harness = open(t, { m: { crashAfterBatches: 0 } });

@@ -23,23 +23,38 @@ function offenders(pattern: RegExp, allowed: (path: string) => boolean): string[
 
 describe('house rules', () => {
   it('reads process.env only in config/env.ts', () => {
-    assert.deepEqual(offenders(/process\.env\b/, (p) => p === 'src/config/env.ts'), []);
+    assert.deepEqual(
+      offenders(/process\.env\b/, (p) => p === 'src/config/env.ts'),
+      [],
+    );
   });
 
   it('starts processes only in supervisor/spawn.ts, gateway/audio/ffmpeg.ts and bench/gpu-sampler.ts', () => {
     const allowed = new Set(['src/supervisor/spawn.ts', 'src/gateway/audio/ffmpeg.ts', 'src/bench/gpu-sampler.ts']);
-    assert.deepEqual(offenders(/from 'node:child_process'|require\('child_process'\)/, (p) => allowed.has(p)), []);
+    assert.deepEqual(
+      offenders(/from 'node:child_process'|require\('child_process'\)/, (p) => allowed.has(p)),
+      [],
+    );
   });
 
   it('uses console only under bench/', () => {
-    assert.deepEqual(offenders(/\bconsole\.(log|info|warn|error|debug)\(/, (p) => p.startsWith('src/bench/')), []);
+    assert.deepEqual(
+      offenders(/\bconsole\.(log|info|warn|error|debug)\(/, (p) => p.startsWith('src/bench/')),
+      [],
+    );
   });
 
   it('calls listen() only in app/main.ts', () => {
-    assert.deepEqual(offenders(/\.listen\(\{/, (p) => p === 'src/app/main.ts'), []);
+    assert.deepEqual(
+      offenders(/\.listen\(\{/, (p) => p === 'src/app/main.ts'),
+      [],
+    );
   });
 
   it('declares metrics only in telemetry/metrics.ts', () => {
-    assert.deepEqual(offenders(/new (Counter|Gauge|Histogram|Summary)\(/, (p) => p === 'src/telemetry/metrics.ts'), []);
+    assert.deepEqual(
+      offenders(/new (Counter|Gauge|Histogram|Summary)\(/, (p) => p === 'src/telemetry/metrics.ts'),
+      [],
+    );
   });
 });

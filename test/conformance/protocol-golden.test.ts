@@ -5,7 +5,9 @@ import { decodeFrame, encodeFrame, FrameDecoder, messageNameOf, type MessageTagV
 import { fromControllerMessage, toHostMessage } from '../../src/protocol/messages.js';
 
 const dir = new URL('../fixtures/protocol/', import.meta.url);
-const names = readdirSync(dir).filter((f) => f.endsWith('.bin')).map((f) => f.slice(0, -4));
+const names = readdirSync(dir)
+  .filter((f) => f.endsWith('.bin'))
+  .map((f) => f.slice(0, -4));
 
 interface Twin {
   name: string;
@@ -20,7 +22,20 @@ interface Twin {
 describe('protocol golden frames (shared with the Python host)', () => {
   it('has a golden frame for every message type', () => {
     const seen = new Set(names.map((n) => (JSON.parse(readFileSync(new URL(`${n}.json`, dir), 'utf8')) as Twin).name));
-    for (const name of ['Hello', 'LoadRequest', 'WarmupRequest', 'RunBatch', 'Heartbeat', 'Close', 'LoadResult', 'WarmupResult', 'BatchResult', 'HeartbeatAck', 'Closed', 'Error']) {
+    for (const name of [
+      'Hello',
+      'LoadRequest',
+      'WarmupRequest',
+      'RunBatch',
+      'Heartbeat',
+      'Close',
+      'LoadResult',
+      'WarmupResult',
+      'BatchResult',
+      'HeartbeatAck',
+      'Closed',
+      'Error',
+    ]) {
       assert.ok(seen.has(name), `missing golden frame for ${name}`);
     }
   });
@@ -34,7 +49,12 @@ describe('protocol golden frames (shared with the Python host)', () => {
       assert.equal(frame.correlationId, twin.correlationId);
       assert.deepEqual(frame.meta, twin.meta);
       assert.equal(Buffer.from(frame.body).toString('base64'), twin.bodyBase64);
-      const again = encodeFrame({ type: twin.type as MessageTagValue, correlationId: twin.correlationId, meta: twin.meta, body: Buffer.from(twin.bodyBase64, 'base64') });
+      const again = encodeFrame({
+        type: twin.type as MessageTagValue,
+        correlationId: twin.correlationId,
+        meta: twin.meta,
+        body: Buffer.from(twin.bodyBase64, 'base64'),
+      });
       assert.equal(again.toString('hex'), bytes.toString('hex'));
       if (twin.type >= 0x80) assert.equal(toHostMessage(frame).type, twin.name);
     });
@@ -44,7 +64,13 @@ describe('protocol golden frames (shared with the Python host)', () => {
     const twin = JSON.parse(readFileSync(new URL('run-batch.json', dir), 'utf8')) as Twin;
     const body = Buffer.from(twin.bodyBase64, 'base64');
     const pcm = new Int16Array(body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength));
-    const requests = (twin.meta.requests as { requestId: string; samples: number; language: string | null; prompt: string | null; wordTimestamps: boolean }[]);
+    const requests = twin.meta.requests as {
+      requestId: string;
+      samples: number;
+      language: string | null;
+      prompt: string | null;
+      wordTimestamps: boolean;
+    }[];
     let offset = 0;
     const encoded = fromControllerMessage({
       type: 'RunBatch',
@@ -85,7 +111,11 @@ describe('protocol golden frames (shared with the Python host)', () => {
       ['meta not an object', Buffer.concat([good.subarray(0, 16), Buffer.from([2, 0, 0, 0, 0, 0, 0, 0]), Buffer.from('[]')]), 'bad_frame'],
     ];
     for (const [what, bytes, code] of cases) {
-      assert.throws(() => decodeFrame(bytes), (e: { code: string }) => e.code === code, what);
+      assert.throws(
+        () => decodeFrame(bytes),
+        (e: { code: string }) => e.code === code,
+        what,
+      );
     }
   });
 });

@@ -93,13 +93,19 @@ async function startServer(options: EngineOptions): Promise<TestServer> {
         if (options.isFailing === true) {
           res.statusCode = 500;
           res.setHeader('content-type', 'application/json');
-          res.end(JSON.stringify({ error: { message: 'Internal server error', type: 'server_error', param: null, code: 'internal_error' } }));
+          res.end(
+            JSON.stringify({ error: { message: 'Internal server error', type: 'server_error', param: null, code: 'internal_error' } }),
+          );
           return;
         }
         if (!body.includes('name="file"') || !body.includes(`\r\n\r\n${MODEL}\r\n`)) {
           res.statusCode = 400;
           res.setHeader('content-type', 'application/json');
-          res.end(JSON.stringify({ error: { message: 'Missing file or model', type: 'invalid_request_error', param: 'file', code: 'missing_parameter' } }));
+          res.end(
+            JSON.stringify({
+              error: { message: 'Missing file or model', type: 'invalid_request_error', param: 'file', code: 'missing_parameter' },
+            }),
+          );
           return;
         }
         const isStream = /name="stream"\r\n\r\ntrue\r\n/.test(body);
@@ -136,7 +142,11 @@ async function startServer(options: EngineOptions): Promise<TestServer> {
   };
 }
 
-function capture(): { io: { stdout: { write(s: string): boolean }; stderr: { write(s: string): boolean }; isTTY: boolean }; out: () => string; err: () => string } {
+function capture(): {
+  io: { stdout: { write(s: string): boolean }; stderr: { write(s: string): boolean }; isTTY: boolean };
+  out: () => string;
+  err: () => string;
+} {
   let out = '';
   let err = '';
   return {
@@ -181,32 +191,49 @@ describe('voxmux bench against a local server with known capacity', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('measures throughput min(c, N)/S within 10 % and finds capacity under an SLO (Little\'s law)', async () => {
+  it("measures throughput min(c, N)/S within 10 % and finds capacity under an SLO (Little's law)", async () => {
     const { io, out, err } = capture();
     const code = await runBenchCli(
       [
         'transcribe',
-        '--url', serverA.url,
-        '--model', MODEL,
-        '--audio', audioPath,
-        '--concurrency', '1,2,4,8',
-        '--reps', '1',
-        '--duration-s', '2',
-        '--warmup-s', '0.3',
-        '--timeout-s', '10',
-        '--slo', 'p90<=160ms',
-        '--gpu-hour-usd', '3.6',
-        '--target-rps', '100',
-        '--scrape-interval-s', '0.2',
-        '--label', 'two instances',
-        '--out', outA,
+        '--url',
+        serverA.url,
+        '--model',
+        MODEL,
+        '--audio',
+        audioPath,
+        '--concurrency',
+        '1,2,4,8',
+        '--reps',
+        '1',
+        '--duration-s',
+        '2',
+        '--warmup-s',
+        '0.3',
+        '--timeout-s',
+        '10',
+        '--slo',
+        'p90<=160ms',
+        '--gpu-hour-usd',
+        '3.6',
+        '--target-rps',
+        '100',
+        '--scrape-interval-s',
+        '0.2',
+        '--label',
+        'two instances',
+        '--out',
+        outA,
       ],
       io,
       { shouldHandleSignals: false },
     );
     assert.equal(code, 0, err());
     resultsA = JSON.parse(await readFile(join(outA, 'results.json'), 'utf8')) as BenchResults;
-    assert.deepEqual(resultsA.steps.map((s) => s.concurrency), [1, 2, 4, 8]);
+    assert.deepEqual(
+      resultsA.steps.map((s) => s.concurrency),
+      [1, 2, 4, 8],
+    );
     for (const step of resultsA.steps) {
       const c = step.concurrency!;
       const expectedRps = Math.min(c, N) / (serviceMs / 1000);
@@ -231,7 +258,11 @@ describe('voxmux bench against a local server with known capacity', () => {
     assert.equal(capacity.basis, 'slo');
     assert.equal(capacity.level, N);
     assert.ok(within(capacity.requestsPerSecond!, N / (serviceMs / 1000), 0.1));
-    assert.deepEqual(resultsA.steps.map((s) => s.meetsSlo), [true, true, false, false], JSON.stringify(resultsA.steps.map((s) => s.latencyMs)));
+    assert.deepEqual(
+      resultsA.steps.map((s) => s.meetsSlo),
+      [true, true, false, false],
+      JSON.stringify(resultsA.steps.map((s) => s.latencyMs)),
+    );
     const usdPerSecond = 3.6 / 3600;
     assert.ok(within(capacity.cost!.perRequestUsd!, usdPerSecond / capacity.requestsPerSecond!, 0.001));
     assert.ok(within(capacity.cost!.perAudioHourUsd!, (usdPerSecond * 3600) / capacity.audioSecondsPerSecond!, 0.001));
@@ -282,7 +313,27 @@ describe('voxmux bench against a local server with known capacity', () => {
   it('compare prints each run side by side with ratios to the first and plots them together', async () => {
     const run = capture();
     const code = await runBenchCli(
-      ['transcribe', '--url', `${serverB.url}/v1`, '--model', MODEL, '--audio', audioPath, '--concurrency', '2,4', '--duration-s', '1.5', '--warmup-s', '0.2', '--label', 'four instances', '--out', outB, '--gpu', 'off'],
+      [
+        'transcribe',
+        '--url',
+        `${serverB.url}/v1`,
+        '--model',
+        MODEL,
+        '--audio',
+        audioPath,
+        '--concurrency',
+        '2,4',
+        '--duration-s',
+        '1.5',
+        '--warmup-s',
+        '0.2',
+        '--label',
+        'four instances',
+        '--out',
+        outB,
+        '--gpu',
+        'off',
+      ],
       run.io,
       { shouldHandleSignals: false },
     );
@@ -310,7 +361,26 @@ describe('voxmux bench against a local server with known capacity', () => {
     const { io, err } = capture();
     const out = join(dir, 'stream');
     const code = await runBenchCli(
-      ['transcribe', '--url', serverB.url, '--model', MODEL, '--audio', dir, '--stream', '--concurrency', '2', '--duration-s', '1', '--warmup-s', '0.1', '--out', out, '--gpu', 'off'],
+      [
+        'transcribe',
+        '--url',
+        serverB.url,
+        '--model',
+        MODEL,
+        '--audio',
+        dir,
+        '--stream',
+        '--concurrency',
+        '2',
+        '--duration-s',
+        '1',
+        '--warmup-s',
+        '0.1',
+        '--out',
+        out,
+        '--gpu',
+        'off',
+      ],
       io,
       { shouldHandleSignals: false },
     );
@@ -328,7 +398,29 @@ describe('voxmux bench against a local server with known capacity', () => {
     const out = join(dir, 'open');
     const capacityRps = N / (serviceMs / 1000);
     const code = await runBenchCli(
-      ['transcribe', '--url', serverA.url, '--model', MODEL, '--audio', audioPath, '--rate', '5,40', '--duration-s', '1.5', '--warmup-s', '0.2', '--max-outstanding', '20', '--seed', '5', '--out', out, '--gpu', 'off'],
+      [
+        'transcribe',
+        '--url',
+        serverA.url,
+        '--model',
+        MODEL,
+        '--audio',
+        audioPath,
+        '--rate',
+        '5,40',
+        '--duration-s',
+        '1.5',
+        '--warmup-s',
+        '0.2',
+        '--max-outstanding',
+        '20',
+        '--seed',
+        '5',
+        '--out',
+        out,
+        '--gpu',
+        'off',
+      ],
       io,
       { shouldHandleSignals: false },
     );
@@ -351,7 +443,25 @@ describe('voxmux bench against a local server with known capacity', () => {
     const timer = setTimeout(() => controller.abort(), 500);
     const startedMs = performance.now();
     const code = await runBenchCli(
-      ['transcribe', '--url', serverA.url, '--model', MODEL, '--audio', audioPath, '--concurrency', '4,8', '--duration-s', '60', '--warmup-s', '0', '--out', out, '--gpu', 'off'],
+      [
+        'transcribe',
+        '--url',
+        serverA.url,
+        '--model',
+        MODEL,
+        '--audio',
+        audioPath,
+        '--concurrency',
+        '4,8',
+        '--duration-s',
+        '60',
+        '--warmup-s',
+        '0',
+        '--out',
+        out,
+        '--gpu',
+        'off',
+      ],
       io,
       { shouldHandleSignals: false, signal: controller.signal },
     );
@@ -392,7 +502,21 @@ describe('voxmux bench failure handling', () => {
     const { io, err } = capture();
     const startedMs = performance.now();
     const code = await runBenchCli(
-      ['transcribe', '--url', `http://127.0.0.1:${port}`, '--model', MODEL, '--audio', audioPath, '--concurrency', '1,2', '--duration-s', '30', '--out', join(dir, 'unreachable')],
+      [
+        'transcribe',
+        '--url',
+        `http://127.0.0.1:${port}`,
+        '--model',
+        MODEL,
+        '--audio',
+        audioPath,
+        '--concurrency',
+        '1,2',
+        '--duration-s',
+        '30',
+        '--out',
+        join(dir, 'unreachable'),
+      ],
       io,
       { shouldHandleSignals: false },
     );
@@ -408,7 +532,25 @@ describe('voxmux bench failure handling', () => {
       const out = join(dir, 'failing');
       const startedMs = performance.now();
       const code = await runBenchCli(
-        ['transcribe', '--url', server.url, '--model', MODEL, '--audio', audioPath, '--concurrency', '1,2,4', '--duration-s', '0.5', '--warmup-s', '0', '--out', out, '--gpu', 'off'],
+        [
+          'transcribe',
+          '--url',
+          server.url,
+          '--model',
+          MODEL,
+          '--audio',
+          audioPath,
+          '--concurrency',
+          '1,2,4',
+          '--duration-s',
+          '0.5',
+          '--warmup-s',
+          '0',
+          '--out',
+          out,
+          '--gpu',
+          'off',
+        ],
         io,
         { shouldHandleSignals: false },
       );
@@ -425,7 +567,10 @@ describe('voxmux bench failure handling', () => {
 
   it('exits 2 on bad arguments without sending anything', async () => {
     const { io, err } = capture();
-    assert.equal(await runBenchCli(['transcribe', '--url', 'http://127.0.0.1:9', '--model', MODEL, '--audio', audioPath, '--concurrency', '0'], io), 2);
+    assert.equal(
+      await runBenchCli(['transcribe', '--url', 'http://127.0.0.1:9', '--model', MODEL, '--audio', audioPath, '--concurrency', '0'], io),
+      2,
+    );
     assert.match(err(), /Expected each --concurrency value to be an integer from 1 to 10000: got 0/);
     assert.equal(await runBenchCli(['transcribe', '--model', MODEL], capture().io), 2);
     assert.equal(await runBenchCli(['frobnicate'], capture().io), 2);

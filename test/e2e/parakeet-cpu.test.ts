@@ -49,14 +49,18 @@ describe('parakeet adapter behind the server, on CPU', () => {
 
   it('replaces an instance whose device probe hangs (wedged)', async () => {
     const server = await startServer({
-      config: parakeetConfig({ simulateHang: 'hang', probeTimeoutMs: 200 }, { probeIntervalMs: 200, probeTimeoutMs: 400, restartInitialBackoffMs: 5000 }),
+      config: parakeetConfig(
+        { simulateHang: 'hang', probeTimeoutMs: 200 },
+        { probeIntervalMs: 200, probeTimeoutMs: 400, restartInitialBackoffMs: 5000 },
+      ),
       waitReady: false,
     });
     running.push(server);
     let lastEnd: { reason: string } | null = null;
     for (let i = 0; i < 600 && lastEnd === null; i++) {
       const ready = await server.readiness().catch(() => undefined);
-      const instance = (ready?.body.models as Record<string, { instances: { lastEnd: { reason: string } | null }[] }> | undefined)?.parakeet?.instances[0];
+      const instance = (ready?.body.models as Record<string, { instances: { lastEnd: { reason: string } | null }[] }> | undefined)?.parakeet
+        ?.instances[0];
       lastEnd = instance?.lastEnd ?? null;
       if (lastEnd === null) await new Promise((r) => setTimeout(r, 100));
     }

@@ -32,7 +32,9 @@ async function start(config: unknown, env: Record<string, string> = {}): Promise
 /** The test engine's echo of float audio sent as a float WAV: the gateway hands it on as 16-bit PCM. */
 function expected(samples: Float32Array): string {
   const pcm = floatToPcm16(samples);
-  return `echo samples=${pcm.length} crc=${crc32(Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength)).toString(16).padStart(8, '0')}`;
+  return `echo samples=${pcm.length} crc=${crc32(Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength))
+    .toString(16)
+    .padStart(8, '0')}`;
 }
 
 async function post(url: string, body: FormData, headers: Record<string, string> = {}) {
@@ -60,7 +62,10 @@ describe('serving spine with the test engine', () => {
     const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'x', maxRetries: 0 });
     const inputs = Array.from({ length: 32 }, (_, i) => noise(8000 + i * 160, i + 1));
     const results = await Promise.all(
-      inputs.map(async (samples) => (await client.audio.transcriptions.create({ file: await toFile(floatWav(samples), 'a.wav'), model: 'whisper-1' })).text),
+      inputs.map(
+        async (samples) =>
+          (await client.audio.transcriptions.create({ file: await toFile(floatWav(samples), 'a.wav'), model: 'whisper-1' })).text,
+      ),
     );
     results.forEach((text, i) => assert.equal(text, expected(inputs[i]!)));
     const inferences = await server.metric('voxmux_instance_inferences_total', { model: 'echo' });
@@ -87,7 +92,10 @@ describe('serving spine with the test engine', () => {
       if (seen.some((s) => s.restarts === 1)) break;
       await new Promise((r) => setTimeout(r, 20));
     }
-    assert.ok(seen.some((s) => s.restarts === 1 && s.state !== 'ready'), JSON.stringify(seen));
+    assert.ok(
+      seen.some((s) => s.restarts === 1 && s.state !== 'ready'),
+      JSON.stringify(seen),
+    );
     const answers = await Promise.all(calls);
     answers.forEach((a, i) => assert.equal(a.json.text, expected(inputs[i]!), `request ${i}: ${a.text}`));
     let after: Awaited<ReturnType<RunningServer['readiness']>> | undefined;
@@ -97,7 +105,9 @@ describe('serving spine with the test engine', () => {
       if (after.status === 200 && inst.every((x) => x.state === 'ready')) break;
       await new Promise((r) => setTimeout(r, 100));
     }
-    const instances = (after!.body.models as Record<string, { instances: { pid: number; restarts: number; lastEnd: { signal: string } | null }[] }>).echo!.instances;
+    const instances = (
+      after!.body.models as Record<string, { instances: { pid: number; restarts: number; lastEnd: { signal: string } | null }[] }>
+    ).echo!.instances;
     const replaced = instances.find((x) => x.restarts === 1)!;
     assert.ok(replaced, JSON.stringify(instances));
     assert.equal(replaced.lastEnd?.signal, 'SIGKILL');
@@ -106,8 +116,15 @@ describe('serving spine with the test engine', () => {
   });
 
   it('answers 429 queue_full with Retry-After when the queue is full, and never hangs', async () => {
-    const server = await start(testConfig({ instances: 1, maxBatchSize: 1, options: { batchDelayMs: 300 } }, { scheduler: { maxQueuedRequests: 3, retryAfterMs: 2000 } }));
-    const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => post(server.url, form({ model: 'echo' }, new Blob([floatWav(noise(1600, i))])))));
+    const server = await start(
+      testConfig(
+        { instances: 1, maxBatchSize: 1, options: { batchDelayMs: 300 } },
+        { scheduler: { maxQueuedRequests: 3, retryAfterMs: 2000 } },
+      ),
+    );
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => post(server.url, form({ model: 'echo' }, new Blob([floatWav(noise(1600, i))])))),
+    );
     const rejected = answers.filter((a) => a.status === 429);
     assert.ok(rejected.length >= 5, answers.map((a) => a.status).join(','));
     for (const a of rejected) {
@@ -140,7 +157,11 @@ describe('serving spine with the test engine', () => {
     const first = post(server.url, form({ model: 'echo' }, new Blob([floatWav(noise(1600, 1))])));
     await new Promise((r) => setTimeout(r, 100));
     const controller = new AbortController();
-    const second = fetch(`${server.url}/v1/audio/transcriptions`, { method: 'POST', body: form({ model: 'echo' }, new Blob([floatWav(noise(1600, 2))])), signal: controller.signal });
+    const second = fetch(`${server.url}/v1/audio/transcriptions`, {
+      method: 'POST',
+      body: form({ model: 'echo' }, new Blob([floatWav(noise(1600, 2))])),
+      signal: controller.signal,
+    });
     await new Promise((r) => setTimeout(r, 150));
     controller.abort();
     await assert.rejects(second);

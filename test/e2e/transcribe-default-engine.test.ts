@@ -84,10 +84,18 @@ describe('transcription with the default engine through the openai SDK', () => {
     assert.equal(typeof text, 'string');
     assert.equal((text as unknown as string).trim(), json.text);
 
-    const srt = (await client.audio.transcriptions.create({ file: await file(), model: 'whisper-1', response_format: 'srt' })) as unknown as string;
+    const srt = (await client.audio.transcriptions.create({
+      file: await file(),
+      model: 'whisper-1',
+      response_format: 'srt',
+    })) as unknown as string;
     assert.match(srt, /^1\n\d\d:\d\d:\d\d,\d\d\d --> \d\d:\d\d:\d\d,\d\d\d\n.+/);
 
-    const vtt = (await client.audio.transcriptions.create({ file: await file(), model: 'whisper-1', response_format: 'vtt' })) as unknown as string;
+    const vtt = (await client.audio.transcriptions.create({
+      file: await file(),
+      model: 'whisper-1',
+      response_format: 'vtt',
+    })) as unknown as string;
     assert.match(vtt, /^WEBVTT\n\n\d\d:\d\d:\d\d\.\d\d\d --> \d\d:\d\d:\d\d\.\d\d\d\n.+/);
 
     const verbose = await client.audio.transcriptions.create({
@@ -116,7 +124,13 @@ describe('transcription with the default engine through the openai SDK', () => {
     assert.ok(events.length >= 2);
     assert.equal(events.at(-1)!.type, 'transcript.text.done');
     assert.ok(events.slice(0, -1).every((e) => e.type === 'transcript.text.delta'));
-    assert.equal(events.slice(0, -1).map((e) => e.delta).join(''), events.at(-1)!.text);
+    assert.equal(
+      events
+        .slice(0, -1)
+        .map((e) => e.delta)
+        .join(''),
+      events.at(-1)!.text,
+    );
   });
 
   it('lists its models in the OpenAI shape', async () => {

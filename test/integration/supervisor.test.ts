@@ -52,8 +52,14 @@ describe('Supervisor with real Python instances', () => {
     const { supervisor } = track(buildTestSupervisor({ m: testModel() }));
     await supervisor.start();
     const id = supervisor.readyInstances('m')[0]!.instanceId;
-    const outcomes = await supervisor.runBatch(id, { batchId: 'b', requests: [request(160, 'voxmux-test:fail', 1), request(160, null, 2), request(160, 'voxmux-test:bad-audio', 3)] });
-    assert.deepEqual(outcomes.map((o) => (o.ok ? 'ok' : o.error.code)), ['model_failed', 'ok', 'invalid_audio']);
+    const outcomes = await supervisor.runBatch(id, {
+      batchId: 'b',
+      requests: [request(160, 'voxmux-test:fail', 1), request(160, null, 2), request(160, 'voxmux-test:bad-audio', 3)],
+    });
+    assert.deepEqual(
+      outcomes.map((o) => (o.ok ? 'ok' : o.error.code)),
+      ['model_failed', 'ok', 'invalid_audio'],
+    );
     await supervisor.close();
   });
 
@@ -61,7 +67,9 @@ describe('Supervisor with real Python instances', () => {
     const { supervisor, metrics } = track(buildTestSupervisor({ m: testModel() }));
     await supervisor.start();
     const first = supervisor.readyInstances('m')[0]!.instanceId;
-    await assert.rejects(supervisor.runBatch(first, { batchId: 'b', requests: [request(160, 'voxmux-test:crash')] }), { code: 'instance_crashed' });
+    await assert.rejects(supervisor.runBatch(first, { batchId: 'b', requests: [request(160, 'voxmux-test:crash')] }), {
+      code: 'instance_crashed',
+    });
     await waitFor(() => supervisor.readyInstances('m').length === 1, 'the replacement instance');
     const second = supervisor.readyInstances('m')[0]!.instanceId;
     assert.notEqual(first, second);
@@ -76,7 +84,9 @@ describe('Supervisor with real Python instances', () => {
     const { supervisor } = track(buildTestSupervisor({ m: testModel() }, { batchTimeoutMs: 400 }));
     await supervisor.start();
     const id = supervisor.readyInstances('m')[0]!.instanceId;
-    await assert.rejects(supervisor.runBatch(id, { batchId: 'b', requests: [request(160, 'voxmux-test:hang')] }), { code: 'instance_wedged' });
+    await assert.rejects(supervisor.runBatch(id, { batchId: 'b', requests: [request(160, 'voxmux-test:hang')] }), {
+      code: 'instance_wedged',
+    });
     assert.equal(supervisor.stats().instances[0]!.lastEnd?.reason, 'wedged');
     await waitFor(() => supervisor.readyInstances('m').length === 1, 'the replacement instance');
     await supervisor.close();
@@ -116,7 +126,10 @@ describe('Supervisor with real Python instances', () => {
   ] as const) {
     it(`never routes to a host that fails its start (${script})`, async () => {
       const { supervisor } = track(
-        buildTestSupervisor({ m: testModel({ command: ['/usr/bin/python3', join(FIXTURE_INSTANCES, script)] }) }, { handshakeTimeoutMs: 2000 }),
+        buildTestSupervisor(
+          { m: testModel({ command: ['/usr/bin/python3', join(FIXTURE_INSTANCES, script)] }) },
+          { handshakeTimeoutMs: 2000 },
+        ),
       );
       await supervisor.start();
       assert.equal(supervisor.readyInstances('m').length, 0);
@@ -126,7 +139,9 @@ describe('Supervisor with real Python instances', () => {
   }
 
   it('holds dispatch and waits for running batches while an exclusiveWarmup instance warms up', async () => {
-    const { supervisor } = track(buildTestSupervisor({ m: testModel({ instances: 2, exclusiveWarmup: true, options: { batchDelayMs: 600 } }) }));
+    const { supervisor } = track(
+      buildTestSupervisor({ m: testModel({ instances: 2, exclusiveWarmup: true, options: { batchDelayMs: 600 } }) }),
+    );
     await supervisor.start();
     const [a, b] = supervisor.readyInstances('m');
     const pidB = supervisor.stats().instances.find((i) => i.instanceId === b!.instanceId)!.pid!;
@@ -151,7 +166,10 @@ describe('Supervisor with real Python instances', () => {
     );
     await supervisor.start();
     const instances = supervisor.stats().instances;
-    assert.deepEqual(instances.map((i) => i.gpu), [0, 1, 2, 0, 1, 2]);
+    assert.deepEqual(
+      instances.map((i) => i.gpu),
+      [0, 1, 2, 0, 1, 2],
+    );
     for (const instance of instances) {
       const environ = readFileSync(`/proc/${instance.pid}/environ`, 'utf8').split('\0');
       assert.ok(environ.includes(`CUDA_VISIBLE_DEVICES=${instance.gpu}`), `instance ${instance.instanceId}`);
@@ -162,7 +180,10 @@ describe('Supervisor with real Python instances', () => {
 
   it('times out a host that never says Hello', async () => {
     const { supervisor } = track(
-      buildTestSupervisor({ m: testModel({ command: ['/usr/bin/python3', join(FIXTURE_INSTANCES, 'silent.py')] }) }, { handshakeTimeoutMs: 500 }),
+      buildTestSupervisor(
+        { m: testModel({ command: ['/usr/bin/python3', join(FIXTURE_INSTANCES, 'silent.py')] }) },
+        { handshakeTimeoutMs: 500 },
+      ),
     );
     await supervisor.start();
     assert.equal(supervisor.readyInstances('m').length, 0);

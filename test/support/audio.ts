@@ -25,10 +25,10 @@ export function floatWav(samples: Float32Array, sampleRateHz = 16000): Buffer {
 /** Deterministic pseudo-audio, distinct per seed. */
 export function noise(samples: number, seed: number): Float32Array {
   const out = new Float32Array(samples);
-  let x = seed * 2654435761 >>> 0;
+  let x = (seed * 2654435761) >>> 0;
   for (let i = 0; i < samples; i++) {
     x = (x * 1664525 + 1013904223) >>> 0;
-    out[i] = ((x / 2 ** 32) - 0.5) * 0.2;
+    out[i] = (x / 2 ** 32 - 0.5) * 0.2;
   }
   return out;
 }
@@ -45,14 +45,20 @@ export function ffmpegTranscode(input: string, output: string, args: string[]): 
 }
 
 export function normalizeWords(text: string): string[] {
-  return text.toLowerCase().replace(/[^a-z0-9' ]+/g, ' ').split(/\s+/).filter((w) => w !== '');
+  return text
+    .toLowerCase()
+    .replace(/[^a-z0-9' ]+/g, ' ')
+    .split(/\s+/)
+    .filter((w) => w !== '');
 }
 
 /** Word error rate: word-level Levenshtein distance over the reference length. */
 export function wordErrorRate(reference: string, hypothesis: string): { errors: number; words: number } {
   const r = normalizeWords(reference);
   const h = normalizeWords(hypothesis);
-  const d: number[][] = Array.from({ length: r.length + 1 }, (_, i) => Array.from({ length: h.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  const d: number[][] = Array.from({ length: r.length + 1 }, (_, i) =>
+    Array.from({ length: h.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
   for (let i = 1; i <= r.length; i++) {
     for (let j = 1; j <= h.length; j++) {
       d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + (r[i - 1] === h[j - 1] ? 0 : 1));

@@ -31,9 +31,7 @@ export class FakeClock implements Clock {
   advance(ms: number): void {
     const target = this.#now + ms;
     for (;;) {
-      const due = this.#timers
-        .filter((t) => !t.isCancelled && t.atMs <= target)
-        .sort((a, b) => a.atMs - b.atMs || a.seq - b.seq)[0];
+      const due = this.#timers.filter((t) => !t.isCancelled && t.atMs <= target).sort((a, b) => a.atMs - b.atMs || a.seq - b.seq)[0];
       if (due === undefined) break;
       this.#timers.splice(this.#timers.indexOf(due), 1);
       this.#now = Math.max(this.#now, due.atMs);

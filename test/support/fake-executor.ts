@@ -1,11 +1,5 @@
 /** An Executor test double: batches wait until the test completes them. */
-import type {
-  BatchInput,
-  BatchItemOutcome,
-  Executor,
-  InstanceView,
-  ModelAvailability,
-} from '../../src/scheduler/index.js';
+import type { BatchInput, BatchItemOutcome, Executor, InstanceView, ModelAvailability } from '../../src/scheduler/index.js';
 import { errors } from '../../src/core/error-catalog.js';
 import type { ServiceError } from '../../src/core/errors.js';
 
@@ -82,7 +76,11 @@ export class FakeExecutor implements Executor {
   crash(instanceId: string): void {
     this.#crashed.add(instanceId);
     for (const [model, ids] of this.#ready) {
-      if (ids.includes(instanceId)) this.#ready.set(model, ids.filter((id) => id !== instanceId));
+      if (ids.includes(instanceId))
+        this.#ready.set(
+          model,
+          ids.filter((id) => id !== instanceId),
+        );
     }
     const error = errors.instanceCrashed({ instanceId, reason: 'the instance crashed' });
     // Rejecting a batch that was already completed changes nothing: it stays completed.

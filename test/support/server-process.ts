@@ -20,7 +20,9 @@ export interface RunningServer {
   metric(name: string, labels?: Record<string, string>): Promise<number>;
 }
 
-export async function startServer(options: { config?: unknown; env?: Record<string, string>; args?: string[]; waitReady?: boolean; timeoutMs?: number } = {}): Promise<RunningServer> {
+export async function startServer(
+  options: { config?: unknown; env?: Record<string, string>; args?: string[]; waitReady?: boolean; timeoutMs?: number } = {},
+): Promise<RunningServer> {
   if (!existsSync(BUILT)) throw new Error(`${BUILT} is missing: run npm run build first`);
   const args = [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', ...(options.args ?? [])];
   if (options.config !== undefined) {

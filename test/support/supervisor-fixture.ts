@@ -11,7 +11,17 @@ export const HOST_PATH = fileURLToPath(new URL('../../host', import.meta.url));
 export const FIXTURE_INSTANCES = fileURLToPath(new URL('../fixtures/instances', import.meta.url));
 
 export function testModel(overrides: Partial<SupervisedModel> = {}): SupervisedModel {
-  return { adapter: 'test', instances: 1, instancesPerGpu: 0, gpus: [], options: {}, command: [], exclusiveWarmup: false, mpsActiveThreadPercentages: [], ...overrides };
+  return {
+    adapter: 'test',
+    instances: 1,
+    instancesPerGpu: 0,
+    gpus: [],
+    options: {},
+    command: [],
+    exclusiveWarmup: false,
+    mpsActiveThreadPercentages: [],
+    ...overrides,
+  };
 }
 
 export function supervisorOptions(models: Record<string, SupervisedModel>, overrides: Partial<SupervisorOptions> = {}): SupervisorOptions {
@@ -38,7 +48,11 @@ export function supervisorOptions(models: Record<string, SupervisedModel>, overr
   };
 }
 
-export function buildTestSupervisor(models: Record<string, SupervisedModel>, overrides: Partial<SupervisorOptions> = {}, log: Logger = silentLogger()) {
+export function buildTestSupervisor(
+  models: Record<string, SupervisedModel>,
+  overrides: Partial<SupervisorOptions> = {},
+  log: Logger = silentLogger(),
+) {
   const metrics = createMetrics();
   const supervisor = createSupervisor(supervisorOptions(models, overrides), {
     spawn: spawnInstance,

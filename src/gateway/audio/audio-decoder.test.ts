@@ -60,10 +60,24 @@ const WAV_CASES: WavCase[] = [
   { name: '16-bit stereo 44.1 kHz', encoding: 's16', rateHz: 44100, channelAmplitudes: [0.6, 0.2], tolerance: 5e-4 },
   { name: '16-bit stereo 48 kHz', encoding: 's16', rateHz: 48000, channelAmplitudes: [0.9, -0.3], tolerance: 5e-4 },
   { name: '24-bit mono 48 kHz', encoding: 's24', rateHz: 48000, channelAmplitudes: [0.5], tolerance: 5e-4 },
-  { name: '24-bit stereo 96 kHz extensible', encoding: 's24', rateHz: 96000, channelAmplitudes: [0.5, 0.5], layout: 'extensible', tolerance: 5e-4 },
+  {
+    name: '24-bit stereo 96 kHz extensible',
+    encoding: 's24',
+    rateHz: 96000,
+    channelAmplitudes: [0.5, 0.5],
+    layout: 'extensible',
+    tolerance: 5e-4,
+  },
   { name: '32-bit mono 22.05 kHz', encoding: 's32', rateHz: 22050, channelAmplitudes: [0.5], tolerance: 5e-4 },
   { name: 'float32 stereo 48 kHz', encoding: 'f32', rateHz: 48000, channelAmplitudes: [0.25, 0.75], tolerance: 5e-4 },
-  { name: 'float32 mono 44.1 kHz extensible', encoding: 'f32', rateHz: 44100, channelAmplitudes: [0.5], layout: 'extensible', tolerance: 5e-4 },
+  {
+    name: 'float32 mono 44.1 kHz extensible',
+    encoding: 'f32',
+    rateHz: 44100,
+    channelAmplitudes: [0.5],
+    layout: 'extensible',
+    tolerance: 5e-4,
+  },
   // No resampling: only the 16-bit rounding (at most half a step, 1.5e-5) remains.
   { name: 'float64 mono 16 kHz', encoding: 'f64', rateHz: 16000, channelAmplitudes: [0.5], tolerance: 2e-5 },
   { name: 'float64 stereo 8 kHz', encoding: 'f64', rateHz: 8000, channelAmplitudes: [0.5, 0.1], tolerance: 5e-4 },
@@ -166,12 +180,11 @@ describe('createAudioDecoder: WAV, in process', () => {
     const make = (rateHz: number, amplitude: number) =>
       encodeWav({ sampleRateHz: rateHz, encoding: 's16', channelData: [sine(1000, rateHz, 0.3, amplitude)] });
     const shared = decoder();
-    const results = await Promise.all([
-      shared.decode(make(48000, 0.5)),
-      shared.decode(make(44100, 0.25)),
-      shared.decode(make(8000, 0.75)),
-    ]);
-    assert.deepEqual(results.map((r) => r.sourceSampleRateHz), [48000, 44100, 8000]);
+    const results = await Promise.all([shared.decode(make(48000, 0.5)), shared.decode(make(44100, 0.25)), shared.decode(make(8000, 0.75))]);
+    assert.deepEqual(
+      results.map((r) => r.sourceSampleRateHz),
+      [48000, 44100, 8000],
+    );
     [0.5, 0.25, 0.75].forEach((amplitude, i) => assert.ok(maxErrorFrom1kHz(results[i]?.samples ?? new Int16Array(), amplitude) < 1e-3));
   });
 });

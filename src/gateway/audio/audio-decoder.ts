@@ -72,18 +72,14 @@ export interface AudioDecoder {
  * const audio = await decoder.decode(fileBytes, request.signal);
  * scheduler.submit(model, audio.samples, { deadline });
  */
-export function createAudioDecoder(
-  options: AudioDecoderOptions,
-  deps: AudioDecoderDeps = { clock: systemClock },
-): AudioDecoder {
+export function createAudioDecoder(options: AudioDecoderOptions, deps: AudioDecoderDeps = { clock: systemClock }): AudioDecoder {
   invariant(options.maxDurationMs > 0 && Number.isFinite(options.maxDurationMs), 'maxDurationMs must be positive');
   invariant(options.ffmpegTimeoutMs > 0, 'ffmpegTimeoutMs must be positive');
   invariant(options.ffmpegPath.length > 0 && options.tmpDir.length > 0, 'ffmpegPath and tmpDir must not be empty');
   const kernel = createFirKernel();
   const maxSamples = Math.ceil((options.maxDurationMs * DECODED_SAMPLE_RATE_HZ) / 1000);
 
-  const tooLong = (durationMs: number): Error =>
-    errors.audioTooLong({ durationMs, maxAudioDurationMs: options.maxDurationMs });
+  const tooLong = (durationMs: number): Error => errors.audioTooLong({ durationMs, maxAudioDurationMs: options.maxDurationMs });
 
   const finish = (
     samples: Int16Array,
@@ -141,12 +137,7 @@ export function createAudioDecoder(
         const durationMs = (flac.totalFrames * 1000) / flac.sampleRateHz;
         if (durationMs > options.maxDurationMs) throw tooLong(durationMs);
       }
-      return decodeWithFfmpegAs(
-        bytes,
-        format,
-        { sampleRateHz: flac?.sampleRateHz ?? 0, channels: flac?.channels ?? 0 },
-        signal,
-      );
+      return decodeWithFfmpegAs(bytes, format, { sampleRateHz: flac?.sampleRateHz ?? 0, channels: flac?.channels ?? 0 }, signal);
     },
   };
 }

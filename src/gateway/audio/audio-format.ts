@@ -6,18 +6,7 @@
 /** Every decode produces mono audio at this rate. */
 export const DECODED_SAMPLE_RATE_HZ = 16000;
 
-export const AUDIO_FORMATS = [
-  'wav',
-  'flac',
-  'mp3',
-  'aac',
-  'm4a',
-  'ogg-opus',
-  'ogg-vorbis',
-  'ogg-flac',
-  'webm',
-  'matroska',
-] as const;
+export const AUDIO_FORMATS = ['wav', 'flac', 'mp3', 'aac', 'm4a', 'ogg-opus', 'ogg-vorbis', 'ogg-flac', 'webm', 'matroska'] as const;
 
 /**
  * A container and codec family recognised from the first bytes of a file.

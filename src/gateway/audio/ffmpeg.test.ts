@@ -154,7 +154,7 @@ describe('createAudioDecoder: compressed formats through ffmpeg', () => {
     const bytes = await fixture('tone-streamed.wav');
     assert.equal(Buffer.from(bytes).readUInt32LE(4), 0xffffffff);
     // No ffmpeg: a PCM WAV never leaves the process.
-    const audio = await (decoderWith({ ffmpegPath: '/nonexistent/ffmpeg' })).decode(bytes);
+    const audio = await decoderWith({ ffmpegPath: '/nonexistent/ffmpeg' }).decode(bytes);
     assert.equal(audio.durationMs, FIXTURE_DURATION_MS);
   });
 
@@ -162,7 +162,10 @@ describe('createAudioDecoder: compressed formats through ffmpeg', () => {
     const decoder = decoderWith();
     const files = ['tone.mp3', 'tone.opus', 'tone-moov-at-end.m4a', 'tone.flac'];
     const results = await Promise.all(files.map(async (file) => decoder.decode(await fixture(file))));
-    assert.deepEqual(results.map((audio) => audio.format), ['mp3', 'ogg-opus', 'm4a', 'flac']);
+    assert.deepEqual(
+      results.map((audio) => audio.format),
+      ['mp3', 'ogg-opus', 'm4a', 'flac'],
+    );
   });
 
   it('fails audio_too_long when the decoded audio passes maxDurationMs', async () => {

@@ -80,28 +80,38 @@ function ffmpegArguments(inputPath: string, options: FfmpegDecodeOptions): strin
     '-hide_banner',
     '-nostats',
     // 'level' tags each line ([error], [info]) so error lines can be told from stream details.
-    '-loglevel', 'level+info',
-    '-protocol_whitelist', 'file',
-    '-f', FFMPEG_DEMUXER[options.format],
+    '-loglevel',
+    'level+info',
+    '-protocol_whitelist',
+    'file',
+    '-f',
+    FFMPEG_DEMUXER[options.format],
     // By path, not a pipe, so MP4 files with the moov box at the end can be read.
-    '-i', `file:${inputPath}`,
-    '-map', '0:a:0',
-    '-vn', '-sn', '-dn',
-    '-ac', '1',
-    '-ar', String(DECODED_SAMPLE_RATE_HZ),
+    '-i',
+    `file:${inputPath}`,
+    '-map',
+    '0:a:0',
+    '-vn',
+    '-sn',
+    '-dn',
+    '-ac',
+    '1',
+    '-ar',
+    String(DECODED_SAMPLE_RATE_HZ),
     // swresample's default stereo-to-mono matrix is 0.707 per channel, which can clip; capping
     // the matrix sum at 1 makes it the channel mean, as the WAV path computes it.
-    '-rematrix_maxval', '1.0',
-    '-t', limitSeconds.toFixed(3),
+    '-rematrix_maxval',
+    '1.0',
+    '-t',
+    limitSeconds.toFixed(3),
     // ffmpeg converts to 16-bit with clipping (lossy decoders overshoot full scale).
-    '-f', 's16le',
+    '-f',
+    's16le',
     '-',
   ];
 }
 
-type Outcome =
-  | { kind: 'exited'; exitCode: number | null; signal: NodeJS.Signals | null }
-  | { kind: 'failed'; error: unknown };
+type Outcome = { kind: 'exited'; exitCode: number | null; signal: NodeJS.Signals | null } | { kind: 'failed'; error: unknown };
 
 function runFfmpeg(inputPath: string, options: FfmpegDecodeOptions): Promise<FfmpegDecoded> {
   return new Promise((resolve, reject) => {
@@ -161,10 +171,7 @@ function runFfmpeg(inputPath: string, options: FfmpegDecodeOptions): Promise<Ffm
       // The temporary path is ours, not the client's business.
       const log = stderr.text().replaceAll(`file:${inputPath}`, 'input').replaceAll(inputPath, 'input');
       if (outcome.exitCode !== 0) {
-        const how =
-          outcome.exitCode === null
-            ? `was killed by ${outcome.signal ?? 'a signal'}`
-            : `exited with code ${outcome.exitCode}`;
+        const how = outcome.exitCode === null ? `was killed by ${outcome.signal ?? 'a signal'}` : `exited with code ${outcome.exitCode}`;
         throw errors.invalidAudio({ reason: `ffmpeg ${how}: ${errorSummary(log)}`, cause: new Error(log) });
       }
       if (stdoutBytes % 2 !== 0) {

@@ -59,9 +59,24 @@ function patched(edit: (view: DataView) => void, bytes = wav()): Uint8Array {
   return copy;
 }
 
-function fmtChunk(fields: { tag?: number; channels?: number; rateHz?: number; blockAlign?: number; bits?: number; extra?: number[] }): number[] {
+function fmtChunk(fields: {
+  tag?: number;
+  channels?: number;
+  rateHz?: number;
+  blockAlign?: number;
+  bits?: number;
+  extra?: number[];
+}): number[] {
   const { tag = 1, channels = 1, rateHz = 16000, blockAlign = 2, bits = 16, extra = [] } = fields;
-  const body = [...u16le(tag), ...u16le(channels), ...u32le(rateHz), ...u32le(rateHz * blockAlign), ...u16le(blockAlign), ...u16le(bits), ...extra];
+  const body = [
+    ...u16le(tag),
+    ...u16le(channels),
+    ...u32le(rateHz),
+    ...u32le(rateHz * blockAlign),
+    ...u16le(blockAlign),
+    ...u16le(bits),
+    ...extra,
+  ];
   return [...ascii('fmt '), ...u32le(body.length), ...body];
 }
 
@@ -167,7 +182,13 @@ const CASES: MalformedCase[] = [
   },
   {
     name: 'fmt chunk size 14 (no bits per sample)',
-    bytes: () => riff(fmtChunk({}).slice(0, 22).map((b, i) => (i === 4 ? 14 : b)), [...ascii('data'), ...u32le(2), 0, 0]),
+    bytes: () =>
+      riff(
+        fmtChunk({})
+          .slice(0, 22)
+          .map((b, i) => (i === 4 ? 14 : b)),
+        [...ascii('data'), ...u32le(2), 0, 0],
+      ),
     code: 'invalid_audio',
   },
   {

@@ -92,10 +92,7 @@ export async function resampleMono(
 }
 
 /** Synchronous form of resampleMono, for arrays already in memory. */
-export function resampleArray(
-  input: Float32Array,
-  options: { fromRateHz: number; toRateHz: number; kernel: FirKernel },
-): Float32Array {
+export function resampleArray(input: Float32Array, options: { fromRateHz: number; toRateHz: number; kernel: FirKernel }): Float32Array {
   const source = arraySource(input);
   const job = startResample(source, planResample(options.fromRateHz, options.toRateHz), options.kernel);
   job.step(Number.POSITIVE_INFINITY);

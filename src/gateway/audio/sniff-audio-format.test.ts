@@ -34,15 +34,7 @@ function mpegFrames(count: number): number[] {
 }
 
 function adtsFrames(count: number, frameBytes = 200): number[] {
-  const header = [
-    0xff,
-    0xf1,
-    0x50,
-    0x80 | ((frameBytes >> 11) & 3),
-    (frameBytes >> 3) & 0xff,
-    ((frameBytes & 7) << 5) | 0x1f,
-    0xfc,
-  ];
+  const header = [0xff, 0xf1, 0x50, 0x80 | ((frameBytes >> 11) & 3), (frameBytes >> 3) & 0xff, ((frameBytes & 7) << 5) | 0x1f, 0xfc];
   return new Array<number[]>(count).fill([...header, ...zeros(frameBytes - 7)]).flat();
 }
 
@@ -56,7 +48,7 @@ function flacHeader(options: { sampleRateHz: number; channels: number; totalFram
   info[10] = (sampleRateHz >> 12) & 0xff;
   info[11] = (sampleRateHz >> 4) & 0xff;
   info[12] = ((sampleRateHz & 0x0f) << 4) | ((channels - 1) << 1) | 0; // bits per sample - 1 = 15: high bit 0
-  info[13] = (15 & 0x0f) << 4 | Math.floor(totalFrames / 2 ** 32);
+  info[13] = ((15 & 0x0f) << 4) | Math.floor(totalFrames / 2 ** 32);
   info[14] = (totalFrames >>> 24) & 0xff;
   info[15] = (totalFrames >>> 16) & 0xff;
   info[16] = (totalFrames >>> 8) & 0xff;

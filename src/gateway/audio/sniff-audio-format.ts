@@ -127,11 +127,7 @@ function identifyEbml(bytes: Uint8Array, offset: number): AudioContent {
  * Reads an EBML variable-length integer: the count of leading zero bits in the first byte gives
  * the length. IDs keep their marker bit; sizes drop it, and all-ones means "unknown" (undefined).
  */
-function readEbmlVint(
-  bytes: Uint8Array,
-  position: number,
-  keepMarker: boolean,
-): { value: number | undefined; length: number } | undefined {
+function readEbmlVint(bytes: Uint8Array, position: number, keepMarker: boolean): { value: number | undefined; length: number } | undefined {
   const first = bytes[position];
   if (first === undefined || first === 0) return undefined;
   const length = Math.clz32(first) - 23; // clz32 of a byte value counts 24 leading zeros already
@@ -242,8 +238,7 @@ function adtsFrameBytes(bytes: Uint8Array, offset: number): number | undefined {
   if (bytes[offset] !== 0xff || (b1 & 0xf6) !== 0xf0) return undefined;
   if (((b2 >> 2) & 0xf) > 12) return undefined; // sampling frequency index
   // 13-bit frame length, header included, across bytes 3 to 5.
-  const length =
-    (((bytes[offset + 3] ?? 0) & 3) << 11) | ((bytes[offset + 4] ?? 0) << 3) | ((bytes[offset + 5] ?? 0) >> 5);
+  const length = (((bytes[offset + 3] ?? 0) & 3) << 11) | ((bytes[offset + 4] ?? 0) << 3) | ((bytes[offset + 5] ?? 0) >> 5);
   return length >= 7 ? length : undefined;
 }
 
@@ -333,10 +328,7 @@ function hasAscii(bytes: Uint8Array, position: number, text: string): boolean {
 
 function readU32Be(bytes: Uint8Array, position: number): number {
   return (
-    ((bytes[position] ?? 0) * 2 ** 24) +
-    ((bytes[position + 1] ?? 0) << 16) +
-    ((bytes[position + 2] ?? 0) << 8) +
-    (bytes[position + 3] ?? 0)
+    (bytes[position] ?? 0) * 2 ** 24 + ((bytes[position + 1] ?? 0) << 16) + ((bytes[position + 2] ?? 0) << 8) + (bytes[position + 3] ?? 0)
   );
 }
 

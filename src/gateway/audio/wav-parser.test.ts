@@ -183,7 +183,10 @@ describe('createWavMonoSource', () => {
     const source = createWavMonoSource(bytes, layout);
     const out = new Float32Array(9).fill(9);
     source.read(-2, 7, out, 1);
-    assert.deepEqual([...out].map((v) => Math.round(v * 10) / 10), [9, 0, 0, 0.1, 0.2, 0.3, 0, 0, 9]);
+    assert.deepEqual(
+      [...out].map((v) => Math.round(v * 10) / 10),
+      [9, 0, 0, 0.1, 0.2, 0.3, 0, 0, 9],
+    );
     out.fill(9);
     source.read(5, 3, out, 0);
     assert.deepEqual([...out.subarray(0, 3)], [0, 0, 0]);

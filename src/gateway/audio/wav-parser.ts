@@ -154,8 +154,7 @@ function layoutFor(
   const expectedBlockAlign = (channels * bitsPerSample) / 8;
   if (blockAlign !== expectedBlockAlign) {
     throw invalid(
-      `expected a block align of ${expectedBlockAlign} bytes ` +
-        `for ${channels} channels of ${bitsPerSample} bits: got ${blockAlign}`,
+      `expected a block align of ${expectedBlockAlign} bytes ` + `for ${channels} channels of ${bitsPerSample} bits: got ${blockAlign}`,
     );
   }
   const available = Math.max(0, data.bytes.length - data.bodyAt);

@@ -70,7 +70,14 @@ async function setup(
         decoded.push(bytes);
         clock.advance(40);
         const samples = new Int16Array(bytes.length);
-        return { samples, sampleRateHz: 16000, durationMs: (samples.length / 16000) * 1000, format: 'wav', sourceSampleRateHz: 16000, sourceChannels: 1 };
+        return {
+          samples,
+          sampleRateHz: 16000,
+          durationMs: (samples.length / 16000) * 1000,
+          format: 'wav',
+          sourceSampleRateHz: 16000,
+          sourceChannels: 1,
+        };
       }),
   };
   const app = await buildGateway(
@@ -111,7 +118,12 @@ async function post(app: FastifyInstance, fields: Field[], headers: Record<strin
   }
   const encoded = new Response(form);
   const payload = Buffer.from(await encoded.arrayBuffer());
-  return app.inject({ method: 'POST', url: URL_PATH, payload, headers: { ...headers, 'content-type': encoded.headers.get('content-type')! } });
+  return app.inject({
+    method: 'POST',
+    url: URL_PATH,
+    payload,
+    headers: { ...headers, 'content-type': encoded.headers.get('content-type')! },
+  });
 }
 
 function errorOf(res: LightMyRequestResponse): { message: string; type: string; param: string | null; code: string } {
@@ -127,7 +139,9 @@ async function callCount(metrics: Metrics, outcome: string): Promise<number> {
 describe('POST /v1/audio/transcriptions', () => {
   it('passes the canonical model, the decoded samples and the options to transcribe', async () => {
     const { app, calls, decoded } = await setup();
-    const res = await post(app, [['model', 'whisper-1'], ['language', 'en'], ['prompt', 'Star Wars'], audioFile(3200)], { 'x-request-id': 'call-42' });
+    const res = await post(app, [['model', 'whisper-1'], ['language', 'en'], ['prompt', 'Star Wars'], audioFile(3200)], {
+      'x-request-id': 'call-42',
+    });
     assert.equal(res.statusCode, 200, res.body);
     assert.equal(decoded.length, 1);
     assert.equal(decoded[0]!.length, 3200);
@@ -147,7 +161,10 @@ describe('POST /v1/audio/transcriptions', () => {
     const { app, calls } = await setup();
     assert.equal((await post(app, [['model', 'echo'], audioFile(320)])).statusCode, 200);
     assert.equal((await post(app, [['model', 'echo'], audioFile(320)], { 'voxmux-priority': 'high' })).statusCode, 200);
-    assert.deepEqual(calls.map((c) => c.options.priority), ['normal', 'high']);
+    assert.deepEqual(
+      calls.map((c) => c.options.priority),
+      ['normal', 'high'],
+    );
     const bad = await post(app, [['model', 'echo'], audioFile(320)], { 'voxmux-priority': 'urgent' });
     assert.equal(bad.statusCode, 400);
     assert.equal(errorOf(bad).param, 'voxmux-priority');
@@ -209,7 +226,12 @@ describe('POST /v1/audio/transcriptions', () => {
 
   it('returns words without segments for word granularity alone, and segments without words by default', async () => {
     const { app, calls } = await setup();
-    const wordsOnly = await post(app, [['model', 'echo'], ['response_format', 'verbose_json'], ['timestamp_granularities[]', 'word'], audioFile()]);
+    const wordsOnly = await post(app, [
+      ['model', 'echo'],
+      ['response_format', 'verbose_json'],
+      ['timestamp_granularities[]', 'word'],
+      audioFile(),
+    ]);
     const wordsBody = wordsOnly.json() as { words?: unknown[]; segments: unknown[] };
     assert.equal(wordsBody.words?.length, 2);
     assert.deepEqual(wordsBody.segments, []);
@@ -217,12 +239,20 @@ describe('POST /v1/audio/transcriptions', () => {
     const defaultBody = byDefault.json() as { words?: unknown[]; segments: unknown[] };
     assert.equal(defaultBody.words, undefined);
     assert.equal(defaultBody.segments.length, 2);
-    assert.deepEqual(calls.map((c) => c.request.wordTimestamps), [true, false]);
+    assert.deepEqual(
+      calls.map((c) => c.request.wordTimestamps),
+      [true, false],
+    );
   });
 
   it('accepts timestamp_granularities without brackets and comma-separated', async () => {
     const { app, calls } = await setup();
-    const res = await post(app, [['model', 'echo'], ['response_format', 'verbose_json'], ['timestamp_granularities', 'segment, word'], audioFile()]);
+    const res = await post(app, [
+      ['model', 'echo'],
+      ['response_format', 'verbose_json'],
+      ['timestamp_granularities', 'segment, word'],
+      audioFile(),
+    ]);
     assert.equal(res.statusCode, 200, res.body);
     assert.equal(calls[0]!.request.wordTimestamps, true);
   });
@@ -249,9 +279,22 @@ describe('POST /v1/audio/transcriptions', () => {
     const blocks = res.body.slice(0, -2).split('\n\n');
     for (const block of blocks) assert.match(block, /^data: \{.*\}$/);
     const events = blocks.map((b) => JSON.parse(b.slice('data: '.length)) as { type: string; delta?: string; text?: string });
-    assert.deepEqual(events.map((e) => e.type), ['transcript.text.delta', 'transcript.text.delta', 'transcript.text.done']);
-    assert.equal(events.slice(0, -1).map((e) => e.delta).join(''), events.at(-1)!.text);
-    assert.deepEqual(events.at(-1), { type: 'transcript.text.done', text: 'Hello there. General Kenobi.', usage: { type: 'duration', seconds: 3 } });
+    assert.deepEqual(
+      events.map((e) => e.type),
+      ['transcript.text.delta', 'transcript.text.delta', 'transcript.text.done'],
+    );
+    assert.equal(
+      events
+        .slice(0, -1)
+        .map((e) => e.delta)
+        .join(''),
+      events.at(-1)!.text,
+    );
+    assert.deepEqual(events.at(-1), {
+      type: 'transcript.text.done',
+      text: 'Hello there. General Kenobi.',
+      usage: { type: 'duration', seconds: 3 },
+    });
   });
 
   it('answers plain json when stream is false', async () => {
@@ -263,8 +306,14 @@ describe('POST /v1/audio/transcriptions', () => {
   it('rejects stream with a format that cannot stream, and a stream value that is not a boolean', async () => {
     const { app, calls } = await setup();
     for (const fields of [
-      [['stream', 'true'], ['response_format', 'srt']],
-      [['stream', 'true'], ['response_format', 'verbose_json']],
+      [
+        ['stream', 'true'],
+        ['response_format', 'srt'],
+      ],
+      [
+        ['stream', 'true'],
+        ['response_format', 'verbose_json'],
+      ],
       [['stream', 'yes']],
     ] as Field[][]) {
       const res = await post(app, [['model', 'echo'], ...fields, audioFile()]);
@@ -279,7 +328,12 @@ describe('POST /v1/audio/transcriptions', () => {
     const res = await post(app, [['model', 'whisper-2'], audioFile()]);
     assert.equal(res.statusCode, 404);
     const error = errorOf(res);
-    assert.deepEqual(error, { message: "The model 'whisper-2' does not exist", type: 'invalid_request_error', param: 'model', code: 'model_not_found' });
+    assert.deepEqual(error, {
+      message: "The model 'whisper-2' does not exist",
+      type: 'invalid_request_error',
+      param: 'model',
+      code: 'model_not_found',
+    });
     assert.equal(decoded.length, 0);
     assert.equal(calls.length, 0);
   });
@@ -358,7 +412,12 @@ describe('POST /v1/audio/transcriptions', () => {
     const res = await post(app, [['model', 'echo'], audioFile()]);
     assert.equal(res.statusCode, 429);
     assert.equal(res.headers['retry-after'], '2');
-    assert.deepEqual(errorOf(res), { message: "The queue for model 'echo' is full: 512 requests queued", type: 'rate_limit_error', param: null, code: 'queue_full' });
+    assert.deepEqual(errorOf(res), {
+      message: "The queue for model 'echo' is full: 512 requests queued",
+      type: 'rate_limit_error',
+      param: null,
+      code: 'queue_full',
+    });
   });
 
   it('answers 504 without Retry-After when transcribe fails with deadline_exceeded', async () => {

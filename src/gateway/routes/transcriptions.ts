@@ -48,7 +48,10 @@ export function parseFields(raw: Map<string, string[]>): TranscriptionFields {
     const last = values.at(-1)!;
     switch (name) {
       case 'timestamp_granularities':
-        candidate[name] = values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '');
+        candidate[name] = values
+          .flatMap((v) => v.split(','))
+          .map((v) => v.trim())
+          .filter((v) => v !== '');
         break;
       case 'temperature': {
         const n = Number(last);
