@@ -8,7 +8,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { errors } from '../core/error-catalog.js';
@@ -20,6 +20,7 @@ import { INSTANCE_STATES, type InstanceState } from './instance-state.js';
 import { InstanceProcess, type InstanceEnd, type InstanceTimeouts } from './instance-process.js';
 import { decideRestart, type RestartPolicy } from './restart-policy.js';
 import { placeInstances, type Placement } from './placement.js';
+import { findHostPath } from './host-path.js';
 import type { SpawnInstance } from './spawn.js';
 
 export interface SupervisedModel {
@@ -91,7 +92,7 @@ interface Slot {
   lastEnd: InstanceSnapshot['lastEnd'];
 }
 
-const BUNDLED_HOST_PATH = resolve(dirname(fileURLToPath(import.meta.url)), '../../host');
+const BUNDLED_HOST_PATH = findHostPath(dirname(fileURLToPath(import.meta.url)));
 
 export interface Supervisor {
   /** Starts every instance; resolves when each has become ready or failed its first start. */
