@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { promisify } from 'node:util';
 import { isServiceError } from '../../core/errors.js';
 import { createAudioDecoder, type AudioDecoderOptions } from './index.js';
 import { encodeWav, type WavBuildOptions } from './wav-builder.js';
@@ -116,24 +114,6 @@ describe('createAudioDecoder: WAV, in process', () => {
       assert.ok(error < wavCase.tolerance, `error ${error} exceeds ${wavCase.tolerance}`);
     });
   }
-
-  it('decodes a WAV written by flite, a real speech synthesiser', async (t) => {
-    const path = join(tmpDir, 'flite.wav');
-    try {
-      await promisify(execFile)('flite', ['-voice', 'slt', '-t', 'The quick brown fox jumps over the lazy dog.', '-o', path]);
-    } catch {
-      t.skip('flite is not installed');
-      return;
-    }
-    const bytes = await readFile(path);
-    const dataBytes = bytes.readUInt32LE(40);
-    const audio = await decoder().decode(bytes);
-    assert.equal(audio.sourceSampleRateHz, 16000);
-    assert.equal(audio.samples.length, dataBytes / 2);
-    let energy = 0;
-    for (const value of audio.samples) energy += (value / 32768) ** 2;
-    assert.ok(Math.sqrt(energy / audio.samples.length) > 0.01, 'speech should not be silence');
-  });
 
   it('accepts audio exactly as long as maxDurationMs and rejects audio one frame longer', async () => {
     const exact = encodeWav({ sampleRateHz: 44100, encoding: 's16', channelData: [new Float32Array(44100)] });

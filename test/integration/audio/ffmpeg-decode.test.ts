@@ -9,10 +9,10 @@ import {
   FIXTURE_DURATION_MS,
   FIXTURE_TONE_HZ,
   generateAudioFixtures,
-} from '../../../test/fixtures/audio/generate.js';
-import type { Clock } from '../../core/clock.js';
-import { isServiceError } from '../../core/errors.js';
-import { createAudioDecoder, type AudioDecoderOptions } from './index.js';
+} from '../../fixtures/audio/generate.js';
+import type { Clock } from '../../../src/core/clock.js';
+import { isServiceError } from '../../../src/core/errors.js';
+import { createAudioDecoder, type AudioDecoderOptions } from '../../../src/gateway/audio/index.js';
 
 interface ManualTimer {
   delayMs: number;

@@ -8,10 +8,10 @@ import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { generateAudioFixtures } from '../../../test/fixtures/audio/generate.js';
-import { isServiceError } from '../../core/errors.js';
-import { createAudioDecoder, type AudioDecoder } from './index.js';
-import { encodeWav, WAV_FIELD_OFFSETS } from './wav-builder.js';
+import { generateAudioFixtures } from '../../fixtures/audio/generate.js';
+import { isServiceError } from '../../../src/core/errors.js';
+import { createAudioDecoder, type AudioDecoder } from '../../../src/gateway/audio/index.js';
+import { encodeWav, WAV_FIELD_OFFSETS } from '../../../src/gateway/audio/wav-builder.js';
 
 type AudioErrorCode = 'invalid_audio' | 'empty_audio' | 'unsupported_audio_format' | 'audio_too_long';
 
