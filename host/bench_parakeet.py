@@ -19,9 +19,10 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, cast
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -50,7 +51,7 @@ def _memory(device: torch.device) -> Dict[str, int]:
     }
 
 
-def run_mode(args: argparse.Namespace, mode: str, clips: List[np.ndarray]) -> Dict[str, Any]:
+def run_mode(args: argparse.Namespace, mode: str, clips: List[npt.NDArray[np.int16]]) -> Dict[str, Any]:
     device = torch.device(args.device)
     clip_ms = int(math.ceil(args.clip_seconds * 1000))
     options: Dict[str, Any] = {
@@ -171,7 +172,7 @@ def print_table(report: Dict[str, Any]) -> None:
         )
 
 
-def profile_eager_batch(args: argparse.Namespace, clips: List[np.ndarray], path: Path) -> Dict[str, Any]:
+def profile_eager_batch(args: argparse.Namespace, clips: List[npt.NDArray[np.int16]], path: Path) -> Dict[str, Any]:
     """One batch without CUDA graphs under torch.profiler: GPU time per operator (a CUDA graph replays the
     same kernels, without the launch gaps), written as a table to ``path``; returns the top operators."""
     from torch.profiler import ProfilerActivity, profile
@@ -211,7 +212,7 @@ def profile_eager_batch(args: argparse.Namespace, clips: List[np.ndarray], path:
     key = "self_device_time_total" if sample is not None and hasattr(sample, "self_device_time_total") else "self_cuda_time_total"
     table = averages.table(sort_by=key, row_limit=45)
     path.write_text(f"one batch without graphs of {args.profile_batch} x {args.clip_seconds} s clips\n{table}\n")
-    rows = sorted(averages, key=lambda e: getattr(e, key), reverse=True)
+    rows = sorted(averages, key=lambda e: cast(float, getattr(e, key)), reverse=True)
     total_us = sum(getattr(e, key) for e in averages)
     adapter.close()
     return {

@@ -15,6 +15,8 @@ export const DEBIAN_PACKAGES = [
   'python3-yaml',
   'python3-sentencepiece', // model hosts
   'python3-pytest', // host tests
+  'python3-mypy',
+  'python3-pyflakes', // host typecheck and lint
   'pocketsphinx',
   'pocketsphinx-en-us',
   'python3-pocketsphinx', // the CPU default ASR engine

@@ -1,5 +1,6 @@
 import re
 from pathlib import Path
+from typing import List
 
 import pytest
 
@@ -8,7 +9,7 @@ from voxmux_host.errors import WIRE_ERROR_CODES, InstanceError
 ERROR_CATALOG_TS = Path(__file__).resolve().parents[2] / 'src' / 'core' / 'error-catalog.ts'
 
 
-def typescript_wire_codes() -> list:
+def typescript_wire_codes() -> List[str]:
     source = ERROR_CATALOG_TS.read_text('utf-8')
     match = re.search(r'export const WIRE_ERROR_CODES = \[(.*?)\]', source, re.S)
     assert match, 'WIRE_ERROR_CODES not found in error-catalog.ts'

@@ -3,9 +3,10 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from host_process import HostProcess, elapsed_since, host_argv
@@ -33,7 +34,7 @@ from voxmux_host.protocol import (
 Spawn = Callable[[Sequence[str]], HostProcess]
 
 
-def audio(seed: int, samples: int) -> np.ndarray:
+def audio(seed: int, samples: int) -> npt.NDArray[np.int16]:
     return np.random.default_rng(seed).integers(-32768, 32768, samples, dtype=np.int16)
 
 
@@ -266,7 +267,7 @@ def test_logs_are_json_lines(spawn: Spawn) -> None:
     ['--adapter', 'nope'], ['--adapter', 'test', '--probe-interval-ms', '-1'],
     ['--adapter', 'test', '--probe-timeout-ms', '0'], [],
 ])
-def test_bad_arguments_exit_2(spawn: Spawn, argv: list) -> None:
+def test_bad_arguments_exit_2(spawn: Spawn, argv: List[str]) -> None:
     host = spawn(host_argv('test')[:3] + argv)
     assert host.wait() == 2
 

@@ -3,9 +3,10 @@ options, probe, batch planning and bucket shapes."""
 from __future__ import annotations
 
 import time
-from typing import Iterator, List
+from typing import Any, Dict, Iterator, List
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 import torch
 
@@ -18,7 +19,7 @@ from voxmux_host.models.parakeet.random_init import expected_tokens_per_second, 
 from voxmux_host.models.parakeet.runner import ParakeetRunner, RunnerOptions, bucket_samples_for
 
 
-def _load(options: dict) -> ParakeetAdapter:
+def _load(options: Dict[str, Any]) -> ParakeetAdapter:
     adapter = ParakeetAdapter()
     adapter.load(LoadContext("i0", "parakeet", {"config": "tiny", "device": "cpu", **options}))
     return adapter
@@ -33,12 +34,12 @@ def adapter() -> Iterator[ParakeetAdapter]:
     a.close()
 
 
-def _pcm(seconds: float, seed: int) -> np.ndarray:
+def _pcm(seconds: float, seed: int) -> npt.NDArray[np.int16]:
     """Speech-like int16 PCM, the wire format."""
     return pcm16_from_float(speech_like_noise(seconds, seed))
 
 
-def _clips(durations_s: List[float], seed: int) -> List[np.ndarray]:
+def _clips(durations_s: List[float], seed: int) -> List[npt.NDArray[np.int16]]:
     return [_pcm(d, seed + i) for i, d in enumerate(durations_s)]
 
 
@@ -71,14 +72,14 @@ def test_bad_audio_fails_only_its_request(adapter: ParakeetAdapter) -> None:
     batch = [
         RequestInput("empty", np.zeros(0, dtype=np.int16)),
         RequestInput("ok", _pcm(1.0, 9)),
-        RequestInput("float", speech_like_noise(1.0, 9)),  # float32 is not the wire format
+        RequestInput("float", speech_like_noise(1.0, 9)),  # type: ignore[arg-type]  # float32 is not the wire format
         RequestInput("stereo", np.zeros((2, 100), dtype=np.int16)),
     ]
     out = adapter.run_batch(batch)
     assert [o.request_id for o in out] == ["empty", "ok", "float", "stereo"]
     assert isinstance(out[1], RequestOutput)
     for i in (0, 2, 3):
-        assert isinstance(out[i], RequestFailure) and out[i].code == "invalid_audio"
+        assert isinstance(out[i], RequestFailure) and out[i].code == "invalid_audio"  # type: ignore[union-attr]
     assert "int16" in out[2].message  # type: ignore[union-attr]
 
 
@@ -97,7 +98,7 @@ def test_short_clips_decode_to_nothing_without_failing(adapter: ParakeetAdapter)
         [RequestInput("one", np.full(1, 3277, dtype=np.int16)), RequestInput("tiny", np.zeros(500, dtype=np.int16))]
     )
     assert all(isinstance(o, RequestOutput) for o in out)
-    assert out[0].text == ""  # 1 sample: 0 feature frames, 0 encoder frames
+    assert out[0].text == ""  # type: ignore[union-attr]  # 1 sample: 0 feature frames, 0 encoder frames
 
 
 def test_run_batch_accepts_a_view_of_a_wire_body(adapter: ParakeetAdapter) -> None:

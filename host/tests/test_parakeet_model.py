@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 import time
-from typing import List, Tuple
+from typing import Any, List, Tuple
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 import torch
 import torch.nn.functional as F
@@ -24,7 +25,12 @@ from voxmux_host.models.parakeet.config import (
     feature_tensor_frames,
 )
 from voxmux_host.models.parakeet.decoder import DecodeState, TDTGreedyDecoder, collect_results
-from voxmux_host.models.parakeet.encoder import MASK_SCORE, RelPositionalEncoding, rel_shift
+from voxmux_host.models.parakeet.encoder import (
+    MASK_SCORE,
+    RelPositionalEncoding,
+    RelPositionMultiHeadAttention,
+    rel_shift,
+)
 from voxmux_host.models.parakeet.features import _hz_to_mel_slaney, slaney_mel_filterbank
 from voxmux_host.models.parakeet.model import (
     PCM16_SCALE,
@@ -51,20 +57,20 @@ def model() -> ParakeetModel:
     return m
 
 
-def _pcm(seconds: float, seed: int) -> np.ndarray:
+def _pcm(seconds: float, seed: int) -> npt.NDArray[np.int16]:
     """Speech-like int16 PCM, the wire format."""
     return pcm16_from_float(speech_like_noise(seconds, seed))
 
 
-def _clips(durations_s: List[float], seed: int = 0) -> List[np.ndarray]:
+def _clips(durations_s: List[float], seed: int = 0) -> List[npt.NDArray[np.int16]]:
     return [_pcm(d, seed + i) for i, d in enumerate(durations_s)]
 
 
 def _encode(
-    model: ParakeetModel, clips: List[np.ndarray], length: int | None = None
+    model: ParakeetModel, clips: List[npt.NDArray[Any]], length: int | None = None
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     audio, lengths = pad_audio(clips, CPU, length=length)
-    with torch.inference_mode():
+    with torch.inference_mode():  # type: ignore[no-untyped-call]
         return model.encode(audio, lengths)
 
 
@@ -119,7 +125,7 @@ def test_frame_counts_match_the_formulas(model: ParakeetModel, samples: int) -> 
     clip = _pcm(samples / 16000 + 1e-9, 3)[:samples]
     assert clip.shape[0] == samples
     audio, lengths = pad_audio([clip], CPU)
-    with torch.inference_mode():
+    with torch.inference_mode():  # type: ignore[no-untyped-call]
         feats, frames = model.preprocessor(audio, lengths)
         enc, enc_len = model.encoder(feats, frames)
     assert int(frames[0]) == feature_frames(samples, TINY) == samples // 160
@@ -230,7 +236,7 @@ def _sinusoids(t: int, d: int) -> torch.Tensor:
     return pe.float().unsqueeze(0)
 
 
-def _reference_attention(attn: nn.Module, x: torch.Tensor, key_pad: torch.Tensor) -> torch.Tensor:
+def _reference_attention(attn: RelPositionMultiHeadAttention, x: torch.Tensor, key_pad: torch.Tensor) -> torch.Tensor:
     """Transformer-XL attention written out from the fact sheet, with the unpadded table."""
     b, t, d = x.shape
     h = attn.n_heads
@@ -255,7 +261,7 @@ def test_attention_matches_the_written_out_formula() -> None:
     x = torch.randn(2, 11, TINY.d_model)
     pad = torch.zeros(2, 11, dtype=torch.bool)
     pad[1, 7:] = True
-    with torch.inference_mode():
+    with torch.inference_mode():  # type: ignore[no-untyped-call]
         expected = _reference_attention(attn, x, pad)
         table = m.encoder.pos_enc.table(11, x.device, x.dtype)
         assert table.shape[1] == 24  # 21 rows padded to a multiple of 8
@@ -275,7 +281,7 @@ def test_moving_a_fused_attention_unfuses_it_and_keeps_its_results() -> None:
     assert attn._is_fused()  # noqa: SLF001
     attn.to(torch.float64)  # the fused float32 tensor no longer backs the (now float64) parameters
     assert not attn._is_fused()  # noqa: SLF001
-    with torch.inference_mode():
+    with torch.inference_mode():  # type: ignore[no-untyped-call]
         table = RelPositionalEncoding(TINY.d_model, None).table(6, x.device, x.dtype)
         moved = attn(x, table, pad)
         attn.fuse_qkv_()
@@ -290,7 +296,7 @@ def test_attention_ignores_padded_keys(model: ParakeetModel) -> None:
     pe = model.encoder.pos_enc.table(9, x.device, x.dtype)
     pad = torch.zeros(1, 9, dtype=torch.bool)
     pad[0, 6:] = True
-    with torch.inference_mode():
+    with torch.inference_mode():  # type: ignore[no-untyped-call]
         base = attn(x, pe, pad)
         changed = x.clone()
         changed[0, 6:] = 100.0

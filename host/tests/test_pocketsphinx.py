@@ -4,9 +4,10 @@ import shutil
 import subprocess
 import wave
 from pathlib import Path
-from typing import Callable, Iterator, List, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Sequence
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from host_process import HostProcess, host_argv
@@ -57,7 +58,7 @@ def word_error_rate(reference: str, hypothesis: str) -> float:
     return distance[len(hyp)] / len(ref)
 
 
-def synthesize(text: str, path: Path) -> np.ndarray:
+def synthesize(text: str, path: Path) -> npt.NDArray[np.int16]:
     subprocess.run(['flite', '-voice', 'slt', '-t', text, '-o', str(path)], check=True, capture_output=True)
     with wave.open(str(path)) as wav:
         assert (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) == (SAMPLE_RATE_HZ, 1, 2)
@@ -65,12 +66,12 @@ def synthesize(text: str, path: Path) -> np.ndarray:
 
 
 @pytest.fixture(scope='module')
-def speech(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
+def speech(tmp_path_factory: pytest.TempPathFactory) -> npt.NDArray[np.int16]:
     return synthesize(SENTENCE, tmp_path_factory.mktemp('speech') / 'sentence.wav')
 
 
 @pytest.fixture(scope='module')
-def second_speech(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
+def second_speech(tmp_path_factory: pytest.TempPathFactory) -> npt.NDArray[np.int16]:
     return synthesize(SECOND_SENTENCE, tmp_path_factory.mktemp('speech') / 'second.wav')
 
 
@@ -89,7 +90,8 @@ def run_one(adapter: PocketsphinxAdapter, request: RequestInput) -> RequestOutpu
     return result
 
 
-def test_transcribes_a_synthesized_sentence_with_word_times(adapter: PocketsphinxAdapter, speech: np.ndarray) -> None:
+def test_transcribes_a_synthesized_sentence_with_word_times(
+        adapter: PocketsphinxAdapter, speech: npt.NDArray[np.int16]) -> None:
     result = run_one(adapter, RequestInput('r', speech, 'en', None, True))
     assert word_error_rate(SENTENCE, result.text) <= MAX_WER, result.text
     assert result.language == 'en'
@@ -102,7 +104,7 @@ def test_transcribes_a_synthesized_sentence_with_word_times(adapter: Pocketsphin
 
 
 def test_a_long_pause_splits_segments_and_keeps_times_absolute(
-        adapter: PocketsphinxAdapter, speech: np.ndarray, second_speech: np.ndarray) -> None:
+        adapter: PocketsphinxAdapter, speech: npt.NDArray[np.int16], second_speech: npt.NDArray[np.int16]) -> None:
     pause = np.zeros(SAMPLE_RATE_HZ, dtype=np.int16)
     audio = np.concatenate([speech, pause, second_speech])
     result = run_one(adapter, RequestInput('r', audio, None, None, True))
@@ -122,13 +124,14 @@ def test_empty_or_silent_audio_gives_empty_text(adapter: PocketsphinxAdapter, sa
     assert (result.text, result.segments, result.words) == ('', [], [])
 
 
-def test_words_are_left_out_unless_asked_for(adapter: PocketsphinxAdapter, speech: np.ndarray) -> None:
+def test_words_are_left_out_unless_asked_for(adapter: PocketsphinxAdapter, speech: npt.NDArray[np.int16]) -> None:
     assert run_one(adapter, RequestInput('r', speech)).words is None
 
 
-def test_per_request_failures_do_not_fail_the_batch(adapter: PocketsphinxAdapter, speech: np.ndarray) -> None:
+def test_per_request_failures_do_not_fail_the_batch(
+        adapter: PocketsphinxAdapter, speech: npt.NDArray[np.int16]) -> None:
     floats = speech.astype(np.float32) / 32768  # not the wire format
-    results = adapter.run_batch([RequestInput('fr', speech, 'fr'), RequestInput('float', floats),
+    results = adapter.run_batch([RequestInput('fr', speech, 'fr'), RequestInput('float', floats),  # type: ignore[arg-type]
                                  RequestInput('ok', speech[:SAMPLE_RATE_HZ])])
     assert [(r.request_id, r.code) for r in results if isinstance(r, RequestFailure)] == [
         ('fr', 'unsupported_option'), ('float', 'invalid_audio')]
@@ -136,7 +139,7 @@ def test_per_request_failures_do_not_fail_the_batch(adapter: PocketsphinxAdapter
 
 
 @pytest.mark.parametrize('options', [{'hmmPath': '/nonexistent'}, {'lmPath': '/nonexistent.lm'}, {'beam': 1}])
-def test_bad_options_fail_the_load(options: dict) -> None:
+def test_bad_options_fail_the_load(options: Dict[str, Any]) -> None:
     with pytest.raises(InstanceError) as caught:
         PocketsphinxAdapter().load(LoadContext('i', 'm', options))
     assert caught.value.code == 'load_failed'
@@ -160,7 +163,7 @@ def test_fillers_and_alternate_pronunciations_are_cleaned() -> None:
 
 
 def test_host_serves_pocketsphinx_over_the_protocol(
-        spawn: Callable[[Sequence[str]], HostProcess], speech: np.ndarray) -> None:
+        spawn: Callable[[Sequence[str]], HostProcess], speech: npt.NDArray[np.int16]) -> None:
     host = spawn(host_argv('pocketsphinx'))
     assert 'pocketsphinx' in host.expect(Hello)[0].adapters
     host.request(LoadRequest('ps-0', 'pocketsphinx-en-us', 'pocketsphinx', {}, None), 1, LoadResult)

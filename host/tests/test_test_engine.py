@@ -1,5 +1,6 @@
 import time
 import zlib
+from typing import Any, Dict
 
 import numpy as np
 import pytest
@@ -66,7 +67,7 @@ def test_fail_load_raises_load_failed() -> None:
 @pytest.mark.parametrize('options', [
     {'mode': 'fast'}, {'batchDelayMs': -1}, {'batchDelayMs': '5'}, {'crashOnLoad': 1}, {'batchDelay': 5},
 ])
-def test_invalid_options_fail_the_load(options: dict) -> None:
+def test_invalid_options_fail_the_load(options: Dict[str, Any]) -> None:
     with pytest.raises(InstanceError) as caught:
         loaded(**options)
     assert caught.value.code == 'load_failed'

@@ -5,9 +5,10 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Iterator, List
+from typing import Any, Dict, Iterator, List
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 import torch
 
@@ -35,7 +36,7 @@ BF16_ATOL = 3e-2
 BF16_RTOL = 3e-2
 
 
-def _load(options: dict) -> ParakeetAdapter:
+def _load(options: Dict[str, Any]) -> ParakeetAdapter:
     adapter = ParakeetAdapter()
     adapter.load(LoadContext("gpu", "parakeet", {"config": "tiny", "device": "cuda", **options}))
     return adapter
@@ -50,16 +51,16 @@ def graphed() -> Iterator[ParakeetAdapter]:
     a.close()
 
 
-def _pcm(seconds: float, seed: int) -> np.ndarray:
+def _pcm(seconds: float, seed: int) -> npt.NDArray[np.int16]:
     """Speech-like int16 PCM, the wire format."""
     return pcm16_from_float(speech_like_noise(seconds, seed))
 
 
-def _clips(durations: List[float], seed: int) -> List[np.ndarray]:
+def _clips(durations: List[float], seed: int) -> List[npt.NDArray[np.int16]]:
     return [_pcm(d, seed + i) for i, d in enumerate(durations)]
 
 
-def _floats(clips: List[np.ndarray]) -> List[np.ndarray]:
+def _floats(clips: List[npt.NDArray[np.int16]]) -> List[npt.NDArray[np.float32]]:
     """The float32 clips the int16 ones stand for (int16 / 32768, exact)."""
     return [clip.astype(np.float32) * np.float32(PCM16_SCALE) for clip in clips]
 
@@ -169,7 +170,7 @@ def test_sdpa_equals_manual_attention() -> None:
     model = build_model(TINY, seed=4)
     model.prepare_for_inference_(torch.device("cuda"), torch.float32)
     audio, lengths = pad_audio(_clips([2.0, 3.0], seed=60), torch.device("cuda"))
-    with torch.inference_mode():
+    with torch.inference_mode():  # type: ignore[no-untyped-call]
         model.encoder.set_attention_impl(True)
         fused, enc_len = model.encode(audio, lengths)
         model.encoder.set_attention_impl(False)

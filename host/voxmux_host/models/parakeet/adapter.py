@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from voxmux_host.errors import InstanceError
@@ -277,7 +278,7 @@ class ParakeetAdapter:
     def run_batch(self, batch: Sequence[RequestInput]) -> List[RequestOutput | RequestFailure]:
         runner = self._require_runner()
         results: List[Optional[RequestOutput | RequestFailure]] = [None] * len(batch)
-        clips: List[np.ndarray] = []
+        clips: List[npt.NDArray[np.int16]] = []
         indices: List[int] = []
         for i, request in enumerate(batch):
             clip, problem = self._validate(request)
@@ -305,7 +306,7 @@ class ParakeetAdapter:
                     results[i] = self._to_output(batch[i], clip, item)
         return [r for r in results if r is not None]
 
-    def _validate(self, request: RequestInput) -> Tuple[Optional[np.ndarray], Optional[str]]:
+    def _validate(self, request: RequestInput) -> Tuple[Optional[npt.NDArray[np.int16]], Optional[str]]:
         """The clip as the runner takes it (int16, contiguous), or why the request fails with invalid_audio.
 
         int16 samples are always finite, so there is nothing to check in the values themselves.
@@ -320,7 +321,7 @@ class ParakeetAdapter:
             return None, "Expected at least one sample: got 0"
         return np.ascontiguousarray(audio), None
 
-    def _to_output(self, request: RequestInput, clip: np.ndarray, item: DecodedItem) -> RequestOutput:
+    def _to_output(self, request: RequestInput, clip: npt.NDArray[np.int16], item: DecodedItem) -> RequestOutput:
         tokenizer, config = self._tokenizer, self._config
         assert tokenizer is not None and config is not None
         duration_s = clip.shape[0] / config.sample_rate_hz
@@ -385,8 +386,8 @@ class ParakeetAdapter:
                     with torch.cuda.stream(stream):
                         target = self._probe_side_buffer if busy else self._probe_buffer
                         target.add_(1.0)  # type: ignore[union-attr]
-                        event = torch.cuda.Event()
-                        event.record(stream)
+                        event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+                        event.record(stream)  # type: ignore[no-untyped-call]
                 return self._wait(event.query, timeout_s)
         except Exception:  # noqa: BLE001 - any failure of the probe means the device is not healthy
             return False

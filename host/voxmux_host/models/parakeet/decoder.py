@@ -18,7 +18,7 @@ item's sequence of joint evaluations, and therefore its output, is the same.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple, cast
 
 import torch
 import torch.nn.functional as F
@@ -32,7 +32,9 @@ class LSTMDropout(nn.Module):
 
     def __init__(self, config: ParakeetConfig, device: torch.device | str | None = None) -> None:
         super().__init__()
-        self.lstm = nn.LSTM(config.pred_hidden, config.pred_hidden, num_layers=config.pred_layers, device=device)
+        self.lstm = nn.LSTM(  # type: ignore[no-untyped-call]
+            config.pred_hidden, config.pred_hidden, num_layers=config.pred_layers, device=device
+        )
 
 
 class RNNTDecoder(nn.Module):
@@ -50,7 +52,7 @@ class RNNTDecoder(nn.Module):
 
     @property
     def lstm(self) -> nn.LSTM:
-        return self.prediction["dec_rnn"].lstm  # type: ignore[return-value]
+        return cast(nn.LSTM, self.prediction["dec_rnn"].lstm)
 
     def step_into(
         self, labels: torch.Tensor, h: torch.Tensor, c: torch.Tensor, update: Optional[torch.Tensor] = None
@@ -113,13 +115,13 @@ class RNNTJoint(nn.Module):
 
     @property
     def output_layer(self) -> nn.Linear:
-        return self.joint_net[-1]  # type: ignore[return-value]
+        return cast(nn.Linear, self.joint_net[-1])
 
     def project_encoder(self, enc: torch.Tensor) -> torch.Tensor:
-        return self.enc(enc)
+        return cast(torch.Tensor, self.enc(enc))
 
     def project_prednet(self, g: torch.Tensor) -> torch.Tensor:
-        return self.pred(g)
+        return cast(torch.Tensor, self.pred(g))
 
     def joint_after_projection(self, f: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         out = self.output_layer

@@ -120,7 +120,7 @@ class RelPositionalEncoding(nn.Module):
         pe[:, 0::2] = torch.sin(positions * div_term)
         pe[:, 1::2] = torch.cos(positions * div_term)
         pe = pe.unsqueeze(0).to(dtype)
-        capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+        capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()  # type: ignore[no-untyped-call]
         if not capturing:
             self._cache[key] = pe
         return pe
@@ -162,7 +162,7 @@ class RelPositionMultiHeadAttention(nn.Module):
         # longer backs them, so forget it (fuse_qkv_ again afterwards).
         self._qkv_weight = None
         self._qkv_bias = None
-        return super()._apply(fn, *args, **kwargs)
+        return super()._apply(fn, *args, **kwargs)  # type: ignore[no-untyped-call]
 
     def fuse_qkv_(self) -> None:
         """Store q, k and v weights in one [3d, d] tensor, the three parameters becoming views of it.
@@ -232,7 +232,8 @@ class RelPositionMultiHeadAttention(nn.Module):
             attn = torch.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype)
             out = torch.matmul(attn, v)
         out = out.transpose(1, 2).reshape(b, t, h * dk)
-        return self.linear_out(out)
+        projected: torch.Tensor = self.linear_out(out)
+        return projected
 
 
 def rel_shift(bd: torch.Tensor, length: int) -> torch.Tensor:
@@ -264,7 +265,8 @@ class ConformerFeedForward(nn.Module):
         self.linear2 = nn.Linear(config.d_ff, config.d_model, bias=config.use_bias, device=device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear2(F.silu(self.linear1(x)))
+        out: torch.Tensor = self.linear2(F.silu(self.linear1(x)))
+        return out
 
 
 class ConformerConvolution(nn.Module):
@@ -313,7 +315,8 @@ class ConformerLayer(nn.Module):
         x = x + self.self_attn(self.norm_self_att(x), pos_emb, pad)
         x = x + self.conv(self.norm_conv(x), pad)
         x = torch.add(x, self.feed_forward2(self.norm_feed_forward2(x)), alpha=0.5)
-        return self.norm_out(x)
+        out: torch.Tensor = self.norm_out(x)
+        return out
 
 
 class ConformerEncoder(nn.Module):

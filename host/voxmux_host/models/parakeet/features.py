@@ -13,9 +13,10 @@ An item of N samples has N // 160 valid frames; the tensor has 1 + N_padded // 1
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import Tuple, cast
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch import nn
 
@@ -24,7 +25,7 @@ from .config import ParakeetConfig
 NORMALIZE_STD_EPS = 1e-5
 
 
-def _hz_to_mel_slaney(freqs_hz: np.ndarray) -> np.ndarray:
+def _hz_to_mel_slaney(freqs_hz: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Slaney's mel scale: linear below 1 kHz (3 mels per 200 Hz), logarithmic above."""
     freqs = np.asarray(freqs_hz, dtype=np.float64)
     f_sp = 200.0 / 3.0
@@ -37,7 +38,7 @@ def _hz_to_mel_slaney(freqs_hz: np.ndarray) -> np.ndarray:
     return mels
 
 
-def _mel_to_hz_slaney(mels: np.ndarray) -> np.ndarray:
+def _mel_to_hz_slaney(mels: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     mels = np.asarray(mels, dtype=np.float64)
     f_sp = 200.0 / 3.0
     freqs = f_sp * mels
@@ -50,7 +51,7 @@ def _mel_to_hz_slaney(mels: np.ndarray) -> np.ndarray:
 
 def slaney_mel_filterbank(
     sample_rate_hz: int, n_fft: int, n_mels: int, fmin_hz: float = 0.0, fmax_hz: float | None = None
-) -> np.ndarray:
+) -> npt.NDArray[np.float32]:
     """Triangular mel filters with slaney area normalisation, shape [n_mels, n_fft // 2 + 1], float32.
 
     Matches ``librosa.filters.mel(sr, n_fft, n_mels, fmin, fmax, htk=False, norm='slaney')``, including
@@ -66,7 +67,7 @@ def slaney_mel_filterbank(
     upper = ramps[2:] / fdiff[1:, None]
     weights = np.maximum(0.0, np.minimum(lower, upper)).astype(np.float32)
     enorm = 2.0 / (mel_freqs[2 : n_mels + 2] - mel_freqs[:n_mels])
-    return (weights.astype(np.float64) * enorm[:, None]).astype(np.float32)
+    return cast(npt.NDArray[np.float32], (weights.astype(np.float64) * enorm[:, None]).astype(np.float32))
 
 
 class FilterbankFeatures(nn.Module):

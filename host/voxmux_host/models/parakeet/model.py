@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import contextlib
-from typing import ContextManager, List, Optional, Sequence, Tuple
+from typing import Any, ContextManager, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch import nn
 
@@ -21,7 +22,7 @@ class AudioToMelSpectrogramPreprocessor(nn.Module):
         self.featurizer = FilterbankFeatures(config, device)
 
     def forward(self, audio: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        return self.featurizer(audio, lengths)
+        return cast(Tuple[torch.Tensor, torch.Tensor], self.featurizer(audio, lengths))
 
 
 def autocast_context(device: torch.device, dtype: Optional[torch.dtype]) -> ContextManager[object]:
@@ -59,7 +60,7 @@ class ParakeetModel(nn.Module):
         with no_autocast(device):
             feats, frames = self.preprocessor(audio, lengths)
         with autocast_context(device, self.compute_dtype):
-            return self.encoder(feats, frames)
+            return cast(Tuple[torch.Tensor, torch.Tensor], self.encoder(feats, frames))
 
     def encode_projected(self, audio: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Encoder frames already passed through ``joint.enc`` (what the decode reads), and lengths."""
@@ -85,10 +86,10 @@ class ParakeetModel(nn.Module):
         with autocast_context(state.t.device, self.compute_dtype):
             self.greedy.run_steps(state, steps)
 
-    def transcribe_ids(self, audios: Sequence[np.ndarray], chunk_steps: int = 8) -> List[DecodedItem]:
+    def transcribe_ids(self, audios: Sequence[npt.NDArray[Any]], chunk_steps: int = 8) -> List[DecodedItem]:
         """Eager end to end on one padded batch: clips (see :func:`pad_audio`) -> token ids, frames, durations."""
         audio, lengths = pad_audio(audios, device=self.device)
-        with torch.inference_mode():
+        with torch.inference_mode():  # type: ignore[no-untyped-call]
             enc_proj, enc_len = self.encode_projected(audio, lengths)
             state = self.new_decode_state(len(audios), enc_proj.shape[1])
             self.load_encoded_(state, enc_proj, enc_len)
@@ -128,16 +129,16 @@ class ParakeetModel(nn.Module):
 PCM16_SCALE = 1.0 / 32768
 
 
-def pcm16_from_float(audio: np.ndarray) -> np.ndarray:
+def pcm16_from_float(audio: npt.NDArray[Any]) -> npt.NDArray[np.int16]:
     """Float audio in [-1, 1] as int16 PCM (rounded, clipped): how tools and tests build wire-format clips.
 
     ``pcm16_from_float(pcm * PCM16_SCALE)`` gives ``pcm`` back exactly.
     """
     scaled = np.rint(np.asarray(audio, dtype=np.float32) * np.float32(32768.0))
-    return np.clip(scaled, -32768, 32767).astype(np.int16)
+    return cast(npt.NDArray[np.int16], np.clip(scaled, -32768, 32767).astype(np.int16))
 
 
-def is_pcm16_batch(audios: Sequence[np.ndarray]) -> bool:
+def is_pcm16_batch(audios: Sequence[npt.NDArray[Any]]) -> bool:
     """True for int16 clips, False for floating-point clips; a batch that mixes the two is refused.
 
     int16 (the wire format) is the fast path: it crosses to the device at 2 bytes per sample and is
@@ -153,7 +154,10 @@ def is_pcm16_batch(audios: Sequence[np.ndarray]) -> bool:
 
 
 def pad_audio(
-    audios: Sequence[np.ndarray], device: torch.device, length: Optional[int] = None, batch_size: Optional[int] = None
+    audios: Sequence[npt.NDArray[Any]],
+    device: torch.device,
+    length: Optional[int] = None,
+    batch_size: Optional[int] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """Stack clips into float32 [batch_size, length] on ``device``, zero-padded (defaults: the clips' count and
     max length), with their lengths [batch_size] int64.

@@ -17,9 +17,10 @@ that advance 1 to 4 frames, near a trained English model (3 to 4 subword tokens 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Sequence, Tuple, cast
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch import nn
 
@@ -95,11 +96,13 @@ def blank_bias_for(token_probability: float, vocab_size: int) -> float:
     return 0.5 * (lo + hi)
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    return torch.erf(torch.from_numpy(np.asarray(x, dtype=np.float64))).numpy()
+def _erf(x: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+    return cast(npt.NDArray[np.float64], torch.erf(torch.from_numpy(np.asarray(x, dtype=np.float64))).numpy())
 
 
-def duration_biases_for(probabilities: Sequence[float], samples: int = 100_000, seed: int = 7) -> np.ndarray:
+def duration_biases_for(
+    probabilities: Sequence[float], samples: int = 100_000, seed: int = 7
+) -> npt.NDArray[np.float64]:
     """Biases b such that argmax(b + N(0, I)) lands on index i with probability[i] (fixed-point search)."""
     rng = np.random.default_rng(seed)
     target = np.asarray(probabilities, dtype=np.float64)
@@ -180,7 +183,7 @@ def _fill_(tensor: torch.Tensor, fill: Callable[[torch.Tensor], object]) -> None
     tensor.copy_(scratch)
 
 
-def speech_like_noise(seconds: float, seed: int, sample_rate_hz: int = 16000) -> np.ndarray:
+def speech_like_noise(seconds: float, seed: int, sample_rate_hz: int = 16000) -> npt.NDArray[np.float32]:
     """Seeded float32 audio with a speech-like envelope: noise and a gliding harmonic tone, gated at a
     syllable rate of about 4 Hz. Used to calibrate the joint and by benchmarks; it is not speech."""
     rng = np.random.default_rng(seed)
@@ -192,7 +195,7 @@ def speech_like_noise(seconds: float, seed: int, sample_rate_hz: int = 16000) ->
     voiced = sum(np.sin(k * phase) / k for k in range(1, 6))
     noise = rng.standard_normal(n)
     audio = envelope * (0.6 * voiced + 0.4 * noise) * 0.1 + 0.002 * rng.standard_normal(n)
-    return audio.astype(np.float32)
+    return cast(npt.NDArray[np.float32], audio.astype(np.float32))
 
 
 def _sample_joint_hidden(model: "ParakeetModel", config: ParakeetConfig, gen: torch.Generator) -> torch.Tensor:

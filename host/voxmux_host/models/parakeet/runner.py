@@ -25,9 +25,10 @@ import inspect
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from .config import ParakeetConfig, encoder_frames, feature_tensor_frames
@@ -102,7 +103,9 @@ class ParakeetRunner:
         self.device = device
         self.options = options
         self.is_cuda = device.type == "cuda"
-        self.stream: Optional[torch.cuda.Stream] = torch.cuda.Stream(device) if self.is_cuda else None
+        self.stream: Optional[torch.cuda.Stream] = (
+            torch.cuda.Stream(device) if self.is_cuda else None  # type: ignore[no-untyped-call]
+        )
         self.counters = RunnerCounters()
         self.graphs_captured = 0
         self.graph_pool_bytes = 0
@@ -113,7 +116,9 @@ class ParakeetRunner:
         self.is_busy = False
         #: When set (benchmarks), each CUDA sub-batch appends (encoder ms, decode ms) measured with events.
         self.phase_times_ms: Optional[List[Tuple[float, float]]] = None
-        self.side_stream: Optional[torch.cuda.Stream] = torch.cuda.Stream(device) if self.is_cuda else None
+        self.side_stream: Optional[torch.cuda.Stream] = (
+            torch.cuda.Stream(device) if self.is_cuda else None  # type: ignore[no-untyped-call]
+        )
         self._statics: Dict[int, _Statics] = {}
         self.buckets = tuple(sorted({bucket_samples_for(ms, self.config) for ms in options.bucket_durations_ms}))
         self.batch_sizes = tuple(sorted(set(options.batch_sizes)))
@@ -128,13 +133,13 @@ class ParakeetRunner:
         assert self.stream is not None
         torch.cuda.synchronize(self.device)
         before = torch.cuda.memory_reserved(self.device)
-        pool = torch.cuda.graph_pool_handle()
+        pool = torch.cuda.graph_pool_handle()  # type: ignore[no-untyped-call]
         with self.launch_lock:
             self.is_capturing = True
         was_benchmark = torch.backends.cudnn.benchmark
         torch.backends.cudnn.benchmark = self.options.cudnn_benchmark
         try:
-            with torch.inference_mode(), torch.cuda.stream(self.stream):
+            with torch.inference_mode(), torch.cuda.stream(self.stream):  # type: ignore[no-untyped-call]
                 self.model.greedy.prepare(self.device)
                 for batch_size in self.batch_sizes:
                     statics = self._allocate_statics(batch_size)
@@ -160,7 +165,7 @@ class ParakeetRunner:
             lengths_host=torch.zeros(batch_size, dtype=torch.int64).pin_memory(),
             state=self.model.new_decode_state(batch_size, max_frames),
             flags_host=torch.zeros(2, dtype=torch.bool).pin_memory(),
-            events=(torch.cuda.Event(), torch.cuda.Event()),
+            events=(torch.cuda.Event(), torch.cuda.Event()),  # type: ignore[no-untyped-call]
         )
 
     def _encoder_body(self, statics: _Statics, bucket: int) -> None:
@@ -175,8 +180,8 @@ class ParakeetRunner:
         for _ in range(2):
             self._encoder_body(statics, bucket)
         self.stream.synchronize()  # type: ignore[union-attr]
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=pool, stream=self.stream, **_graph_kwargs()):  # type: ignore[arg-type]
+        graph = torch.cuda.CUDAGraph()  # type: ignore[no-untyped-call]
+        with torch.cuda.graph(graph, pool=pool, stream=self.stream, **_graph_kwargs()):  # type: ignore[arg-type, no-untyped-call]
             self._encoder_body(statics, bucket)
         statics.encoder_graphs[bucket] = graph
         self.graphs_captured += 1
@@ -186,8 +191,8 @@ class ParakeetRunner:
         for _ in range(2):
             self.model.decode_steps_(statics.state, steps)
         self.stream.synchronize()  # type: ignore[union-attr]
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=pool, stream=self.stream, **_graph_kwargs()):  # type: ignore[arg-type]
+        graph = torch.cuda.CUDAGraph()  # type: ignore[no-untyped-call]
+        with torch.cuda.graph(graph, pool=pool, stream=self.stream, **_graph_kwargs()):  # type: ignore[arg-type, no-untyped-call]
             self.model.decode_steps_(statics.state, steps)
         statics.decode_graph = graph
         self.graphs_captured += 1
@@ -214,7 +219,7 @@ class ParakeetRunner:
             groups.append((others[start : start + max_batch], None))
         return groups
 
-    def run(self, audios: Sequence[np.ndarray], count: bool = True) -> List[DecodedItem]:
+    def run(self, audios: Sequence[npt.NDArray[Any]], count: bool = True) -> List[DecodedItem]:
         """Token ids, frames and durations for each clip ([samples], 16 kHz), in input order.
 
         Clips are all int16 PCM or all float (module docstring); a mix raises ValueError.
@@ -226,7 +231,7 @@ class ParakeetRunner:
         finally:
             self.is_busy = False
 
-    def _run(self, audios: Sequence[np.ndarray], count: bool) -> List[DecodedItem]:
+    def _run(self, audios: Sequence[npt.NDArray[Any]], count: bool) -> List[DecodedItem]:
         results: List[Optional[DecodedItem]] = [None] * len(audios)
         lengths = [int(a.shape[0]) for a in audios]
         for group, shape in self.plan(lengths):
@@ -254,9 +259,9 @@ class ParakeetRunner:
         return torch.cuda.stream(self.stream) if self.stream is not None else _NullContext()
 
     def _run_eager(
-        self, clips: Sequence[np.ndarray], length: Optional[int] = None, batch_size: Optional[int] = None
+        self, clips: Sequence[npt.NDArray[Any]], length: Optional[int] = None, batch_size: Optional[int] = None
     ) -> List[DecodedItem]:
-        with torch.inference_mode(), self._stream_context():  # type: ignore[attr-defined]
+        with torch.inference_mode(), self._stream_context():  # type: ignore[attr-defined, no-untyped-call]
             marks = self._marks()
             audio, lengths = pad_audio(clips, self.device, length=length, batch_size=batch_size)
             enc_proj, enc_len = self.model.encode_projected(audio, lengths)
@@ -278,25 +283,27 @@ class ParakeetRunner:
     def _marks(self) -> Optional[List[torch.cuda.Event]]:
         if self.phase_times_ms is None or not self.is_cuda:
             return None
-        marks = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
-        marks[0].record(self.stream)
+        marks = [torch.cuda.Event(enable_timing=True) for _ in range(3)]  # type: ignore[no-untyped-call]
+        marks[0].record(self.stream)  # type: ignore[no-untyped-call]
         return marks
 
     def _mark(self, marks: Optional[List[torch.cuda.Event]], index: int) -> None:
         if marks is not None:
-            marks[index].record(self.stream)
+            marks[index].record(self.stream)  # type: ignore[no-untyped-call]
 
     def _record(self, marks: Optional[List[torch.cuda.Event]]) -> None:
         if marks is not None and self.phase_times_ms is not None:
-            marks[2].synchronize()
-            self.phase_times_ms.append((marks[0].elapsed_time(marks[1]), marks[1].elapsed_time(marks[2])))
+            marks[2].synchronize()  # type: ignore[no-untyped-call]
+            self.phase_times_ms.append(
+                (marks[0].elapsed_time(marks[1]), marks[1].elapsed_time(marks[2]))  # type: ignore[no-untyped-call]
+            )
 
     def run_eager_padded(
-        self, clips: Sequence[np.ndarray], batch_size: int, bucket: int
+        self, clips: Sequence[npt.NDArray[Any]], batch_size: int, bucket: int
     ) -> Tuple[List[DecodedItem], torch.Tensor]:
         """Eager run on exactly a graph's shapes (for checking a replay against eager); also returns the
         projected encoder frames [batch_size, T, J] on the host."""
-        with torch.inference_mode(), self._stream_context():  # type: ignore[attr-defined]
+        with torch.inference_mode(), self._stream_context():  # type: ignore[attr-defined, no-untyped-call]
             audio, lengths = pad_audio(clips, self.device, length=bucket, batch_size=batch_size)
             enc_proj, _ = self.model.encode_projected(audio, lengths)
             return self._run_eager(clips, length=bucket, batch_size=batch_size), enc_proj.float().cpu()
@@ -307,29 +314,29 @@ class ParakeetRunner:
         with self._stream_context():  # type: ignore[attr-defined]
             return state.enc_proj[:, :frames].float().cpu()
 
-    def _run_graph(self, clips: Sequence[np.ndarray], batch_size: int, bucket: int) -> List[DecodedItem]:
+    def _run_graph(self, clips: Sequence[npt.NDArray[Any]], batch_size: int, bucket: int) -> List[DecodedItem]:
         statics = self._statics[batch_size]
         state = statics.state
         assert statics.decode_graph is not None and self.stream is not None
-        with torch.inference_mode(), torch.cuda.stream(self.stream):
+        with torch.inference_mode(), torch.cuda.stream(self.stream):  # type: ignore[no-untyped-call]
             marks = self._marks()
             self._stage_audio(statics, clips, bucket)
-            statics.encoder_graphs[bucket].replay()
+            statics.encoder_graphs[bucket].replay()  # type: ignore[no-untyped-call]
             self._mark(marks, 1)
 
             frames = encoder_frames(feature_tensor_frames(bucket, self.config), self.config)
             limit = TDTGreedyDecoder.max_steps(frames, self.config) // self.options.chunk_steps + 2
             flags, events = statics.flags_host, statics.events
             slot = 0
-            statics.decode_graph.replay()
+            statics.decode_graph.replay()  # type: ignore[no-untyped-call]
             flags[slot].copy_(state.any_active, non_blocking=True)
-            events[slot].record(self.stream)
+            events[slot].record(self.stream)  # type: ignore[no-untyped-call]
             for _ in range(limit):
                 other = 1 - slot
-                statics.decode_graph.replay()
+                statics.decode_graph.replay()  # type: ignore[no-untyped-call]
                 flags[other].copy_(state.any_active, non_blocking=True)
-                events[other].record(self.stream)
-                events[slot].synchronize()
+                events[other].record(self.stream)  # type: ignore[no-untyped-call]
+                events[slot].synchronize()  # type: ignore[no-untyped-call]
                 if not bool(flags[slot]):
                     break
                 slot = other
@@ -340,7 +347,7 @@ class ParakeetRunner:
             self._record(marks)
             return results
 
-    def _stage_audio(self, statics: _Statics, clips: Sequence[np.ndarray], bucket: int) -> None:
+    def _stage_audio(self, statics: _Statics, clips: Sequence[npt.NDArray[Any]], bucket: int) -> None:
         """Copy clips and lengths into the graphs' static inputs, on the instance's stream.
 
         The pinned buffers are rewritten only after the previous replay was waited for (``_run_graph``

@@ -77,7 +77,7 @@ class SentencePieceTokenizer:
         processor = sentencepiece.SentencePieceProcessor()
         processor.LoadFromSerializedProto(model_proto)
         self._sp = processor
-        self._pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+        self._pieces: List[str] = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
 
     @staticmethod
     def from_file(path: str) -> "SentencePieceTokenizer":
