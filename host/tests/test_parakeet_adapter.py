@@ -205,7 +205,9 @@ def test_plan_picks_the_smallest_graph_that_fits(adapter: ParakeetAdapter) -> No
         RunnerOptions(batch_sizes=(1, 2, 4), bucket_durations_ms=(5000, 15000), use_graphs=False),
     )
     assert runner.plan([16000] * 3) == [([0, 1, 2], None)]  # no graphs captured: eager
-    runner._statics = {b: object() for b in runner.batch_sizes}  # type: ignore[misc]
+    runner.is_prepared = True
+    assert runner.plan([16000] * 3) == [([0, 1, 2], None)]  # every shape run, but nothing captured yet
+    runner.has_graphs = True
     b5, b15 = runner.buckets
     lengths = [16000 * 3, 16000 * 20, 16000 * 12, 16000 * 1, 16000 * 2, 16000 * 4, 16000 * 14]
     plan = runner.plan(lengths)

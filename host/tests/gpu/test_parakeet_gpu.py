@@ -2,6 +2,7 @@
 manual attention, the probe, and a smoke run of the full 0.6 B configuration. Skipped without CUDA."""
 from __future__ import annotations
 
+import importlib
 import sys
 import time
 from pathlib import Path
@@ -163,6 +164,29 @@ def test_compiled_encoder_replays_the_same_tokens_as_the_eager_encoder() -> None
     assert compiled.stats().graph_replays == 1
     plain.close()
     compiled.close()
+
+
+@pytest.mark.skipif(not hasattr(torch, "compile"), reason="needs torch >= 2.0")
+def test_load_compiles_and_runs_every_shape_and_warmup_only_captures() -> None:
+    adapter = _load({"batchSizes": [1, 2], "lengthBucketsMs": [5000], "compileEncoder": True, "compileDecodeStep": True})
+    runner = adapter._runner
+    assert runner is not None
+    # After load: every shape has run (compiled), no graph exists yet, and batches would run eagerly.
+    assert runner.is_prepared and not runner.has_graphs and runner.graphs_captured == 0
+    assert all(shape is None for _, shape in runner.plan([16000, 16000]))
+    # torch >= 2.0 only (the installed torch may be older, hence no static import).
+    counters: Any = importlib.import_module("torch._dynamo.utils").counters
+    compiled_graphs = counters["stats"]["unique_graphs"]
+    assert compiled_graphs > 0
+    info = adapter.warmup()
+    assert info.graphs_captured == 2 * 1 + 2 and runner.has_graphs
+    # Nothing was left to compile under the warmup gate.
+    assert counters["stats"]["unique_graphs"] == compiled_graphs
+    clips = _clips([2.5, 1.5], seed=90)
+    outputs = adapter.run_batch([RequestInput(f"r{i}", c) for i, c in enumerate(clips)])
+    assert all(isinstance(o, RequestOutput) for o in outputs)
+    assert adapter.stats().graph_replays == 1
+    adapter.close()
 
 
 @pytest.mark.skipif(not HAS_SDPA, reason="needs torch >= 2.0")

@@ -15,8 +15,8 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``lengthBucketsMs`` | [5000, 15000, 30000, 45000, 60000] | length buckets captured; longer clips run eagerly |
 | ``decodeChunkSteps`` | 8 | decode steps per graph replay (one host check per chunk) |
 | ``cudnnBenchmark`` | true | let cuDNN time its convolution algorithms for each captured shape at warmup |
-| ``compileEncoder`` | false | ``torch.compile`` the conformer layers (torch >= 2.0 with Triton; compiles at warmup) |
-| ``compileDecodeStep`` | false | ``torch.compile`` the decode step (torch >= 2.0 with Triton; compiles at warmup) |
+| ``compileEncoder`` | false | ``torch.compile`` the conformer layers (torch >= 2.0 with Triton; compiles while the model loads) |
+| ``compileDecodeStep`` | false | ``torch.compile`` the decode step (torch >= 2.0 with Triton; compiles while the model loads) |
 | ``attention`` | ``"auto"`` | ``"sdpa"`` (needs torch >= 2.0), ``"manual"`` or ``"auto"`` |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel (keep it below the host's probe timeout) |
 | ``simulateHang`` | false | tests only: ``true`` or ``"hang"`` makes ``probe`` time out, ``"fail"`` makes it fail |
@@ -242,6 +242,9 @@ class ParakeetAdapter:
             with torch.cuda.stream(self._runner.side_stream):
                 self._probe_side_buffer = torch.zeros(1, device=device)
             torch.cuda.synchronize(device)
+        # Compilation, cuDNN timing and every graph shape's first runs happen here, while sibling
+        # instances may still serve; warmup(), under the exclusive-warmup gate, only captures.
+        self._runner.prepare()
         return ParakeetLoadInfo(
             device=str(device),
             parameters=count_parameters(config),

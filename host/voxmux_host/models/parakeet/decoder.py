@@ -229,7 +229,7 @@ class TDTGreedyDecoder:
         The eager step launches about 45 small kernels; compiled, its elementwise work fuses into a few,
         which matters most at small batch sizes where the decode is launch-bound. The compiled function is
         module-free (:func:`decode_step` on tensors and integers). Each batch size compiles once, on its
-        first call: run every shape before capturing CUDA graphs (the runner's warm-up does), so no
+        first call: run every shape before capturing CUDA graphs (the runner's prepare() does), so no
         compilation happens while a graph is being captured.
         """
         compile_fn = getattr(torch, "compile", None)

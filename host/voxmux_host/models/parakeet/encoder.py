@@ -348,7 +348,7 @@ class ConformerEncoder(nn.Module):
         around LayerNorm, residual adds, activations, masks); compiled, it fuses into the neighbouring
         kernels. The subsampling and the position table stay eager. Compilation happens on the first
         call of each new shape (the first batch size, then once more with a dynamic batch size), so
-        run every shape before capturing CUDA graphs, as the runner's warm-up does.
+        run every shape before capturing CUDA graphs, as the runner's prepare() does.
         """
         compile_fn = getattr(torch, "compile", None)
         if compile_fn is None:

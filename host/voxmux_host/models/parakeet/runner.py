@@ -120,17 +120,55 @@ class ParakeetRunner:
             torch.cuda.Stream(device) if self.is_cuda else None  # type: ignore[no-untyped-call]
         )
         self._statics: Dict[int, _Statics] = {}
+        #: Every graph shape has run once (prepare); the graphs themselves exist once warmup has run.
+        self.is_prepared = False
+        self.has_graphs = False
         self.buckets = tuple(sorted({bucket_samples_for(ms, self.config) for ms in options.bucket_durations_ms}))
         self.batch_sizes = tuple(sorted(set(options.batch_sizes)))
 
     # ---------------------------------------------------------------- warmup
+    def prepare(self) -> None:
+        """With CUDA graphs on: run every graph shape twice without capturing anything.
+
+        This is the slow part of getting ready: ``torch.compile`` builds its kernels, cuDNN times its
+        algorithms, libraries initialise lazily. None of it captures, so it may overlap sibling
+        instances' batches; the adapter calls it at load time, before the supervisor's exclusive-warmup
+        gate pauses dispatch, and :meth:`warmup` (under the gate) is then left with the captures.
+        A no-op without graphs, and the second time.
+        """
+        if not (self.is_cuda and self.options.use_graphs) or self.is_prepared:
+            return
+        assert self.stream is not None
+        was_benchmark = torch.backends.cudnn.benchmark
+        torch.backends.cudnn.benchmark = self.options.cudnn_benchmark
+        try:
+            with torch.inference_mode(), torch.cuda.stream(self.stream):  # type: ignore[no-untyped-call]
+                self.model.greedy.prepare(self.device)
+                for batch_size in self.batch_sizes:
+                    statics = self._statics_for(batch_size)
+                    for bucket in self.buckets:
+                        self._fill_warmup_inputs(statics, bucket)
+                        for _ in range(2):
+                            self._encoder_body(statics, bucket)
+                    for _ in range(2):
+                        self.model.decode_steps_(statics.state, self.options.chunk_steps)
+            torch.cuda.synchronize(self.device)
+        finally:
+            torch.backends.cudnn.benchmark = was_benchmark
+        self.is_prepared = True
+
     def warmup(self) -> int:
-        """Run every shape once; with CUDA graphs on, capture them. Returns the number of graphs."""
+        """Run every shape once; with CUDA graphs on, capture them. Returns the number of graphs.
+
+        Shapes that :meth:`prepare` already ran are quick to warm again; without it, this does its
+        work first.
+        """
         if not (self.is_cuda and self.options.use_graphs):
             clips = [np.zeros(self.config.sample_rate_hz, dtype=np.int16)]
             self.run(clips, count=False)
             return 0
         assert self.stream is not None
+        self.prepare()
         torch.cuda.synchronize(self.device)
         before = torch.cuda.memory_reserved(self.device)
         pool = torch.cuda.graph_pool_handle()  # type: ignore[no-untyped-call]
@@ -140,10 +178,8 @@ class ParakeetRunner:
         torch.backends.cudnn.benchmark = self.options.cudnn_benchmark
         try:
             with torch.inference_mode(), torch.cuda.stream(self.stream):  # type: ignore[no-untyped-call]
-                self.model.greedy.prepare(self.device)
                 for batch_size in self.batch_sizes:
-                    statics = self._allocate_statics(batch_size)
-                    self._statics[batch_size] = statics
+                    statics = self._statics_for(batch_size)
                     for bucket in self.buckets:
                         self._capture_encoder(statics, bucket, pool)
                     self._capture_decode(statics, pool)
@@ -152,7 +188,15 @@ class ParakeetRunner:
             self.is_capturing = False
             torch.backends.cudnn.benchmark = was_benchmark
         self.graph_pool_bytes = max(0, torch.cuda.memory_reserved(self.device) - before)
+        self.has_graphs = True
         return self.graphs_captured
+
+    def _statics_for(self, batch_size: int) -> _Statics:
+        statics = self._statics.get(batch_size)
+        if statics is None:
+            statics = self._allocate_statics(batch_size)
+            self._statics[batch_size] = statics
+        return statics
 
     def _allocate_statics(self, batch_size: int) -> _Statics:
         max_samples = self.buckets[-1]
@@ -172,11 +216,14 @@ class ParakeetRunner:
         enc_proj, enc_len = self.model.encode_projected(statics.audio[:, :bucket], statics.lengths)
         self.model.load_encoded_(statics.state, enc_proj, enc_len)
 
-    def _capture_encoder(self, statics: _Statics, bucket: int, pool: object) -> None:
-        # Realistic inputs for the warm-up runs (lazy initialisation, library autotuning), then capture.
+    def _fill_warmup_inputs(self, statics: _Statics, bucket: int) -> None:
+        # Realistic inputs for the warm-up runs (lazy initialisation, library autotuning).
         generator = torch.Generator(device=self.device).manual_seed(bucket)
         statics.audio.normal_(0.0, 0.1, generator=generator)
         statics.lengths.fill_(bucket)
+
+    def _capture_encoder(self, statics: _Statics, bucket: int, pool: object) -> None:
+        self._fill_warmup_inputs(statics, bucket)
         for _ in range(2):
             self._encoder_body(statics, bucket)
         self.stream.synchronize()  # type: ignore[union-attr]
@@ -204,7 +251,7 @@ class ParakeetRunner:
         Items are grouped by length so that a split batch pads as little as possible.
         """
         order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-        graphs_ready = bool(self._statics)
+        graphs_ready = self.has_graphs
         max_batch = self.batch_sizes[-1] if self.batch_sizes else max(1, len(lengths))
         max_bucket = self.buckets[-1] if self.buckets else 0
         fitting = [i for i in order if graphs_ready and lengths[i] <= max_bucket]
@@ -375,6 +422,7 @@ class ParakeetRunner:
 
     def close(self) -> None:
         self._statics.clear()
+        self.has_graphs = False
         if self.is_cuda:
             torch.cuda.synchronize(self.device)
             torch.cuda.empty_cache()
