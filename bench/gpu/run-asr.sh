@@ -8,6 +8,7 @@
 # bundle .bundle/voxmux.mjs (npm run bundle), python3 with torch + CUDA.
 # Usage: bash bench/gpu/run-asr.sh OUT_DIR [CONFIG ...]   (default: every configuration)
 # ASR_BENCH_HOST_PATH: another model host tree (default host/), e.g. a baseline commit's, for a side-by-side run.
+# ASR_BENCH_WAIT_FOR: all (default: every instance ready before the first request) or one.
 set -uo pipefail
 out=${1:?usage: run-asr.sh OUT_DIR [CONFIG ...]}; shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,12 +17,18 @@ step_s=${ASR_BENCH_STEP_S:-4}
 # Single-request latency on the idle server: this many requests one after another (0: skip).
 idle_requests=${ASR_BENCH_IDLE_REQUESTS:-50}
 mkdir -p "$out/configs" "$out/runs" "$out/runs-idle" "$out/logs"
+case ${ASR_BENCH_WAIT_FOR:-all} in
+  all) ready_check=all_ready ;;
+  one) ready_check=get ;;
+  *) echo "ASR_BENCH_WAIT_FOR must be all or one: got $ASR_BENCH_WAIT_FOR" >&2; exit 2 ;;
+esac
 # Model hosts need the python3 that has torch with CUDA, which need not be /usr/bin/python3.
 export VOXMUX_SUPERVISOR_PYTHON_PATH=${VOXMUX_SUPERVISOR_PYTHON_PATH:-$(command -v python3)}
 # GET a URL; fails unless 2xx (the GPU machine may have no curl).
 get() { node -e 'fetch(process.argv[1]).then(async (r) => { process.stdout.write(await r.text()); process.exit(r.ok ? 0 : 1); }, () => process.exit(1))' "$1"; }
 # Every instance ready, not just one per model: an instance still warming up would pause dispatch
-# (exclusiveWarmup) in the middle of the ramp.
+# (exclusiveWarmup) in the middle of the ramp. ASR_BENCH_WAIT_FOR=one starts as soon as /health/ready
+# does (one instance per model), to measure that pause on purpose.
 all_ready() {
   get "$1" | node -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => {
     const all = Object.values(JSON.parse(s).models).flatMap((m) => m.instances);
@@ -39,7 +46,7 @@ for name in "${configs[@]}"; do
   node "$root/.bundle/voxmux.mjs" serve --config "$out/configs/$name.json" --port "$port" --log-level info > "$out/logs/$name.server.log" 2>&1 &
   server=$!
   started=$(date +%s)
-  until all_ready "http://127.0.0.1:$port/health/ready" 2>/dev/null; do
+  until $ready_check "http://127.0.0.1:$port/health/ready" > /dev/null 2>&1; do
     if ! kill -0 $server 2>/dev/null; then echo "server $name died"; tail -20 "$out/logs/$name.server.log"; continue 2; fi
     if [ $(( $(date +%s) - started )) -gt 240 ]; then echo "server $name not ready in 240 s"; tail -20 "$out/logs/$name.server.log"; kill -9 $server; continue 2; fi
     sleep 1
