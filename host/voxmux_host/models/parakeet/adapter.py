@@ -50,7 +50,7 @@ from .decoder import DecodedItem
 from .encoder import HAS_SDPA
 from .model import ParakeetModel, build_model
 from .runner import ParakeetRunner, RunnerOptions, elapsed_ms
-from .tokenizer import SentencePieceTokenizer, SyntheticTokenizer, Tokenizer, WORD_START
+from .tokenizer import SentencePieceTokenizer, SyntheticTokenizer, Tokenizer
 
 LANGUAGE = "en"
 SENTENCE_END = (".", "?", "!")
@@ -426,27 +426,26 @@ def words_from_tokens(tokenizer: Tokenizer, item: DecodedItem, frame_s: float, d
     """Group tokens into words at pieces that start with '\u2581'; times from the token frames.
 
     A word starts at its first token's frame and ends at its last token's frame plus that token's
-    duration (at least one frame), clamped to the clip.
+    duration (at least one frame), clamped to the clip. The first token always opens a word. This runs
+    on the instance's main thread between batches, for every clip: it indexes the tokenizer's word-start
+    flags and decodes each word's slice once.
     """
+    tokens, frames, durations = item.tokens, item.frames, item.durations
+    if not tokens:
+        return []
+    is_start = tokenizer.word_starts()
+    bounds = [k for k in range(1, len(tokens)) if is_start[tokens[k]]]
+    bounds.insert(0, 0)
+    bounds.append(len(tokens))
+    decode = tokenizer.decode
     words: List[Word] = []
-    group: List[int] = []
-
-    def flush() -> None:
-        if not group:
-            return
-        text = tokenizer.decode([item.tokens[k] for k in group]).strip()
+    for first, stop in zip(bounds, bounds[1:]):
+        text = decode(tokens[first:stop]).strip()
         if text:
-            last = group[-1]
-            start = min(item.frames[group[0]] * frame_s, duration_s)
-            end = min((item.frames[last] + max(item.durations[last], 1)) * frame_s, duration_s)
+            last = stop - 1
+            start = min(frames[first] * frame_s, duration_s)
+            end = min((frames[last] + max(durations[last], 1)) * frame_s, duration_s)
             words.append(Word(word=text, start=round(start, 3), end=round(max(end, start), 3)))
-        group.clear()
-
-    for k, token in enumerate(item.tokens):
-        if tokenizer.piece(token).startswith(WORD_START):
-            flush()
-        group.append(k)
-    flush()
     return words
 
 

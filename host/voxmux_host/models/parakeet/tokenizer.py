@@ -20,9 +20,13 @@ class Tokenizer(Protocol):
 
     def decode(self, ids: Sequence[int]) -> str: ...
 
+    def word_starts(self) -> Sequence[bool]:
+        """For each id, whether its piece begins a word (starts with '\u2581')."""
+        ...
 
-def is_word_start(tokenizer: Tokenizer, token_id: int) -> bool:
-    return tokenizer.piece(token_id).startswith(WORD_START)
+
+def word_start_flags(pieces: Sequence[str]) -> List[bool]:
+    return [piece.startswith(WORD_START) for piece in pieces]
 
 
 class SyntheticTokenizer:
@@ -55,6 +59,7 @@ class SyntheticTokenizer:
                 seen.add(piece)
                 pieces.append(piece)
         self._pieces = pieces
+        self._word_starts = word_start_flags(pieces)
 
     @property
     def vocab_size(self) -> int:
@@ -67,6 +72,9 @@ class SyntheticTokenizer:
         text = "".join(self._pieces[i] for i in ids if 0 < i < len(self._pieces))
         return text.replace(WORD_START, " ").strip()
 
+    def word_starts(self) -> Sequence[bool]:
+        return self._word_starts
+
 
 class SentencePieceTokenizer:
     """A SentencePiece ``.model`` (serialized ModelProto), decoded with ``decode_ids``."""
@@ -78,6 +86,7 @@ class SentencePieceTokenizer:
         processor.LoadFromSerializedProto(model_proto)
         self._sp = processor
         self._pieces: List[str] = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+        self._word_starts = word_start_flags(self._pieces)
 
     @staticmethod
     def from_file(path: str) -> "SentencePieceTokenizer":
@@ -93,3 +102,6 @@ class SentencePieceTokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         return str(self._sp.decode_ids([int(i) for i in ids]))
+
+    def word_starts(self) -> Sequence[bool]:
+        return self._word_starts
