@@ -105,6 +105,46 @@ def test_batch_result_holds_per_request_failures_beside_successes(spawn: Spawn) 
     assert isinstance(result.results[3], ResultOk) and result.results[3].words is not None
 
 
+def test_the_next_batch_runs_while_the_last_ones_results_are_built(spawn: Spawn) -> None:
+    # Each batch: 600 ms of model work (main thread), then 600 ms building its results (finisher).
+    # Back to back, b-2's model work overlaps b-1's finish: b-2's result comes about 1.8 s after
+    # both were sent, where one thread doing both parts in turn would need 2.4 s.
+    host = start_loaded(spawn, {'batchDelayMs': 600, 'finishDelayMs': 600})
+    sent = time.monotonic()
+    host.send(run_batch('b-1', ('r-1', audio(20, 160), None, False)), 2)
+    host.send(run_batch('b-2', ('r-2', audio(21, 160), None, False)), 3)
+    first, correlation_id = host.expect(BatchResult)
+    assert (first.batch_id, correlation_id) == ('b-1', 2) and first.compute_ms >= 1200
+    second, correlation_id = host.expect(BatchResult)
+    assert (second.batch_id, correlation_id) == ('b-2', 3)
+    assert 1.7 <= elapsed_since(sent) < 2.2
+    # While b-2's results were being built, nothing ran: a heartbeat then says idle.
+    assert host.request(Heartbeat(1), 4, HeartbeatAck).state == 'idle'
+
+
+def test_a_batch_whose_results_cannot_be_built_fails_and_the_next_one_does_not(spawn: Spawn) -> None:
+    host = start_loaded(spawn, {})
+    clip = audio(22, 160)
+    host.send(run_batch('b-1', ('r-1', clip, None, False), ('r-2', clip, 'voxmux-test:fail-finish', False)), 2)
+    host.send(run_batch('b-2', ('r-3', clip, None, False)), 3)
+    failed, _ = host.expect(BatchResult)
+    assert failed.batch_id == 'b-1'
+    assert [(r.request_id, getattr(r, 'code', 'ok')) for r in failed.results] == [('r-1', 'model_failed'), ('r-2', 'model_failed')]
+    assert all('RuntimeError' in getattr(r, 'message', '') for r in failed.results)
+    ok, _ = host.expect(BatchResult)
+    assert ok.batch_id == 'b-2' and isinstance(ok.results[0], ResultOk)
+
+
+def test_close_sends_the_results_of_batches_that_ran_before_closed(spawn: Spawn) -> None:
+    host = start_loaded(spawn, {'finishDelayMs': 300})
+    host.send(run_batch('b-1', ('r-1', audio(23, 16), None, False)), 2)
+    host.send(Close(), 3)
+    result, _ = host.expect(BatchResult)
+    assert result.batch_id == 'b-1'
+    host.expect(Closed)
+    assert host.wait() == 0
+
+
 def test_crash_prompt_ends_the_process_mid_batch_without_a_result(spawn: Spawn) -> None:
     host = start_loaded(spawn, {})
     host.send(run_batch('b', ('ok', audio(5, 16), None, False), ('boom', audio(5, 16), 'voxmux-test:crash', False)), 2)

@@ -63,6 +63,18 @@ def test_run_batch_returns_text_and_words(adapter: ParakeetAdapter) -> None:
         assert output.segments and output.segments[0].start == output.words[0].start
 
 
+def test_begin_batch_runs_the_model_and_leaves_the_texts_to_its_function(adapter: ParakeetAdapter) -> None:
+    requests = _requests([1.0, 2.0], seed=3)
+    runner = adapter._runner
+    assert runner is not None
+    clips_before = runner.counters.clips
+    finish = adapter.begin_batch(requests)
+    assert runner.counters.clips == clips_before + 2  # the model has run
+    outputs = finish()
+    assert [o.request_id for o in outputs] == ["r0", "r1"]
+    assert outputs == adapter.run_batch(requests)
+
+
 def test_words_only_when_asked(adapter: ParakeetAdapter) -> None:
     output = adapter.run_batch(_requests([1.5], words=False))[0]
     assert isinstance(output, RequestOutput) and output.words is None and output.segments

@@ -4,10 +4,14 @@ Threads, and what each one owns:
 
 - **main** runs every controller message except Heartbeat, one at a time in arrival order:
   LoadRequest, WarmupRequest, RunBatch and Close. Only this thread calls the adapter's
-  ``load``, ``warmup``, ``run_batch`` and ``close``.
+  ``load``, ``warmup``, ``run_batch`` (or ``begin_batch``) and ``close``.
 - **reader** decodes frames from fd 3. It answers Heartbeat itself, at once, without waiting
   for the model, and queues every other message for the main thread. A malformed frame ends
   the process with exit code 3; end of input ends it with exit code 0.
+- **finisher** builds each batch's results and sends its BatchResult, in the order the batches
+  ran. For an adapter with ``begin_batch`` it runs the function that call returned, so the main
+  thread starts the next batch while the last one's texts are still being built; for any other
+  adapter it only encodes and sends what ``run_batch`` returned.
 - **probe** (after a successful load) calls ``adapter.probe()`` every ``probe_interval_ms`` on
   a helper thread and waits at most ``probe_timeout_ms``. A False, an exception or a timeout
   marks the instance wedged for good: every later HeartbeatAck says ``state: wedged`` and the
@@ -28,7 +32,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import BinaryIO, Callable, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union
+from typing import BinaryIO, Callable, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 
@@ -37,6 +41,7 @@ from .errors import WIRE_ERROR_CODES, InstanceError
 from .log import Logger
 from .model_api import (
     AdapterStats,
+    BatchFinish,
     LoadContext,
     ModelAdapter,
     RequestFailure,
@@ -83,6 +88,18 @@ DEFAULT_PROBE_TIMEOUT_MS = 2000
 
 _INPUT_CLOSED = object()  # queue sentinel: end of input on fd 3
 _QueueItem = Union[Tuple[int, ControllerMessage], object]
+#: How long closing waits for the finisher to send the results of batches that already ran.
+FINISHER_DRAIN_TIMEOUT_S = 60.0
+
+
+@dataclass
+class _Finishing:
+    """A batch whose model part is done: the finisher builds its results and sends them."""
+
+    correlation_id: int
+    batch: RunBatch
+    started: float  # clock seconds when the batch started
+    finish: BatchFinish
 
 
 @dataclass(frozen=True)
@@ -115,6 +132,8 @@ class InstanceHost:
         self._write_lock = threading.Lock()
         self._state_lock = threading.Lock()
         self._queue: 'queue.Queue[_QueueItem]' = queue.Queue()
+        self._finishing: 'queue.Queue[Optional[_Finishing]]' = queue.Queue()
+        self._finisher: Optional[threading.Thread] = None
         self._stopped = threading.Event()
 
         # Guarded by _state_lock.
@@ -135,6 +154,8 @@ class InstanceHost:
         self._send(Hello(PROTOCOL_VERSION, __version__, os.getpid(), tuple(adapter_names(self._registry))))
         self._log.info('instance started', adapter=self._options.adapter, pid=os.getpid())
         threading.Thread(target=self._read_main, name='reader', daemon=True).start()
+        self._finisher = threading.Thread(target=self._finish_main, name='finisher', daemon=True)
+        self._finisher.start()
         while True:
             item = self._queue.get()
             if item is _INPUT_CLOSED:
@@ -172,6 +193,7 @@ class InstanceHost:
             raise AssertionError(f'Unexpected message on the main thread: {message!r}')
 
     def _shutdown(self) -> None:
+        self._drain_finisher()
         self._stopped.set()
         adapter, self._adapter = self._adapter, None
         if adapter is not None:
@@ -355,23 +377,59 @@ class InstanceHost:
         started = self._clock()
         with self._state_lock:
             self._batch_started = started
+        # An adapter with begin_batch (SplitBatchAdapter) leaves building the results to the finisher.
+        begin = cast(Optional[Callable[[Sequence[RequestInput]], BatchFinish]], getattr(adapter, 'begin_batch', None))
         try:
-            outputs = adapter.run_batch(inputs)
-            results = self._to_results(batch, outputs)
+            if begin is not None:
+                finish = begin(inputs)
+            else:
+                outputs = adapter.run_batch(inputs)
+                finish = _returning(outputs)
+        except Exception as err:  # noqa: BLE001 - reported per request by the finisher, in batch order
+            finish = _raising(err)
+        with self._state_lock:
+            # Cleared before the result goes out: a heartbeat that follows the result says idle.
+            self._batch_started = None
+        self._finishing.put(_Finishing(correlation_id, batch, started, finish))
+
+    # -- finisher thread -------------------------------------------------------------------
+
+    def _finish_main(self) -> None:
+        try:
+            while True:
+                item = self._finishing.get()
+                if item is None:
+                    return
+                self._finish_batch(item)
+        except BaseException as err:  # noqa: BLE001 - results would stop going out: end the process
+            self._log.fatal('finisher failed', err=err)
+            self._flush_and_exit(EXIT_CRASHED)
+
+    def _finish_batch(self, item: _Finishing) -> None:
+        batch = item.batch
+        try:
+            results = self._to_results(batch, item.finish())
         except InstanceError as err:
             self._log.warn('batch failed', batchId=batch.batch_id, code=err.code, err=err)
-            results = [ResultFailure(item.request_id, err.code, err.message) for item in batch.requests]
+            results = [ResultFailure(request.request_id, err.code, err.message) for request in batch.requests]
         except Exception as err:  # noqa: BLE001 - per the contract: model_failed, traceback logged
             code = _code_for_exception(err)
             self._log.error('batch failed', batchId=batch.batch_id, code=code, err=err)
             message = f'The model failed on this batch: {type(err).__name__}'
-            results = [ResultFailure(item.request_id, code, message) for item in batch.requests]
-        compute_ms = round((self._clock() - started) * 1000, 3)
-        with self._state_lock:
-            # Cleared before the result goes out: a heartbeat that follows the result says idle.
-            self._batch_started = None
+            results = [ResultFailure(request.request_id, code, message) for request in batch.requests]
+        compute_ms = round((self._clock() - item.started) * 1000, 3)
         self._log.debug('batch done', batchId=batch.batch_id, batchSize=len(batch.requests), durationMs=compute_ms)
-        self._send(BatchResult(batch.batch_id, tuple(results), compute_ms), correlation_id)
+        self._send(BatchResult(batch.batch_id, tuple(results), compute_ms), item.correlation_id)
+
+    def _drain_finisher(self) -> None:
+        """Let the finisher send every result of the batches that already ran, then stop it."""
+        finisher, self._finisher = self._finisher, None
+        if finisher is None:
+            return
+        self._finishing.put(None)
+        finisher.join(FINISHER_DRAIN_TIMEOUT_S)
+        if finisher.is_alive():
+            self._log.error('finisher did not drain', timeoutS=FINISHER_DRAIN_TIMEOUT_S)
 
     def _to_results(self, batch: RunBatch,
                     outputs: Sequence[Union[RequestOutput, RequestFailure]]) -> List[BatchItemResult]:
@@ -464,6 +522,17 @@ def split_batch(batch: RunBatch) -> List[RequestInput]:
                                    item.word_timestamps))
         offset += item.samples
     return inputs
+
+
+def _returning(outputs: List[Union[RequestOutput, RequestFailure]]) -> BatchFinish:
+    return lambda: outputs
+
+
+def _raising(err: Exception) -> BatchFinish:
+    def finish() -> List[Union[RequestOutput, RequestFailure]]:
+        raise err
+
+    return finish
 
 
 def _seconds(value: float) -> float:

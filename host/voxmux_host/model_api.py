@@ -8,14 +8,20 @@ threads and heartbeats; an adapter owns only the model.
 Threads: ``load``, ``warmup``, ``run_batch`` and ``close`` are called from one thread, one at a
 time. ``stats`` is called from the heartbeat thread and ``probe`` from the probe thread, both
 while ``run_batch`` may be running, so they must be cheap, thread-safe and must not wait for
-the model. Raise ``errors.InstanceError(code, message)`` for a failure with a wire code; any
+the model.
+
+An adapter may also offer ``begin_batch(batch) -> BatchFinish`` (see :class:`SplitBatchAdapter`);
+the host then calls it instead of ``run_batch``. It runs the model's part of the batch on the main
+thread and returns the rest (texts, words, segments) as a function that the host calls once, on
+its finisher thread, while the main thread already starts the next batch. That function may use
+only what it was given and adapter state that no longer changes after ``load``. Raise ``errors.InstanceError(code, message)`` for a failure with a wire code; any
 other exception from ``run_batch`` fails every request of the batch with ``model_failed``
 (``out_of_memory`` for ``MemoryError`` or an exception class named ``OutOfMemoryError``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Protocol, Sequence
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Union
 
 import numpy as np
 from numpy.typing import NDArray
@@ -112,3 +118,13 @@ class ModelAdapter(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+#: What ``begin_batch`` leaves to do: one result per input, in input order (as ``run_batch`` returns).
+BatchFinish = Callable[[], List[Union[RequestOutput, RequestFailure]]]
+
+
+class SplitBatchAdapter(ModelAdapter, Protocol):
+    def begin_batch(self, batch: Sequence[RequestInput]) -> BatchFinish:
+        """Run the model on the batch (main thread); return the function that builds the results."""
+        ...

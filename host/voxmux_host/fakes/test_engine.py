@@ -7,6 +7,7 @@ Load options (all optional; unknown keys fail the load so that typos surface):
 | ``mode`` | ``'echo'`` or ``'slow'`` | ``slow`` is ``echo`` with ``batchDelayMs`` defaulting to 500 |
 | ``batchDelayMs`` | int | sleep this long once per batch |
 | ``itemDelayMs`` | int | sleep this long per request |
+| ``finishDelayMs`` | int | sleep this long while building a batch's results (on the host's finisher thread) |
 | ``loadDelayMs`` | int | sleep this long inside ``load`` (to observe the load lock) |
 | ``probeDelayMs`` | int | sleep this long inside ``probe`` (to trip the probe timeout) |
 | ``crashOnLoad`` | bool | ``os._exit(70)`` inside ``load`` |
@@ -23,6 +24,11 @@ so a result identifies its input exactly. A request prompt may hold a command:
 | ``voxmux-test:hang`` | ``run_batch`` never returns |
 | ``voxmux-test:fail`` | that request fails with ``model_failed``; the others succeed |
 | ``voxmux-test:bad-audio`` | that request fails with ``invalid_audio`` |
+| ``voxmux-test:fail-finish`` | building the batch's results raises: every request of it fails |
+
+The adapter splits each batch (``begin_batch``): the sleeps, crashes and hangs above happen in the
+model's part, on the host's main thread; the results are built, after ``finishDelayMs``, by the
+function it returns.
 """
 from __future__ import annotations
 
@@ -38,6 +44,7 @@ from numpy.typing import NDArray
 from ..errors import InstanceError
 from ..model_api import (
     AdapterStats,
+    BatchFinish,
     LoadContext,
     LoadInfo,
     RequestFailure,
@@ -56,8 +63,9 @@ PROMPT_CRASH = 'voxmux-test:crash'
 PROMPT_HANG = 'voxmux-test:hang'
 PROMPT_FAIL = 'voxmux-test:fail'
 PROMPT_BAD_AUDIO = 'voxmux-test:bad-audio'
+PROMPT_FAIL_FINISH = 'voxmux-test:fail-finish'
 
-_INT_OPTIONS = ('batchDelayMs', 'itemDelayMs', 'loadDelayMs', 'probeDelayMs', 'crashAfterBatches')
+_INT_OPTIONS = ('batchDelayMs', 'itemDelayMs', 'finishDelayMs', 'loadDelayMs', 'probeDelayMs', 'crashAfterBatches')
 _BOOL_OPTIONS = ('crashOnLoad', 'failLoad', 'wedgeProbe')
 
 
@@ -90,6 +98,9 @@ class TestEngineAdapter:
         return WarmupInfo(graphs_captured=0)
 
     def run_batch(self, batch: Sequence[RequestInput]) -> List[Union[RequestOutput, RequestFailure]]:
+        return self.begin_batch(batch)()
+
+    def begin_batch(self, batch: Sequence[RequestInput]) -> BatchFinish:
         crash_after = self._options['crashAfterBatches']
         if crash_after is not None and self._batches_run >= crash_after:
             os._exit(CRASH_EXIT_CODE)
@@ -101,7 +112,17 @@ class TestEngineAdapter:
                 time.sleep(self._options['itemDelayMs'] / 1000)
             results.append(self._run_one(request))
         self._batches_run += 1
-        return results
+        finish_delay_s = self._options['finishDelayMs'] / 1000
+        must_fail = any(request.prompt == PROMPT_FAIL_FINISH for request in batch)
+
+        def finish() -> List[Union[RequestOutput, RequestFailure]]:
+            if finish_delay_s > 0:
+                time.sleep(finish_delay_s)
+            if must_fail:
+                raise RuntimeError('The test adapter was asked to fail building this batch (fail-finish)')
+            return results
+
+        return finish
 
     def _run_one(self, request: RequestInput) -> Union[RequestOutput, RequestFailure]:
         if request.prompt == PROMPT_CRASH:
@@ -141,7 +162,7 @@ class TestEngineAdapter:
 
 def _parse_options(options: Dict[str, Any]) -> Dict[str, Any]:
     parsed: Dict[str, Any] = {
-        'mode': 'echo', 'batchDelayMs': None, 'itemDelayMs': 0, 'loadDelayMs': 0, 'probeDelayMs': 0,
+        'mode': 'echo', 'batchDelayMs': None, 'itemDelayMs': 0, 'finishDelayMs': 0, 'loadDelayMs': 0, 'probeDelayMs': 0,
         'crashAfterBatches': None, 'crashOnLoad': False, 'failLoad': False, 'wedgeProbe': False,
     }
     for key, value in options.items():

@@ -35,6 +35,7 @@ import torch
 from voxmux_host.errors import InstanceError
 from voxmux_host.model_api import (
     AdapterStats,
+    BatchFinish,
     LoadContext,
     LoadInfo,
     RequestFailure,
@@ -279,6 +280,15 @@ class ParakeetAdapter:
 
     # ---------------------------------------------------------------- batches
     def run_batch(self, batch: Sequence[RequestInput]) -> List[RequestOutput | RequestFailure]:
+        return self.begin_batch(batch)()
+
+    def begin_batch(self, batch: Sequence[RequestInput]) -> BatchFinish:
+        """The model's part on this thread; the texts, words and segments in the function returned.
+
+        That function reads only the decoded tokens, the clips' lengths and the tokenizer and config,
+        which do not change after load: the host calls it on its finisher thread, while the next
+        batch runs here.
+        """
         runner = self._require_runner()
         results: List[Optional[RequestOutput | RequestFailure]] = [None] * len(batch)
         clips: List[npt.NDArray[np.int16]] = []
@@ -305,9 +315,16 @@ class ParakeetAdapter:
                         message=f"Out of device memory running a batch of {len(clips)} clips",
                     )
             else:
-                for i, clip, item in zip(indices, clips, decoded):
-                    results[i] = self._to_output(batch[i], clip, item)
-        return [r for r in results if r is not None]
+                pending = list(zip(indices, clips, decoded))
+
+                def finish() -> List[RequestOutput | RequestFailure]:
+                    for i, clip, item in pending:
+                        results[i] = self._to_output(batch[i], clip, item)
+                    return [r for r in results if r is not None]
+
+                return finish
+        done = [r for r in results if r is not None]
+        return lambda: done
 
     def _validate(self, request: RequestInput) -> Tuple[Optional[npt.NDArray[np.int16]], Optional[str]]:
         """The clip as the runner takes it (int16, contiguous), or why the request fails with invalid_audio.
