@@ -51,16 +51,15 @@ def _memory(device: torch.device) -> Dict[str, int]:
     }
 
 
-def run_mode(args: argparse.Namespace, mode: str, clips: List[npt.NDArray[np.int16]]) -> Dict[str, Any]:
-    device = torch.device(args.device)
-    clip_ms = int(math.ceil(args.clip_seconds * 1000))
+def adapter_options(args: argparse.Namespace, cuda_graphs: bool, batch_sizes: List[int]) -> Dict[str, Any]:
+    """The adapter's load options for the model the flags describe (the same for measuring and profiling)."""
     options: Dict[str, Any] = {
         "config": args.config,
         "device": args.device,
         "seed": args.seed,
-        "cudaGraphs": mode == "graph",
-        "batchSizes": args.batch_sizes,
-        "lengthBucketsMs": [clip_ms],
+        "cudaGraphs": cuda_graphs,
+        "batchSizes": batch_sizes,
+        "lengthBucketsMs": [int(math.ceil(args.clip_seconds * 1000))],
         "decodeChunkSteps": args.chunk_steps,
     }
     if args.dtype:
@@ -75,6 +74,12 @@ def run_mode(args: argparse.Namespace, mode: str, clips: List[npt.NDArray[np.int
         options["compileEncoder"] = True
     if args.no_cudnn_benchmark:
         options["cudnnBenchmark"] = False
+    return options
+
+
+def run_mode(args: argparse.Namespace, mode: str, clips: List[npt.NDArray[np.int16]]) -> Dict[str, Any]:
+    device = torch.device(args.device)
+    options = adapter_options(args, cuda_graphs=mode == "graph", batch_sizes=args.batch_sizes)
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
@@ -177,26 +182,9 @@ def profile_eager_batch(args: argparse.Namespace, clips: List[npt.NDArray[np.int
     same kernels, without the launch gaps), written as a table to ``path``; returns the top operators."""
     from torch.profiler import ProfilerActivity, profile
 
-    options: Dict[str, Any] = {
-        "config": args.config,
-        "device": args.device,
-        "seed": args.seed,
-        "cudaGraphs": False,
-        "batchSizes": [args.profile_batch],
-        "lengthBucketsMs": [int(math.ceil(args.clip_seconds * 1000))],
-    }
-    if args.dtype:
-        options["dtype"] = args.dtype
-    if args.attention:
-        options["attention"] = args.attention
     # The same model as the measured modes (compiled parts included), without graphs, so that each
     # kernel shows up on its own.
-    if args.compile_decode_step:
-        options["compileDecodeStep"] = True
-    if args.compile_encoder:
-        options["compileEncoder"] = True
-    if args.no_cudnn_benchmark:
-        options["cudnnBenchmark"] = False
+    options = adapter_options(args, cuda_graphs=False, batch_sizes=[args.profile_batch])
     adapter = ParakeetAdapter()
     adapter.load(LoadContext("profile", "parakeet", options))
     adapter.warmup()
