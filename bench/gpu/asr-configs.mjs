@@ -16,6 +16,7 @@ function config({
   compileDecodeStep = false,
   compileEncoder = false,
   dispatchWhenIdle = false,
+  attention = undefined,
 }) {
   const batchSizes = [1, 2, 4, 8, 16, 32, 64].filter((b) => b <= maxBatchSize);
   return {
@@ -44,6 +45,7 @@ function config({
           lengthBucketsMs: BUCKETS_MS,
           ...(compileDecodeStep ? { compileDecodeStep } : {}),
           ...(compileEncoder ? { compileEncoder } : {}),
+          ...(attention !== undefined ? { attention } : {}),
         },
       },
     },
@@ -103,6 +105,18 @@ export const CONFIGS = {
     compileDecodeStep: true,
     compileEncoder: true,
     dispatchWhenIdle: true,
+  }),
+  // ... with FlexAttention adding the position scores inside its kernel (no [B, H, T, T] bias written)
+  'c10-1x-b32-graphs-2inflight-compiled-all-flex-idle': config({
+    instances: 1,
+    maxBatchSize: 32,
+    maxQueueDelayMs: 5,
+    graphs: true,
+    inFlight: 2,
+    compileDecodeStep: true,
+    compileEncoder: true,
+    dispatchWhenIdle: true,
+    attention: 'flex',
   }),
   // ... on two instances under MPS: one instance's host work overlaps the other's GPU work
   'c8-2x-b32-graphs-2inflight-compiled-all-idle-mps': config({

@@ -25,7 +25,7 @@ from voxmux_host.models.parakeet.config import (  # noqa: E402
     encoder_frames,
     feature_tensor_frames,
 )
-from voxmux_host.models.parakeet.encoder import HAS_SDPA  # noqa: E402
+from voxmux_host.models.parakeet.encoder import FLEX_ATTENTION, HAS_SDPA  # noqa: E402
 from voxmux_host.models.parakeet.model import PCM16_SCALE, build_model, pad_audio, pcm16_from_float  # noqa: E402
 from voxmux_host.models.parakeet.random_init import speech_like_noise  # noqa: E402
 
@@ -195,13 +195,44 @@ def test_sdpa_equals_manual_attention() -> None:
     model.prepare_for_inference_(torch.device("cuda"), torch.float32)
     audio, lengths = pad_audio(_clips([2.0, 3.0], seed=60), torch.device("cuda"))
     with torch.inference_mode():  # type: ignore[no-untyped-call]
-        model.encoder.set_attention_impl(True)
+        model.encoder.set_attention_impl("sdpa")
         fused, enc_len = model.encode(audio, lengths)
-        model.encoder.set_attention_impl(False)
+        model.encoder.set_attention_impl("manual")
         manual, _ = model.encode(audio, lengths)
     for i in range(2):
         n = int(enc_len[i])
         torch.testing.assert_close(fused[i, :n], manual[i, :n], atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.skipif(FLEX_ATTENTION is None, reason="needs torch >= 2.5")
+def test_compiled_flex_attention_equals_sdpa() -> None:
+    model = build_model(TINY, seed=4)
+    model.prepare_for_inference_(torch.device("cuda"), torch.float32)
+    audio, lengths = pad_audio(_clips([2.0, 3.0], seed=61), torch.device("cuda"))
+    with torch.inference_mode():  # type: ignore[no-untyped-call]
+        model.encoder.set_attention_impl("sdpa")
+        reference, enc_len = model.encode(audio, lengths)
+        model.encoder.set_attention_impl("flex")
+        model.encoder.compile_layers()
+        flex, _ = model.encode(audio, lengths)
+    for i in range(2):
+        n = int(enc_len[i])
+        torch.testing.assert_close(flex[i, :n], reference[i, :n], atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.skipif(FLEX_ATTENTION is None, reason="needs torch >= 2.5")
+def test_flex_attention_replays_the_same_tokens_as_sdpa() -> None:
+    clips = _clips([2.5, 3.5, 1.2], seed=85)
+    requests = [RequestInput(f"r{i}", c) for i, c in enumerate(clips)]
+    options = {"dtype": "fp32", "batchSizes": [1, 4], "lengthBucketsMs": [5000], "compileEncoder": True}
+    sdpa = _load(options)
+    flex = _load({**options, "attention": "flex"})
+    sdpa.warmup()
+    flex.warmup()
+    assert [o.text for o in sdpa.run_batch(requests)] == [o.text for o in flex.run_batch(requests)]  # type: ignore[union-attr]
+    assert flex.stats().graph_replays == 1
+    sdpa.close()
+    flex.close()
 
 
 def test_probe_on_cuda() -> None:

@@ -17,7 +17,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``cudnnBenchmark`` | true | let cuDNN time its convolution algorithms for each graph shape while the model loads |
 | ``compileEncoder`` | false | ``torch.compile`` the conformer layers (torch >= 2.0 with Triton; compiles while the model loads) |
 | ``compileDecodeStep`` | false | ``torch.compile`` the decode step (torch >= 2.0 with Triton; compiles while the model loads) |
-| ``attention`` | ``"auto"`` | ``"sdpa"`` (needs torch >= 2.0), ``"manual"`` or ``"auto"`` |
+| ``attention`` | ``"auto"`` | ``"sdpa"`` (needs torch >= 2.0), ``"manual"``, ``"flex"`` (FlexAttention adds the position scores inside its kernel; torch >= 2.5 and ``compileEncoder``; not measured yet) or ``"auto"`` (sdpa where available) |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel (keep it below the host's probe timeout) |
 | ``simulateHang`` | false | tests only: ``true`` or ``"hang"`` makes ``probe`` time out, ``"fail"`` makes it fail |
 """
@@ -48,7 +48,7 @@ from voxmux_host.model_api import (
 
 from .config import PRESETS, ParakeetConfig, count_parameters
 from .decoder import DecodedItem
-from .encoder import HAS_SDPA
+from .encoder import ATTENTION_IMPLS, FLEX_ATTENTION, HAS_SDPA
 from .model import ParakeetModel, build_model
 from .runner import ParakeetRunner, RunnerOptions, elapsed_ms
 from .tokenizer import SentencePieceTokenizer, SyntheticTokenizer, Tokenizer
@@ -116,10 +116,15 @@ def _parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
         problems.append(f"Expected config to be one of {sorted(PRESETS)}: got {options['config']!r}")
     if options["dtype"] is not None and options["dtype"] not in _DTYPES:
         problems.append(f"Expected dtype to be one of {sorted(_DTYPES)}: got {options['dtype']!r}")
-    if options["attention"] not in ("auto", "sdpa", "manual"):
-        problems.append(f"Expected attention to be auto, sdpa or manual: got {options['attention']!r}")
+    if options["attention"] not in ("auto", *ATTENTION_IMPLS):
+        problems.append(f"Expected attention to be auto, sdpa, manual or flex: got {options['attention']!r}")
     if options["attention"] == "sdpa" and not HAS_SDPA:
         problems.append(f"attention sdpa needs torch >= 2.0: this is torch {torch.__version__}")
+    if options["attention"] == "flex":
+        if FLEX_ATTENTION is None:
+            problems.append(f"attention flex needs torch >= 2.5: this is torch {torch.__version__}")
+        if options["compileEncoder"] is not True:
+            problems.append("attention flex needs compileEncoder: true (uncompiled, FlexAttention is a slow reference)")
     for key in ("batchSizes", "lengthBucketsMs"):
         value = options[key]
         if not isinstance(value, list) or not value or not all(_is_int(v) and v > 0 for v in value):
@@ -218,8 +223,10 @@ class ParakeetAdapter:
         if tokenizer is None:
             tokenizer = SyntheticTokenizer(config.vocab_size)
 
-        use_sdpa = options["attention"] == "sdpa" or (options["attention"] == "auto" and HAS_SDPA)
-        model.encoder.set_attention_impl(use_sdpa)
+        attention = str(options["attention"])
+        if attention == "auto":
+            attention = "sdpa" if HAS_SDPA else "manual"
+        model.encoder.set_attention_impl(attention)
         model.prepare_for_inference_(device, dtype)
         if options["compileDecodeStep"]:
             model.greedy.compile_step()
@@ -254,7 +261,7 @@ class ParakeetAdapter:
             weights=weights,
             tokenizer="synthetic" if isinstance(tokenizer, SyntheticTokenizer) else "sentencepiece",
             dtype=dtype_name,
-            attention="sdpa" if use_sdpa and HAS_SDPA else "manual",
+            attention=attention,
         )
 
     def warmup(self) -> WarmupInfo:

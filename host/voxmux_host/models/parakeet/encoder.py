@@ -12,8 +12,9 @@ valid frame.
 """
 from __future__ import annotations
 
+import importlib
 import math
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, cast
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +27,21 @@ MASK_SCORE = -10000.0
 LAYER_NORM_EPS = 1e-5
 
 HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
+
+
+def _flex_attention() -> Optional[Callable[..., torch.Tensor]]:
+    try:
+        module = importlib.import_module("torch.nn.attention.flex_attention")
+    except ImportError:
+        return None
+    return cast(Callable[..., torch.Tensor], getattr(module, "flex_attention", None))
+
+
+#: ``torch.nn.attention.flex_attention`` (torch >= 2.5), or None.
+FLEX_ATTENTION = _flex_attention()
+#: The attention implementations: PyTorch's fused SDPA with the position bias as its mask, the
+#: written-out product (any torch), or FlexAttention reading the position scores inside its kernel.
+ATTENTION_IMPLS = ("sdpa", "manual", "flex")
 #: The position table gets a multiple of this many rows, so the [T, rows] score matrix has aligned rows
 #: (an odd 2T-1 width sends cuBLAS to a slow unaligned kernel: 7.8 ms of 67 ms per 16 x 45 s batch).
 POSITION_ROW_ALIGNMENT = 8
@@ -152,7 +168,8 @@ class RelPositionMultiHeadAttention(nn.Module):
         self.linear_pos = nn.Linear(d, d, bias=False, device=device)
         self.pos_bias_u = nn.Parameter(torch.zeros(self.n_heads, self.d_head, device=device))
         self.pos_bias_v = nn.Parameter(torch.zeros(self.n_heads, self.d_head, device=device))
-        self.use_sdpa = HAS_SDPA
+        #: One of ATTENTION_IMPLS (see ConformerEncoder.set_attention_impl).
+        self.impl = "sdpa" if HAS_SDPA else "manual"
         #: Set by fuse_qkv_, cleared whenever the module is moved or cast (see _apply).
         self._qkv_weight: Optional[torch.Tensor] = None
         self._qkv_bias: Optional[torch.Tensor] = None
@@ -220,9 +237,12 @@ class RelPositionMultiHeadAttention(nn.Module):
         # [B, H, T, R], keeps rows of R contiguous values, which is all rel_shift needs.
         q_v_heads = q_v.view(b * t, h, dk).transpose(0, 1)
         bd_rows = torch.bmm(q_v_heads, p.to(q_v_heads.dtype)).view(h, b, t, rows).transpose(0, 1)
+        if self.impl == "flex":
+            out = _flex_rel_pos_attention(q_u, k, v, bd_rows, key_pad, scale)
+            return self._project_out(out, b, t)
         bd = rel_shift(bd_rows, t)  # [B, H, T, T]: bd[i, j] uses relative position i - j
         mask = key_pad[:, None, None, :]
-        if self.use_sdpa and HAS_SDPA:
+        if self.impl == "sdpa" and HAS_SDPA:
             bias = bd.masked_fill(mask, MASK_SCORE)
             sdpa = getattr(F, "scaled_dot_product_attention")
             out = sdpa(q_u, k, v, attn_mask=bias.to(q_u.dtype))
@@ -231,9 +251,31 @@ class RelPositionMultiHeadAttention(nn.Module):
             scores = scores.masked_fill(mask, MASK_SCORE)
             attn = torch.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype)
             out = torch.matmul(attn, v)
-        out = out.transpose(1, 2).reshape(b, t, h * dk)
-        projected: torch.Tensor = self.linear_out(out)
+        return self._project_out(out, b, t)
+
+    def _project_out(self, out: torch.Tensor, b: int, t: int) -> torch.Tensor:
+        """[B, H, T, dk] -> [B, T, d] through linear_out."""
+        projected: torch.Tensor = self.linear_out(out.transpose(1, 2).reshape(b, t, self.n_heads * self.d_head))
         return projected
+
+
+def _flex_rel_pos_attention(
+    q_u: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bd_rows: torch.Tensor, key_pad: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """Attention whose kernel adds the position score itself: no [B, H, T, T] bias is written.
+
+    ``bd_rows`` [B, H, T, R] holds the scaled position scores unshifted (column c = relative position
+    T-1-c, see rel_shift); the score of query i and key j reads column T-1-i+j. Padded keys get
+    MASK_SCORE, as NeMo fills them. Fast only inside ``torch.compile`` (compileEncoder).
+    """
+    assert FLEX_ATTENTION is not None
+    last = q_u.shape[2] - 1
+
+    def score_mod(score: torch.Tensor, b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
+        position = bd_rows[b, h, q_idx, last - q_idx + kv_idx]
+        return torch.where(key_pad[b, kv_idx], MASK_SCORE, score + position)
+
+    return FLEX_ATTENTION(q_u, k, v, score_mod=score_mod, scale=scale)
 
 
 def rel_shift(bd: torch.Tensor, length: int) -> torch.Tensor:
@@ -359,6 +401,11 @@ class ConformerEncoder(nn.Module):
         for layer in self.layers:
             layer.self_attn.fuse_qkv_()  # type: ignore[union-attr]
 
-    def set_attention_impl(self, use_sdpa: bool) -> None:
+    def set_attention_impl(self, impl: str) -> None:
+        """``sdpa`` (needs torch >= 2.0), ``manual`` or ``flex`` (needs torch >= 2.5; compile the layers)."""
+        if impl not in ATTENTION_IMPLS:
+            raise ValueError(f"Expected an attention implementation of {ATTENTION_IMPLS}: got {impl!r}")
+        if (impl == "sdpa" and not HAS_SDPA) or (impl == "flex" and FLEX_ATTENTION is None):
+            raise ValueError(f"Attention {impl} is not available in torch {torch.__version__}")
         for layer in self.layers:
-            layer.self_attn.use_sdpa = use_sdpa and HAS_SDPA  # type: ignore[union-attr]
+            layer.self_attn.impl = impl  # type: ignore[union-attr]
