@@ -52,6 +52,11 @@ function config({
   };
 }
 
+// 1 instance, batches of up to 32, CUDA graphs, two batches in flight: the base of the c4 to c10 variants.
+const C1P = { instances: 1, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, inFlight: 2 };
+// ... with the decode step and the encoder layers compiled, and no batching delay while idle.
+const C7 = { ...C1P, compileDecodeStep: true, compileEncoder: true, dispatchWhenIdle: true };
+
 export const CONFIGS = {
   // (a) what a plain PyTorch server does
   'a-naive': config({ instances: 1, maxBatchSize: 1, maxQueueDelayMs: 0, graphs: false }),
@@ -60,84 +65,24 @@ export const CONFIGS = {
   // (c) voxmux candidates: dynamic batching, CUDA graphs, MPS (a percentage of 100: MPS without a partition limit)
   'c1-1x-b32-graphs': config({ instances: 1, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true }),
   // two batches in flight: the host reads the next batch from its pipe while the GPU runs one
-  'c1p-1x-b32-graphs-2inflight': config({ instances: 1, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, inFlight: 2 }),
+  'c1p-1x-b32-graphs-2inflight': config(C1P),
   'c2-2x-b16-graphs-mps50': config({ instances: 2, maxBatchSize: 16, maxQueueDelayMs: 5, graphs: true, mpsPercent: 50 }),
   'c2f-2x-b32-graphs-mps': config({ instances: 2, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, mpsPercent: 100 }),
   'c3-4x-b8-graphs-mps25': config({ instances: 4, maxBatchSize: 8, maxQueueDelayMs: 5, graphs: true, mpsPercent: 25 }),
   'c3f-4x-b16-graphs-mps': config({ instances: 4, maxBatchSize: 16, maxQueueDelayMs: 5, graphs: true, mpsPercent: 100 }),
   // the decode step compiled (torch.compile): fewer, fused kernels per step
-  'c4-1x-b32-graphs-2inflight-compiled': config({
-    instances: 1,
-    maxBatchSize: 32,
-    maxQueueDelayMs: 5,
-    graphs: true,
-    inFlight: 2,
-    compileDecodeStep: true,
-  }),
+  'c4-1x-b32-graphs-2inflight-compiled': config({ ...C1P, compileDecodeStep: true }),
   // ... and no batching delay while the instance idles (batches form only while it is busy)
-  'c6-1x-b32-graphs-2inflight-compiled-idle': config({
-    instances: 1,
-    maxBatchSize: 32,
-    maxQueueDelayMs: 5,
-    graphs: true,
-    inFlight: 2,
-    compileDecodeStep: true,
-    dispatchWhenIdle: true,
-  }),
+  'c6-1x-b32-graphs-2inflight-compiled-idle': config({ ...C1P, compileDecodeStep: true, dispatchWhenIdle: true }),
   // ... and the conformer layers compiled too (fused casts, norms, activations and masks)
-  'c7-1x-b32-graphs-2inflight-compiled-all-idle': config({
-    instances: 1,
-    maxBatchSize: 32,
-    maxQueueDelayMs: 5,
-    graphs: true,
-    inFlight: 2,
-    compileDecodeStep: true,
-    compileEncoder: true,
-    dispatchWhenIdle: true,
-  }),
+  'c7-1x-b32-graphs-2inflight-compiled-all-idle': config(C7),
   // ... with batches of up to 64: the decode loop's steps are shared by twice as many clips
-  'c9-1x-b64-graphs-2inflight-compiled-all-idle': config({
-    instances: 1,
-    maxBatchSize: 64,
-    maxQueueDelayMs: 5,
-    graphs: true,
-    inFlight: 2,
-    compileDecodeStep: true,
-    compileEncoder: true,
-    dispatchWhenIdle: true,
-  }),
+  'c9-1x-b64-graphs-2inflight-compiled-all-idle': config({ ...C7, maxBatchSize: 64 }),
   // ... with FlexAttention adding the position scores inside its kernel (no [B, H, T, T] bias written)
-  'c10-1x-b32-graphs-2inflight-compiled-all-flex-idle': config({
-    instances: 1,
-    maxBatchSize: 32,
-    maxQueueDelayMs: 5,
-    graphs: true,
-    inFlight: 2,
-    compileDecodeStep: true,
-    compileEncoder: true,
-    dispatchWhenIdle: true,
-    attention: 'flex',
-  }),
+  'c10-1x-b32-graphs-2inflight-compiled-all-flex-idle': config({ ...C7, attention: 'flex' }),
   // ... on two instances under MPS: one instance's host work overlaps the other's GPU work
-  'c8-2x-b32-graphs-2inflight-compiled-all-idle-mps': config({
-    instances: 2,
-    maxBatchSize: 32,
-    maxQueueDelayMs: 5,
-    graphs: true,
-    inFlight: 2,
-    compileDecodeStep: true,
-    compileEncoder: true,
-    dispatchWhenIdle: true,
-    mpsPercent: 100,
-  }),
-  'c5-2x-b32-graphs-2inflight-mps': config({
-    instances: 2,
-    maxBatchSize: 32,
-    maxQueueDelayMs: 5,
-    graphs: true,
-    inFlight: 2,
-    mpsPercent: 100,
-  }),
+  'c8-2x-b32-graphs-2inflight-compiled-all-idle-mps': config({ ...C7, instances: 2, mpsPercent: 100 }),
+  'c5-2x-b32-graphs-2inflight-mps': config({ ...C1P, instances: 2, mpsPercent: 100 }),
 };
 
 if (outDir !== undefined) {
