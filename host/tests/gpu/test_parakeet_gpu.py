@@ -138,32 +138,46 @@ def test_graph_results_match_eager_adapter_text() -> None:
     graph.close()
 
 
+def _assert_same_tokens_through_replay(reference: Dict[str, Any], candidate: Dict[str, Any], seed: int) -> None:
+    """Two adapters (fp32, tiny) warmed up with CUDA graphs give the same texts for one batch of 3,
+    the candidate by a single graph replay."""
+    requests = [RequestInput(f"r{i}", c) for i, c in enumerate(_clips([2.5, 3.5, 1.2], seed=seed))]
+    plain, other = _load(reference), _load(candidate)
+    plain.warmup()
+    other.warmup()
+    assert [o.text for o in plain.run_batch(requests)] == [o.text for o in other.run_batch(requests)]  # type: ignore[union-attr]
+    assert other.stats().graph_replays == 1
+    plain.close()
+    other.close()
+
+
+def _assert_same_encoder_output(reference: str, candidate: str, seed: int, compile_candidate: bool = False) -> None:
+    """The tiny model's encoder (fp32) with two attention implementations agrees on every valid frame."""
+    model = build_model(TINY, seed=4)
+    model.prepare_for_inference_(torch.device("cuda"), torch.float32)
+    audio, lengths = pad_audio(_clips([2.0, 3.0], seed=seed), torch.device("cuda"))
+    with torch.inference_mode():  # type: ignore[no-untyped-call]
+        model.encoder.set_attention_impl(reference)
+        expected, enc_len = model.encode(audio, lengths)
+        model.encoder.set_attention_impl(candidate)
+        if compile_candidate:
+            model.encoder.compile_layers()
+        got, _ = model.encode(audio, lengths)
+    for i in range(2):
+        n = int(enc_len[i])
+        torch.testing.assert_close(got[i, :n], expected[i, :n], atol=2e-3, rtol=2e-3)
+
+
 @pytest.mark.skipif(not hasattr(torch, "compile"), reason="needs torch >= 2.0")
 def test_compiled_decode_step_replays_the_same_tokens_as_the_eager_step() -> None:
-    clips = _clips([2.5, 3.5, 1.2], seed=70)
-    requests = [RequestInput(f"r{i}", c) for i, c in enumerate(clips)]
-    plain = _load({"dtype": "fp32", "batchSizes": [4], "lengthBucketsMs": [5000]})
-    compiled = _load({"dtype": "fp32", "batchSizes": [4], "lengthBucketsMs": [5000], "compileDecodeStep": True})
-    plain.warmup()
-    compiled.warmup()
-    assert [o.text for o in plain.run_batch(requests)] == [o.text for o in compiled.run_batch(requests)]  # type: ignore[union-attr]
-    assert compiled.stats().graph_replays == 1
-    plain.close()
-    compiled.close()
+    options: Dict[str, Any] = {"dtype": "fp32", "batchSizes": [4], "lengthBucketsMs": [5000]}
+    _assert_same_tokens_through_replay(options, {**options, "compileDecodeStep": True}, seed=70)
 
 
 @pytest.mark.skipif(not hasattr(torch, "compile"), reason="needs torch >= 2.0")
 def test_compiled_encoder_replays_the_same_tokens_as_the_eager_encoder() -> None:
-    clips = _clips([2.5, 3.5, 1.2], seed=80)
-    requests = [RequestInput(f"r{i}", c) for i, c in enumerate(clips)]
-    plain = _load({"dtype": "fp32", "batchSizes": [1, 4], "lengthBucketsMs": [5000]})
-    compiled = _load({"dtype": "fp32", "batchSizes": [1, 4], "lengthBucketsMs": [5000], "compileEncoder": True})
-    plain.warmup()
-    compiled.warmup()
-    assert [o.text for o in plain.run_batch(requests)] == [o.text for o in compiled.run_batch(requests)]  # type: ignore[union-attr]
-    assert compiled.stats().graph_replays == 1
-    plain.close()
-    compiled.close()
+    options: Dict[str, Any] = {"dtype": "fp32", "batchSizes": [1, 4], "lengthBucketsMs": [5000]}
+    _assert_same_tokens_through_replay(options, {**options, "compileEncoder": True}, seed=80)
 
 
 @pytest.mark.skipif(not hasattr(torch, "compile"), reason="needs torch >= 2.0")
@@ -191,48 +205,18 @@ def test_load_compiles_and_runs_every_shape_and_warmup_only_captures() -> None:
 
 @pytest.mark.skipif(not HAS_SDPA, reason="needs torch >= 2.0")
 def test_sdpa_equals_manual_attention() -> None:
-    model = build_model(TINY, seed=4)
-    model.prepare_for_inference_(torch.device("cuda"), torch.float32)
-    audio, lengths = pad_audio(_clips([2.0, 3.0], seed=60), torch.device("cuda"))
-    with torch.inference_mode():  # type: ignore[no-untyped-call]
-        model.encoder.set_attention_impl("sdpa")
-        fused, enc_len = model.encode(audio, lengths)
-        model.encoder.set_attention_impl("manual")
-        manual, _ = model.encode(audio, lengths)
-    for i in range(2):
-        n = int(enc_len[i])
-        torch.testing.assert_close(fused[i, :n], manual[i, :n], atol=2e-3, rtol=2e-3)
+    _assert_same_encoder_output("manual", "sdpa", seed=60)
 
 
 @pytest.mark.skipif(FLEX_ATTENTION is None, reason="needs torch >= 2.5")
 def test_compiled_flex_attention_equals_sdpa() -> None:
-    model = build_model(TINY, seed=4)
-    model.prepare_for_inference_(torch.device("cuda"), torch.float32)
-    audio, lengths = pad_audio(_clips([2.0, 3.0], seed=61), torch.device("cuda"))
-    with torch.inference_mode():  # type: ignore[no-untyped-call]
-        model.encoder.set_attention_impl("sdpa")
-        reference, enc_len = model.encode(audio, lengths)
-        model.encoder.set_attention_impl("flex")
-        model.encoder.compile_layers()
-        flex, _ = model.encode(audio, lengths)
-    for i in range(2):
-        n = int(enc_len[i])
-        torch.testing.assert_close(flex[i, :n], reference[i, :n], atol=2e-3, rtol=2e-3)
+    _assert_same_encoder_output("sdpa", "flex", seed=61, compile_candidate=True)
 
 
 @pytest.mark.skipif(FLEX_ATTENTION is None, reason="needs torch >= 2.5")
 def test_flex_attention_replays_the_same_tokens_as_sdpa() -> None:
-    clips = _clips([2.5, 3.5, 1.2], seed=85)
-    requests = [RequestInput(f"r{i}", c) for i, c in enumerate(clips)]
-    options = {"dtype": "fp32", "batchSizes": [1, 4], "lengthBucketsMs": [5000], "compileEncoder": True}
-    sdpa = _load(options)
-    flex = _load({**options, "attention": "flex"})
-    sdpa.warmup()
-    flex.warmup()
-    assert [o.text for o in sdpa.run_batch(requests)] == [o.text for o in flex.run_batch(requests)]  # type: ignore[union-attr]
-    assert flex.stats().graph_replays == 1
-    sdpa.close()
-    flex.close()
+    options: Dict[str, Any] = {"dtype": "fp32", "batchSizes": [1, 4], "lengthBucketsMs": [5000], "compileEncoder": True}
+    _assert_same_tokens_through_replay(options, {**options, "attention": "flex"}, seed=85)
 
 
 def test_probe_on_cuda() -> None:
