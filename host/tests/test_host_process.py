@@ -122,6 +122,23 @@ def test_the_next_batch_runs_while_the_last_ones_results_are_built(spawn: Spawn)
     assert host.request(Heartbeat(1), 4, HeartbeatAck).state == 'idle'
 
 
+def test_the_next_batch_is_staged_while_the_last_one_runs(spawn: Spawn) -> None:
+    # Each batch: 600 ms of staging (stager thread), then 600 ms of model work (main thread). Staged
+    # ahead, b-2's staging overlaps b-1's model work: b-2's result comes about 1.8 s after both were
+    # sent, where staging each batch just before running it would need 2.4 s. The echo reads the
+    # staged copies, so the results also show that each batch got its own.
+    host = start_loaded(spawn, {'stageDelayMs': 600, 'batchDelayMs': 600})
+    clips = audio(22, 160), audio(23, 320)
+    sent = time.monotonic()
+    host.send(run_batch('b-1', ('r-1', clips[0], None, False)), 2)
+    host.send(run_batch('b-2', ('r-2', clips[1], None, False)), 3)
+    for batch_id, clip in zip(('b-1', 'b-2'), clips):
+        result, _ = host.expect(BatchResult)
+        assert result.batch_id == batch_id
+        assert isinstance(result.results[0], ResultOk) and result.results[0].text == echo_text(clip)
+    assert 1.7 <= elapsed_since(sent) < 2.2
+
+
 def test_a_batch_whose_results_cannot_be_built_fails_and_the_next_one_does_not(spawn: Spawn) -> None:
     host = start_loaded(spawn, {})
     clip = audio(22, 160)

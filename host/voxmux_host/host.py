@@ -6,8 +6,12 @@ Threads, and what each one owns:
   LoadRequest, WarmupRequest, RunBatch and Close. Only this thread calls the adapter's
   ``load``, ``warmup``, ``run_batch`` (or ``begin_batch``) and ``close``.
 - **reader** decodes frames from fd 3. It answers Heartbeat itself, at once, without waiting
-  for the model, and queues every other message for the main thread. A malformed frame ends
+  for the model, and queues every other message for the stager. A malformed frame ends
   the process with exit code 3; end of input ends it with exit code 0.
+- **stager** passes those messages on to the main thread in the same order. For a RunBatch it
+  first slices the body into requests and, for an adapter with ``stage_batch``, lets it copy the
+  audio where the model reads it, so that this copy overlaps the batch the main thread is
+  running. It may wait there (for a free staging buffer); the reader never does.
 - **finisher** builds each batch's results and sends its BatchResult, in the order the batches
   ran. For an adapter with ``begin_batch`` it runs the function that call returned, so the main
   thread starts the next batch while the last one's texts are still being built; for any other
@@ -47,6 +51,7 @@ from .model_api import (
     RequestFailure,
     RequestInput,
     RequestOutput,
+    StagedBatch,
 )
 from .protocol import (
     CONTROLLER_TAGS,
@@ -93,6 +98,19 @@ FINISHER_DRAIN_TIMEOUT_S = 60.0
 
 
 @dataclass
+class _Ready:
+    """A controller message for the main thread; a RunBatch comes split, and staged where the adapter can."""
+
+    correlation_id: int
+    message: ControllerMessage
+    inputs: Optional[List[RequestInput]] = None
+    staged: Optional[StagedBatch] = None
+
+
+_ReadyItem = Union[_Ready, object]
+
+
+@dataclass
 class _Finishing:
     """A batch whose model part is done: the finisher builds its results and sends them."""
 
@@ -132,6 +150,7 @@ class InstanceHost:
         self._write_lock = threading.Lock()
         self._state_lock = threading.Lock()
         self._queue: 'queue.Queue[_QueueItem]' = queue.Queue()
+        self._ready: 'queue.Queue[_ReadyItem]' = queue.Queue()
         self._finishing: 'queue.Queue[Optional[_Finishing]]' = queue.Queue()
         self._finisher: Optional[threading.Thread] = None
         self._stopped = threading.Event()
@@ -154,41 +173,46 @@ class InstanceHost:
         self._send(Hello(PROTOCOL_VERSION, __version__, os.getpid(), tuple(adapter_names(self._registry))))
         self._log.info('instance started', adapter=self._options.adapter, pid=os.getpid())
         threading.Thread(target=self._read_main, name='reader', daemon=True).start()
+        threading.Thread(target=self._stage_main, name='stager', daemon=True).start()
         self._finisher = threading.Thread(target=self._finish_main, name='finisher', daemon=True)
         self._finisher.start()
         while True:
-            item = self._queue.get()
+            item = self._ready.get()
             if item is _INPUT_CLOSED:
                 self._log.info('input closed')
                 self._shutdown()
                 return EXIT_OK
-            assert isinstance(item, tuple)
-            correlation_id, message = item
+            assert isinstance(item, _Ready)
+            message = item.message
             with self._state_lock:
                 if isinstance(message, RunBatch):
                     self._queued_batches -= 1
-                if self._is_input_closed and not self._is_close_requested:
-                    continue  # the supervisor is gone: nobody waits for this result
-                self._is_main_busy = True
+                is_dropped = self._is_input_closed and not self._is_close_requested
+                if not is_dropped:
+                    self._is_main_busy = True
+            if is_dropped:  # the supervisor is gone: nobody waits for this result
+                _release_staged(item.staged)
+                continue
             try:
                 if isinstance(message, Close):
                     self._shutdown()
-                    self._send(Closed(), correlation_id)
+                    self._send(Closed(), item.correlation_id)
                     self._log.info('instance closed')
                     return EXIT_OK
-                self._handle(correlation_id, message)
+                self._handle(item)
             finally:
                 with self._state_lock:
                     self._is_main_busy = False
                     self._batch_started = None
 
-    def _handle(self, correlation_id: int, message: ControllerMessage) -> None:
+    def _handle(self, item: _Ready) -> None:
+        correlation_id, message = item.correlation_id, item.message
         if isinstance(message, LoadRequest):
             self._load(correlation_id, message)
         elif isinstance(message, WarmupRequest):
             self._warmup(correlation_id)
         elif isinstance(message, RunBatch):
-            self._run_batch(correlation_id, message)
+            self._run_batch(correlation_id, message, item.inputs, item.staged)
         else:  # Heartbeat is answered by the reader and Close by run(); nothing else is queued
             raise AssertionError(f'Unexpected message on the main thread: {message!r}')
 
@@ -236,6 +260,40 @@ class InstanceHost:
                 elif isinstance(message, Close):
                     self._is_close_requested = True
                 self._queue.put((frame.correlation_id, message))
+
+    # -- stager thread ---------------------------------------------------------------------
+
+    def _stage_main(self) -> None:
+        try:
+            while True:
+                item = self._queue.get()
+                if item is _INPUT_CLOSED:
+                    self._ready.put(item)
+                    return
+                assert isinstance(item, tuple)
+                correlation_id, message = item
+                ready = _Ready(correlation_id, message)
+                if isinstance(message, RunBatch):
+                    ready.inputs = split_batch(message)
+                    ready.staged = self._stage(ready.inputs)
+                self._ready.put(ready)
+        except BaseException as err:  # noqa: BLE001 - without its stager the main thread starves: end it
+            self._log.fatal('stager failed', err=err)
+            self._flush_and_exit(EXIT_CRASHED)
+
+    def _stage(self, inputs: List[RequestInput]) -> Optional[StagedBatch]:
+        """The adapter's staging of a batch; None without one, or when it fails (begin_batch then
+        reads the requests' audio itself)."""
+        stage = cast(Optional[Callable[[Sequence[RequestInput]], Optional[StagedBatch]]],
+                     getattr(self._adapter, 'stage_batch', None))
+        with self._state_lock:
+            if stage is None or (self._is_input_closed and not self._is_close_requested):
+                return None
+        try:
+            return stage(inputs)
+        except Exception as err:  # noqa: BLE001 - staging is an optimisation: run the batch without it
+            self._log.warn('staging failed', err=err)
+            return None
 
     def _fail_bad_frame(self, err: ProtocolError) -> NoReturn:
         self._log.error('bad frame', code=err.code, err=err)
@@ -368,19 +426,25 @@ class InstanceHost:
         self._log.info('model warmed up', durationMs=warmup_ms, graphsCaptured=info.graphs_captured)
         self._send(WarmupResult(warmup_ms, info.graphs_captured), correlation_id)
 
-    def _run_batch(self, correlation_id: int, batch: RunBatch) -> None:
+    def _run_batch(self, correlation_id: int, batch: RunBatch, inputs: Optional[List[RequestInput]],
+                   staged: Optional[StagedBatch]) -> None:
         adapter = self._adapter
         if adapter is None:
+            _release_staged(staged)
             self._send(Error('model_failed', 'Expected a loaded model before RunBatch: got none'), correlation_id)
             return
-        inputs = split_batch(batch)
+        if inputs is None:
+            inputs = split_batch(batch)
         started = self._clock()
         with self._state_lock:
             self._batch_started = started
-        # An adapter with begin_batch (SplitBatchAdapter) leaves building the results to the finisher.
-        begin = cast(Optional[Callable[[Sequence[RequestInput]], BatchFinish]], getattr(adapter, 'begin_batch', None))
+        # An adapter with begin_batch (SplitBatchAdapter) leaves building the results to the finisher;
+        # one with stage_batch too (StagingAdapter) gets back what it staged, and owns it from here.
+        begin = cast(Optional[Callable[..., BatchFinish]], getattr(adapter, 'begin_batch', None))
         try:
-            if begin is not None:
+            if begin is not None and staged is not None:
+                finish = begin(inputs, staged)
+            elif begin is not None:
                 finish = begin(inputs)
             else:
                 outputs = adapter.run_batch(inputs)
@@ -522,6 +586,11 @@ def split_batch(batch: RunBatch) -> List[RequestInput]:
                                    item.word_timestamps))
         offset += item.samples
     return inputs
+
+
+def _release_staged(staged: Optional[StagedBatch]) -> None:
+    if staged is not None:
+        staged.release()
 
 
 def _returning(outputs: List[Union[RequestOutput, RequestFailure]]) -> BatchFinish:

@@ -14,7 +14,15 @@ An adapter may also offer ``begin_batch(batch) -> BatchFinish`` (see :class:`Spl
 the host then calls it instead of ``run_batch``. It runs the model's part of the batch on the main
 thread and returns the rest (texts, words, segments) as a function that the host calls once, on
 its finisher thread, while the main thread already starts the next batch. That function may use
-only what it was given and adapter state that no longer changes after ``load``. Raise ``errors.InstanceError(code, message)`` for a failure with a wire code; any
+only what it was given and adapter state that no longer changes after ``load``.
+
+An adapter with ``begin_batch`` may also offer ``stage_batch(batch) -> StagedBatch | None`` (see
+:class:`StagingAdapter`). The host calls it on its stager thread as each batch arrives, in arrival
+order, while the main thread may still run an earlier batch: it copies the batch's audio to where
+the model reads it (pinned host memory, for example). The host then calls ``begin_batch(batch,
+staged)`` with what it returned. It may block (until a staging buffer is free), but only on
+batches that arrived before it. A batch the host drops after staging (its supervisor is gone)
+gets ``staged.release()`` instead of ``begin_batch``. Raise ``errors.InstanceError(code, message)`` for a failure with a wire code; any
 other exception from ``run_batch`` fails every request of the batch with ``model_failed``
 (``out_of_memory`` for ``MemoryError`` or an exception class named ``OutOfMemoryError``).
 """
@@ -127,4 +135,23 @@ BatchFinish = Callable[[], List[Union[RequestOutput, RequestFailure]]]
 class SplitBatchAdapter(ModelAdapter, Protocol):
     def begin_batch(self, batch: Sequence[RequestInput]) -> BatchFinish:
         """Run the model on the batch (main thread); return the function that builds the results."""
+        ...
+
+
+class StagedBatch(Protocol):
+    """What ``stage_batch`` prepared for one batch; opaque to the host."""
+
+    def release(self) -> None:
+        """Give back what staging holds, for a batch that will never begin. Idempotent."""
+        ...
+
+
+class StagingAdapter(ModelAdapter, Protocol):
+    def stage_batch(self, batch: Sequence[RequestInput]) -> Optional[StagedBatch]:
+        """Copy the batch's audio ahead of ``begin_batch`` (stager thread); None: nothing staged."""
+        ...
+
+    def begin_batch(self, batch: Sequence[RequestInput], staged: Optional[StagedBatch] = None) -> BatchFinish:
+        """As :meth:`SplitBatchAdapter.begin_batch`, reading the audio from ``staged`` where given;
+        it then owns ``staged`` and releases it."""
         ...

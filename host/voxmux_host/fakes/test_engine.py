@@ -8,6 +8,7 @@ Load options (all optional; unknown keys fail the load so that typos surface):
 | ``batchDelayMs`` | int | sleep this long once per batch |
 | ``itemDelayMs`` | int | sleep this long per request |
 | ``finishDelayMs`` | int | sleep this long while building a batch's results (on the host's finisher thread) |
+| ``stageDelayMs`` | int | sleep this long while staging a batch (on the host's stager thread) |
 | ``loadDelayMs`` | int | sleep this long inside ``load`` (to observe the load lock) |
 | ``probeDelayMs`` | int | sleep this long inside ``probe`` (to trip the probe timeout) |
 | ``crashOnLoad`` | bool | ``os._exit(70)`` inside ``load`` |
@@ -28,7 +29,8 @@ so a result identifies its input exactly. A request prompt may hold a command:
 
 The adapter splits each batch (``begin_batch``): the sleeps, crashes and hangs above happen in the
 model's part, on the host's main thread; the results are built, after ``finishDelayMs``, by the
-function it returns.
+function it returns. It also stages each batch (``stage_batch``, on the host's stager thread, after
+``stageDelayMs``): it copies the requests' audio, and the echo then reads those copies.
 """
 from __future__ import annotations
 
@@ -36,7 +38,8 @@ import os
 import threading
 import time
 import zlib
-from typing import Any, Dict, List, Sequence, Union
+from dataclasses import replace
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 from numpy.typing import NDArray
@@ -65,7 +68,8 @@ PROMPT_FAIL = 'voxmux-test:fail'
 PROMPT_BAD_AUDIO = 'voxmux-test:bad-audio'
 PROMPT_FAIL_FINISH = 'voxmux-test:fail-finish'
 
-_INT_OPTIONS = ('batchDelayMs', 'itemDelayMs', 'finishDelayMs', 'loadDelayMs', 'probeDelayMs', 'crashAfterBatches')
+_INT_OPTIONS = ('batchDelayMs', 'itemDelayMs', 'finishDelayMs', 'stageDelayMs', 'loadDelayMs', 'probeDelayMs',
+                'crashAfterBatches')
 _BOOL_OPTIONS = ('crashOnLoad', 'failLoad', 'wedgeProbe')
 
 
@@ -73,6 +77,17 @@ def echo_text(audio: NDArray[np.int16]) -> str:
     """``echo samples=<n> crc=<crc32 of the int16 LE bytes>``: the bytes as they crossed the wire."""
     data = np.ascontiguousarray(audio, dtype='<i2').tobytes()
     return f'echo samples={audio.shape[0]} crc={zlib.crc32(data):08x}'
+
+
+class _StagedAudio:
+    """Copies of a batch's audio, made on the stager thread."""
+
+    def __init__(self, audio: List[NDArray[np.int16]]) -> None:
+        self.audio = audio
+        self.released = False
+
+    def release(self) -> None:
+        self.released = True
 
 
 class TestEngineAdapter:
@@ -100,7 +115,17 @@ class TestEngineAdapter:
     def run_batch(self, batch: Sequence[RequestInput]) -> List[Union[RequestOutput, RequestFailure]]:
         return self.begin_batch(batch)()
 
-    def begin_batch(self, batch: Sequence[RequestInput]) -> BatchFinish:
+    def stage_batch(self, batch: Sequence[RequestInput]) -> _StagedAudio:
+        if self._options['stageDelayMs'] > 0:
+            time.sleep(self._options['stageDelayMs'] / 1000)
+        return _StagedAudio([request.audio.copy() for request in batch])
+
+    def begin_batch(self, batch: Sequence[RequestInput], staged: Optional[_StagedAudio] = None) -> BatchFinish:
+        if staged is not None:
+            if staged.released or len(staged.audio) != len(batch):
+                raise RuntimeError('The test adapter got staged audio that is released or of another batch')
+            batch = [replace(request, audio=audio) for request, audio in zip(batch, staged.audio)]
+            staged.release()
         crash_after = self._options['crashAfterBatches']
         if crash_after is not None and self._batches_run >= crash_after:
             os._exit(CRASH_EXIT_CODE)
@@ -162,7 +187,8 @@ class TestEngineAdapter:
 
 def _parse_options(options: Dict[str, Any]) -> Dict[str, Any]:
     parsed: Dict[str, Any] = {
-        'mode': 'echo', 'batchDelayMs': None, 'itemDelayMs': 0, 'finishDelayMs': 0, 'loadDelayMs': 0, 'probeDelayMs': 0,
+        'mode': 'echo', 'batchDelayMs': None, 'itemDelayMs': 0, 'finishDelayMs': 0, 'stageDelayMs': 0, 'loadDelayMs': 0,
+        'probeDelayMs': 0,
         'crashAfterBatches': None, 'crashOnLoad': False, 'failLoad': False, 'wedgeProbe': False,
     }
     for key, value in options.items():

@@ -51,6 +51,7 @@ from .decoder import DecodedItem
 from .encoder import ATTENTION_IMPLS, FLEX_ATTENTION, HAS_SDPA
 from .model import ParakeetModel, build_model
 from .runner import ParakeetRunner, RunnerOptions, elapsed_ms
+from .staging import StagedClips
 from .tokenizer import SentencePieceTokenizer, SyntheticTokenizer, Tokenizer
 
 LANGUAGE = "en"
@@ -289,14 +290,35 @@ class ParakeetAdapter:
     def run_batch(self, batch: Sequence[RequestInput]) -> List[RequestOutput | RequestFailure]:
         return self.begin_batch(batch)()
 
-    def begin_batch(self, batch: Sequence[RequestInput]) -> BatchFinish:
+    def stage_batch(self, batch: Sequence[RequestInput]) -> Optional[StagedClips]:
+        """On the host's stager thread: the batch's clips copied into a pinned staging buffer, in the
+        layout the graphs read (see ``ParakeetRunner.stage``). None when a request would fail
+        validation (begin_batch then copies the valid ones itself) or before load."""
+        runner = self._runner
+        if runner is None:
+            return None
+        clips: List[npt.NDArray[np.int16]] = []
+        for request in batch:
+            clip, problem = self._validate(request)
+            if clip is None or problem is not None:
+                return None
+            clips.append(clip)
+        return runner.stage(clips)
+
+    def begin_batch(self, batch: Sequence[RequestInput], staged: Optional[StagedClips] = None) -> BatchFinish:
         """The model's part on this thread; the texts, words and segments in the function returned.
 
-        That function reads only the decoded tokens, the clips' lengths and the tokenizer and config,
-        which do not change after load: the host calls it on its finisher thread, while the next
-        batch runs here.
+        ``staged``: what :meth:`stage_batch` made of this batch (released here in every case). The
+        function returned reads only the decoded tokens, the clips' lengths and the tokenizer and
+        config, which do not change after load: the host calls it on its finisher thread, while the
+        next batch runs here.
         """
-        runner = self._require_runner()
+        try:
+            runner = self._require_runner()
+        except BaseException:
+            if staged is not None:
+                staged.release()
+            raise
         results: List[Optional[RequestOutput | RequestFailure]] = [None] * len(batch)
         clips: List[npt.NDArray[np.int16]] = []
         indices: List[int] = []
@@ -307,9 +329,12 @@ class ParakeetAdapter:
             else:
                 clips.append(clip)  # type: ignore[arg-type]
                 indices.append(i)
+        if staged is not None and len(clips) != len(batch):
+            staged.release()  # staged only when every request is valid
+            staged = None
         if clips:
             try:
-                decoded = runner.run(clips)
+                decoded = runner.run(clips, staged=staged)
             except Exception as exc:  # noqa: BLE001 - only OOM becomes per-request failures
                 if not _is_oom(exc):
                     raise
@@ -330,6 +355,8 @@ class ParakeetAdapter:
                     return [r for r in results if r is not None]
 
                 return finish
+        elif staged is not None:
+            staged.release()
         done = [r for r in results if r is not None]
         return lambda: done
 

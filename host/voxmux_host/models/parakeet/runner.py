@@ -16,8 +16,10 @@ state), so no graph's temporaries can overlap another graph's live data.
 
 Clips are int16 PCM, the wire format (float value = int16 / 32768), or float (reference input for tests
 and tools); one batch holds one kind. int16 clips cross to the device as int16 (half the bytes of
-float32) through an int16 pinned staging buffer, and are converted to float32 on the device, outside the
-graphs, into the float32 tensor that the encoder graphs read.
+float32) through pinned memory, and are converted to float32 on the device, outside the graphs, into the
+float32 tensor that the encoder graphs read. A batch staged ahead (:meth:`ParakeetRunner.stage`, on the
+host's stager thread) is already in pinned memory, padded to its bucket: it crosses in one copy.
+Otherwise the main thread copies each clip into the pinned buffer of its batch size first.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ import torch
 from .config import ParakeetConfig, encoder_frames, feature_tensor_frames
 from .decoder import DecodedItem, DecodeState, TDTGreedyDecoder, collect_results
 from .model import PCM16_SCALE, ParakeetModel, is_pcm16_batch, pad_audio
+from .staging import StagedClips, StagingPool
 
 #: Encoder lengths of graph buckets are rounded up to a multiple of this, which keeps attention's
 #: [T, T] tiles aligned for the fused kernels (a 45 s bucket becomes 45.36 s, 568 frames).
@@ -78,8 +81,10 @@ class _Statics:
 
     audio: torch.Tensor  # [B, max_samples] float32, device: the encoder graphs' input
     lengths: torch.Tensor  # [B] int64, device
-    pcm: torch.Tensor  # [B, max_samples] int16, device: int16 clips land here, then are scaled into `audio`
-    pcm_host: torch.Tensor  # [B, max_samples] int16, pinned: staging for `pcm`
+    #: [B * max_samples] int16, device: a batch for bucket s lands in the first B * s as [B, s], then is
+    #: scaled into `audio`. Flat, so that a staged batch's rows arrive in one contiguous copy.
+    pcm: torch.Tensor
+    pcm_host: torch.Tensor  # [B * max_samples] int16, pinned: the main thread's staging for `pcm`
     lengths_host: torch.Tensor  # pinned mirror of `lengths`
     state: DecodeState
     flags_host: torch.Tensor  # [2] bool, pinned: any_active of the last two decode chunks
@@ -125,6 +130,13 @@ class ParakeetRunner:
         self.has_graphs = False
         self.buckets = tuple(sorted({bucket_samples_for(ms, self.config) for ms in options.bucket_durations_ms}))
         self.batch_sizes = tuple(sorted(set(options.batch_sizes)))
+        #: Buffers that the host's stager thread fills ahead of a batch (see stage()): one batch of the
+        #: largest size and bucket each, pinned on CUDA.
+        self.staging = StagingPool(
+            rows=self.batch_sizes[-1] if self.batch_sizes else 1,
+            width=self.buckets[-1] if self.buckets else self.config.sample_rate_hz,
+            pinned=self.is_cuda,
+        )
 
     # ---------------------------------------------------------------- warmup
     def prepare(self) -> None:
@@ -204,8 +216,8 @@ class ParakeetRunner:
         return _Statics(
             audio=torch.zeros(batch_size, max_samples, dtype=torch.float32, device=self.device),
             lengths=torch.zeros(batch_size, dtype=torch.int64, device=self.device),
-            pcm=torch.zeros(batch_size, max_samples, dtype=torch.int16, device=self.device),
-            pcm_host=torch.zeros(batch_size, max_samples, dtype=torch.int16).pin_memory(),
+            pcm=torch.zeros(batch_size * max_samples, dtype=torch.int16, device=self.device),
+            pcm_host=torch.zeros(batch_size * max_samples, dtype=torch.int16).pin_memory(),
             lengths_host=torch.zeros(batch_size, dtype=torch.int64).pin_memory(),
             state=self.model.new_decode_state(batch_size, max_frames),
             flags_host=torch.zeros(2, dtype=torch.bool).pin_memory(),
@@ -266,29 +278,60 @@ class ParakeetRunner:
             groups.append((others[start : start + max_batch], None))
         return groups
 
-    def run(self, audios: Sequence[npt.NDArray[Any]], count: bool = True) -> List[DecodedItem]:
+    def stage(self, audios: Sequence[npt.NDArray[Any]]) -> Optional[StagedClips]:
+        """Copy a batch's int16 clips into a free staging buffer, rows in the order :meth:`run` will use,
+        zero-padded to the bucket (graphs) or the longest clip (eager). Called on the host's stager
+        thread while the main thread may be running the batch before; blocks until a buffer is free.
+
+        None (run() then copies the clips itself) for float clips, and for a batch that would not run
+        as one sub-batch or does not fit the buffers.
+        """
+        if not audios or not all(a.dtype == np.int16 for a in audios):
+            return None
+        lengths = [int(a.shape[0]) for a in audios]
+        groups = self.plan(lengths)
+        if len(groups) != 1:
+            return None
+        order, shape = groups[0]
+        width = shape[1] if shape is not None else max(max(lengths), 1)
+        if not self.staging.fits(len(order), width):
+            return None
+        return self.staging.stage(audios, order, width, shape)
+
+    def run(
+        self, audios: Sequence[npt.NDArray[Any]], count: bool = True, staged: Optional[StagedClips] = None
+    ) -> List[DecodedItem]:
         """Token ids, frames and durations for each clip ([samples], 16 kHz), in input order.
 
-        Clips are all int16 PCM or all float (module docstring); a mix raises ValueError.
+        Clips are all int16 PCM or all float (module docstring); a mix raises ValueError. ``staged``:
+        what :meth:`stage` made of these clips (run() releases it, also when it cannot use it).
         """
-        is_pcm16_batch(audios)
-        self.is_busy = True
         try:
-            return self._run(audios, count)
+            is_pcm16_batch(audios)
+            self.is_busy = True
+            try:
+                return self._run(audios, count, staged)
+            finally:
+                self.is_busy = False
         finally:
-            self.is_busy = False
+            if staged is not None:
+                staged.release()
 
-    def _run(self, audios: Sequence[npt.NDArray[Any]], count: bool) -> List[DecodedItem]:
+    def _run(self, audios: Sequence[npt.NDArray[Any]], count: bool, staged: Optional[StagedClips]) -> List[DecodedItem]:
         results: List[Optional[DecodedItem]] = [None] * len(audios)
         lengths = [int(a.shape[0]) for a in audios]
-        for group, shape in self.plan(lengths):
+        groups = self.plan(lengths)
+        if staged is not None and not _staged_for(staged, groups, lengths):
+            staged.release()
+            staged = None
+        for group, shape in groups:
             clips = [audios[i] for i in group]
             if shape is None:
-                decoded = self._run_eager(clips)
+                decoded = self._run_eager(clips, staged=staged)
                 if count:
                     self.counters.eager_batches += 1
             else:
-                decoded = self._run_graph(clips, *shape)
+                decoded = self._run_graph(clips, *shape, staged=staged)
                 if count:
                     self.counters.graph_replays += 1
             for i, item in zip(group, decoded):
@@ -306,11 +349,18 @@ class ParakeetRunner:
         return torch.cuda.stream(self.stream) if self.stream is not None else _NullContext()
 
     def _run_eager(
-        self, clips: Sequence[npt.NDArray[Any]], length: Optional[int] = None, batch_size: Optional[int] = None
+        self,
+        clips: Sequence[npt.NDArray[Any]],
+        length: Optional[int] = None,
+        batch_size: Optional[int] = None,
+        staged: Optional[StagedClips] = None,
     ) -> List[DecodedItem]:
         with torch.inference_mode(), self._stream_context():  # type: ignore[attr-defined, no-untyped-call]
             marks = self._marks()
-            audio, lengths = pad_audio(clips, self.device, length=length, batch_size=batch_size)
+            if staged is not None:
+                audio, lengths = self._unstage_eager(staged)
+            else:
+                audio, lengths = pad_audio(clips, self.device, length=length, batch_size=batch_size)
             enc_proj, enc_len = self.model.encode_projected(audio, lengths)
             state = self.model.new_decode_state(audio.shape[0], enc_proj.shape[1])
             self.model.load_encoded_(state, enc_proj, enc_len)
@@ -326,6 +376,24 @@ class ParakeetRunner:
             results = collect_results(state, len(clips))
             self._record(marks)
             return results
+
+    def _unstage_eager(self, staged: StagedClips) -> Tuple[torch.Tensor, torch.Tensor]:
+        """A staged batch as pad_audio() would give it: float32 [n, width] and lengths on the device;
+        the staging buffer is released once nothing reads it any more."""
+        pcm = staged.host.to(self.device, non_blocking=True)
+        audio = pcm.to(torch.float32).mul_(PCM16_SCALE)  # a new tensor: the buffer is not read after this
+        lengths = torch.tensor(staged.lengths, dtype=torch.int64).to(self.device, non_blocking=True)
+        staged.release(self._event_after_copies())
+        return audio, lengths
+
+    def _event_after_copies(self) -> Optional[torch.cuda.Event]:
+        """On CUDA an event recorded on the instance's stream (after the copies enqueued so far); on the
+        CPU None (copies there are done when they return)."""
+        if not self.is_cuda:
+            return None
+        event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+        event.record(self.stream)  # type: ignore[no-untyped-call]
+        return event
 
     def _marks(self) -> Optional[List[torch.cuda.Event]]:
         if self.phase_times_ms is None or not self.is_cuda:
@@ -361,13 +429,18 @@ class ParakeetRunner:
         with self._stream_context():  # type: ignore[attr-defined]
             return state.enc_proj[:, :frames].float().cpu()
 
-    def _run_graph(self, clips: Sequence[npt.NDArray[Any]], batch_size: int, bucket: int) -> List[DecodedItem]:
+    def _run_graph(
+        self, clips: Sequence[npt.NDArray[Any]], batch_size: int, bucket: int, staged: Optional[StagedClips] = None
+    ) -> List[DecodedItem]:
         statics = self._statics[batch_size]
         state = statics.state
         assert statics.decode_graph is not None and self.stream is not None
         with torch.inference_mode(), torch.cuda.stream(self.stream):  # type: ignore[no-untyped-call]
             marks = self._marks()
-            self._stage_audio(statics, clips, bucket)
+            if staged is not None:
+                self._copy_staged(statics, staged, batch_size, bucket)
+            else:
+                self._stage_audio(statics, clips, batch_size, bucket)
             statics.encoder_graphs[bucket].replay()  # type: ignore[no-untyped-call]
             self._mark(marks, 1)
 
@@ -394,7 +467,21 @@ class ParakeetRunner:
             self._record(marks)
             return results
 
-    def _stage_audio(self, statics: _Statics, clips: Sequence[npt.NDArray[Any]], bucket: int) -> None:
+    def _copy_staged(self, statics: _Statics, staged: StagedClips, batch_size: int, bucket: int) -> None:
+        """A staged batch into the graphs' static inputs: one copy of its [n, bucket] rows, its lengths,
+        then the scaling; the staging buffer goes back once the copy is done (an event)."""
+        n = len(staged.order)
+        lengths = statics.lengths_host.numpy()
+        lengths[:] = 0
+        lengths[:n] = staged.lengths
+        pcm = statics.pcm[: batch_size * bucket].view(batch_size, bucket)
+        pcm[:n].copy_(staged.host, non_blocking=True)
+        staged.release(self._event_after_copies())
+        # Rows n.. keep stale samples: their length is 0, so the front end zeroes them.
+        torch.mul(pcm, PCM16_SCALE, out=statics.audio[:, :bucket])
+        statics.lengths.copy_(statics.lengths_host, non_blocking=True)
+
+    def _stage_audio(self, statics: _Statics, clips: Sequence[npt.NDArray[Any]], batch_size: int, bucket: int) -> None:
         """Copy clips and lengths into the graphs' static inputs, on the instance's stream.
 
         The pinned buffers are rewritten only after the previous replay was waited for (``_run_graph``
@@ -404,14 +491,16 @@ class ParakeetRunner:
         lengths = statics.lengths_host.numpy()
         lengths[:] = 0
         if is_pcm16_batch(clips):
-            host = statics.pcm_host.numpy()
+            host = statics.pcm_host[: batch_size * bucket].view(batch_size, bucket)
+            host_rows = host.numpy()
+            pcm = statics.pcm[: batch_size * bucket].view(batch_size, bucket)
             for row, clip in enumerate(clips):
                 n = clip.shape[0]
-                host[row, :n] = clip
+                host_rows[row, :n] = clip
                 lengths[row] = n
-                statics.pcm[row, :n].copy_(statics.pcm_host[row, :n], non_blocking=True)
+                pcm[row, :n].copy_(host[row, :n], non_blocking=True)
             # One kernel over the bucket, exact (see PCM16_SCALE); writes into the graphs' own input tensor.
-            torch.mul(statics.pcm[:, :bucket], PCM16_SCALE, out=statics.audio[:, :bucket])
+            torch.mul(pcm, PCM16_SCALE, out=statics.audio[:, :bucket])
         else:
             for row, clip in enumerate(clips):
                 n = clip.shape[0]
@@ -426,6 +515,14 @@ class ParakeetRunner:
         if self.is_cuda:
             torch.cuda.synchronize(self.device)
             torch.cuda.empty_cache()
+
+
+def _staged_for(staged: StagedClips, groups: List[Tuple[List[int], Optional[Tuple[int, int]]]], lengths: List[int]) -> bool:
+    """Whether ``staged`` holds exactly the one sub-batch that ``groups`` plans for clips of ``lengths``."""
+    if len(groups) != 1:
+        return False
+    order, shape = groups[0]
+    return staged.order == order and staged.shape == shape and staged.lengths == [lengths[i] for i in order]
 
 
 class _NullContext:

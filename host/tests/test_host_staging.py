@@ -1,0 +1,194 @@
+"""The host's stager thread, in process: what a staging adapter is handed, and on which thread."""
+from __future__ import annotations
+
+import io
+import os
+import threading
+import time
+from typing import Any, BinaryIO, List, NoReturn, Optional, Sequence, Tuple
+
+import numpy as np
+
+from voxmux_host.host import HostDeps, HostOptions, InstanceHost
+from voxmux_host.log import Logger
+from voxmux_host.model_api import (
+    AdapterStats,
+    BatchFinish,
+    LoadContext,
+    LoadInfo,
+    RequestFailure,
+    RequestInput,
+    RequestOutput,
+    WarmupInfo,
+)
+from voxmux_host.protocol import (
+    BatchItem,
+    BatchResult,
+    Hello,
+    LoadRequest,
+    LoadResult,
+    Message,
+    ResultOk,
+    RunBatch,
+    encode_message,
+    from_frame,
+    read_frame,
+)
+
+
+class _Staged:
+    def __init__(self, batch_ids: List[str], thread: str) -> None:
+        self.batch_ids = batch_ids
+        self.thread = thread
+        self.releases = 0
+
+    def release(self) -> None:
+        self.releases += 1
+
+
+class RecordingAdapter:
+    """Stages by remembering the request ids; ``stageDelayMs`` and ``failStage`` come from the load options."""
+
+    def __init__(self) -> None:
+        self.staged: List[_Staged] = []
+        self.begun: List[Tuple[List[str], Optional[_Staged], str]] = []
+        self.stage_delay_s = 0.0
+        self.fail_stage = False
+
+    def load(self, ctx: LoadContext) -> LoadInfo:
+        self.stage_delay_s = float(ctx.options.get('stageDelayMs', 0)) / 1000
+        self.fail_stage = bool(ctx.options.get('failStage', False))
+        return LoadInfo(device='cpu')
+
+    def warmup(self) -> WarmupInfo:
+        return WarmupInfo()
+
+    def stage_batch(self, batch: Sequence[RequestInput]) -> _Staged:
+        time.sleep(self.stage_delay_s)
+        if self.fail_stage:
+            raise RuntimeError('staging failed on purpose')
+        staged = _Staged([r.request_id for r in batch], threading.current_thread().name)
+        self.staged.append(staged)
+        return staged
+
+    def begin_batch(self, batch: Sequence[RequestInput], staged: Optional[_Staged] = None) -> BatchFinish:
+        self.begun.append(([r.request_id for r in batch], staged, threading.current_thread().name))
+        if staged is not None:
+            staged.release()
+        outputs: List[RequestOutput | RequestFailure] = [
+            RequestOutput(r.request_id, f'{r.audio.shape[0]} samples', 'en', 0.0) for r in batch
+        ]
+        return lambda: outputs
+
+    def run_batch(self, batch: Sequence[RequestInput]) -> List[RequestOutput | RequestFailure]:
+        return self.begin_batch(batch)()
+
+    def stats(self) -> AdapterStats:
+        return AdapterStats()
+
+    def probe(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+class _Exited(Exception):
+    pass
+
+
+def _exit(code: int) -> NoReturn:
+    raise _Exited(code)
+
+
+class InProcessHost:
+    """An InstanceHost on its own thread, with pipes for fd 3 and fd 4."""
+
+    def __init__(self, adapter: RecordingAdapter) -> None:
+        down_r, down_w = os.pipe()
+        up_r, self._up_w = os.pipe()
+        self._down: Optional[BinaryIO] = os.fdopen(down_w, 'wb', buffering=0)
+        self._up = os.fdopen(up_r, 'rb')
+        deps = HostDeps(input=os.fdopen(down_r, 'rb'), output_fd=self._up_w, log=Logger(io.StringIO()),
+                        registry={'recording': lambda: adapter}, exit=_exit)
+        self._host = InstanceHost(HostOptions(adapter='recording', probe_interval_ms=0), deps)
+        self.exit_code: Optional[int] = None
+        self._thread = threading.Thread(target=self._run, name='host-main', daemon=True)
+        self._thread.start()
+        assert isinstance(self.receive(), Hello)
+
+    def _run(self) -> None:
+        self.exit_code = self._host.run()
+        os.close(self._up_w)
+
+    def send(self, message: Message, correlation_id: int) -> None:
+        assert self._down is not None
+        self._down.write(encode_message(message, correlation_id))
+
+    def close_input(self) -> None:
+        assert self._down is not None
+        self._down.close()
+        self._down = None
+
+    def receive(self) -> Optional[Message]:
+        frame = read_frame(self._up)
+        return None if frame is None else from_frame(frame)
+
+    def join(self) -> None:
+        self._thread.join(10)
+        assert not self._thread.is_alive()
+
+
+def _batch(batch_id: str, *request_ids: str) -> RunBatch:
+    requests = tuple(BatchItem(rid, 4) for rid in request_ids)
+    return RunBatch(batch_id, requests, np.zeros(4 * len(requests), dtype='<i2').tobytes())
+
+
+def _loaded(options: dict[str, Any]) -> Tuple[InProcessHost, RecordingAdapter]:
+    adapter = RecordingAdapter()
+    host = InProcessHost(adapter)
+    host.send(LoadRequest('rec-0', 'rec', 'recording', options), 1)
+    assert isinstance(host.receive(), LoadResult)
+    return host, adapter
+
+
+def test_each_batch_is_staged_on_the_stager_thread_and_begun_with_its_own_staging() -> None:
+    host, adapter = _loaded({})
+    host.send(_batch('b-1', 'r-1', 'r-2'), 2)
+    host.send(_batch('b-2', 'r-3'), 3)
+    results = [host.receive(), host.receive()]
+    assert [r.batch_id for r in results if isinstance(r, BatchResult)] == ['b-1', 'b-2']
+    assert [(ids, staged.batch_ids if staged else None, thread) for ids, staged, thread in adapter.begun] == [
+        (['r-1', 'r-2'], ['r-1', 'r-2'], 'host-main'),
+        (['r-3'], ['r-3'], 'host-main'),
+    ]
+    assert {s.thread for s in adapter.staged} == {'stager'}
+    assert all(s.releases == 1 for s in adapter.staged)
+    host.close_input()
+    host.join()
+    assert host.exit_code == 0
+
+
+def test_a_batch_dropped_after_staging_is_released_and_never_begun() -> None:
+    # The batch is still being staged when the input ends without a Close: the supervisor is gone,
+    # so the main thread drops the batch; what was staged for it is given back.
+    host, adapter = _loaded({'stageDelayMs': 300})
+    host.send(_batch('b-1', 'r-1'), 2)
+    time.sleep(0.1)
+    host.close_input()
+    assert host.receive() is None  # no BatchResult: the host exits
+    host.join()
+    assert host.exit_code == 0
+    assert adapter.begun == []
+    assert [(s.batch_ids, s.releases) for s in adapter.staged] == [(['r-1'], 1)]
+
+
+def test_a_batch_whose_staging_fails_runs_unstaged() -> None:
+    host, adapter = _loaded({'failStage': True})
+    host.send(_batch('b-1', 'r-1'), 2)
+    result = host.receive()
+    assert isinstance(result, BatchResult)
+    assert [type(r) for r in result.results] == [ResultOk]
+    assert [(ids, staged) for ids, staged, _ in adapter.begun] == [(['r-1'], None)]
+    host.close_input()
+    host.join()
