@@ -1,10 +1,11 @@
 """Microbenchmark of the Parakeet adapter on one device, without the host or HTTP.
 
 For each mode (eager, graph) and batch size it runs batches of distinct speech-like clips, as the int16
-PCM the host passes, through ``ParakeetAdapter.run_batch`` and reports throughput (clips/s and audio
-seconds per second), per-batch latency p50/p95, the GPU time split between encoder and decode, tokens and
-decode steps per clip, load and warmup time, graphs captured and device memory. Prints a table and
-writes JSON.
+PCM the host passes, through ``ParakeetAdapter.begin_batch`` and the function it returns, one after the
+other, and reports throughput (clips/s and audio seconds per second), per-batch latency p50/p95, the GPU
+time split between encoder and decode, the time spent building texts (which the server's finisher thread
+overlaps with the next batch), tokens and decode steps per clip, load and warmup time, graphs captured and
+device memory. Prints a table and writes JSON.
 
     python3 host/bench_parakeet.py --device cuda --config full --batch-sizes 1,2,4,8,16 --out bench.json
     python3 host/bench_parakeet.py --device cpu --config tiny --clip-seconds 3 --iterations 2   # dry run
@@ -68,6 +69,8 @@ def adapter_options(args: argparse.Namespace, cuda_graphs: bool, batch_sizes: Li
         options["nemoPath"] = args.nemo
     if args.attention:
         options["attention"] = args.attention
+    if args.matmul:
+        options["matmul"] = args.matmul
     if args.compile_decode_step:
         options["compileDecodeStep"] = True
     if args.compile_encoder:
@@ -109,11 +112,15 @@ def run_mode(args: argparse.Namespace, mode: str, clips: List[npt.NDArray[np.int
         before = adapter.stats()
         runner.phase_times_ms = [] if device.type == "cuda" else None
         latencies: List[float] = []
+        finish_ms: List[float] = []
         wall = time.perf_counter()
         for _ in range(args.iterations):
             t0 = time.perf_counter()
-            adapter.run_batch(batch)
+            finish = adapter.begin_batch(batch)
+            t1 = time.perf_counter()
+            finish()
             latencies.append((time.perf_counter() - t0) * 1000)
+            finish_ms.append((time.perf_counter() - t1) * 1000)
         wall_s = time.perf_counter() - wall
         after = adapter.stats()
         phases = runner.phase_times_ms or []
@@ -129,6 +136,9 @@ def run_mode(args: argparse.Namespace, mode: str, clips: List[npt.NDArray[np.int
             "latencyP95Ms": round(_percentile(latencies, 95), 2),
             "encoderMsP50": round(_percentile([p[0] for p in phases], 50), 2) if phases else None,
             "decodeMsP50": round(_percentile([p[1] for p in phases], 50), 2) if phases else None,
+            # Building texts, words and segments: in the server, the host's finisher thread does this
+            # while the next batch runs; here it runs in turn with the model.
+            "finishMsP50": round(_percentile(finish_ms, 50), 2),
             "tokensPerClip": round((after.tokens - before.tokens) / max(clips_done, 1), 1),
             "decodeStepsPerClip": round((after.decode_steps - before.decode_steps) / max(clips_done, 1), 1),
             "tokensPerAudioSecond": round(
@@ -142,6 +152,7 @@ def run_mode(args: argparse.Namespace, mode: str, clips: List[npt.NDArray[np.int
         print(
             f"{mode:6} b={batch_size:<3} {row['clipsPerS']:>8} clips/s  p50 {row['latencyP50Ms']:>8} ms  "
             f"p95 {row['latencyP95Ms']:>8} ms  enc {row['encoderMsP50']} ms  dec {row['decodeMsP50']} ms  "
+            f"finish {row['finishMsP50']} ms  "
             f"tok/clip {row['tokensPerClip']}  steps/clip {row['decodeStepsPerClip']}",
             flush=True,
         )
@@ -222,6 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nemo", default=None, help="a .nemo archive instead of random weights")
     parser.add_argument("--dtype", default=None, choices=["bf16", "fp16", "fp32"])
     parser.add_argument("--attention", default=None, choices=["auto", "sdpa", "manual", "flex"])
+    parser.add_argument("--matmul", default=None, choices=["bf16", "fp8"], help="fp8 needs --compile-encoder")
     parser.add_argument("--batch-sizes", type=_parse_ints, default=[1, 2, 4, 8, 16])
     parser.add_argument("--clip-seconds", type=float, default=45.0)
     parser.add_argument("--modes", default="eager,graph", help="comma-separated: eager, graph")

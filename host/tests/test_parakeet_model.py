@@ -2,6 +2,7 @@
 the decode's control flow against a plain per-item transcription of NeMo's algorithm, parameter count."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any, List, Tuple
@@ -28,6 +29,7 @@ from voxmux_host.models.parakeet.decoder import DecodeState, TDTGreedyDecoder, c
 from voxmux_host.models.parakeet import encoder as encoder_module
 from voxmux_host.models.parakeet.encoder import (
     MASK_SCORE,
+    ConformerConvolution,
     RelPositionalEncoding,
     RelPositionMultiHeadAttention,
     rel_shift,
@@ -484,3 +486,29 @@ def test_decode_state_bound_is_never_exceeded() -> None:
     item = collect_results(state, 1)[0]
     assert item.frames == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
     assert len(item.tokens) == state.max_tokens
+
+
+@pytest.mark.parametrize("kernel", [9, 3])
+def test_shifted_depthwise_equals_the_convolution_path_including_padding(kernel: int) -> None:
+    # The compiled layers run the conv module's depthwise part as shifted products; in float32 it must
+    # agree with Conv1d + BatchNorm + SiLU to rounding, and padded steps must still not leak in.
+    config = dataclasses.replace(TINY, conv_kernel_size=kernel)
+    torch.manual_seed(kernel)
+    module = ConformerConvolution(config).eval()
+    with torch.no_grad():
+        norm = module.batch_norm
+        assert norm.running_mean is not None and norm.running_var is not None
+        norm.running_mean.normal_()
+        norm.running_var.uniform_(0.5, 2.0)
+        norm.weight.normal_()
+        norm.bias.normal_()
+        x = torch.randn(3, 23, config.d_model)
+        pad = torch.zeros(3, 23, dtype=torch.bool)
+        pad[1, 17:] = True
+        expected = module(x, pad)
+        module.shifted_depthwise = True
+        got = module(x, pad)
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+        # Garbage in item 1's padded steps changes none of its valid outputs.
+        x[1, 17:] = 1e3
+        torch.testing.assert_close(module(x, pad)[1, :17], got[1, :17], atol=1e-5, rtol=1e-5)

@@ -1,5 +1,6 @@
 """Parakeet on CUDA: graph replay against eager, int16 staging against float32 input, SDPA against the
-manual attention, the probe, and a smoke run of the full 0.6 B configuration. Skipped without CUDA."""
+manual attention, FP8 products against bf16, the probe, and a smoke run of the full 0.6 B configuration.
+Skipped without CUDA."""
 from __future__ import annotations
 
 import importlib
@@ -12,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 import torch
+import torch.nn.functional as F
 
 HOST_DIR = Path(__file__).resolve().parents[2]
 if str(HOST_DIR) not in sys.path:
@@ -26,6 +28,12 @@ from voxmux_host.models.parakeet.config import (  # noqa: E402
     feature_tensor_frames,
 )
 from voxmux_host.models.parakeet.encoder import FLEX_ATTENTION, HAS_SDPA  # noqa: E402
+from voxmux_host.models.parakeet.fp8 import (  # noqa: E402
+    FP8_AVAILABLE,
+    fp8_linear,
+    fp8_linear_reference,
+    fp8_weight_from,
+)
 from voxmux_host.models.parakeet.model import PCM16_SCALE, build_model, pad_audio, pcm16_from_float  # noqa: E402
 from voxmux_host.models.parakeet.random_init import speech_like_noise  # noqa: E402
 
@@ -66,10 +74,12 @@ def _floats(clips: List[npt.NDArray[np.int16]]) -> List[npt.NDArray[np.float32]]
     return [clip.astype(np.float32) * np.float32(PCM16_SCALE) for clip in clips]
 
 
-def test_graph_replay_equals_eager_on_the_same_shapes(graphed: ParakeetAdapter) -> None:
-    runner = graphed._runner
+def _assert_replay_equals_eager_on_the_same_shapes(adapter: ParakeetAdapter, seed: int) -> None:
+    """A warmed-up adapter (tiny, batch size 4 captured) gives the same tokens, frames and durations, and
+    encoder output within bf16 tolerance, by a graph replay and by an eager run on the same shapes."""
+    runner = adapter._runner
     assert runner is not None
-    clips = _clips([3.1, 4.7, 1.9], seed=3)
+    clips = _clips([3.1, 4.7, 1.9], seed=seed)
     batch_size, bucket = 4, runner.buckets[0]
     replayed = runner._run_graph(clips, batch_size, bucket)
     frames = encoder_frames(feature_tensor_frames(bucket, TINY), TINY)
@@ -82,6 +92,10 @@ def test_graph_replay_equals_eager_on_the_same_shapes(graphed: ParakeetAdapter) 
         n = encoder_frames(clips[i].shape[0] // 160, TINY)
         torch.testing.assert_close(graph_enc[i, :n], eager_enc[i, :n], atol=BF16_ATOL, rtol=BF16_RTOL)
     assert sum(len(item.tokens) for item in replayed) > 0
+
+
+def test_graph_replay_equals_eager_on_the_same_shapes(graphed: ParakeetAdapter) -> None:
+    _assert_replay_equals_eager_on_the_same_shapes(graphed, seed=3)
 
 
 def test_graph_replay_of_int16_equals_replay_of_the_equivalent_float32(graphed: ParakeetAdapter) -> None:
@@ -244,3 +258,68 @@ def test_full_configuration_smoke() -> None:
     assert isinstance(stats, ParakeetStats) and stats.graph_replays == 1
     assert 1.5 < stats.tokens_per_audio_second < 6.5, stats
     a.close()
+
+
+def _has_fp8_gpu() -> bool:
+    return (
+        FP8_AVAILABLE
+        and hasattr(torch, "compile")
+        and torch.cuda.is_available()
+        and torch.cuda.get_device_capability() >= (8, 9)
+    )
+
+
+needs_fp8 = pytest.mark.skipif(not _has_fp8_gpu(), reason="needs torch >= 2.5 and a GPU of compute capability >= 8.9")
+
+#: Both operands of every FP8 product are rounded to 3 mantissa bits (about 3.5 % of a product); in a
+#: float32 emulation on the CPU the tiny encoder's output frames keep a cosine similarity of about
+#: 0.998 to the bf16 encoder's.
+FP8_ENCODER_MIN_COSINE = 0.99
+#: torch._scaled_mm against the float32 product of the same dequantized operands: only the
+#: accumulation (fast FP8 accumulation, another order) and the final rounding to bf16 differ.
+FP8_PRODUCT_ATOL = 2e-2
+FP8_PRODUCT_RTOL = 2e-2
+
+
+@needs_fp8
+def test_fp8_linear_equals_the_product_of_its_dequantized_operands() -> None:
+    generator = torch.Generator(device="cuda").manual_seed(5)
+    # 111 rows: M need not be a multiple of 16 (K and N must).
+    x = torch.randn(3, 37, 1024, device="cuda", generator=generator).to(torch.bfloat16)
+    weight = (0.05 * torch.randn(3072, 1024, device="cuda", generator=generator)).to(torch.bfloat16)
+    bias = torch.randn(3072, device="cuda", generator=generator).to(torch.bfloat16)
+    w = fp8_weight_from(weight, bias)
+    with torch.inference_mode():  # type: ignore[no-untyped-call]
+        got = fp8_linear(x, w)
+        expected = fp8_linear_reference(x, w)
+    assert got.dtype == torch.bfloat16 and got.shape == (3, 37, 3072)
+    torch.testing.assert_close(got.float(), expected, atol=FP8_PRODUCT_ATOL, rtol=FP8_PRODUCT_RTOL)
+
+
+@needs_fp8
+def test_compiled_fp8_encoder_follows_the_bf16_encoder() -> None:
+    model = build_model(TINY, seed=4)
+    model.prepare_for_inference_(torch.device("cuda"), torch.bfloat16)
+    audio, lengths = pad_audio(_clips([2.0, 3.0], seed=110), torch.device("cuda"))
+    with torch.inference_mode():  # type: ignore[no-untyped-call]
+        expected, enc_len = model.encode(audio, lengths)
+    # As the adapter does at load: quantize the weights outside inference mode, then compile.
+    model.encoder.set_matmul("fp8")
+    model.encoder.compile_layers()
+    with torch.inference_mode():  # type: ignore[no-untyped-call]
+        got, _ = model.encode(audio, lengths)
+    assert got.dtype == expected.dtype and not torch.equal(got, expected)  # the FP8 path did run
+    for i in range(2):
+        n = int(enc_len[i])
+        cosines = F.cosine_similarity(got[i, :n].double(), expected[i, :n].double(), dim=-1)
+        assert float(cosines.min()) >= FP8_ENCODER_MIN_COSINE, cosines
+
+
+@needs_fp8
+def test_fp8_graph_replay_equals_eager_on_the_same_shapes() -> None:
+    adapter = _load({"batchSizes": [1, 4], "lengthBucketsMs": [5000], "compileEncoder": True, "matmul": "fp8"})
+    try:
+        adapter.warmup()
+        _assert_replay_equals_eager_on_the_same_shapes(adapter, seed=120)
+    finally:
+        adapter.close()

@@ -18,6 +18,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``compileEncoder`` | false | ``torch.compile`` the conformer layers (torch >= 2.0 with Triton; compiles while the model loads) |
 | ``compileDecodeStep`` | false | ``torch.compile`` the decode step (torch >= 2.0 with Triton; compiles while the model loads) |
 | ``attention`` | ``"auto"`` | ``"sdpa"`` (needs torch >= 2.0), ``"manual"``, ``"flex"`` (FlexAttention adds the position scores inside its kernel; torch >= 2.5 and ``compileEncoder``; not measured yet) or ``"auto"`` (sdpa where available) |
+| ``matmul`` | ``"bf16"`` | ``"bf16"`` or ``"fp8"``: the encoder's large matrix products as FP8 (e4m3) GEMMs with row-wise scales; needs torch >= 2.5, a GPU of compute capability >= 8.9, dtype bf16 and ``compileEncoder``; not measured yet |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel (keep it below the host's probe timeout) |
 | ``simulateHang`` | false | tests only: ``true`` or ``"hang"`` makes ``probe`` time out, ``"fail"`` makes it fail |
 """
@@ -48,7 +49,8 @@ from voxmux_host.model_api import (
 
 from .config import PRESETS, ParakeetConfig, count_parameters
 from .decoder import DecodedItem
-from .encoder import ATTENTION_IMPLS, FLEX_ATTENTION, HAS_SDPA
+from .encoder import ATTENTION_IMPLS, FLEX_ATTENTION, HAS_SDPA, MATMUL_KINDS
+from .fp8 import FP8_AVAILABLE
 from .model import ParakeetModel, build_model
 from .runner import ParakeetRunner, RunnerOptions, elapsed_ms
 from .staging import StagedClips
@@ -71,10 +73,13 @@ DEFAULT_OPTIONS: Dict[str, Any] = {
     "compileEncoder": False,
     "cudnnBenchmark": True,
     "attention": "auto",
+    "matmul": "bf16",
     "probeTimeoutMs": 1500,
     "simulateHang": False,
 }
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+#: FP8 tensor cores: Ada (8.9) and Hopper (9.0) on.
+FP8_MIN_CAPABILITY = (8, 9)
 
 
 @dataclass
@@ -84,6 +89,7 @@ class ParakeetLoadInfo(LoadInfo):
     tokenizer: str = ""  # "synthetic" or "sentencepiece"
     dtype: str = ""
     attention: str = ""
+    matmul: str = ""
 
 
 @dataclass
@@ -126,6 +132,10 @@ def _parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
             problems.append(f"attention flex needs torch >= 2.5: this is torch {torch.__version__}")
         if options["compileEncoder"] is not True:
             problems.append("attention flex needs compileEncoder: true (uncompiled, FlexAttention is a slow reference)")
+    if options["matmul"] not in MATMUL_KINDS:
+        problems.append(f"Expected matmul to be bf16 or fp8: got {options['matmul']!r}")
+    if options["matmul"] == "fp8":
+        problems.extend(_fp8_problems(options))
     for key in ("batchSizes", "lengthBucketsMs"):
         value = options[key]
         if not isinstance(value, list) or not value or not all(_is_int(v) and v > 0 for v in value):
@@ -146,6 +156,48 @@ def _parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
     if problems:
         raise InstanceError("load_failed", "Invalid parakeet options: " + "; ".join(problems))
     return options
+
+
+def _fp8_problems(options: Dict[str, Any]) -> List[str]:
+    """Why ``matmul: fp8`` cannot run with these options on this machine (empty when it can)."""
+    problems = []
+    if not FP8_AVAILABLE:
+        problems.append(
+            f"matmul fp8 needs torch >= 2.5 (float8 and row-wise scaled _scaled_mm): this is torch {torch.__version__}"
+        )
+    if options["compileEncoder"] is not True:
+        problems.append(
+            "matmul fp8 needs compileEncoder: true (uncompiled, quantizing the activations costs more than FP8 saves)"
+        )
+    if options["dtype"] not in (None, "bf16"):
+        problems.append(f"matmul fp8 needs dtype bf16: got {options['dtype']!r}")
+    device_problem = _fp8_device_problem(str(options["device"]))
+    if device_problem is not None:
+        problems.append(device_problem)
+    return problems
+
+
+def _fp8_device_problem(name: str) -> Optional[str]:
+    """Why the device option ``name`` cannot run FP8 products, or None (also where the name itself is
+    invalid: _resolve_device reports that)."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        return None
+    if device.type != "cuda":
+        return f"matmul fp8 needs a CUDA device: got device {name!r}"
+    if not torch.cuda.is_available():
+        return "matmul fp8 needs a CUDA device: CUDA is not available"
+    index = device.index if device.index is not None else 0
+    if index >= torch.cuda.device_count():
+        return None
+    capability = torch.cuda.get_device_capability(index)
+    if capability < FP8_MIN_CAPABILITY:
+        major, minor = capability
+        return f"matmul fp8 needs a GPU of compute capability >= 8.9 (Ada, Hopper): cuda:{index} is {major}.{minor}"
+    return None
 
 
 def _is_int(value: Any) -> bool:
@@ -229,6 +281,7 @@ class ParakeetAdapter:
             attention = "sdpa" if HAS_SDPA else "manual"
         model.encoder.set_attention_impl(attention)
         model.prepare_for_inference_(device, dtype)
+        model.encoder.set_matmul(str(options["matmul"]))
         if options["compileDecodeStep"]:
             model.greedy.compile_step()
         if options["compileEncoder"]:
@@ -263,6 +316,7 @@ class ParakeetAdapter:
             tokenizer="synthetic" if isinstance(tokenizer, SyntheticTokenizer) else "sentencepiece",
             dtype=dtype_name,
             attention=attention,
+            matmul=str(options["matmul"]),
         )
 
     def warmup(self) -> WarmupInfo:

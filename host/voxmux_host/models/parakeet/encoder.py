@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import importlib
 import math
-from typing import Callable, Dict, List, Optional, Tuple, cast
+from typing import Callable, Dict, List, Optional, Protocol, Tuple, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .config import ParakeetConfig
+from .fp8 import FP8_AVAILABLE, Fp8Weight, fp8_linear, fp8_weight_from
 
 #: NeMo fills masked attention scores with -10000 (INF_VAL), not -inf.
 MASK_SCORE = -10000.0
@@ -42,6 +43,9 @@ FLEX_ATTENTION = _flex_attention()
 #: The attention implementations: PyTorch's fused SDPA with the position bias as its mask, the
 #: written-out product (any torch), or FlexAttention reading the position scores inside its kernel.
 ATTENTION_IMPLS = ("sdpa", "manual", "flex")
+#: The encoder's large matrix products (see ConformerEncoder.set_matmul): the parameters' own dtype, or
+#: FP8 (e4m3) with row-wise scales.
+MATMUL_KINDS = ("bf16", "fp8")
 #: The position table gets a multiple of this many rows, so the [T, rows] score matrix has aligned rows
 #: (an odd 2T-1 width sends cuBLAS to a slow unaligned kernel: 7.8 ms of 67 ms per 16 x 45 s batch).
 POSITION_ROW_ALIGNMENT = 8
@@ -77,6 +81,18 @@ class ConvSubsampling(nn.Module):
             layers.append(nn.ReLU())
         self.conv = nn.Sequential(*layers)
         self.out = nn.Linear(ch * config.subsampled_mels, config.d_model, device=device)
+        #: FP8 copy of ``out`` (see ConformerEncoder.set_matmul); not a parameter or buffer.
+        self._fp8_out: Optional[Fp8Weight] = None
+
+    def _apply(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.drop_fp8()  # quantized from the weights as they were: build_fp8_ again after moving
+        return super()._apply(fn, *args, **kwargs)  # type: ignore[no-untyped-call]
+
+    def build_fp8_(self) -> None:
+        self._fp8_out = fp8_weight_from(self.out.weight, self.out.bias)
+
+    def drop_fp8(self) -> None:
+        self._fp8_out = None
 
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """feats [B, T, F] (zero beyond each length), lengths [B] -> ([B, T', d_model], lengths')."""
@@ -97,7 +113,8 @@ class ConvSubsampling(nn.Module):
             index += 3
         x = _zero_padded_steps(x, lengths, in_place)
         b, c, t, f = x.shape
-        x = self.out(x.transpose(1, 2).reshape(b, t, c * f))
+        x = x.transpose(1, 2).reshape(b, t, c * f)
+        x = self.out(x) if self._fp8_out is None else fp8_linear(x, self._fp8_out)
         return x, lengths
 
 
@@ -173,13 +190,29 @@ class RelPositionMultiHeadAttention(nn.Module):
         #: Set by fuse_qkv_, cleared whenever the module is moved or cast (see _apply).
         self._qkv_weight: Optional[torch.Tensor] = None
         self._qkv_bias: Optional[torch.Tensor] = None
+        #: FP8 copies of the fused q, k, v projection and of linear_out (see ConformerEncoder.set_matmul).
+        self._fp8_qkv: Optional[Fp8Weight] = None
+        self._fp8_out: Optional[Fp8Weight] = None
 
     def _apply(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
         # Moving or casting gives the q, k and v parameters data of their own: the fused tensor no
-        # longer backs them, so forget it (fuse_qkv_ again afterwards).
+        # longer backs them, so forget it (fuse_qkv_ again afterwards). The FP8 copies were quantized
+        # from the weights as they were (build_fp8_ again afterwards).
         self._qkv_weight = None
         self._qkv_bias = None
+        self.drop_fp8()
         return super()._apply(fn, *args, **kwargs)  # type: ignore[no-untyped-call]
+
+    def build_fp8_(self) -> None:
+        """Quantize the fused q, k, v weight (with the bias the fused GEMM adds) and linear_out."""
+        if self._qkv_weight is None:
+            raise ValueError("Expected fused q, k and v projections for FP8: call fuse_qkv_() first")
+        self._fp8_qkv = fp8_weight_from(self._qkv_weight, self._fused_qkv_bias())
+        self._fp8_out = fp8_weight_from(self.linear_out.weight, self.linear_out.bias)
+
+    def drop_fp8(self) -> None:
+        self._fp8_qkv = None
+        self._fp8_out = None
 
     def fuse_qkv_(self) -> None:
         """Store q, k and v weights in one [3d, d] tensor, the three parameters becoming views of it.
@@ -206,17 +239,29 @@ class RelPositionMultiHeadAttention(nn.Module):
         # A plain attribute test (no data_ptr): torch.compile traces it without a graph break.
         return self._qkv_weight is not None
 
+    def _fused_qkv_bias(self) -> torch.Tensor:
+        """The fused GEMM's bias [3d] in the weight's dtype: pos_bias_u on the q third, plus the q, k and v
+        biases where the model has them."""
+        weight = self._qkv_weight
+        assert weight is not None
+        u = self.pos_bias_u.reshape(-1)
+        bias = torch.cat([u, torch.zeros_like(u), torch.zeros_like(u)])
+        if self._qkv_bias is not None:
+            bias = self._qkv_bias + bias.to(self._qkv_bias.dtype)
+        return bias.to(weight.dtype)
+
     def _project_qkv(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q + pos_bias_u, k, v, each [B, T, d]. Fused, the bias u rides in the GEMM's bias epilogue."""
-        u = self.pos_bias_u.reshape(-1)
         if self._is_fused():
             weight = self._qkv_weight
             assert weight is not None
-            bias = torch.cat([u, torch.zeros_like(u), torch.zeros_like(u)])
-            if self._qkv_bias is not None:
-                bias = self._qkv_bias + bias.to(self._qkv_bias.dtype)
-            q_u, k, v = F.linear(x, weight, bias.to(weight.dtype)).chunk(3, dim=-1)
+            if self._fp8_qkv is not None:
+                qkv = fp8_linear(x, self._fp8_qkv)
+            else:
+                qkv = F.linear(x, weight, self._fused_qkv_bias())
+            q_u, k, v = qkv.chunk(3, dim=-1)
             return q_u, k, v
+        u = self.pos_bias_u.reshape(-1)
         q = self.linear_q(x)
         return q + u.to(q.dtype), self.linear_k(x), self.linear_v(x)
 
@@ -255,7 +300,8 @@ class RelPositionMultiHeadAttention(nn.Module):
 
     def _project_out(self, out: torch.Tensor, b: int, t: int) -> torch.Tensor:
         """[B, H, T, dk] -> [B, T, d] through linear_out."""
-        projected: torch.Tensor = self.linear_out(out.transpose(1, 2).reshape(b, t, self.n_heads * self.d_head))
+        x = out.transpose(1, 2).reshape(b, t, self.n_heads * self.d_head)
+        projected: torch.Tensor = self.linear_out(x) if self._fp8_out is None else fp8_linear(x, self._fp8_out)
         return projected
 
 
@@ -305,9 +351,26 @@ class ConformerFeedForward(nn.Module):
         super().__init__()
         self.linear1 = nn.Linear(config.d_model, config.d_ff, bias=config.use_bias, device=device)
         self.linear2 = nn.Linear(config.d_ff, config.d_model, bias=config.use_bias, device=device)
+        #: FP8 copies of linear1 and linear2 (see ConformerEncoder.set_matmul); not parameters or buffers.
+        self._fp8_linear1: Optional[Fp8Weight] = None
+        self._fp8_linear2: Optional[Fp8Weight] = None
+
+    def _apply(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.drop_fp8()  # quantized from the weights as they were: build_fp8_ again after moving
+        return super()._apply(fn, *args, **kwargs)  # type: ignore[no-untyped-call]
+
+    def build_fp8_(self) -> None:
+        self._fp8_linear1 = fp8_weight_from(self.linear1.weight, self.linear1.bias)
+        self._fp8_linear2 = fp8_weight_from(self.linear2.weight, self.linear2.bias)
+
+    def drop_fp8(self) -> None:
+        self._fp8_linear1 = None
+        self._fp8_linear2 = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = self.linear2(F.silu(self.linear1(x)))
+        h = self.linear1(x) if self._fp8_linear1 is None else fp8_linear(x, self._fp8_linear1)
+        h = F.silu(h)
+        out: torch.Tensor = self.linear2(h) if self._fp8_linear2 is None else fp8_linear(h, self._fp8_linear2)
         return out
 
 
@@ -324,16 +387,73 @@ class ConformerConvolution(nn.Module):
         self.depthwise_conv = nn.Conv1d(d, d, k, padding=(k - 1) // 2, groups=d, bias=config.use_bias, device=device)
         self.batch_norm = nn.BatchNorm1d(d, device=device)
         self.pointwise_conv2 = nn.Conv1d(d, d, 1, bias=config.use_bias, device=device)
+        #: FP8 copies of the pointwise convolutions (see ConformerEncoder.set_matmul).
+        self._fp8_pointwise1: Optional[Fp8Weight] = None
+        self._fp8_pointwise2: Optional[Fp8Weight] = None
+        #: Depthwise convolution, BatchNorm and SiLU as elementwise code on [B, T, C] (see
+        #: depthwise_bn_silu_shifted); set for compiled layers, where it fuses into one kernel.
+        self.shifted_depthwise = False
+
+    def _apply(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.drop_fp8()  # quantized from the weights as they were: build_fp8_ again after moving
+        return super()._apply(fn, *args, **kwargs)  # type: ignore[no-untyped-call]
+
+    def build_fp8_(self) -> None:
+        self._fp8_pointwise1 = fp8_weight_from(self.pointwise_conv1.weight.squeeze(-1), self.pointwise_conv1.bias)
+        self._fp8_pointwise2 = fp8_weight_from(self.pointwise_conv2.weight.squeeze(-1), self.pointwise_conv2.bias)
+
+    def drop_fp8(self) -> None:
+        self._fp8_pointwise1 = None
+        self._fp8_pointwise2 = None
 
     def forward(self, x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
         """x [B, T, d], pad [B, T] (True = padded) -> [B, T, d]."""
-        x = F.linear(x, self.pointwise_conv1.weight.squeeze(-1), self.pointwise_conv1.bias)
+        if self._fp8_pointwise1 is None:
+            x = F.linear(x, self.pointwise_conv1.weight.squeeze(-1), self.pointwise_conv1.bias)
+        else:
+            x = fp8_linear(x, self._fp8_pointwise1)
         x = F.glu(x, dim=-1)
         x = x.masked_fill(pad.unsqueeze(-1), 0.0)
-        x = self.depthwise_conv(x.transpose(1, 2))
-        x = self.batch_norm(x)
-        x = F.silu(x).transpose(1, 2)
-        return F.linear(x, self.pointwise_conv2.weight.squeeze(-1), self.pointwise_conv2.bias)
+        if self.shifted_depthwise and not self.batch_norm.training:
+            x = depthwise_bn_silu_shifted(x, self.depthwise_conv, self.batch_norm)
+        else:
+            x = self.depthwise_conv(x.transpose(1, 2))
+            x = self.batch_norm(x)
+            x = F.silu(x).transpose(1, 2)
+        if self._fp8_pointwise2 is None:
+            return F.linear(x, self.pointwise_conv2.weight.squeeze(-1), self.pointwise_conv2.bias)
+        return fp8_linear(x, self._fp8_pointwise2)
+
+
+def depthwise_bn_silu_shifted(x: torch.Tensor, conv: nn.Conv1d, norm: nn.BatchNorm1d) -> torch.Tensor:
+    """SiLU(BatchNorm(depthwise conv(x))) for x [B, T, C] in the same layout, as K shifted products.
+
+    out[:, t] = sum_j w[:, j] * x[:, t + j - (K - 1) / 2] (zero outside), then the running-statistics
+    affine and SiLU, accumulated in float32 and returned in x's dtype. Eager it is K + 4 kernels;
+    under ``torch.compile`` it is one elementwise kernel that reads x once (with its neighbours from
+    cache) and needs no [B, C, T] transposes. PyTorch's depthwise kernel took 236 us per layer for
+    32 x 45 s on an H200, about 15 times what reading and writing the tensor costs.
+    """
+    weight = conv.weight  # [C, 1, K]
+    k = weight.shape[-1]
+    t = x.shape[1]
+    padding = (k - 1) // 2
+    xp = F.pad(x, (0, 0, padding, k - 1 - padding)).float()
+    taps = weight.squeeze(1).t().float()  # [K, C]
+    out = xp[:, 0:t] * taps[0]
+    for j in range(1, k):
+        out = out + xp[:, j : j + t] * taps[j]
+    if conv.bias is not None:
+        out = out + conv.bias.float()
+    running_mean, running_var = norm.running_mean, norm.running_var
+    assert running_mean is not None and running_var is not None
+    scale = torch.rsqrt(running_var.float() + norm.eps)
+    if norm.weight is not None:
+        scale = scale * norm.weight.float()
+    out = (out - running_mean.float()) * scale
+    if norm.bias is not None:
+        out = out + norm.bias.float()
+    return F.silu(out).to(x.dtype)
 
 
 class ConformerLayer(nn.Module):
@@ -369,10 +489,12 @@ class ConformerEncoder(nn.Module):
         self.pos_enc = RelPositionalEncoding(config.d_model, math.sqrt(config.d_model) if config.xscaling else None)
         self.layers = nn.ModuleList([ConformerLayer(config, device) for _ in range(config.n_layers)])
         self._compiled_layers: Optional[Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]] = None
+        self._compiled_pre_encode: Optional[Callable[[torch.Tensor, torch.Tensor], Tuple[torch.Tensor, torch.Tensor]]] = None
 
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """feats [B, n_mels, T] (NeMo layout), lengths [B] -> ([B, T_enc, d_model], lengths [B])."""
-        x, lengths = self.pre_encode(feats.transpose(1, 2), lengths)
+        pre_encode = self._compiled_pre_encode or self.pre_encode
+        x, lengths = pre_encode(feats.transpose(1, 2), lengths)
         x, pos_emb = self.pos_enc(x)
         pad = time_mask(lengths, x.shape[1])
         layers_fn = self._compiled_layers or self._run_layers
@@ -384,18 +506,27 @@ class ConformerEncoder(nn.Module):
         return x
 
     def compile_layers(self) -> None:
-        """Run the conformer layers through ``torch.compile`` (torch >= 2.0 with a working Triton).
+        """Run the subsampling stack and the conformer layers through ``torch.compile`` (torch >= 2.0 with
+        a working Triton).
 
         Under bf16 autocast the layers spend about half their GPU time in memory-bound work (casts
         around LayerNorm, residual adds, activations, masks); compiled, it fuses into the neighbouring
-        kernels. The subsampling and the position table stay eager. Compilation happens on the first
-        call of each new shape (the first batch size, then once more with a dynamic batch size), so
-        run every shape before capturing CUDA graphs, as the runner's prepare() does.
+        kernels. The subsampling's activations are the largest of the model ([B, 256, T/2, 64] after its
+        first convolution: 2.4 GB for 32 x 45 s in bf16); eager, its bias adds, ReLUs and padding masks
+        each read and write them once more (about 12 ms of a 122 ms batch of 32 on an H200), compiled
+        they fuse into one pass after each convolution. The conformer convolution's depthwise part runs
+        as shifted products (:func:`depthwise_bn_silu_shifted`), which fuse too. The position table stays eager. Compilation
+        happens on the first call of each new shape (the first batch size, then once more with dynamic
+        sizes), so run every shape before capturing CUDA graphs, as the runner's prepare() does.
         """
         compile_fn = getattr(torch, "compile", None)
         if compile_fn is None:
             raise RuntimeError(f"Expected torch >= 2.0 for compiled encoder layers: got torch {torch.__version__}")
+        # The bound method, not the module: a compiled module assigned here would join the state dict.
+        self._compiled_pre_encode = compile_fn(self.pre_encode.forward)
         self._compiled_layers = compile_fn(self._run_layers)
+        for layer in self.layers:
+            layer.conv.shifted_depthwise = True  # type: ignore[union-attr]
 
     def fuse_qkv_(self) -> None:
         for layer in self.layers:
@@ -409,3 +540,52 @@ class ConformerEncoder(nn.Module):
             raise ValueError(f"Attention {impl} is not available in torch {torch.__version__}")
         for layer in self.layers:
             layer.self_attn.impl = impl  # type: ignore[union-attr]
+
+    def set_matmul(self, kind: str) -> None:
+        """``bf16``: the large matrix products multiply the parameters as they are. ``fp8``: they run as
+        FP8 (e4m3) GEMMs with row-wise scales (fp8.py): both feed-forward modules, the fused q, k, v
+        projection, linear_out, the convolution module's pointwise convolutions and the subsampling's
+        output projection. The position projection (small), the decoder and the joint stay as they are.
+
+        The FP8 weights are plain attributes, not parameters or buffers, quantized from the current
+        weights: the state dict keeps NeMo's names and values, and the device holds half a byte more per
+        quantized parameter. Call this once the model has its final device and dtype and after
+        fuse_qkv_, and again after loading other weights; moving or casting the model drops them (back
+        to bf16). Needs torch >= 2.5 and bf16 weights (row-wise scaled products write bf16), and a GPU
+        of compute capability 8.9 or higher to run. Fast only under compile_layers, where quantizing an
+        activation fuses into the kernel that produces it; eager, it is a pass of its own per product.
+        """
+        if kind not in MATMUL_KINDS:
+            raise ValueError(f"Expected a matmul kind of {MATMUL_KINDS}: got {kind!r}")
+        owners = self._fp8_owners()
+        if kind == "bf16":
+            for owner in owners:
+                owner.drop_fp8()
+            return
+        if not FP8_AVAILABLE:
+            raise ValueError(f"FP8 matrix products need torch >= 2.5 (row-wise scaled _scaled_mm): got {torch.__version__}")
+        dtype = self.pre_encode.out.weight.dtype
+        if dtype != torch.bfloat16:
+            raise ValueError(f"Expected bf16 weights for FP8 matrix products: got {dtype}")
+        try:
+            for owner in owners:
+                owner.build_fp8_()
+        except Exception:
+            for owner in owners:
+                owner.drop_fp8()
+            raise
+
+    def _fp8_owners(self) -> List[_Fp8Owner]:
+        owners: List[_Fp8Owner] = [self.pre_encode]
+        for module in self.layers:
+            layer = cast(ConformerLayer, module)
+            owners += [layer.feed_forward1, layer.self_attn, layer.conv, layer.feed_forward2]
+        return owners
+
+
+class _Fp8Owner(Protocol):
+    """A module with FP8 copies of its products: built by build_fp8_, dropped by drop_fp8 (and _apply)."""
+
+    def build_fp8_(self) -> None: ...
+
+    def drop_fp8(self) -> None: ...
