@@ -30,6 +30,7 @@ from voxmux_host.models.parakeet import encoder as encoder_module
 from voxmux_host.models.parakeet.encoder import (
     MASK_SCORE,
     ConformerConvolution,
+    ConvSubsampling,
     RelPositionalEncoding,
     RelPositionMultiHeadAttention,
     rel_shift,
@@ -512,3 +513,23 @@ def test_shifted_depthwise_equals_the_convolution_path_including_padding(kernel:
         # Garbage in item 1's padded steps changes none of its valid outputs.
         x[1, 17:] = 1e3
         torch.testing.assert_close(module(x, pad)[1, :17], got[1, :17], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("frames", [40, 41])
+def test_shifted_subsampling_equals_the_convolution_path_including_padding(frames: int) -> None:
+    # The compiled encoder runs the subsampling channels-last as strided products; in float32 it must
+    # agree with the Conv2d stack to rounding, on even and odd lengths, and ignore padded frames.
+    torch.manual_seed(frames)
+    module = ConvSubsampling(TINY).eval()
+    feats = torch.randn(3, frames, TINY.n_mels)
+    lengths = torch.tensor([frames, frames - 7, 9])
+    with torch.no_grad():
+        expected, expected_lengths = module(feats, lengths)
+        module.shifted = True
+        got, got_lengths = module(feats, lengths)
+        assert torch.equal(got_lengths, expected_lengths)
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+        feats[2, 9:] = 1e3  # garbage beyond item 2's length
+        again, _ = module(feats, lengths)
+        valid = int(got_lengths[2])
+        torch.testing.assert_close(again[2, :valid], got[2, :valid], atol=1e-5, rtol=1e-5)
