@@ -17,6 +17,7 @@ function config({
   compileEncoder = false,
   dispatchWhenIdle = false,
   attention = undefined,
+  matmul = undefined,
 }) {
   const batchSizes = [1, 2, 4, 8, 16, 32, 64].filter((b) => b <= maxBatchSize);
   return {
@@ -46,6 +47,7 @@ function config({
           ...(compileDecodeStep ? { compileDecodeStep } : {}),
           ...(compileEncoder ? { compileEncoder } : {}),
           ...(attention !== undefined ? { attention } : {}),
+          ...(matmul !== undefined ? { matmul } : {}),
         },
       },
     },
@@ -80,9 +82,13 @@ export const CONFIGS = {
   'c9-1x-b64-graphs-2inflight-compiled-all-idle': config({ ...C7, maxBatchSize: 64 }),
   // ... with FlexAttention adding the position scores inside its kernel (no [B, H, T, T] bias written)
   'c10-1x-b32-graphs-2inflight-compiled-all-flex-idle': config({ ...C7, attention: 'flex' }),
+  // ... with the encoder's large matrix products in FP8 (e4m3, row-wise scales)
+  'c11-1x-b32-graphs-2inflight-compiled-all-fp8-idle': config({ ...C7, matmul: 'fp8' }),
   // ... on two instances under MPS: one instance's host work overlaps the other's GPU work
   'c8-2x-b32-graphs-2inflight-compiled-all-idle-mps': config({ ...C7, instances: 2, mpsPercent: 100 }),
   'c5-2x-b32-graphs-2inflight-mps': config({ ...C1P, instances: 2, mpsPercent: 100 }),
+  // c11 on two instances under MPS
+  'c12-2x-b32-graphs-2inflight-compiled-all-fp8-idle-mps': config({ ...C7, matmul: 'fp8', instances: 2, mpsPercent: 100 }),
 };
 
 if (outDir !== undefined) {
