@@ -232,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", default="full", choices=["full", "tiny"])
     parser.add_argument("--nemo", default=None, help="a .nemo archive instead of random weights")
     parser.add_argument("--dtype", default=None, choices=["bf16", "fp16", "fp32"])
-    parser.add_argument("--attention", default=None, choices=["auto", "sdpa", "manual", "flex"])
+    parser.add_argument("--attention", default=None, choices=["auto", "sdpa", "manual"])
     parser.add_argument("--matmul", default=None, choices=["bf16", "fp8"], help="fp8 needs --compile-encoder")
     parser.add_argument("--batch-sizes", type=_parse_ints, default=[1, 2, 4, 8, 16])
     parser.add_argument("--clip-seconds", type=float, default=45.0)

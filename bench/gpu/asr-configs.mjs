@@ -16,7 +16,6 @@ function config({
   compileDecodeStep = false,
   compileEncoder = false,
   dispatchWhenIdle = false,
-  attention = undefined,
   matmul = undefined,
 }) {
   const batchSizes = [1, 2, 4, 8, 16, 32, 64].filter((b) => b <= maxBatchSize);
@@ -46,7 +45,6 @@ function config({
           lengthBucketsMs: BUCKETS_MS,
           ...(compileDecodeStep ? { compileDecodeStep } : {}),
           ...(compileEncoder ? { compileEncoder } : {}),
-          ...(attention !== undefined ? { attention } : {}),
           ...(matmul !== undefined ? { matmul } : {}),
         },
       },
@@ -54,7 +52,7 @@ function config({
   };
 }
 
-// 1 instance, batches of up to 32, CUDA graphs, two batches in flight: the base of the c4 to c10 variants.
+// 1 instance, batches of up to 32, CUDA graphs, two batches in flight: the base of the c4 to c12 variants.
 const C1P = { instances: 1, maxBatchSize: 32, maxQueueDelayMs: 5, graphs: true, inFlight: 2 };
 // ... with the decode step and the encoder layers compiled, and no batching delay while idle.
 const C7 = { ...C1P, compileDecodeStep: true, compileEncoder: true, dispatchWhenIdle: true };
@@ -80,8 +78,6 @@ export const CONFIGS = {
   'c7-1x-b32-graphs-2inflight-compiled-all-idle': config(C7),
   // ... with batches of up to 64: the decode loop's steps are shared by twice as many clips
   'c9-1x-b64-graphs-2inflight-compiled-all-idle': config({ ...C7, maxBatchSize: 64 }),
-  // ... with FlexAttention adding the position scores inside its kernel (no [B, H, T, T] bias written)
-  'c10-1x-b32-graphs-2inflight-compiled-all-flex-idle': config({ ...C7, attention: 'flex' }),
   // ... with the encoder's large matrix products in FP8 (e4m3, row-wise scales)
   'c11-1x-b32-graphs-2inflight-compiled-all-fp8-idle': config({ ...C7, matmul: 'fp8' }),
   // ... on two instances under MPS: one instance's host work overlaps the other's GPU work

@@ -17,17 +17,16 @@ if [[ $skip != *tests* ]]; then
 fi
 if [[ $skip != *micro* ]]; then
   # heuristic: cuDNN's default algorithms; plain: the defaults (cuDNN timed at warmup); compiled: plus the
-  # torch.compile'd decode step; compiled-all: the encoder layers compiled too; compiled-all-flex: and
-  # FlexAttention; compiled-all-fp8: compiled-all with FP8 encoder matrix products. The plain,
-  # compiled-all and compiled-all-fp8 runs also profile one batch without graphs.
-  # EXPLORE_MICRO_VARIANTS picks a subset (the default leaves compiled-all-flex and compiled-all-fp8 out).
+  # torch.compile'd decode step; compiled-all: the encoder layers compiled too; compiled-all-fp8:
+  # compiled-all with FP8 encoder matrix products. The plain, compiled-all and compiled-all-fp8 runs
+  # also profile one batch without graphs. EXPLORE_MICRO_VARIANTS picks a subset (the default leaves
+  # compiled-all-fp8 out).
   for variant in ${EXPLORE_MICRO_VARIANTS:-heuristic plain compiled compiled-all}; do
     flags=()
     [ "$variant" = heuristic ] && flags=(--no-cudnn-benchmark)
     [ "$variant" = plain ] && flags=(--profile-batch "${EXPLORE_PROFILE_BATCH:-32}")
     [ "$variant" = compiled ] && flags=(--compile-decode-step)
     [ "$variant" = compiled-all ] && flags=(--compile-decode-step --compile-encoder --profile-batch "${EXPLORE_PROFILE_BATCH:-32}")
-    [ "$variant" = compiled-all-flex ] && flags=(--compile-decode-step --compile-encoder --attention flex --profile-batch "${EXPLORE_PROFILE_BATCH:-32}")
     [ "$variant" = compiled-all-fp8 ] && flags=(--compile-decode-step --compile-encoder --matmul fp8 --profile-batch "${EXPLORE_PROFILE_BATCH:-32}")
     echo "== model alone ($variant)"
     timeout "${EXPLORE_MICRO_TIMEOUT_S:-360}" python3 "$root/host/bench_parakeet.py" --device cuda --config full --modes graph \

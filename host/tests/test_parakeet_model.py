@@ -26,7 +26,6 @@ from voxmux_host.models.parakeet.config import (
     feature_tensor_frames,
 )
 from voxmux_host.models.parakeet.decoder import DecodeState, TDTGreedyDecoder, collect_results
-from voxmux_host.models.parakeet import encoder as encoder_module
 from voxmux_host.models.parakeet.encoder import (
     MASK_SCORE,
     ConformerConvolution,
@@ -307,41 +306,6 @@ def test_attention_ignores_padded_keys(model: ParakeetModel) -> None:
         other = attn(changed, pe, pad)
     assert torch.allclose(base[0, :6], other[0, :6], atol=1e-5)
     assert MASK_SCORE == -10000.0
-
-
-def _dense_flex_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, score_mod: Any, scale: float
-) -> torch.Tensor:
-    """FlexAttention's meaning, written densely: score_mod called on every (b, h, i, j) at once."""
-    b, h, t, _ = q.shape
-    scores = torch.matmul(q, k.transpose(-2, -1)) * scale
-    index = [torch.arange(n).view(*[n if d == axis else 1 for d in range(4)]) for axis, n in enumerate((b, h, t, t))]
-    scores = score_mod(scores, *index)
-    return torch.matmul(torch.softmax(scores, dim=-1), v)
-
-
-def test_flex_attention_reads_the_position_scores_as_the_shifted_bias(
-    model: ParakeetModel, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The score modifier FlexAttention runs (torch >= 2.5, GPU tests) checked here on any torch, through
-    # a dense stand-in for flex_attention: same results as the written-out attention, padding included.
-    monkeypatch.setattr(encoder_module, "FLEX_ATTENTION", _dense_flex_attention)
-    attn = model.encoder.layers[1].self_attn
-    x = torch.randn(2, 11, TINY.d_model)
-    pe = model.encoder.pos_enc.table(11, x.device, x.dtype)
-    pad = torch.zeros(2, 11, dtype=torch.bool)
-    pad[1, 7:] = True
-    with torch.inference_mode():  # type: ignore[no-untyped-call]
-        with torch.no_grad():
-            attn.pos_bias_u.normal_(0.0, 0.5)
-            attn.pos_bias_v.normal_(0.0, 0.5)
-        attn.impl = "manual"
-        expected = attn(x, pe, pad)
-        attn.impl = "flex"
-        flex = attn(x, pe, pad)
-        attn.impl = "manual"
-    torch.testing.assert_close(flex[0], expected[0], atol=1e-5, rtol=1e-4)
-    torch.testing.assert_close(flex[1, :7], expected[1, :7], atol=1e-5, rtol=1e-4)
 
 
 # ------------------------------------------------------------------ batching and padding invariance

@@ -17,7 +17,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``cudnnBenchmark`` | true | let cuDNN time its convolution algorithms for each graph shape while the model loads |
 | ``compileEncoder`` | false | ``torch.compile`` the conformer layers (torch >= 2.0 with Triton; compiles while the model loads) |
 | ``compileDecodeStep`` | false | ``torch.compile`` the decode step (torch >= 2.0 with Triton; compiles while the model loads) |
-| ``attention`` | ``"auto"`` | ``"sdpa"`` (needs torch >= 2.0), ``"manual"``, ``"flex"`` (FlexAttention adds the position scores inside its kernel; torch >= 2.5 and ``compileEncoder``; not measured yet) or ``"auto"`` (sdpa where available) |
+| ``attention`` | ``"auto"`` | ``"sdpa"`` (needs torch >= 2.0), ``"manual"`` or ``"auto"`` (sdpa where available) |
 | ``matmul`` | ``"bf16"`` | ``"bf16"`` or ``"fp8"``: the encoder's large matrix products as FP8 (e4m3) GEMMs with row-wise scales; needs torch >= 2.5, a GPU of compute capability >= 8.9, dtype bf16 and ``compileEncoder``; not measured yet |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel (keep it below the host's probe timeout) |
 | ``simulateHang`` | false | tests only: ``true`` or ``"hang"`` makes ``probe`` time out, ``"fail"`` makes it fail |
@@ -49,7 +49,7 @@ from voxmux_host.model_api import (
 
 from .config import PRESETS, ParakeetConfig, count_parameters
 from .decoder import DecodedItem
-from .encoder import ATTENTION_IMPLS, FLEX_ATTENTION, HAS_SDPA, MATMUL_KINDS
+from .encoder import ATTENTION_IMPLS, HAS_SDPA, MATMUL_KINDS
 from .fp8 import FP8_AVAILABLE
 from .model import ParakeetModel, build_model
 from .runner import ParakeetRunner, RunnerOptions, elapsed_ms
@@ -124,14 +124,9 @@ def _parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
     if options["dtype"] is not None and options["dtype"] not in _DTYPES:
         problems.append(f"Expected dtype to be one of {sorted(_DTYPES)}: got {options['dtype']!r}")
     if options["attention"] not in ("auto", *ATTENTION_IMPLS):
-        problems.append(f"Expected attention to be auto, sdpa, manual or flex: got {options['attention']!r}")
+        problems.append(f"Expected attention to be auto, sdpa or manual: got {options['attention']!r}")
     if options["attention"] == "sdpa" and not HAS_SDPA:
         problems.append(f"attention sdpa needs torch >= 2.0: this is torch {torch.__version__}")
-    if options["attention"] == "flex":
-        if FLEX_ATTENTION is None:
-            problems.append(f"attention flex needs torch >= 2.5: this is torch {torch.__version__}")
-        if options["compileEncoder"] is not True:
-            problems.append("attention flex needs compileEncoder: true (uncompiled, FlexAttention is a slow reference)")
     if options["matmul"] not in MATMUL_KINDS:
         problems.append(f"Expected matmul to be bf16 or fp8: got {options['matmul']!r}")
     if options["matmul"] == "fp8":

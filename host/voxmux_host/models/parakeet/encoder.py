@@ -12,7 +12,6 @@ valid frame.
 """
 from __future__ import annotations
 
-import importlib
 import math
 from typing import Callable, Dict, List, Optional, Protocol, Tuple, cast
 
@@ -29,20 +28,9 @@ LAYER_NORM_EPS = 1e-5
 
 HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
 
-
-def _flex_attention() -> Optional[Callable[..., torch.Tensor]]:
-    try:
-        module = importlib.import_module("torch.nn.attention.flex_attention")
-    except ImportError:
-        return None
-    return cast(Callable[..., torch.Tensor], getattr(module, "flex_attention", None))
-
-
-#: ``torch.nn.attention.flex_attention`` (torch >= 2.5), or None.
-FLEX_ATTENTION = _flex_attention()
-#: The attention implementations: PyTorch's fused SDPA with the position bias as its mask, the
-#: written-out product (any torch), or FlexAttention reading the position scores inside its kernel.
-ATTENTION_IMPLS = ("sdpa", "manual", "flex")
+#: The attention implementations: PyTorch's fused SDPA with the position bias as its mask, or the
+#: written-out product (any torch).
+ATTENTION_IMPLS = ("sdpa", "manual")
 #: The encoder's large matrix products (see ConformerEncoder.set_matmul): the parameters' own dtype, or
 #: FP8 (e4m3) with row-wise scales.
 MATMUL_KINDS = ("bf16", "fp8")
@@ -339,9 +327,6 @@ class RelPositionMultiHeadAttention(nn.Module):
         # [B, H, T, R], keeps rows of R contiguous values, which is all rel_shift needs.
         q_v_heads = q_v.view(b * t, h, dk).transpose(0, 1)
         bd_rows = torch.bmm(q_v_heads, p.to(q_v_heads.dtype)).view(h, b, t, rows).transpose(0, 1)
-        if self.impl == "flex":
-            out = _flex_rel_pos_attention(q_u, k, v, bd_rows, key_pad, scale)
-            return self._project_out(out, b, t)
         bd = rel_shift(bd_rows, t)  # [B, H, T, T]: bd[i, j] uses relative position i - j
         mask = key_pad[:, None, None, :]
         if self.impl == "sdpa" and HAS_SDPA:
@@ -360,25 +345,6 @@ class RelPositionMultiHeadAttention(nn.Module):
         x = out.transpose(1, 2).reshape(b, t, self.n_heads * self.d_head)
         projected: torch.Tensor = self.linear_out(x) if self._fp8_out is None else fp8_linear(x, self._fp8_out)
         return projected
-
-
-def _flex_rel_pos_attention(
-    q_u: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bd_rows: torch.Tensor, key_pad: torch.Tensor, scale: float
-) -> torch.Tensor:
-    """Attention whose kernel adds the position score itself: no [B, H, T, T] bias is written.
-
-    ``bd_rows`` [B, H, T, R] holds the scaled position scores unshifted (column c = relative position
-    T-1-c, see rel_shift); the score of query i and key j reads column T-1-i+j. Padded keys get
-    MASK_SCORE, as NeMo fills them. Fast only inside ``torch.compile`` (compileEncoder).
-    """
-    assert FLEX_ATTENTION is not None
-    last = q_u.shape[2] - 1
-
-    def score_mod(score: torch.Tensor, b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
-        position = bd_rows[b, h, q_idx, last - q_idx + kv_idx]
-        return torch.where(key_pad[b, kv_idx], MASK_SCORE, score + position)
-
-    return FLEX_ATTENTION(q_u, k, v, score_mod=score_mod, scale=scale)
 
 
 def rel_shift(bd: torch.Tensor, length: int) -> torch.Tensor:
@@ -592,10 +558,10 @@ class ConformerEncoder(nn.Module):
             layer.self_attn.fuse_qkv_()  # type: ignore[union-attr]
 
     def set_attention_impl(self, impl: str) -> None:
-        """``sdpa`` (needs torch >= 2.0), ``manual`` or ``flex`` (needs torch >= 2.5; compile the layers)."""
+        """``sdpa`` (needs torch >= 2.0) or ``manual``."""
         if impl not in ATTENTION_IMPLS:
             raise ValueError(f"Expected an attention implementation of {ATTENTION_IMPLS}: got {impl!r}")
-        if (impl == "sdpa" and not HAS_SDPA) or (impl == "flex" and FLEX_ATTENTION is None):
+        if impl == "sdpa" and not HAS_SDPA:
             raise ValueError(f"Attention {impl} is not available in torch {torch.__version__}")
         for layer in self.layers:
             layer.self_attn.impl = impl  # type: ignore[union-attr]
