@@ -2,7 +2,6 @@
 the decode's control flow against a plain per-item transcription of NeMo's algorithm, parameter count."""
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from typing import Any, List, Tuple
@@ -28,8 +27,6 @@ from voxmux_host.models.parakeet.config import (
 from voxmux_host.models.parakeet.decoder import DecodeState, TDTGreedyDecoder, collect_results
 from voxmux_host.models.parakeet.encoder import (
     MASK_SCORE,
-    ConformerConvolution,
-    ConvSubsampling,
     RelPositionalEncoding,
     RelPositionMultiHeadAttention,
     rel_shift,
@@ -451,49 +448,3 @@ def test_decode_state_bound_is_never_exceeded() -> None:
     item = collect_results(state, 1)[0]
     assert item.frames == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
     assert len(item.tokens) == state.max_tokens
-
-
-@pytest.mark.parametrize("kernel", [9, 3])
-def test_shifted_depthwise_equals_the_convolution_path_including_padding(kernel: int) -> None:
-    # The compiled layers run the conv module's depthwise part as shifted products; in float32 it must
-    # agree with Conv1d + BatchNorm + SiLU to rounding, and padded steps must still not leak in.
-    config = dataclasses.replace(TINY, conv_kernel_size=kernel)
-    torch.manual_seed(kernel)
-    module = ConformerConvolution(config).eval()
-    with torch.no_grad():
-        norm = module.batch_norm
-        assert norm.running_mean is not None and norm.running_var is not None
-        norm.running_mean.normal_()
-        norm.running_var.uniform_(0.5, 2.0)
-        norm.weight.normal_()
-        norm.bias.normal_()
-        x = torch.randn(3, 23, config.d_model)
-        pad = torch.zeros(3, 23, dtype=torch.bool)
-        pad[1, 17:] = True
-        expected = module(x, pad)
-        module.shifted_depthwise = True
-        got = module(x, pad)
-        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
-        # Garbage in item 1's padded steps changes none of its valid outputs.
-        x[1, 17:] = 1e3
-        torch.testing.assert_close(module(x, pad)[1, :17], got[1, :17], atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("frames", [40, 41])
-def test_shifted_subsampling_equals_the_convolution_path_including_padding(frames: int) -> None:
-    # The compiled encoder runs the subsampling channels-last as strided products; in float32 it must
-    # agree with the Conv2d stack to rounding, on even and odd lengths, and ignore padded frames.
-    torch.manual_seed(frames)
-    module = ConvSubsampling(TINY).eval()
-    feats = torch.randn(3, frames, TINY.n_mels)
-    lengths = torch.tensor([frames, frames - 7, 9])
-    with torch.no_grad():
-        expected, expected_lengths = module(feats, lengths)
-        module.shifted = True
-        got, got_lengths = module(feats, lengths)
-        assert torch.equal(got_lengths, expected_lengths)
-        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
-        feats[2, 9:] = 1e3  # garbage beyond item 2's length
-        again, _ = module(feats, lengths)
-        valid = int(got_lengths[2])
-        torch.testing.assert_close(again[2, :valid], got[2, :valid], atol=1e-5, rtol=1e-5)

@@ -71,9 +71,6 @@ class ConvSubsampling(nn.Module):
         self.out = nn.Linear(ch * config.subsampled_mels, config.d_model, device=device)
         #: FP8 copy of ``out`` (see ConformerEncoder.set_matmul); not a parameter or buffer.
         self._fp8_out: Optional[Fp8Weight] = None
-        #: Run the convolutions channels-last as shifted products (see _forward_shifted); set for the
-        #: compiled encoder, where they fuse.
-        self.shifted = False
 
     def _apply(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
         self.drop_fp8()  # quantized from the weights as they were: build_fp8_ again after moving
@@ -87,8 +84,6 @@ class ConvSubsampling(nn.Module):
 
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """feats [B, T, F] (zero beyond each length), lengths [B] -> ([B, T', d_model], lengths')."""
-        if self.shifted:
-            return self._forward_shifted(feats, lengths)
         x = feats.masked_fill(time_mask(lengths, feats.shape[1]).unsqueeze(-1), 0.0)
         x = self.conv[0](x.unsqueeze(1))  # [B, 1, T, F]: height = time, width = mel
         lengths = subsampled_lengths(lengths, 1)
@@ -109,58 +104,6 @@ class ConvSubsampling(nn.Module):
         x = x.transpose(1, 2).reshape(b, t, c * f)
         x = self.out(x) if self._fp8_out is None else fp8_linear(x, self._fp8_out)
         return x, lengths
-
-    def _forward_shifted(self, feats: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """The same stack on [B, T, F, C] (channels last), each 3x3 stride-2 convolution written as nine
-        strided products (:func:`_taps_3x3_stride2`), each 1x1 convolution as a linear layer.
-
-        Compiled, the first convolution, its ReLU and the next padding mask become one kernel that
-        writes the [B, T/2, F/2, C] activations once, in the parameters' dtype, and each depthwise
-        convolution one kernel that reads them once: cuDNN's first convolution, PyTorch's depthwise
-        kernel and the separate elementwise passes took about 9 ms of a batch of 32 x 45 s on an H200.
-        Products accumulate in float32. Eager, this is slower than the convolutions: only the compiled
-        encoder uses it (ConformerEncoder.compile_layers).
-        """
-        dtype = self.conv[0].weight.dtype
-        x = feats.masked_fill(time_mask(lengths, feats.shape[1]).unsqueeze(-1), 0.0).unsqueeze(-1)  # [B, T, F, 1]
-        first = cast(nn.Conv2d, self.conv[0])
-        x = _taps_3x3_stride2(x, first.weight[:, 0].permute(1, 2, 0), first.bias)
-        lengths = subsampled_lengths(lengths, 1)
-        x = F.relu(x).to(dtype)
-        index = 2
-        for _ in range(self.stages - 1):
-            x = x.masked_fill(time_mask(lengths, x.shape[1])[:, :, None, None], 0.0)
-            depthwise, pointwise = cast(nn.Conv2d, self.conv[index]), cast(nn.Conv2d, self.conv[index + 1])
-            x = _taps_3x3_stride2(x, depthwise.weight[:, 0].permute(1, 2, 0), depthwise.bias).to(dtype)
-            x = F.linear(x, pointwise.weight[:, :, 0, 0], pointwise.bias)
-            lengths = subsampled_lengths(lengths, 1)
-            x = F.relu(x)
-            index += 3
-        x = x.masked_fill(time_mask(lengths, x.shape[1])[:, :, None, None], 0.0)
-        b, t, f, c = x.shape
-        x = x.permute(0, 1, 3, 2).reshape(b, t, c * f)  # NeMo flattens channel-major: (C, F)
-        x = self.out(x) if self._fp8_out is None else fp8_linear(x, self._fp8_out)
-        return x, lengths
-
-
-def _taps_3x3_stride2(x: torch.Tensor, taps: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
-    """A 3x3 convolution with stride 2 and padding 1 over (T, F) of channels-last x [B, T, F, Cin], each
-    output channel reading only its own input channel (depthwise; Cin = 1 broadcasts one input to all).
-
-    taps [3, 3, C], bias [C] or None -> float32 [B, ceil(T / 2), ceil(F / 2), C].
-    """
-    t_out = (x.shape[1] - 1) // 2 + 1
-    f_out = (x.shape[2] - 1) // 2 + 1
-    padded = F.pad(x, (0, 0, 1, 1, 1, 1))
-    weights = taps.float()
-    out: Optional[torch.Tensor] = None
-    for dt in range(3):
-        for df in range(3):
-            window = padded[:, dt : dt + 2 * t_out - 1 : 2, df : df + 2 * f_out - 1 : 2, :]
-            term = window.float() * weights[dt, df]
-            out = term if out is None else out + term
-    assert out is not None
-    return out + bias.float() if bias is not None else out
 
 
 def _zero_padded_steps(x: torch.Tensor, lengths: torch.Tensor, in_place: bool) -> torch.Tensor:
@@ -413,9 +356,6 @@ class ConformerConvolution(nn.Module):
         #: FP8 copies of the pointwise convolutions (see ConformerEncoder.set_matmul).
         self._fp8_pointwise1: Optional[Fp8Weight] = None
         self._fp8_pointwise2: Optional[Fp8Weight] = None
-        #: Depthwise convolution, BatchNorm and SiLU as elementwise code on [B, T, C] (see
-        #: depthwise_bn_silu_shifted); set for compiled layers, where it fuses into one kernel.
-        self.shifted_depthwise = False
 
     def _apply(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
         self.drop_fp8()  # quantized from the weights as they were: build_fp8_ again after moving
@@ -437,46 +377,12 @@ class ConformerConvolution(nn.Module):
             x = fp8_linear(x, self._fp8_pointwise1)
         x = F.glu(x, dim=-1)
         x = x.masked_fill(pad.unsqueeze(-1), 0.0)
-        if self.shifted_depthwise and not self.batch_norm.training:
-            x = depthwise_bn_silu_shifted(x, self.depthwise_conv, self.batch_norm)
-        else:
-            x = self.depthwise_conv(x.transpose(1, 2))
-            x = self.batch_norm(x)
-            x = F.silu(x).transpose(1, 2)
+        x = self.depthwise_conv(x.transpose(1, 2))
+        x = self.batch_norm(x)
+        x = F.silu(x).transpose(1, 2)
         if self._fp8_pointwise2 is None:
             return F.linear(x, self.pointwise_conv2.weight.squeeze(-1), self.pointwise_conv2.bias)
         return fp8_linear(x, self._fp8_pointwise2)
-
-
-def depthwise_bn_silu_shifted(x: torch.Tensor, conv: nn.Conv1d, norm: nn.BatchNorm1d) -> torch.Tensor:
-    """SiLU(BatchNorm(depthwise conv(x))) for x [B, T, C] in the same layout, as K shifted products.
-
-    out[:, t] = sum_j w[:, j] * x[:, t + j - (K - 1) / 2] (zero outside), then the running-statistics
-    affine and SiLU, accumulated in float32 and returned in x's dtype. Eager it is K + 4 kernels;
-    under ``torch.compile`` it is one elementwise kernel that reads x once (with its neighbours from
-    cache) and needs no [B, C, T] transposes. PyTorch's depthwise kernel took 236 us per layer for
-    32 x 45 s on an H200, about 15 times what reading and writing the tensor costs.
-    """
-    weight = conv.weight  # [C, 1, K]
-    k = weight.shape[-1]
-    t = x.shape[1]
-    padding = (k - 1) // 2
-    xp = F.pad(x, (0, 0, padding, k - 1 - padding)).float()
-    taps = weight.squeeze(1).t().float()  # [K, C]
-    out = xp[:, 0:t] * taps[0]
-    for j in range(1, k):
-        out = out + xp[:, j : j + t] * taps[j]
-    if conv.bias is not None:
-        out = out + conv.bias.float()
-    running_mean, running_var = norm.running_mean, norm.running_var
-    assert running_mean is not None and running_var is not None
-    scale = torch.rsqrt(running_var.float() + norm.eps)
-    if norm.weight is not None:
-        scale = scale * norm.weight.float()
-    out = (out - running_mean.float()) * scale
-    if norm.bias is not None:
-        out = out + norm.bias.float()
-    return F.silu(out).to(x.dtype)
 
 
 class ConformerLayer(nn.Module):
@@ -536,12 +442,12 @@ class ConformerEncoder(nn.Module):
         around LayerNorm, residual adds, activations, masks); compiled, it fuses into the neighbouring
         kernels. The subsampling's activations are the largest of the model ([B, 256, T/2, 64] after its
         first convolution: 2.4 GB for 32 x 45 s in bf16); eager, its bias adds, ReLUs and padding masks
-        each read and write them once more (about 12 ms of a 122 ms batch of 32 on an H200). Compiled,
-        the subsampling runs channels-last as shifted products (ConvSubsampling._forward_shifted) and
-        the conformer convolution's depthwise part too (:func:`depthwise_bn_silu_shifted`): both fuse
-        with their masks and activations. The position table stays eager. Compilation
-        happens on the first call of each new shape (the first batch size, then once more with dynamic
-        sizes), so run every shape before capturing CUDA graphs, as the runner's prepare() does.
+        each read and write them once more (about 12 ms of a 122 ms batch of 32 on an H200), compiled
+        they fuse into one pass after each convolution (the convolutions stay cuDNN's and PyTorch's:
+        written as strided products for Inductor, the subsampling and the depthwise convolutions came
+        out slower). The position table stays eager. Compilation happens on the first call of each new
+        shape (the first batch size, then once more with dynamic sizes), so run every shape before
+        capturing CUDA graphs, as the runner's prepare() does.
         """
         compile_fn = getattr(torch, "compile", None)
         if compile_fn is None:
@@ -549,9 +455,6 @@ class ConformerEncoder(nn.Module):
         # The bound method, not the module: a compiled module assigned here would join the state dict.
         self._compiled_pre_encode = compile_fn(self.pre_encode.forward)
         self._compiled_layers = compile_fn(self._run_layers)
-        self.pre_encode.shifted = True
-        for layer in self.layers:
-            layer.conv.shifted_depthwise = True  # type: ignore[union-attr]
 
     def fuse_qkv_(self) -> None:
         for layer in self.layers:
