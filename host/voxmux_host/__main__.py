@@ -16,6 +16,7 @@ from .host import (
     DEFAULT_PROBE_TIMEOUT_MS,
     EXIT_BAD_ARGUMENTS,
     EXIT_CRASHED,
+    GIL_SWITCH_INTERVAL_S,
     HostDeps,
     HostOptions,
     InstanceHost,
@@ -64,6 +65,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             return EXIT_BAD_ARGUMENTS
     for fd in (INPUT_FD, OUTPUT_FD):
         _widen_pipe(fd)
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     options = HostOptions(args.adapter, args.probe_interval_ms, args.probe_timeout_ms)
     # Unbuffered: a buffered reader's lock, held by the reader thread, can abort interpreter exit.
     stream = os.fdopen(INPUT_FD, 'rb', buffering=0)

@@ -23,6 +23,12 @@ Threads, and what each one owns:
 
 A lock guards fd 4 so that frames from different threads never interleave.
 
+The threads share one GIL. A thread that wakes from a wait that released it (a CUDA event, a pipe
+read) gets it back only after the running thread reaches the interpreter's switch interval, 5 ms by
+default. The main thread wakes dozens of times per batch to queue the next decode chunk while the
+finisher builds the last batch's texts in Python, so the host runs with GIL_SWITCH_INTERVAL_S instead
+(``__main__`` sets it; ``host/bench_switch_interval.py`` measures the difference).
+
 End of input without a Close means the supervisor is gone or is destroying the instance:
 queued work is dropped, and a running batch is abandoned (the process exits at once). After a
 Close, end of input changes nothing: queued batches still finish and Closed is still sent.
@@ -93,6 +99,9 @@ DEFAULT_PROBE_TIMEOUT_MS = 2000
 
 _INPUT_CLOSED = object()  # queue sentinel: end of input on fd 3
 _QueueItem = Union[Tuple[int, ControllerMessage], object]
+#: sys.setswitchinterval for the host process: how long a thread that wakes (the main thread, to queue
+#: the next decode chunk) may wait for the GIL while another thread runs Python (the finisher).
+GIL_SWITCH_INTERVAL_S = 0.0005
 #: How long closing waits for the finisher to send the results of batches that already ran.
 FINISHER_DRAIN_TIMEOUT_S = 60.0
 
