@@ -5,7 +5,8 @@ PCM the host passes, through ``ParakeetAdapter.begin_batch`` and the function it
 other, and reports throughput (clips/s and audio seconds per second), per-batch latency p50/p95, the GPU
 time split between encoder and decode, the time spent building texts (which the server's finisher thread
 overlaps with the next batch), tokens and decode steps per clip, load and warmup time, graphs captured and
-device memory. Prints a table and writes JSON.
+device memory; then the same batches pipelined as the host runs them (stager, main and finisher threads).
+Prints a table and writes JSON.
 
     python3 host/bench_parakeet.py --device cuda --config full --batch-sizes 1,2,4,8,16 --out bench.json
     python3 host/bench_parakeet.py --device cpu --config tiny --clip-seconds 3 --iterations 2   # dry run
@@ -17,10 +18,12 @@ import datetime
 import json
 import math
 import platform
+import queue
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, cast
+from typing import Any, Dict, List, Optional, Sequence, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -28,10 +31,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from voxmux_host.model_api import LoadContext, RequestInput  # noqa: E402
+from voxmux_host.host import GIL_SWITCH_INTERVAL_S  # noqa: E402
+from voxmux_host.model_api import BatchFinish, LoadContext, RequestInput  # noqa: E402
 from voxmux_host.models.parakeet.adapter import ParakeetAdapter, ParakeetStats  # noqa: E402
 from voxmux_host.models.parakeet.model import pcm16_from_float  # noqa: E402
 from voxmux_host.models.parakeet.random_init import speech_like_noise  # noqa: E402
+from voxmux_host.models.parakeet.staging import StagedClips  # noqa: E402
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -80,6 +85,42 @@ def adapter_options(args: argparse.Namespace, cuda_graphs: bool, batch_sizes: Li
     return options
 
 
+def run_pipelined(adapter: ParakeetAdapter, batch: List[RequestInput], iterations: int) -> float:
+    """clips/s with the model host's threads: a stager stages each batch while the main thread runs the
+    one before, and a finisher builds each batch's texts while the main thread runs the next; the
+    host's GIL switch interval. What the server's instance can do at most, without the pipe and HTTP."""
+    staged_batches: "queue.Queue[Optional[StagedClips]]" = queue.Queue(maxsize=1)
+    finishing: "queue.Queue[Optional[BatchFinish]]" = queue.Queue()
+
+    def stage() -> None:
+        for _ in range(iterations):
+            staged_batches.put(adapter.stage_batch(batch))
+
+    def finish() -> None:
+        while True:
+            done = finishing.get()
+            if done is None:
+                return
+            done()
+
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    try:
+        start = time.perf_counter()
+        stager = threading.Thread(target=stage, name="stager")
+        finisher = threading.Thread(target=finish, name="finisher")
+        stager.start()
+        finisher.start()
+        for _ in range(iterations):
+            finishing.put(adapter.begin_batch(batch, staged_batches.get()))
+        finishing.put(None)
+        finisher.join()
+        stager.join()
+        return len(batch) * iterations / (time.perf_counter() - start)
+    finally:
+        sys.setswitchinterval(previous)
+
+
 def run_mode(args: argparse.Namespace, mode: str, clips: List[npt.NDArray[np.int16]]) -> Dict[str, Any]:
     device = torch.device(args.device)
     options = adapter_options(args, cuda_graphs=mode == "graph", batch_sizes=args.batch_sizes)
@@ -125,6 +166,7 @@ def run_mode(args: argparse.Namespace, mode: str, clips: List[npt.NDArray[np.int
         after = adapter.stats()
         phases = runner.phase_times_ms or []
         runner.phase_times_ms = None
+        pipelined = run_pipelined(adapter, batch, args.iterations)
         assert isinstance(before, ParakeetStats) and isinstance(after, ParakeetStats)
         clips_done = after.clips - before.clips
         row = {
@@ -139,6 +181,8 @@ def run_mode(args: argparse.Namespace, mode: str, clips: List[npt.NDArray[np.int
             # Building texts, words and segments: in the server, the host's finisher thread does this
             # while the next batch runs; here it runs in turn with the model.
             "finishMsP50": round(_percentile(finish_ms, 50), 2),
+            # The same batches through the host's stager, main and finisher threads at once.
+            "pipelinedClipsPerS": round(pipelined, 2),
             "tokensPerClip": round((after.tokens - before.tokens) / max(clips_done, 1), 1),
             "decodeStepsPerClip": round((after.decode_steps - before.decode_steps) / max(clips_done, 1), 1),
             "tokensPerAudioSecond": round(
@@ -152,7 +196,7 @@ def run_mode(args: argparse.Namespace, mode: str, clips: List[npt.NDArray[np.int
         print(
             f"{mode:6} b={batch_size:<3} {row['clipsPerS']:>8} clips/s  p50 {row['latencyP50Ms']:>8} ms  "
             f"p95 {row['latencyP95Ms']:>8} ms  enc {row['encoderMsP50']} ms  dec {row['decodeMsP50']} ms  "
-            f"finish {row['finishMsP50']} ms  "
+            f"finish {row['finishMsP50']} ms  pipelined {row['pipelinedClipsPerS']} clips/s  "
             f"tok/clip {row['tokensPerClip']}  steps/clip {row['decodeStepsPerClip']}",
             flush=True,
         )
