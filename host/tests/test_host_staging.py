@@ -1,7 +1,9 @@
-"""The host's stager thread, in process: what a staging adapter is handed, and on which thread."""
+"""The host's stager thread, in process: what a staging adapter is handed, and on which thread; and the
+main thread's 'batch pipeline' log lines."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import threading
 import time
@@ -24,6 +26,8 @@ from voxmux_host.model_api import (
 from voxmux_host.protocol import (
     BatchItem,
     BatchResult,
+    Close,
+    Closed,
     Hello,
     LoadRequest,
     LoadResult,
@@ -104,14 +108,16 @@ def _exit(code: int) -> NoReturn:
 class InProcessHost:
     """An InstanceHost on its own thread, with pipes for fd 3 and fd 4."""
 
-    def __init__(self, adapter: RecordingAdapter) -> None:
+    def __init__(self, adapter: RecordingAdapter, pipeline_log_every: int = 200) -> None:
         down_r, down_w = os.pipe()
         up_r, self._up_w = os.pipe()
         self._down: Optional[BinaryIO] = os.fdopen(down_w, 'wb', buffering=0)
         self._up = os.fdopen(up_r, 'rb')
-        deps = HostDeps(input=os.fdopen(down_r, 'rb'), output_fd=self._up_w, log=Logger(io.StringIO()),
+        self.log = io.StringIO()
+        deps = HostDeps(input=os.fdopen(down_r, 'rb'), output_fd=self._up_w, log=Logger(self.log),
                         registry={'recording': lambda: adapter}, exit=_exit)
-        self._host = InstanceHost(HostOptions(adapter='recording', probe_interval_ms=0), deps)
+        options = HostOptions(adapter='recording', probe_interval_ms=0, pipeline_log_every=pipeline_log_every)
+        self._host = InstanceHost(options, deps)
         self.exit_code: Optional[int] = None
         self._thread = threading.Thread(target=self._run, name='host-main', daemon=True)
         self._thread.start()
@@ -144,9 +150,19 @@ def _batch(batch_id: str, *request_ids: str) -> RunBatch:
     return RunBatch(batch_id, requests, np.zeros(4 * len(requests), dtype='<i2').tobytes())
 
 
-def _loaded(options: dict[str, Any]) -> Tuple[InProcessHost, RecordingAdapter]:
+def _close(host: InProcessHost) -> None:
+    """Close, then end the input: the host finishes what it runs and exits 0 (ending the input
+    alone while the main thread is still busy would end it at once)."""
+    host.send(Close(), 99)
+    assert isinstance(host.receive(), Closed)
+    host.close_input()
+    host.join()
+    assert host.exit_code == 0
+
+
+def _loaded(options: dict[str, Any], pipeline_log_every: int = 200) -> Tuple[InProcessHost, RecordingAdapter]:
     adapter = RecordingAdapter()
-    host = InProcessHost(adapter)
+    host = InProcessHost(adapter, pipeline_log_every)
     host.send(LoadRequest('rec-0', 'rec', 'recording', options), 1)
     assert isinstance(host.receive(), LoadResult)
     return host, adapter
@@ -164,8 +180,7 @@ def test_each_batch_is_staged_on_the_stager_thread_and_begun_with_its_own_stagin
     ]
     assert {s.thread for s in adapter.staged} == {'stager'}
     assert all(s.releases == 1 for s in adapter.staged)
-    host.close_input()
-    host.join()
+    _close(host)
     assert host.exit_code == 0
 
 
@@ -190,5 +205,18 @@ def test_a_batch_whose_staging_fails_runs_unstaged() -> None:
     assert isinstance(result, BatchResult)
     assert [type(r) for r in result.results] == [ResultOk]
     assert [(ids, staged) for ids, staged, _ in adapter.begun] == [(['r-1'], None)]
-    host.close_input()
-    host.join()
+    _close(host)
+
+
+def test_the_main_thread_logs_where_its_time_went_every_n_batches() -> None:
+    host, _ = _loaded({}, pipeline_log_every=2)
+    for k in range(4):
+        host.send(_batch(f'b-{k}', f'r-{k}'), 2 + k)
+    assert [isinstance(host.receive(), BatchResult) for _ in range(4)] == [True] * 4
+    _close(host)  # Close runs after the batches, in order: the main thread has logged by then
+    lines = [json.loads(line) for line in host.log.getvalue().splitlines()]
+    summaries = [line for line in lines if line['msg'] == 'batch pipeline']
+    assert [s['batches'] for s in summaries] == [2, 2]
+    for summary in summaries:
+        assert summary['level'] == 'info' and summary['modelMsP50'] >= 0
+        assert 0 <= summary['readyShare'] <= 1 and summary['waitMsTotal'] >= 0

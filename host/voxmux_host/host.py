@@ -4,7 +4,9 @@ Threads, and what each one owns:
 
 - **main** runs every controller message except Heartbeat, one at a time in arrival order:
   LoadRequest, WarmupRequest, RunBatch and Close. Only this thread calls the adapter's
-  ``load``, ``warmup``, ``run_batch`` (or ``begin_batch``) and ``close``.
+  ``load``, ``warmup``, ``run_batch`` (or ``begin_batch``) and ``close``. Every
+  ``pipeline_log_every`` batches it logs where its time went ('batch pipeline', see
+  ``pipeline_stats.py``).
 - **reader** decodes frames from fd 3. It answers Heartbeat itself, at once, without waiting
   for the model, and queues every other message for the stager. A malformed frame ends
   the process with exit code 3; end of input ends it with exit code 0.
@@ -49,6 +51,7 @@ import numpy as np
 from . import __version__
 from .errors import WIRE_ERROR_CODES, InstanceError
 from .log import Logger
+from .pipeline_stats import DEFAULT_EVERY, PipelineStats
 from .model_api import (
     AdapterStats,
     BatchFinish,
@@ -134,6 +137,8 @@ class HostOptions:
     adapter: str
     probe_interval_ms: int = DEFAULT_PROBE_INTERVAL_MS  # 0 turns the probe off
     probe_timeout_ms: int = DEFAULT_PROBE_TIMEOUT_MS
+    #: Batches per 'batch pipeline' log line (pipeline_stats.py).
+    pipeline_log_every: int = DEFAULT_EVERY
 
 
 @dataclass
@@ -174,6 +179,7 @@ class InstanceHost:
 
         self._adapter: Optional[ModelAdapter] = None
         self._model = ''
+        self._pipeline = PipelineStats(options.pipeline_log_every)  # main thread only
 
     # -- entry point -----------------------------------------------------------------------
 
@@ -445,6 +451,7 @@ class InstanceHost:
         if inputs is None:
             inputs = split_batch(batch)
         started = self._clock()
+        self._pipeline.began(started)
         with self._state_lock:
             self._batch_started = started
         # An adapter with begin_batch (SplitBatchAdapter) leaves building the results to the finisher;
@@ -464,6 +471,9 @@ class InstanceHost:
             # Cleared before the result goes out: a heartbeat that follows the result says idle.
             self._batch_started = None
         self._finishing.put(_Finishing(correlation_id, batch, started, finish))
+        summary = self._pipeline.ended(self._clock(), next_is_ready=not self._ready.empty())
+        if summary is not None:
+            self._log.info('batch pipeline', **summary)
 
     # -- finisher thread -------------------------------------------------------------------
 
