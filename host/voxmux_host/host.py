@@ -27,9 +27,10 @@ A lock guards fd 4 so that frames from different threads never interleave.
 
 The threads share one GIL. A thread that wakes from a wait that released it (a CUDA event, a pipe
 read) gets it back only after the running thread reaches the interpreter's switch interval, 5 ms by
-default. The main thread wakes dozens of times per batch to queue the next decode chunk while the
-finisher builds the last batch's texts in Python, so the host runs with GIL_SWITCH_INTERVAL_S instead
-(``__main__`` sets it; ``host/bench_switch_interval.py`` measures the difference).
+default. The main thread launches each batch and wakes dozens of times per batch to queue the next
+decode chunk, and any of that may fall while the finisher builds the last batch's texts in Python,
+so the host runs with GIL_SWITCH_INTERVAL_S instead (``__main__`` sets it;
+``host/bench_switch_interval.py`` measures the difference).
 
 End of input without a Close means the supervisor is gone or is destroying the instance:
 queued work is dropped, and a running batch is abandoned (the process exits at once). After a
