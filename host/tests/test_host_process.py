@@ -329,6 +329,23 @@ def test_bad_arguments_exit_2(spawn: Spawn, argv: List[str]) -> None:
     assert host.wait() == 2
 
 
+def test_the_host_process_runs_with_the_hosts_gil_switch_interval() -> None:
+    import subprocess
+    import sys
+
+    from host_process import HOST_DIR
+    from voxmux_host.host import GIL_SWITCH_INTERVAL_S
+
+    env = dict(os.environ, PYTHONPATH=str(HOST_DIR))
+    # The entry point sets it first thing; without protocol pipes it then returns 2 at once.
+    code = ('import sys; from voxmux_host.__main__ import main; '
+            'rc = main(["--adapter", "test"]); print(rc, sys.getswitchinterval())')
+    done = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True, timeout=10)
+    rc, interval = done.stdout.split()
+    assert (int(rc), float(interval)) == (2, GIL_SWITCH_INTERVAL_S)
+    assert GIL_SWITCH_INTERVAL_S < 0.005  # below Python's default
+
+
 def test_missing_protocol_pipes_exit_2(tmp_path: Path) -> None:
     import subprocess
     import sys

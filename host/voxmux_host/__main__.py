@@ -57,6 +57,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     log = Logger(sys.stderr, args.log_level)
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)  # see host.py: the threads share one GIL
     for fd in (INPUT_FD, OUTPUT_FD):
         try:
             os.fstat(fd)
@@ -65,7 +66,6 @@ def main(argv: Optional[List[str]] = None) -> int:
             return EXIT_BAD_ARGUMENTS
     for fd in (INPUT_FD, OUTPUT_FD):
         _widen_pipe(fd)
-    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     options = HostOptions(args.adapter, args.probe_interval_ms, args.probe_timeout_ms)
     # Unbuffered: a buffered reader's lock, held by the reader thread, can abort interpreter exit.
     stream = os.fdopen(INPUT_FD, 'rb', buffering=0)
