@@ -131,3 +131,21 @@ def test_batches_the_runner_would_split_are_not_staged(adapter: ParakeetAdapter)
     assert runner.stage(five) is None
     assert runner.stage([np.zeros(800, dtype=np.float32)]) is None  # float reference clips
     assert _free_slots(runner.staging) == 2
+
+
+def test_a_staged_batch_whose_run_fails_still_frees_its_buffer(
+    adapter: ParakeetAdapter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = adapter._runner  # noqa: SLF001
+    assert runner is not None
+    requests = [RequestInput("r", _pcm(1.0, 80))]
+    staged = adapter.stage_batch(requests)
+    assert staged is not None and _free_slots(runner.staging) == 1
+
+    def failing(*args: Any) -> Any:
+        raise RuntimeError("the model failed on purpose")
+
+    monkeypatch.setattr(runner, "_run", failing)
+    with pytest.raises(RuntimeError, match="on purpose"):
+        adapter.begin_batch(requests, staged)
+    assert _free_slots(runner.staging) == 2
