@@ -76,6 +76,8 @@ def adapter_options(args: argparse.Namespace, cuda_graphs: bool, batch_sizes: Li
         options["attention"] = args.attention
     if args.matmul:
         options["matmul"] = args.matmul
+    if args.kernels:
+        options["kernels"] = args.kernels
     if args.compile_decode_step:
         options["compileDecodeStep"] = True
     if args.compile_encoder:
@@ -278,6 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dtype", default=None, choices=["bf16", "fp16", "fp32"])
     parser.add_argument("--attention", default=None, choices=["auto", "sdpa", "manual"])
     parser.add_argument("--matmul", default=None, choices=["bf16", "fp8"], help="fp8 needs --compile-encoder")
+    parser.add_argument("--kernels", default=None, choices=["torch", "triton"], help="triton: the encoder's own Triton kernels")
     parser.add_argument("--batch-sizes", type=_parse_ints, default=[1, 2, 4, 8, 16])
     parser.add_argument("--clip-seconds", type=float, default=45.0)
     parser.add_argument("--modes", default="eager,graph", help="comma-separated: eager, graph")

@@ -17,6 +17,7 @@ function config({
   compileEncoder = false,
   dispatchWhenIdle = false,
   matmul = undefined,
+  kernels = undefined,
 }) {
   const batchSizes = [1, 2, 4, 8, 16, 32, 64].filter((b) => b <= maxBatchSize);
   return {
@@ -46,6 +47,7 @@ function config({
           ...(compileDecodeStep ? { compileDecodeStep } : {}),
           ...(compileEncoder ? { compileEncoder } : {}),
           ...(matmul !== undefined ? { matmul } : {}),
+          ...(kernels !== undefined ? { kernels } : {}),
         },
       },
     },
@@ -85,6 +87,12 @@ export const CONFIGS = {
   'c5-2x-b32-graphs-2inflight-mps': config({ ...C1P, instances: 2, mpsPercent: 100 }),
   // c11 on two instances under MPS
   'c12-2x-b32-graphs-2inflight-compiled-all-fp8-idle-mps': config({ ...C7, matmul: 'fp8', instances: 2, mpsPercent: 100 }),
+  // c7 with the encoder's own Triton kernels (position bias; GLU, depthwise convolution, BatchNorm, SiLU)
+  'c13-1x-b32-graphs-2inflight-compiled-all-triton-idle': config({ ...C7, kernels: 'triton' }),
+  // ... with FP8 products too
+  'c14-1x-b32-graphs-2inflight-compiled-all-triton-fp8-idle': config({ ...C7, kernels: 'triton', matmul: 'fp8' }),
+  // ... c13 with batches of up to 64
+  'c15-1x-b64-graphs-2inflight-compiled-all-triton-idle': config({ ...C7, kernels: 'triton', maxBatchSize: 64 }),
 };
 
 if (outDir !== undefined) {

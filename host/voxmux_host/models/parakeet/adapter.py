@@ -19,6 +19,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``compileDecodeStep`` | false | ``torch.compile`` the decode step (torch >= 2.0 with Triton; compiles while the model loads) |
 | ``attention`` | ``"auto"`` | ``"sdpa"`` (needs torch >= 2.0), ``"manual"`` or ``"auto"`` (sdpa where available) |
 | ``matmul`` | ``"bf16"`` | ``"bf16"`` or ``"fp8"``: the encoder's large matrix products as FP8 (e4m3) GEMMs with row-wise scales; needs torch >= 2.5, a GPU of compute capability >= 8.9, dtype bf16 and ``compileEncoder``; on one H200 the encoder took 6.5 % less time; accuracy on a trained checkpoint not checked |
+| ``kernels`` | ``"torch"`` | ``"torch"`` or ``"triton"``: the attention's position bias and the convolution module's GLU, depthwise convolution, BatchNorm and SiLU as the project's own Triton kernels (kernels.py); needs a CUDA device and torch >= 2.4 with Triton |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel (keep it below the host's probe timeout) |
 | ``simulateHang`` | false | tests only: ``true`` or ``"hang"`` makes ``probe`` time out, ``"fail"`` makes it fail |
 """
@@ -49,8 +50,9 @@ from voxmux_host.model_api import (
 
 from .config import PRESETS, ParakeetConfig, count_parameters
 from .decoder import DecodedItem
-from .encoder import ATTENTION_IMPLS, HAS_SDPA, MATMUL_KINDS
+from .encoder import ATTENTION_IMPLS, HAS_SDPA, KERNEL_KINDS, MATMUL_KINDS
 from .fp8 import FP8_AVAILABLE
+from .kernels import KERNELS_AVAILABLE, KERNELS_UNAVAILABLE_REASON
 from .model import ParakeetModel, build_model
 from .runner import ParakeetRunner, RunnerOptions, elapsed_ms
 from .staging import StagedClips
@@ -74,6 +76,7 @@ DEFAULT_OPTIONS: Dict[str, Any] = {
     "cudnnBenchmark": True,
     "attention": "auto",
     "matmul": "bf16",
+    "kernels": "torch",
     "probeTimeoutMs": 1500,
     "simulateHang": False,
 }
@@ -90,6 +93,7 @@ class ParakeetLoadInfo(LoadInfo):
     dtype: str = ""
     attention: str = ""
     matmul: str = ""
+    kernels: str = ""
 
 
 @dataclass
@@ -131,6 +135,10 @@ def _parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
         problems.append(f"Expected matmul to be bf16 or fp8: got {options['matmul']!r}")
     if options["matmul"] == "fp8":
         problems.extend(_fp8_problems(options))
+    if options["kernels"] not in KERNEL_KINDS:
+        problems.append(f"Expected kernels to be torch or triton: got {options['kernels']!r}")
+    elif options["kernels"] == "triton":
+        problems.extend(_triton_kernel_problems(options))
     for key in ("batchSizes", "lengthBucketsMs"):
         value = options[key]
         if not isinstance(value, list) or not value or not all(_is_int(v) and v > 0 for v in value):
@@ -169,6 +177,21 @@ def _fp8_problems(options: Dict[str, Any]) -> List[str]:
     device_problem = _fp8_device_problem(str(options["device"]))
     if device_problem is not None:
         problems.append(device_problem)
+    return problems
+
+
+def _triton_kernel_problems(options: Dict[str, Any]) -> List[str]:
+    """Why ``kernels: triton`` cannot run with these options on this machine (empty when it can)."""
+    problems = []
+    if not KERNELS_AVAILABLE:
+        problems.append(f"kernels triton is not available: {KERNELS_UNAVAILABLE_REASON}")
+    name = str(options["device"])
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if not name.startswith("cuda"):
+        problems.append(f"kernels triton needs a CUDA device: got device {name!r}")
+    elif not torch.cuda.is_available():
+        problems.append("kernels triton needs a CUDA device: CUDA is not available")
     return problems
 
 
@@ -277,6 +300,7 @@ class ParakeetAdapter:
         model.encoder.set_attention_impl(attention)
         model.prepare_for_inference_(device, dtype)
         model.encoder.set_matmul(str(options["matmul"]))
+        model.encoder.set_kernels(str(options["kernels"]))
         if options["compileDecodeStep"]:
             model.greedy.compile_step()
         if options["compileEncoder"]:
@@ -312,6 +336,7 @@ class ParakeetAdapter:
             dtype=dtype_name,
             attention=attention,
             matmul=str(options["matmul"]),
+            kernels=str(options["kernels"]),
         )
 
     def warmup(self) -> WarmupInfo:

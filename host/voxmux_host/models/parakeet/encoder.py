@@ -21,6 +21,7 @@ from torch import nn
 
 from .config import ParakeetConfig
 from .fp8 import FP8_AVAILABLE, Fp8Weight, fp8_linear, fp8_weight_from
+from .kernels import KERNELS_AVAILABLE, KERNELS_UNAVAILABLE_REASON, glu_depthwise_silu, masked_rel_shift
 
 #: NeMo fills masked attention scores with -10000 (INF_VAL), not -inf.
 MASK_SCORE = -10000.0
@@ -34,6 +35,9 @@ ATTENTION_IMPLS = ("sdpa", "manual")
 #: The encoder's large matrix products (see ConformerEncoder.set_matmul): the parameters' own dtype, or
 #: FP8 (e4m3) with row-wise scales.
 MATMUL_KINDS = ("bf16", "fp8")
+#: Who runs the attention's position bias and the convolution module's GLU-to-SiLU steps (see
+#: ConformerEncoder.set_kernels): PyTorch's operators, or the project's Triton kernels (kernels.py).
+KERNEL_KINDS = ("torch", "triton")
 #: The position table gets a multiple of this many rows, so the [T, rows] score matrix has aligned rows
 #: (an odd 2T-1 width sends cuBLAS to a slow unaligned kernel: 7.8 ms of 67 ms per 16 x 45 s batch).
 POSITION_ROW_ALIGNMENT = 8
@@ -175,6 +179,8 @@ class RelPositionMultiHeadAttention(nn.Module):
         self.pos_bias_v = nn.Parameter(torch.zeros(self.n_heads, self.d_head, device=device))
         #: One of ATTENTION_IMPLS (see ConformerEncoder.set_attention_impl).
         self.impl = "sdpa" if HAS_SDPA else "manual"
+        #: One of KERNEL_KINDS: "triton" builds the masked position bias in one kernel (sdpa only).
+        self.kernels = "torch"
         #: Set by fuse_qkv_, cleared whenever the module is moved or cast (see _apply).
         self._qkv_weight: Optional[torch.Tensor] = None
         self._qkv_bias: Optional[torch.Tensor] = None
@@ -270,13 +276,17 @@ class RelPositionMultiHeadAttention(nn.Module):
         # [B, H, T, R], keeps rows of R contiguous values, which is all rel_shift needs.
         q_v_heads = q_v.view(b * t, h, dk).transpose(0, 1)
         bd_rows = torch.bmm(q_v_heads, p.to(q_v_heads.dtype)).view(h, b, t, rows).transpose(0, 1)
-        bd = rel_shift(bd_rows, t)  # [B, H, T, T]: bd[i, j] uses relative position i - j
         mask = key_pad[:, None, None, :]
         if self.impl == "sdpa" and HAS_SDPA:
-            bias = bd.masked_fill(mask, MASK_SCORE)
+            if self.kernels == "triton":
+                bias = masked_rel_shift(bd_rows, key_pad, MASK_SCORE)
+            else:
+                # [B, H, T, T]: bd[i, j] uses relative position i - j
+                bias = rel_shift(bd_rows, t).masked_fill(mask, MASK_SCORE)
             sdpa = getattr(F, "scaled_dot_product_attention")
             out = sdpa(q_u, k, v, attn_mask=bias.to(q_u.dtype))
         else:
+            bd = rel_shift(bd_rows, t)
             scores = torch.matmul(q_u, k.transpose(-2, -1)) * scale + bd
             scores = scores.masked_fill(mask, MASK_SCORE)
             attn = torch.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype)
@@ -353,6 +363,8 @@ class ConformerConvolution(nn.Module):
         self.depthwise_conv = nn.Conv1d(d, d, k, padding=(k - 1) // 2, groups=d, bias=config.use_bias, device=device)
         self.batch_norm = nn.BatchNorm1d(d, device=device)
         self.pointwise_conv2 = nn.Conv1d(d, d, 1, bias=config.use_bias, device=device)
+        #: One of KERNEL_KINDS: "triton" runs GLU, padding, depthwise, BatchNorm and SiLU as one kernel.
+        self.kernels = "torch"
         #: FP8 copies of the pointwise convolutions (see ConformerEncoder.set_matmul).
         self._fp8_pointwise1: Optional[Fp8Weight] = None
         self._fp8_pointwise2: Optional[Fp8Weight] = None
@@ -375,14 +387,37 @@ class ConformerConvolution(nn.Module):
             x = F.linear(x, self.pointwise_conv1.weight.squeeze(-1), self.pointwise_conv1.bias)
         else:
             x = fp8_linear(x, self._fp8_pointwise1)
-        x = F.glu(x, dim=-1)
-        x = x.masked_fill(pad.unsqueeze(-1), 0.0)
-        x = self.depthwise_conv(x.transpose(1, 2))
-        x = self.batch_norm(x)
-        x = F.silu(x).transpose(1, 2)
+        if self.kernels == "triton":
+            weight, bias = self.folded_depthwise()
+            x = glu_depthwise_silu(x, pad, weight, bias)
+        else:
+            x = F.glu(x, dim=-1)
+            x = x.masked_fill(pad.unsqueeze(-1), 0.0)
+            x = self.depthwise_conv(x.transpose(1, 2))
+            x = self.batch_norm(x)
+            x = F.silu(x).transpose(1, 2)
         if self._fp8_pointwise2 is None:
             return F.linear(x, self.pointwise_conv2.weight.squeeze(-1), self.pointwise_conv2.bias)
         return fp8_linear(x, self._fp8_pointwise2)
+
+
+    def folded_depthwise(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The depthwise convolution followed by eval-mode BatchNorm as one convolution: float32 weight
+        [C, K] and bias [C]. Computed on every call (a few small kernels inside the layer's graph), so
+        it always reflects the current parameters and running statistics."""
+        bn = self.batch_norm
+        assert bn.running_mean is not None and bn.running_var is not None
+        scale = torch.rsqrt(bn.running_var.float() + bn.eps)
+        if bn.weight is not None:
+            scale = scale * bn.weight.float()
+        shift = -bn.running_mean.float() * scale
+        if bn.bias is not None:
+            shift = shift + bn.bias.float()
+        conv_bias = self.depthwise_conv.bias
+        if conv_bias is not None:
+            shift = shift + conv_bias.float() * scale
+        weight = self.depthwise_conv.weight.float().squeeze(1) * scale[:, None]
+        return weight, shift
 
 
 class ConformerLayer(nn.Module):
@@ -468,6 +503,22 @@ class ConformerEncoder(nn.Module):
             raise ValueError(f"Attention {impl} is not available in torch {torch.__version__}")
         for layer in self.layers:
             layer.self_attn.impl = impl  # type: ignore[union-attr]
+
+    def set_kernels(self, kind: str) -> None:
+        """``torch``: PyTorch's operators (and Inductor's kernels under compile_layers). ``triton``: the
+        project's Triton kernels (kernels.py) for the position bias of ``sdpa`` attention and for the
+        convolution module's GLU, padding, depthwise convolution, BatchNorm (eval) and SiLU. Needs
+        Triton and torch >= 2.4 here, and a CUDA device to run; the math is the same, the rounding
+        differs (the kernels keep float32 between the steps).
+        """
+        if kind not in KERNEL_KINDS:
+            raise ValueError(f"Expected kernels to be one of {KERNEL_KINDS}: got {kind!r}")
+        if kind == "triton" and not KERNELS_AVAILABLE:
+            raise ValueError(f"kernels triton is not available: {KERNELS_UNAVAILABLE_REASON}")
+        for module in self.layers:
+            layer = cast(ConformerLayer, module)
+            layer.self_attn.kernels = kind
+            layer.conv.kernels = kind
 
     def set_matmul(self, kind: str) -> None:
         """``bf16``: the large matrix products multiply the parameters as they are. ``fp8``: they run as
