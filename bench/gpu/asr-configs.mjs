@@ -91,6 +91,8 @@ export const CONFIGS = {
   'c13-1x-b32-graphs-2inflight-compiled-all-triton-idle': config({ ...C7, kernels: 'triton' }),
   // ... with FP8 products too
   'c14-1x-b32-graphs-2inflight-compiled-all-triton-fp8-idle': config({ ...C7, kernels: 'triton', matmul: 'fp8' }),
+  // c9 with FP8 products
+  'c16-1x-b64-graphs-2inflight-compiled-all-fp8-idle': config({ ...C7, matmul: 'fp8', maxBatchSize: 64 }),
   // ... c13 with batches of up to 64
   'c15-1x-b64-graphs-2inflight-compiled-all-triton-idle': config({ ...C7, kernels: 'triton', maxBatchSize: 64 }),
 };

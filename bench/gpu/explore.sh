@@ -3,7 +3,8 @@
 # step), then run-asr.sh on the given server configurations. Each part has its own time limit so
 # one slow part cannot take the others' results with it. Everything lands in OUT_DIR.
 # Usage: bash bench/gpu/explore.sh OUT_DIR [CONFIG ...]   (env: EXPLORE_SKIP=tests,micro to skip parts;
-# EXPLORE_GPU_TESTS: test paths under host/ to run instead of all of tests/gpu)
+# EXPLORE_GPU_TESTS: test paths under host/ to run instead of all of tests/gpu; EXPLORE_MICRO_ARGS: more
+# flags for bench_parakeet.py, e.g. "--buckets-ms 5000,15000,30000,45000,60000")
 set -uo pipefail
 out=${1:?usage: explore.sh OUT_DIR [CONFIG ...]}; shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -33,7 +34,7 @@ if [[ $skip != *micro* ]]; then
     [ "$variant" = compiled-all-triton-fp8 ] && flags=(--compile-decode-step --compile-encoder --kernels triton --matmul fp8 --profile-batch "${EXPLORE_PROFILE_BATCH:-32}")
     echo "== model alone ($variant)"
     timeout "${EXPLORE_MICRO_TIMEOUT_S:-360}" python3 "$root/host/bench_parakeet.py" --device cuda --config full --modes graph \
-      --batch-sizes "${EXPLORE_MICRO_BATCHES:-1,16,32}" --iterations 5 "${flags[@]}" --out "$out/micro-$variant.json" 2>&1 \
+      --batch-sizes "${EXPLORE_MICRO_BATCHES:-1,16,32}" --iterations 5 "${flags[@]}" ${EXPLORE_MICRO_ARGS:-} --out "$out/micro-$variant.json" 2>&1 \
       | grep -v DEBUG | tail -12 | tee "$out/micro-$variant.txt"
   done
 fi
