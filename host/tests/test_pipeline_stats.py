@@ -51,3 +51,22 @@ def test_each_summary_covers_its_own_window() -> None:
 def test_an_end_without_a_beginning_is_ignored() -> None:
     stats = PipelineStats(every=1)
     assert stats.ended(1.0, next_is_ready=True) is None
+
+
+def test_a_window_also_ends_after_its_interval_and_counts_clips_per_batch() -> None:
+    stats = PipelineStats(every=1000, interval_s=1.0)
+    t = 0.0
+    summaries = []
+    for clips in (32, 16, 32):
+        stats.began(t, clips)
+        t += 0.4
+        summaries.append(stats.ended(t, next_is_ready=True))
+    # The third batch ends 1.2 s after the first began: the window closes there.
+    assert summaries[:2] == [None, None]
+    third = summaries[2]
+    assert third is not None and third["batches"] == 3 and third["clipsPerBatch"] == round(80 / 3, 2)
+    assert third["windowS"] == 1.2
+    # The next window starts with the next batch.
+    stats.began(t + 5.0, 8)
+    last = stats.ended(t + 6.5, next_is_ready=False)
+    assert last is not None and last["batches"] == 1 and last["clipsPerBatch"] == 8.0 and last["windowS"] == 1.5

@@ -5,8 +5,8 @@ Threads, and what each one owns:
 - **main** runs every controller message except Heartbeat, one at a time in arrival order:
   LoadRequest, WarmupRequest, RunBatch and Close. Only this thread calls the adapter's
   ``load``, ``warmup``, ``run_batch`` (or ``begin_batch``) and ``close``. Every
-  ``pipeline_log_every`` batches it logs where its time went ('batch pipeline', see
-  ``pipeline_stats.py``).
+  ``pipeline_log_every`` batches or ``pipeline_log_interval_s`` seconds it logs where its time
+  went ('batch pipeline', see ``pipeline_stats.py``).
 - **reader** decodes frames from fd 3. It answers Heartbeat itself, at once, without waiting
   for the model, and queues every other message for the stager. A malformed frame ends
   the process with exit code 3; end of input ends it with exit code 0.
@@ -52,7 +52,7 @@ import numpy as np
 from . import __version__
 from .errors import WIRE_ERROR_CODES, InstanceError
 from .log import Logger
-from .pipeline_stats import DEFAULT_EVERY, PipelineStats
+from .pipeline_stats import DEFAULT_EVERY, DEFAULT_INTERVAL_S, PipelineStats
 from .model_api import (
     AdapterStats,
     BatchFinish,
@@ -138,8 +138,9 @@ class HostOptions:
     adapter: str
     probe_interval_ms: int = DEFAULT_PROBE_INTERVAL_MS  # 0 turns the probe off
     probe_timeout_ms: int = DEFAULT_PROBE_TIMEOUT_MS
-    #: Batches per 'batch pipeline' log line (pipeline_stats.py).
+    #: Batches and seconds per 'batch pipeline' log line, at most (pipeline_stats.py).
     pipeline_log_every: int = DEFAULT_EVERY
+    pipeline_log_interval_s: float = DEFAULT_INTERVAL_S
 
 
 @dataclass
@@ -180,7 +181,7 @@ class InstanceHost:
 
         self._adapter: Optional[ModelAdapter] = None
         self._model = ''
-        self._pipeline = PipelineStats(options.pipeline_log_every)  # main thread only
+        self._pipeline = PipelineStats(options.pipeline_log_every, options.pipeline_log_interval_s)  # main thread only
 
     # -- entry point -----------------------------------------------------------------------
 
@@ -452,7 +453,7 @@ class InstanceHost:
         if inputs is None:
             inputs = split_batch(batch)
         started = self._clock()
-        self._pipeline.began(started)
+        self._pipeline.began(started, len(inputs))
         with self._state_lock:
             self._batch_started = started
         # An adapter with begin_batch (SplitBatchAdapter) leaves building the results to the finisher;
