@@ -93,3 +93,15 @@ def test_glu_depthwise_silu_reference_with_folded_batch_norm_equals_the_module()
         got = torch.nn.functional.linear(mid, module.pointwise_conv2.weight.squeeze(-1), module.pointwise_conv2.bias)
     for i, n in enumerate([40, 23]):
         torch.testing.assert_close(got[i, :n], expected[i, :n], atol=1e-5, rtol=1e-5)
+
+
+def test_the_encoder_refuses_triton_kernels_for_another_convolution_kernel_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from voxmux_host.models.parakeet import encoder as encoder_module
+
+    monkeypatch.setattr(encoder_module, "KERNELS_AVAILABLE", True)  # as on a GPU machine with Triton
+    encoder = ConformerEncoder(replace(TINY, conv_kernel_size=31))
+    with pytest.raises(ValueError, match="kernels triton needs a convolution kernel size of 9: this model's is 31"):
+        encoder.set_kernels("triton")
+    ConformerEncoder(TINY).set_kernels("triton")  # size 9: accepted

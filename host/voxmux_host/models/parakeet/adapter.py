@@ -300,7 +300,10 @@ class ParakeetAdapter:
         model.encoder.set_attention_impl(attention)
         model.prepare_for_inference_(device, dtype)
         model.encoder.set_matmul(str(options["matmul"]))
-        model.encoder.set_kernels(str(options["kernels"]))
+        try:
+            model.encoder.set_kernels(str(options["kernels"]))
+        except ValueError as exc:  # a .nemo model whose convolution kernel size the kernels do not cover
+            raise InstanceError("load_failed", str(exc)) from exc
         if options["compileDecodeStep"]:
             model.greedy.compile_step()
         if options["compileEncoder"]:

@@ -21,7 +21,13 @@ from torch import nn
 
 from .config import ParakeetConfig
 from .fp8 import FP8_AVAILABLE, Fp8Weight, fp8_linear, fp8_weight_from
-from .kernels import KERNELS_AVAILABLE, KERNELS_UNAVAILABLE_REASON, glu_depthwise_silu, masked_rel_shift
+from .kernels import (
+    CONV_KERNEL_SIZE,
+    KERNELS_AVAILABLE,
+    KERNELS_UNAVAILABLE_REASON,
+    glu_depthwise_silu,
+    masked_rel_shift,
+)
 
 #: NeMo fills masked attention scores with -10000 (INF_VAL), not -inf.
 MASK_SCORE = -10000.0
@@ -515,6 +521,10 @@ class ConformerEncoder(nn.Module):
             raise ValueError(f"Expected kernels to be one of {KERNEL_KINDS}: got {kind!r}")
         if kind == "triton" and not KERNELS_AVAILABLE:
             raise ValueError(f"kernels triton is not available: {KERNELS_UNAVAILABLE_REASON}")
+        if kind == "triton" and self.config.conv_kernel_size != CONV_KERNEL_SIZE:
+            raise ValueError(
+                f"kernels triton needs a convolution kernel size of {CONV_KERNEL_SIZE}: this model's is {self.config.conv_kernel_size}"
+            )
         for module in self.layers:
             layer = cast(ConformerLayer, module)
             layer.self_attn.kernels = kind

@@ -12,12 +12,15 @@ import torch
 import triton
 import triton.language as tl
 
+from .kernels import CONV_KERNEL_SIZE
+
 #: Tile of the position-bias kernel: rows (queries) by columns (keys) per program.
 BIAS_BLOCK_I = 16
 BIAS_BLOCK_J = 128
-#: Tile of the convolution kernel: time steps by channels per program.
+#: Tile of the convolution kernel: time steps by channels per program, and its warps.
 CONV_BLOCK_T = 32
-CONV_BLOCK_C = 128
+CONV_BLOCK_C = 256
+CONV_WARPS = 2
 
 
 @triton.jit
@@ -53,6 +56,18 @@ def _masked_rel_shift_kernel(
 
 
 @triton.jit
+def _glu_row(y_item, pad_item, s, T, C, c, channels):
+    """GLU of time step s of one item over channels c (float32), zero outside [0, T) and where padded."""
+    inside = (s >= 0) & (s < T)
+    padded = tl.load(pad_item + s, mask=inside, other=1)
+    live = channels & inside & (padded == 0)
+    row = y_item + s.to(tl.int64) * 2 * C
+    a = tl.load(row + c, mask=live, other=0.0).to(tl.float32)
+    gate = tl.load(row + C + c, mask=live, other=0.0).to(tl.float32)
+    return a * tl.sigmoid(gate)
+
+
+@triton.jit
 def _glu_depthwise_silu_kernel(
     y,
     pad,
@@ -61,30 +76,51 @@ def _glu_depthwise_silu_kernel(
     out,
     T,
     C,
-    K: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_C: tl.constexpr,
 ):
+    # One program: BLOCK_C channels of one item over BLOCK_T time steps, walking along time with the
+    # last nine GLU rows in registers (g0 = step t-4 ... g8 = step t+4), so each input row is read and
+    # gated once (plus a halo of 8 rows per program). Kernel size 9 only (CONV_KERNEL_SIZE).
     b = tl.program_id(2)
-    t = tl.program_id(1) * BLOCK_T + tl.arange(0, BLOCK_T)
+    t0 = tl.program_id(1) * BLOCK_T
     c = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
     channels = c < C
     y_item = y + b.to(tl.int64) * T * 2 * C
-    acc = tl.zeros((BLOCK_T, BLOCK_C), dtype=tl.float32)
-    for k in tl.static_range(K):
-        s = t + (k - (K - 1) // 2)
-        steps = (s >= 0) & (s < T)
-        padded = tl.load(pad + b * T + s, mask=steps, other=1) != 0
-        live = (steps & (padded == 0))[:, None] & channels[None, :]
-        row = y_item + (s * 2 * C)[:, None] + c[None, :]
-        a = tl.load(row, mask=live, other=0.0).to(tl.float32)
-        gate = tl.load(row + C, mask=live, other=0.0).to(tl.float32)
-        w = tl.load(weight + c * K + k, mask=channels, other=0.0)
-        acc += a * tl.sigmoid(gate) * w[None, :]
-    acc += tl.load(bias + c, mask=channels, other=0.0)[None, :]
-    acc = acc * tl.sigmoid(acc)
-    dst = out + b.to(tl.int64) * T * C + (t * C)[:, None] + c[None, :]
-    tl.store(dst, acc.to(out.dtype.element_ty), mask=(t < T)[:, None] & channels[None, :])
+    pad_item = pad + b * T
+    out_item = out + b.to(tl.int64) * T * C
+    w0 = tl.load(weight + c * 9 + 0, mask=channels, other=0.0)
+    w1 = tl.load(weight + c * 9 + 1, mask=channels, other=0.0)
+    w2 = tl.load(weight + c * 9 + 2, mask=channels, other=0.0)
+    w3 = tl.load(weight + c * 9 + 3, mask=channels, other=0.0)
+    w4 = tl.load(weight + c * 9 + 4, mask=channels, other=0.0)
+    w5 = tl.load(weight + c * 9 + 5, mask=channels, other=0.0)
+    w6 = tl.load(weight + c * 9 + 6, mask=channels, other=0.0)
+    w7 = tl.load(weight + c * 9 + 7, mask=channels, other=0.0)
+    w8 = tl.load(weight + c * 9 + 8, mask=channels, other=0.0)
+    shift = tl.load(bias + c, mask=channels, other=0.0)
+    g0 = _glu_row(y_item, pad_item, t0 - 4, T, C, c, channels)
+    g1 = _glu_row(y_item, pad_item, t0 - 3, T, C, c, channels)
+    g2 = _glu_row(y_item, pad_item, t0 - 2, T, C, c, channels)
+    g3 = _glu_row(y_item, pad_item, t0 - 1, T, C, c, channels)
+    g4 = _glu_row(y_item, pad_item, t0, T, C, c, channels)
+    g5 = _glu_row(y_item, pad_item, t0 + 1, T, C, c, channels)
+    g6 = _glu_row(y_item, pad_item, t0 + 2, T, C, c, channels)
+    g7 = _glu_row(y_item, pad_item, t0 + 3, T, C, c, channels)
+    for i in range(0, BLOCK_T):
+        t = t0 + i
+        g8 = _glu_row(y_item, pad_item, t + 4, T, C, c, channels)
+        acc = shift + w0 * g0 + w1 * g1 + w2 * g2 + w3 * g3 + w4 * g4 + w5 * g5 + w6 * g6 + w7 * g7 + w8 * g8
+        acc = acc * tl.sigmoid(acc)
+        tl.store(out_item + t.to(tl.int64) * C + c, acc.to(out.dtype.element_ty), mask=channels & (t < T))
+        g0 = g1
+        g1 = g2
+        g2 = g3
+        g3 = g4
+        g4 = g5
+        g5 = g6
+        g6 = g7
+        g7 = g8
 
 
 @torch.library.custom_op("voxmux::masked_rel_shift", mutates_args=())
@@ -114,9 +150,9 @@ def _masked_rel_shift_fake(bd: torch.Tensor, key_pad: torch.Tensor, mask_value: 
 def _glu_depthwise_silu_op(y: torch.Tensor, pad: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     b, t, c2 = y.shape
     c, k = weight.shape
-    if c2 != 2 * c or k % 2 != 1 or tuple(pad.shape) != (b, t) or tuple(bias.shape) != (c,):
+    if c2 != 2 * c or k != CONV_KERNEL_SIZE or tuple(pad.shape) != (b, t) or tuple(bias.shape) != (c,):
         raise ValueError(
-            f"Expected y [B, T, 2C], pad [B, T], weight [C, odd K], bias [C]: got {list(y.shape)}, "
+            f"Expected y [B, T, 2C], pad [B, T], weight [C, {CONV_KERNEL_SIZE}], bias [C]: got {list(y.shape)}, "
             f"{list(pad.shape)}, {list(weight.shape)}, {list(bias.shape)}"
         )
     y = y.contiguous()
@@ -124,7 +160,7 @@ def _glu_depthwise_silu_op(y: torch.Tensor, pad: torch.Tensor, weight: torch.Ten
     grid = (triton.cdiv(c, CONV_BLOCK_C), triton.cdiv(t, CONV_BLOCK_T), b)
     _glu_depthwise_silu_kernel[grid](
         y, pad.contiguous().view(torch.uint8), weight.float().contiguous(), bias.float().contiguous(), out, t, c,
-        K=k, BLOCK_T=CONV_BLOCK_T, BLOCK_C=CONV_BLOCK_C,
+        BLOCK_T=CONV_BLOCK_T, BLOCK_C=CONV_BLOCK_C, num_warps=CONV_WARPS,
     )
     return out
 
