@@ -78,6 +78,8 @@ def adapter_options(args: argparse.Namespace, cuda_graphs: bool, batch_sizes: Li
         options["matmul"] = args.matmul
     if args.kernels:
         options["kernels"] = args.kernels
+    if args.overlap_decode:
+        options["overlapDecode"] = True
     if args.compile_decode_step:
         options["compileDecodeStep"] = True
     if args.compile_encoder:
@@ -306,6 +308,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--warmup-iterations", type=int, default=2)
     parser.add_argument("--chunk-steps", type=int, default=8)
+    parser.add_argument(
+        "--overlap-decode",
+        action="store_true",
+        help="decode on a second stream while the next batch's encoder runs (shows in pipelinedClipsPerS)",
+    )
     parser.add_argument("--compile-decode-step", action="store_true", help="torch.compile the decode step")
     parser.add_argument("--compile-encoder", action="store_true", help="torch.compile the conformer layers")
     parser.add_argument("--no-cudnn-benchmark", action="store_true", help="keep cuDNN's heuristic algorithms")

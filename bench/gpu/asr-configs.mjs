@@ -18,6 +18,7 @@ function config({
   dispatchWhenIdle = false,
   matmul = undefined,
   kernels = undefined,
+  overlapDecode = false,
 }) {
   const batchSizes = [1, 2, 4, 8, 16, 32, 64].filter((b) => b <= maxBatchSize);
   return {
@@ -48,6 +49,7 @@ function config({
           ...(compileEncoder ? { compileEncoder } : {}),
           ...(matmul !== undefined ? { matmul } : {}),
           ...(kernels !== undefined ? { kernels } : {}),
+          ...(overlapDecode ? { overlapDecode } : {}),
         },
       },
     },
@@ -93,6 +95,10 @@ export const CONFIGS = {
   'c14-1x-b32-graphs-2inflight-compiled-all-triton-fp8-idle': config({ ...C7, kernels: 'triton', matmul: 'fp8' }),
   // c9 with FP8 products
   'c16-1x-b64-graphs-2inflight-compiled-all-fp8-idle': config({ ...C7, matmul: 'fp8', maxBatchSize: 64 }),
+  // c7 decoding each batch on a second stream while the next batch's encoder runs
+  'c17-1x-b32-graphs-2inflight-compiled-all-overlap-idle': config({ ...C7, overlapDecode: true }),
+  // ... with three batches in flight
+  'c18-1x-b32-graphs-3inflight-compiled-all-overlap-idle': config({ ...C7, overlapDecode: true, inFlight: 3 }),
   // ... c13 with batches of up to 64
   'c15-1x-b64-graphs-2inflight-compiled-all-triton-idle': config({ ...C7, kernels: 'triton', maxBatchSize: 64 }),
 };

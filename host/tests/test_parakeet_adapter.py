@@ -232,3 +232,31 @@ def test_plan_picks_the_smallest_graph_that_fits(adapter: ParakeetAdapter) -> No
     plan = runner.plan(lengths)
     # sorted by length, split at the largest batch size, padded to the smallest bucket and batch size
     assert plan == [([3, 4, 0, 5], (4, b5)), ([2, 6], (2, b15)), ([1], None)]
+
+
+def test_overlap_decode_is_a_boolean_and_needs_cuda_graphs_to_take_effect() -> None:
+    with pytest.raises(InstanceError) as info:
+        _load({"overlapDecode": "yes"})
+    assert "Expected overlapDecode to be true or false: got 'yes'" in info.value.message
+    # On the CPU there are no graphs: the option is accepted and batches run in full in begin_batch.
+    a = _load({"overlapDecode": True, "batchSizes": [2], "lengthBucketsMs": [5000]})
+    try:
+        runner = a._runner
+        assert runner is not None and not runner.overlapping and runner.slots == 1
+        assert runner.decode_stream is None
+        a.warmup()
+        requests = _requests([1.0, 2.0], seed=4)
+        before = runner.counters.clips
+        finish = a.begin_batch(requests)
+        assert runner.counters.clips == before + 2 and not runner.is_busy
+        assert finish() == a.run_batch(requests)
+    finally:
+        a.close()
+
+
+def test_runner_begin_returns_what_run_returns(adapter: ParakeetAdapter) -> None:
+    runner = adapter._runner
+    assert runner is not None
+    clips = _clips([1.2, 0.4, 2.1], seed=5)
+    complete = runner.begin(clips)
+    assert [item.tokens for item in complete()] == [item.tokens for item in runner.run(clips)]

@@ -14,6 +14,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``batchSizes`` | [1, 2, 4, 8, 16] | batch sizes captured; larger batches are split |
 | ``lengthBucketsMs`` | [5000, 15000, 30000, 45000, 60000] | length buckets captured; longer clips run eagerly |
 | ``decodeChunkSteps`` | 8 | decode steps per graph replay (one host check per chunk) |
+| ``overlapDecode`` | false | decode each batch on a second stream while the next batch's encoder runs (CUDA graphs only; two sets of graphs per batch size; the decode runs on the host's finisher thread) |
 | ``cudnnBenchmark`` | true | let cuDNN time its convolution algorithms for each graph shape while the model loads |
 | ``compileEncoder`` | false | ``torch.compile`` the conformer layers (torch >= 2.0 with Triton; compiles while the model loads) |
 | ``compileDecodeStep`` | false | ``torch.compile`` the decode step (torch >= 2.0 with Triton; compiles while the model loads) |
@@ -71,6 +72,7 @@ DEFAULT_OPTIONS: Dict[str, Any] = {
     "batchSizes": [1, 2, 4, 8, 16],
     "lengthBucketsMs": [5000, 15000, 30000, 45000, 60000],
     "decodeChunkSteps": 8,
+    "overlapDecode": False,
     "compileDecodeStep": False,
     "compileEncoder": False,
     "cudnnBenchmark": True,
@@ -147,8 +149,9 @@ def _parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
         if not _is_int(options[key]) or options[key] < (0 if key == "seed" else 1):
             kind = "non-negative" if key == "seed" else "positive"
             problems.append(f"Expected {key} to be a {kind} integer: got {options[key]!r}")
-    if not isinstance(options["cudnnBenchmark"], bool):
-        problems.append(f"Expected cudnnBenchmark to be true or false: got {options['cudnnBenchmark']!r}")
+    for key in ("cudnnBenchmark", "overlapDecode"):
+        if not isinstance(options[key], bool):
+            problems.append(f"Expected {key} to be true or false: got {options[key]!r}")
     for key in ("compileDecodeStep", "compileEncoder"):
         if not isinstance(options[key], bool):
             problems.append(f"Expected {key} to be true or false: got {options[key]!r}")
@@ -318,6 +321,7 @@ class ParakeetAdapter:
                 use_graphs=bool(options["cudaGraphs"]) and device.type == "cuda",
                 chunk_steps=int(options["decodeChunkSteps"]),
                 cudnn_benchmark=bool(options["cudnnBenchmark"]),
+                overlap_decode=bool(options["overlapDecode"]),
             ),
         )
         if device.type == "cuda":
@@ -411,24 +415,24 @@ class ParakeetAdapter:
             staged = None
         if clips:
             try:
-                decoded = runner.run(clips, staged=staged)
+                # With overlapDecode the decode runs in complete(), on the finisher thread.
+                complete = runner.begin(clips, staged=staged)
             except Exception as exc:  # noqa: BLE001 - only OOM becomes per-request failures
                 if not _is_oom(exc):
                     raise
-                if self._device.type == "cuda":
-                    torch.cuda.empty_cache()
-                for i in indices:
-                    results[i] = RequestFailure(
-                        request_id=batch[i].request_id,
-                        code="out_of_memory",
-                        message=f"Out of device memory running a batch of {len(clips)} clips",
-                    )
+                self._fail_out_of_memory(batch, indices, results)
             else:
-                pending = list(zip(indices, clips, decoded))
 
                 def finish() -> List[RequestOutput | RequestFailure]:
-                    for i, clip, item in pending:
-                        results[i] = self._to_output(batch[i], clip, item)
+                    try:
+                        decoded = complete()
+                    except Exception as exc:  # noqa: BLE001 - only OOM becomes per-request failures
+                        if not _is_oom(exc):
+                            raise
+                        self._fail_out_of_memory(batch, indices, results)
+                    else:
+                        for i, clip, item in zip(indices, clips, decoded):
+                            results[i] = self._to_output(batch[i], clip, item)
                     return [r for r in results if r is not None]
 
                 return finish
@@ -436,6 +440,21 @@ class ParakeetAdapter:
             staged.release()
         done = [r for r in results if r is not None]
         return lambda: done
+
+    def _fail_out_of_memory(
+        self,
+        batch: Sequence[RequestInput],
+        indices: List[int],
+        results: List[Optional[RequestOutput | RequestFailure]],
+    ) -> None:
+        if self._device.type == "cuda":
+            torch.cuda.empty_cache()
+        for i in indices:
+            results[i] = RequestFailure(
+                request_id=batch[i].request_id,
+                code="out_of_memory",
+                message=f"Out of device memory running a batch of {len(indices)} clips",
+            )
 
     def _validate(self, request: RequestInput) -> Tuple[Optional[npt.NDArray[np.int16]], Optional[str]]:
         """The clip as the runner takes it (int16, contiguous), or why the request fails with invalid_audio.

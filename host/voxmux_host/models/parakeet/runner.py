@@ -10,9 +10,19 @@ Graphs (CUDA only, captured in :meth:`ParakeetRunner.warmup` and never later):
 
 A batch is padded to the smallest bucket that holds its longest clip and to the smallest captured batch
 size that holds it (padding rows have length 0 and never decode). Everything else runs eagerly with
-the same code. All graphs share one memory pool: they run one at a time on the instance's stream and
-exchange data only through tensors allocated outside the graphs (the static inputs and the decode
-state), so no graph's temporaries can overlap another graph's live data.
+the same code. Graphs exchange data only through tensors allocated outside them (the static inputs and
+the decode state). The encoder graphs share one memory pool and the decode graphs share one (the same
+pool unless decodes overlap): graphs of one pool run one at a time, on one stream, so no graph's
+temporaries can overlap another's live data.
+
+*Overlapped decoding* (``overlap_decode``): the decode of a batch is a loop of small, latency-bound
+kernels that leaves most of the GPU idle, and the next batch's encoder can fill it. Each batch size
+then has two sets of static inputs, decode state and graphs, used in turn. :meth:`ParakeetRunner.begin`
+copies a batch in and launches its encoder graph on the instance's stream, and returns; the function
+it returns runs the decode loop on a second, higher-priority stream (after the encoder, through an
+event) and collects the tokens. The host calls that function on its finisher thread while its main
+thread launches the next batch's encoder into the other set. A set is reused only once the decode that
+last used it has been collected.
 
 Clips are int16 PCM, the wire format (float value = int16 / 32768), or float (reference input for tests
 and tools); one batch holds one kind. int16 clips cross to the device as int16 (half the bytes of
@@ -27,7 +37,7 @@ import inspect
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -63,6 +73,9 @@ class RunnerOptions:
     #: Let cuDNN time its algorithms for each captured shape during warm-up (the graphs keep the fastest);
     #: off again afterwards, so eager runs of new shapes are not slowed by timing runs.
     cudnn_benchmark: bool = True
+    #: Decode a batch on a second stream while the next batch's encoder runs (module docstring; graphs
+    #: only).
+    overlap_decode: bool = False
 
 
 @dataclass
@@ -89,8 +102,28 @@ class _Statics:
     state: DecodeState
     flags_host: torch.Tensor  # [2] bool, pinned: any_active of the last two decode chunks
     events: Tuple[torch.cuda.Event, torch.cuda.Event]
+    #: Recorded on the instance's stream after the encoder graph: where the decode stream starts.
+    encoded: torch.cuda.Event
+    #: Set while no batch uses these statics: cleared when a batch is copied in, set again once its
+    #: tokens are collected (or it failed).
+    free: threading.Event = field(default_factory=lambda: _set(threading.Event()))
     encoder_graphs: Dict[int, torch.cuda.CUDAGraph] = field(default_factory=dict)  # bucket samples -> graph
     decode_graph: Optional[torch.cuda.CUDAGraph] = None
+
+
+def _set(event: threading.Event) -> threading.Event:
+    event.set()
+    return event
+
+
+@dataclass
+class _Launched:
+    """A batch whose encoder graph has been launched (overlapped decoding): what its decode needs."""
+
+    statics: _Statics
+    bucket: int
+    clips: int
+    marks: Optional[List[torch.cuda.Event]]
 
 
 def _graph_kwargs() -> Dict[str, object]:
@@ -118,13 +151,29 @@ class ParakeetRunner:
         #: Held while deciding to capture and by the probe while it launches its kernel, so the probe
         #: never enqueues work on a stream that is being captured.
         self.launch_lock = threading.Lock()
-        self.is_busy = False
+        #: Batches begun and not finished (the probe uses the side stream while any is in flight).
+        self._in_flight = 0
+        self._in_flight_lock = threading.Lock()
+        #: counters are updated by the main thread and, with overlapped decoding, the finisher thread.
+        self._counters_lock = threading.Lock()
         #: When set (benchmarks), each CUDA sub-batch appends (encoder ms, decode ms) measured with events.
         self.phase_times_ms: Optional[List[Tuple[float, float]]] = None
         self.side_stream: Optional[torch.cuda.Stream] = (
             torch.cuda.Stream(device) if self.is_cuda else None  # type: ignore[no-untyped-call]
         )
-        self._statics: Dict[int, _Statics] = {}
+        #: Static inputs, decode state and graphs per batch size: one set, or two used in turn when
+        #: decodes overlap.
+        self.overlapping = bool(options.overlap_decode and options.use_graphs and self.is_cuda)
+        self.slots = 2 if self.overlapping else 1
+        self._statics: Dict[int, List[_Statics]] = {}
+        self._turn: Dict[int, int] = {}
+        #: The set the last graph replay of each batch size used (graph_encoder_output).
+        self._last: Dict[int, _Statics] = {}
+        #: The decode's stream: the instance's own, or with overlapped decoding a second one that the
+        #: GPU schedules first, so that a decode step's small kernels do not queue behind the encoder's.
+        self.decode_stream: Optional[torch.cuda.Stream] = self.stream
+        if self.overlapping:
+            self.decode_stream = torch.cuda.Stream(device, priority=-1)  # type: ignore[no-untyped-call]
         #: Every graph shape has run once (prepare); the graphs themselves exist once warmup has run.
         self.is_prepared = False
         self.has_graphs = False
@@ -184,6 +233,8 @@ class ParakeetRunner:
         torch.cuda.synchronize(self.device)
         before = torch.cuda.memory_reserved(self.device)
         pool = torch.cuda.graph_pool_handle()  # type: ignore[no-untyped-call]
+        # Overlapped, a decode graph runs while an encoder graph does: they must not share temporaries.
+        decode_pool = torch.cuda.graph_pool_handle() if self.overlapping else pool  # type: ignore[no-untyped-call]
         with self.launch_lock:
             self.is_capturing = True
         was_benchmark = torch.backends.cudnn.benchmark
@@ -191,10 +242,11 @@ class ParakeetRunner:
         try:
             with torch.inference_mode(), torch.cuda.stream(self.stream):  # type: ignore[no-untyped-call]
                 for batch_size in self.batch_sizes:
-                    statics = self._statics_for(batch_size)
-                    for bucket in self.buckets:
-                        self._capture_encoder(statics, bucket, pool)
-                    self._capture_decode(statics, pool)
+                    for slot in range(self.slots):
+                        statics = self._statics_for(batch_size, slot)
+                        for bucket in self.buckets:
+                            self._capture_encoder(statics, bucket, pool)
+                        self._capture_decode(statics, decode_pool)
             torch.cuda.synchronize(self.device)
         finally:
             self.is_capturing = False
@@ -203,11 +255,21 @@ class ParakeetRunner:
         self.has_graphs = True
         return self.graphs_captured
 
-    def _statics_for(self, batch_size: int) -> _Statics:
-        statics = self._statics.get(batch_size)
-        if statics is None:
-            statics = self._allocate_statics(batch_size)
-            self._statics[batch_size] = statics
+    def _statics_for(self, batch_size: int, slot: int = 0) -> _Statics:
+        sets = self._statics.setdefault(batch_size, [])
+        while len(sets) <= slot:
+            sets.append(self._allocate_statics(batch_size))
+        return sets[slot]
+
+    def _take_statics(self, batch_size: int) -> _Statics:
+        """The set for the next batch of this size (in turn), once the decode that last used it is
+        collected; marked in use."""
+        turn = self._turn.get(batch_size, 0)
+        self._turn[batch_size] = (turn + 1) % self.slots
+        statics = self._statics[batch_size][turn]
+        statics.free.wait()
+        statics.free.clear()
+        self._last[batch_size] = statics
         return statics
 
     def _allocate_statics(self, batch_size: int) -> _Statics:
@@ -222,6 +284,7 @@ class ParakeetRunner:
             state=self.model.new_decode_state(batch_size, max_frames),
             flags_host=torch.zeros(2, dtype=torch.bool).pin_memory(),
             events=(torch.cuda.Event(), torch.cuda.Event()),  # type: ignore[no-untyped-call]
+            encoded=torch.cuda.Event(),  # type: ignore[no-untyped-call]
         )
 
     def _encoder_body(self, statics: _Statics, bucket: int) -> None:
@@ -308,14 +371,93 @@ class ParakeetRunner:
         """
         try:
             is_pcm16_batch(audios)
-            self.is_busy = True
+            self._enter()
             try:
                 return self._run(audios, count, staged)
             finally:
-                self.is_busy = False
+                self._leave()
         finally:
             if staged is not None:
                 staged.release()
+
+    def begin(
+        self, audios: Sequence[npt.NDArray[Any]], staged: Optional[StagedClips] = None
+    ) -> Callable[[], List[DecodedItem]]:
+        """:meth:`run` in two parts: this call, and the function it returns (call it exactly once).
+
+        With overlapped decoding, a batch that runs as one captured shape only has its encoder launched
+        here; the returned function decodes it on the decode stream and collects the tokens (module
+        docstring). This call may first wait until the decode that last used the batch size's other
+        set is collected. Any other batch runs here, in full, and the function only hands back its
+        results.
+        """
+        if not self.overlapping:
+            results = self.run(audios, staged=staged)
+            return lambda: results
+        try:
+            is_pcm16_batch(audios)
+            lengths = [int(a.shape[0]) for a in audios]
+            groups = self.plan(lengths)
+            if len(groups) != 1 or groups[0][1] is None:
+                results = self.run(audios, staged=staged)
+                return lambda: results
+            order, shape = groups[0]
+            assert shape is not None
+            batch_size, bucket = shape
+            if staged is not None and not _staged_for(staged, groups, lengths):
+                staged.release()
+                staged = None
+            clips = [audios[i] for i in order]
+            self._enter()
+            try:
+                launched = self._launch_graph(clips, batch_size, bucket, staged=staged)
+            except BaseException:
+                self._leave()
+                raise
+        finally:
+            if staged is not None:
+                staged.release()
+        done = False
+
+        def complete() -> List[DecodedItem]:
+            nonlocal done
+            if done:
+                raise RuntimeError("Expected one call of a batch's completion: it was called again")
+            done = True
+            try:
+                decoded = self._complete_graph(launched)
+            finally:
+                self._leave()
+            results: List[Optional[DecodedItem]] = [None] * len(audios)
+            for i, item in zip(order, decoded):
+                results[i] = item
+            items = [item for item in results if item is not None]
+            with self._counters_lock:
+                self.counters.graph_replays += 1
+            self._count(lengths, items)
+            return items
+
+        return complete
+
+    @property
+    def is_busy(self) -> bool:
+        """A batch is in flight: begun (or running) and not yet finished."""
+        return self._in_flight > 0
+
+    def _enter(self) -> None:
+        with self._in_flight_lock:
+            self._in_flight += 1
+
+    def _leave(self) -> None:
+        with self._in_flight_lock:
+            self._in_flight -= 1
+
+    def _count(self, lengths: List[int], done: List[DecodedItem]) -> None:
+        with self._counters_lock:
+            self.counters.clips += len(done)
+            self.counters.audio_samples += sum(lengths)
+            self.counters.tokens += sum(len(item.tokens) for item in done)
+            self.counters.decode_steps += sum(item.steps for item in done)
 
     def _run(self, audios: Sequence[npt.NDArray[Any]], count: bool, staged: Optional[StagedClips]) -> List[DecodedItem]:
         results: List[Optional[DecodedItem]] = [None] * len(audios)
@@ -328,21 +470,20 @@ class ParakeetRunner:
             clips = [audios[i] for i in group]
             if shape is None:
                 decoded = self._run_eager(clips, staged=staged)
-                if count:
-                    self.counters.eager_batches += 1
             else:
                 decoded = self._run_graph(clips, *shape, staged=staged)
-                if count:
-                    self.counters.graph_replays += 1
+            if count:
+                with self._counters_lock:
+                    if shape is None:
+                        self.counters.eager_batches += 1
+                    else:
+                        self.counters.graph_replays += 1
             for i, item in zip(group, decoded):
                 results[i] = item
         done = [item for item in results if item is not None]
         assert len(done) == len(audios)
         if count:
-            self.counters.clips += len(audios)
-            self.counters.audio_samples += sum(lengths)
-            self.counters.tokens += sum(len(item.tokens) for item in done)
-            self.counters.decode_steps += sum(item.steps for item in done)
+            self._count(lengths, done)
         return done
 
     def _stream_context(self) -> object:
@@ -425,47 +566,73 @@ class ParakeetRunner:
 
     def graph_encoder_output(self, batch_size: int, frames: int) -> torch.Tensor:
         """The projected encoder frames the last replay left in the decode state (host copy)."""
-        state = self._statics[batch_size].state
+        state = self._last[batch_size].state
         with self._stream_context():  # type: ignore[attr-defined]
             return state.enc_proj[:, :frames].float().cpu()
 
     def _run_graph(
         self, clips: Sequence[npt.NDArray[Any]], batch_size: int, bucket: int, staged: Optional[StagedClips] = None
     ) -> List[DecodedItem]:
-        statics = self._statics[batch_size]
-        state = statics.state
-        assert statics.decode_graph is not None and self.stream is not None
-        with torch.inference_mode(), torch.cuda.stream(self.stream):  # type: ignore[no-untyped-call]
-            marks = self._marks()
-            if staged is not None:
-                self._copy_staged(statics, staged, batch_size, bucket)
-            else:
-                self._stage_audio(statics, clips, batch_size, bucket)
-            statics.encoder_graphs[bucket].replay()  # type: ignore[no-untyped-call]
-            self._mark(marks, 1)
+        return self._complete_graph(self._launch_graph(clips, batch_size, bucket, staged))
 
-            frames = encoder_frames(feature_tensor_frames(bucket, self.config), self.config)
-            limit = TDTGreedyDecoder.max_steps(frames, self.config) // self.options.chunk_steps + 2
-            flags, events = statics.flags_host, statics.events
-            slot = 0
-            statics.decode_graph.replay()  # type: ignore[no-untyped-call]
-            flags[slot].copy_(state.any_active, non_blocking=True)
-            events[slot].record(self.stream)  # type: ignore[no-untyped-call]
-            for _ in range(limit):
-                other = 1 - slot
+    def _launch_graph(
+        self, clips: Sequence[npt.NDArray[Any]], batch_size: int, bucket: int, staged: Optional[StagedClips] = None
+    ) -> _Launched:
+        """Copy the batch into the next free set of static inputs and launch its encoder graph."""
+        statics = self._take_statics(batch_size)
+        try:
+            assert statics.decode_graph is not None and self.stream is not None
+            with torch.inference_mode(), torch.cuda.stream(self.stream):  # type: ignore[no-untyped-call]
+                marks = self._marks()
+                if staged is not None:
+                    self._copy_staged(statics, staged, batch_size, bucket)
+                else:
+                    self._stage_audio(statics, clips, batch_size, bucket)
+                statics.encoder_graphs[bucket].replay()  # type: ignore[no-untyped-call]
+                self._mark(marks, 1)
+                statics.encoded.record(self.stream)  # type: ignore[no-untyped-call]
+        except BaseException:
+            statics.free.set()
+            raise
+        return _Launched(statics, bucket, len(clips), marks)
+
+    def _complete_graph(self, launched: _Launched) -> List[DecodedItem]:
+        """Replay the decode graph until every item is done (on the decode stream, after the encoder),
+        then collect the tokens; the set of static inputs is free again afterwards."""
+        statics = launched.statics
+        state = statics.state
+        stream = self.decode_stream
+        try:
+            assert statics.decode_graph is not None and stream is not None
+            with torch.inference_mode(), torch.cuda.stream(stream):  # type: ignore[no-untyped-call]
+                if stream is not self.stream:
+                    stream.wait_event(statics.encoded)  # type: ignore[no-untyped-call]
+                frames = encoder_frames(feature_tensor_frames(launched.bucket, self.config), self.config)
+                limit = TDTGreedyDecoder.max_steps(frames, self.config) // self.options.chunk_steps + 2
+                flags, events = statics.flags_host, statics.events
+                slot = 0
                 statics.decode_graph.replay()  # type: ignore[no-untyped-call]
-                flags[other].copy_(state.any_active, non_blocking=True)
-                events[other].record(self.stream)  # type: ignore[no-untyped-call]
-                events[slot].synchronize()  # type: ignore[no-untyped-call]
-                if not bool(flags[slot]):
-                    break
-                slot = other
-            else:
-                raise RuntimeError(f"Decoding did not finish within {limit} chunks")
-            self._mark(marks, 2)
-            results = collect_results(state, len(clips))
-            self._record(marks)
-            return results
+                flags[slot].copy_(state.any_active, non_blocking=True)
+                events[slot].record(stream)  # type: ignore[no-untyped-call]
+                for _ in range(limit):
+                    other = 1 - slot
+                    statics.decode_graph.replay()  # type: ignore[no-untyped-call]
+                    flags[other].copy_(state.any_active, non_blocking=True)
+                    events[other].record(stream)  # type: ignore[no-untyped-call]
+                    events[slot].synchronize()  # type: ignore[no-untyped-call]
+                    if not bool(flags[slot]):
+                        break
+                    slot = other
+                else:
+                    raise RuntimeError(f"Decoding did not finish within {limit} chunks")
+                marks = launched.marks
+                if marks is not None:
+                    marks[2].record(stream)  # type: ignore[no-untyped-call]
+                results = collect_results(state, launched.clips)
+                self._record(marks)
+                return results
+        finally:
+            statics.free.set()
 
     def _copy_staged(self, statics: _Statics, staged: StagedClips, batch_size: int, bucket: int) -> None:
         """A staged batch into the graphs' static inputs: one copy of its [n, bucket] rows, its lengths,

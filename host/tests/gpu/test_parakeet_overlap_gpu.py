@@ -1,0 +1,91 @@
+"""Overlapped decoding on CUDA (overlapDecode): a batch decodes on the second stream while the next one's
+encoder runs, in the other set of graphs; the tokens equal those of the plain runner. Skipped without
+CUDA."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+import torch
+
+HOST_DIR = Path(__file__).resolve().parents[2]
+if str(HOST_DIR) not in sys.path:
+    sys.path.insert(0, str(HOST_DIR))
+
+from voxmux_host.model_api import LoadContext, RequestInput, RequestOutput  # noqa: E402
+from voxmux_host.models.parakeet.adapter import ParakeetAdapter  # noqa: E402
+from voxmux_host.models.parakeet.model import pcm16_from_float  # noqa: E402
+from voxmux_host.models.parakeet.random_init import speech_like_noise  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+OPTIONS: Dict[str, Any] = {"config": "tiny", "device": "cuda", "batchSizes": [1, 4], "lengthBucketsMs": [5000]}
+
+
+def _clips(durations: List[float], seed: int) -> List[npt.NDArray[np.int16]]:
+    return [pcm16_from_float(speech_like_noise(d, seed + i)) for i, d in enumerate(durations)]
+
+
+def _batches() -> List[List[RequestInput]]:
+    shapes = [[3.1, 4.7, 1.9], [2.2, 4.9, 0.7, 3.3], [1.1], [4.2, 2.8]]
+    return [[RequestInput(f"b{k}r{i}", c) for i, c in enumerate(_clips(d, seed=200 + 10 * k))] for k, d in enumerate(shapes)]
+
+
+def _texts(outputs: List[Any]) -> List[str]:
+    assert all(isinstance(o, RequestOutput) for o in outputs)
+    return [o.text for o in outputs]
+
+
+@pytest.fixture(scope="module")
+def expected() -> List[List[str]]:
+    plain = ParakeetAdapter()
+    plain.load(LoadContext("plain", "parakeet", OPTIONS))
+    plain.warmup()
+    try:
+        return [_texts(plain.run_batch(batch)) for batch in _batches()]
+    finally:
+        plain.close()
+
+
+def test_batches_begun_before_the_previous_one_decoded_give_the_plain_runner_s_tokens(expected: List[List[str]]) -> None:
+    adapter = ParakeetAdapter()
+    adapter.load(LoadContext("overlap", "parakeet", {**OPTIONS, "overlapDecode": True}))
+    try:
+        info = adapter.warmup()
+        runner = adapter._runner
+        assert runner is not None and runner.overlapping and runner.decode_stream is not runner.stream
+        assert info.graphs_captured == 2 * (2 * 1 + 2)  # two sets of (one encoder graph per batch size + one decode graph)
+        a, b, c, d = _batches()
+        # Two batches of size 4 in flight (sets 0 and 1), then a batch of size 1, then size 4 again,
+        # which reuses set 0 only after batch a was collected.
+        finish_a = adapter.begin_batch(a)
+        finish_b = adapter.begin_batch(b)
+        assert runner.is_busy
+        got_a = _texts(finish_a())
+        finish_c = adapter.begin_batch(c)
+        finish_d = adapter.begin_batch(d)
+        got = [got_a, _texts(finish_b()), _texts(finish_c()), _texts(finish_d())]
+        assert got == expected
+        assert not runner.is_busy
+        assert adapter.stats().graph_replays == 4
+    finally:
+        adapter.close()
+
+
+def test_staged_batches_overlap_too(expected: List[List[str]]) -> None:
+    adapter = ParakeetAdapter()
+    adapter.load(LoadContext("overlap", "parakeet", {**OPTIONS, "overlapDecode": True}))
+    try:
+        adapter.warmup()
+        a, b, _, _ = _batches()
+        staged_a, staged_b = adapter.stage_batch(a), adapter.stage_batch(b)
+        assert staged_a is not None and staged_b is not None
+        finish_a = adapter.begin_batch(a, staged_a)
+        finish_b = adapter.begin_batch(b, staged_b)
+        assert [_texts(finish_a()), _texts(finish_b())] == expected[:2]
+    finally:
+        adapter.close()
