@@ -20,7 +20,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``compileDecodeStep`` | false | ``torch.compile`` the decode step (torch >= 2.0 with Triton; compiles while the model loads) |
 | ``attention`` | ``"auto"`` | ``"sdpa"`` (needs torch >= 2.0), ``"manual"`` or ``"auto"`` (sdpa where available) |
 | ``matmul`` | ``"bf16"`` | ``"bf16"`` or ``"fp8"``: the encoder's large matrix products as FP8 (e4m3) GEMMs with row-wise scales; needs torch >= 2.5, a GPU of compute capability >= 8.9, dtype bf16 and ``compileEncoder``; on one H200 the encoder took 6.5 % less time; accuracy on a trained checkpoint not checked |
-| ``kernels`` | ``"torch"`` | ``"torch"`` or ``"triton"``: the attention's position bias and the convolution module's GLU, depthwise convolution, BatchNorm and SiLU as the project's own Triton kernels (kernels.py); needs a CUDA device and torch >= 2.4 with Triton |
+| ``kernels`` | ``"torch"`` | ``"torch"`` or ``"triton"``: the attention's position bias and the convolution module's GLU, depthwise convolution, BatchNorm and SiLU as the project's own Triton kernels (kernels.py); needs a CUDA device, torch >= 2.4 with Triton and a convolution kernel size of 9; pays off where the compiled encoder sees several length buckets (docs/operations.md) |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel (keep it below the host's probe timeout) |
 | ``simulateHang`` | false | tests only: ``true`` or ``"hang"`` makes ``probe`` time out, ``"fail"`` makes it fail |
 """
