@@ -89,3 +89,31 @@ def test_staged_batches_overlap_too(expected: List[List[str]]) -> None:
         assert [_texts(finish_a()), _texts(finish_b())] == expected[:2]
     finally:
         adapter.close()
+
+
+def test_the_full_configuration_overlapped_gives_the_plain_runner_s_texts() -> None:
+    """The full model's products are large enough to use cuBLAS workspaces (the tiny model's are not):
+    three batches of 16, two in flight, against the plain runner."""
+    options: Dict[str, Any] = {"config": "full", "device": "cuda", "batchSizes": [16], "lengthBucketsMs": [5000]}
+    batches = [
+        [RequestInput(f"b{k}r{i}", c) for i, c in enumerate(_clips([4.5 - 0.2 * i for i in range(16)], seed=300 + 20 * k))]
+        for k in range(3)
+    ]
+    plain = ParakeetAdapter()
+    plain.load(LoadContext("plain", "parakeet", options))
+    plain.warmup()
+    try:
+        expected = [_texts(plain.run_batch(batch)) for batch in batches]
+    finally:
+        plain.close()
+    adapter = ParakeetAdapter()
+    adapter.load(LoadContext("overlap", "parakeet", {**options, "overlapDecode": True}))
+    try:
+        adapter.warmup()
+        finish_a = adapter.begin_batch(batches[0])
+        finish_b = adapter.begin_batch(batches[1])
+        got_a = _texts(finish_a())
+        finish_c = adapter.begin_batch(batches[2])
+        assert [got_a, _texts(finish_b()), _texts(finish_c())] == expected
+    finally:
+        adapter.close()

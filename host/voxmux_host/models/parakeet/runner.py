@@ -309,13 +309,23 @@ class ParakeetRunner:
         self.graphs_captured += 1
 
     def _capture_decode(self, statics: _Statics, pool: object) -> None:
+        """Capture the decode graph on the stream it will replay on. (A captured product keeps the cuBLAS
+        workspace of its capture stream: captured on the instance's stream, an overlapped decode would
+        share the encoder's workspace while both run. On one H200 that failed with 'an illegal
+        instruction was encountered'.)"""
         steps = self.options.chunk_steps
-        for _ in range(2):
-            self.model.decode_steps_(statics.state, steps)
-        self.stream.synchronize()  # type: ignore[union-attr]
+        stream = self.decode_stream
+        assert stream is not None and self.stream is not None
+        stream.wait_stream(self.stream)  # type: ignore[no-untyped-call]
+        with torch.cuda.stream(stream):  # type: ignore[no-untyped-call]
+            # Also creates this stream's cuBLAS workspace before the capture.
+            for _ in range(2):
+                self.model.decode_steps_(statics.state, steps)
+        stream.synchronize()  # type: ignore[no-untyped-call]
         graph = torch.cuda.CUDAGraph()  # type: ignore[no-untyped-call]
-        with torch.cuda.graph(graph, pool=pool, stream=self.stream, **_graph_kwargs()):  # type: ignore[arg-type, no-untyped-call]
+        with torch.cuda.graph(graph, pool=pool, stream=stream, **_graph_kwargs()):  # type: ignore[arg-type, no-untyped-call]
             self.model.decode_steps_(statics.state, steps)
+        self.stream.wait_stream(stream)  # type: ignore[no-untyped-call]
         statics.decode_graph = graph
         self.graphs_captured += 1
 
