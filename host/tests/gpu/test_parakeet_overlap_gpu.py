@@ -4,8 +4,9 @@ CUDA."""
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterator, List, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -16,7 +17,7 @@ HOST_DIR = Path(__file__).resolve().parents[2]
 if str(HOST_DIR) not in sys.path:
     sys.path.insert(0, str(HOST_DIR))
 
-from voxmux_host.model_api import LoadContext, RequestInput, RequestOutput  # noqa: E402
+from voxmux_host.model_api import LoadContext, RequestInput, RequestOutput, WarmupInfo  # noqa: E402
 from voxmux_host.models.parakeet.adapter import ParakeetAdapter  # noqa: E402
 from voxmux_host.models.parakeet.model import pcm16_from_float  # noqa: E402
 from voxmux_host.models.parakeet.random_init import speech_like_noise  # noqa: E402
@@ -35,6 +36,17 @@ def _batches() -> List[List[RequestInput]]:
     return [[RequestInput(f"b{k}r{i}", c) for i, c in enumerate(_clips(d, seed=200 + 10 * k))] for k, d in enumerate(shapes)]
 
 
+@contextmanager
+def _warmed(options: Dict[str, Any]) -> Iterator[Tuple[ParakeetAdapter, WarmupInfo]]:
+    """An adapter loaded with ``options`` and warmed up (graphs captured), closed afterwards."""
+    adapter = ParakeetAdapter()
+    adapter.load(LoadContext("gpu", "parakeet", options))
+    try:
+        yield adapter, adapter.warmup()
+    finally:
+        adapter.close()
+
+
 def _texts(outputs: List[Any]) -> List[str]:
     assert all(isinstance(o, RequestOutput) for o in outputs)
     return [o.text for o in outputs]
@@ -42,20 +54,12 @@ def _texts(outputs: List[Any]) -> List[str]:
 
 @pytest.fixture(scope="module")
 def expected() -> List[List[str]]:
-    plain = ParakeetAdapter()
-    plain.load(LoadContext("plain", "parakeet", OPTIONS))
-    plain.warmup()
-    try:
+    with _warmed(OPTIONS) as (plain, _):
         return [_texts(plain.run_batch(batch)) for batch in _batches()]
-    finally:
-        plain.close()
 
 
 def test_batches_begun_before_the_previous_one_decoded_give_the_plain_runner_s_tokens(expected: List[List[str]]) -> None:
-    adapter = ParakeetAdapter()
-    adapter.load(LoadContext("overlap", "parakeet", {**OPTIONS, "overlapDecode": True}))
-    try:
-        info = adapter.warmup()
+    with _warmed({**OPTIONS, "overlapDecode": True}) as (adapter, info):
         runner = adapter._runner
         assert runner is not None and runner.overlapping and runner.decode_stream is not runner.stream
         assert info.graphs_captured == 2 * (2 * 1 + 2)  # two sets of (one encoder graph per batch size + one decode graph)
@@ -72,23 +76,16 @@ def test_batches_begun_before_the_previous_one_decoded_give_the_plain_runner_s_t
         assert got == expected
         assert not runner.is_busy
         assert adapter.stats().graph_replays == 4
-    finally:
-        adapter.close()
 
 
 def test_staged_batches_overlap_too(expected: List[List[str]]) -> None:
-    adapter = ParakeetAdapter()
-    adapter.load(LoadContext("overlap", "parakeet", {**OPTIONS, "overlapDecode": True}))
-    try:
-        adapter.warmup()
+    with _warmed({**OPTIONS, "overlapDecode": True}) as (adapter, _):
         a, b, _, _ = _batches()
         staged_a, staged_b = adapter.stage_batch(a), adapter.stage_batch(b)
         assert staged_a is not None and staged_b is not None
         finish_a = adapter.begin_batch(a, staged_a)
         finish_b = adapter.begin_batch(b, staged_b)
         assert [_texts(finish_a()), _texts(finish_b())] == expected[:2]
-    finally:
-        adapter.close()
 
 
 def test_the_full_configuration_overlapped_gives_the_plain_runner_s_texts() -> None:
@@ -99,21 +96,11 @@ def test_the_full_configuration_overlapped_gives_the_plain_runner_s_texts() -> N
         [RequestInput(f"b{k}r{i}", c) for i, c in enumerate(_clips([4.5 - 0.2 * i for i in range(16)], seed=300 + 20 * k))]
         for k in range(3)
     ]
-    plain = ParakeetAdapter()
-    plain.load(LoadContext("plain", "parakeet", options))
-    plain.warmup()
-    try:
+    with _warmed(options) as (plain, _):
         expected = [_texts(plain.run_batch(batch)) for batch in batches]
-    finally:
-        plain.close()
-    adapter = ParakeetAdapter()
-    adapter.load(LoadContext("overlap", "parakeet", {**options, "overlapDecode": True}))
-    try:
-        adapter.warmup()
+    with _warmed({**options, "overlapDecode": True}) as (adapter, _):
         finish_a = adapter.begin_batch(batches[0])
         finish_b = adapter.begin_batch(batches[1])
         got_a = _texts(finish_a())
         finish_c = adapter.begin_batch(batches[2])
         assert [got_a, _texts(finish_b()), _texts(finish_c())] == expected
-    finally:
-        adapter.close()
