@@ -22,7 +22,8 @@ if [[ $skip != *micro* ]]; then
   # torch.compile'd decode step; compiled-all: the encoder layers compiled too; compiled-all-fp8:
   # compiled-all with FP8 encoder matrix products; compiled-all-triton(-fp8): compiled-all(-fp8) with
   # the encoder's own Triton kernels; compiled-all-overlap: compiled-all with overlapped decoding (no
-  # profile). All others but heuristic and compiled also profile one batch without graphs. EXPLORE_MICRO_VARIANTS picks a subset (the default leaves
+  # profile). All others but heuristic and compiled also profile one batch without graphs.
+  # EXPLORE_MICRO_VARIANTS picks a subset (the default leaves
   # compiled-all-fp8 out).
   for variant in ${EXPLORE_MICRO_VARIANTS:-heuristic plain compiled compiled-all}; do
     flags=()
