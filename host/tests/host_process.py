@@ -1,9 +1,11 @@
-"""Spawns a model host (or a fixture) with the protocol pipes on fds 3 and 4, as the supervisor does."""
+"""Spawns a model host (or a fixture) with the protocol channels on fds 3 and 4: Unix stream sockets, as the
+supervisor gives them (Node's 'pipe' stdio is a socket pair), or pipes."""
 from __future__ import annotations
 
 import fcntl
 import os
 import queue
+import socket
 import subprocess
 import sys
 import threading
@@ -30,12 +32,23 @@ def fixture_argv(name: str, *extra: str) -> List[str]:
     return [sys.executable, str(FIXTURE_INSTANCES / name), *extra]
 
 
-class HostProcess:
-    """One child process; frames go down on its fd 3 and come up on its fd 4."""
+def _channel(transport: str) -> Tuple[int, int]:
+    """(read end, write end) file descriptors, both close-on-exec."""
+    if transport == 'pipe':
+        return os.pipe()
+    if transport != 'socket':
+        raise ValueError(f"Expected transport 'socket' or 'pipe': got {transport!r}")
+    read_end, write_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    return read_end.detach(), write_end.detach()
 
-    def __init__(self, argv: Sequence[str], stderr_path: Path) -> None:
-        down_r, down_w = os.pipe()
-        up_r, up_w = os.pipe()
+
+class HostProcess:
+    """One child process; frames go down on its fd 3 and come up on its fd 4 (``transport``: 'socket' or
+    'pipe')."""
+
+    def __init__(self, argv: Sequence[str], stderr_path: Path, transport: str = 'socket') -> None:
+        down_r, down_w = _channel(transport)
+        up_r, up_w = _channel(transport)
 
         def move_pipes() -> None:
             # Runs in the child between fork and exec. Lift both ends above 10 first, so that
@@ -79,7 +92,9 @@ class HostProcess:
 
     def send_bytes(self, data: bytes) -> None:
         assert self._down is not None, 'input already closed'
-        os.write(self._down, data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._down, view):]
 
     def recv(self, timeout_s: float = RECV_TIMEOUT_S) -> Received:
         """The next message with its correlation id; None at end of output; a ProtocolError as is."""

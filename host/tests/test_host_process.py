@@ -1,4 +1,4 @@
-"""The instance process end to end over real pipes, with the ``test`` adapter."""
+"""The instance process end to end over real sockets and pipes, with the ``test`` adapter."""
 import json
 import os
 import time
@@ -137,6 +137,23 @@ def test_the_next_batch_is_staged_while_the_last_one_runs(spawn: Spawn) -> None:
         assert result.batch_id == batch_id
         assert isinstance(result.results[0], ResultOk) and result.results[0].text == echo_text(clip)
     assert 1.7 <= elapsed_since(sent) < 2.2
+
+
+@pytest.mark.parametrize('transport', ['socket', 'pipe'])
+def test_a_batch_larger_than_the_channels_buffer_arrives_whole(transport: str, tmp_path: Path) -> None:
+    # 6 MB of audio: many times a socket's or pipe's buffer, so it crosses in many pieces.
+    host = HostProcess(host_argv('test'), tmp_path / 'stderr.log', transport=transport)
+    try:
+        host.expect(Hello)
+        host.request(LoadRequest('test-0', 'echo', 'test', {}, None), 1, LoadResult)
+        clips = audio(30, 1_500_000), audio(31, 1_500_001)
+        host.send(run_batch('big', ('r-1', clips[0], None, False), ('r-2', clips[1], None, False)), 2)
+        result, _ = host.expect(BatchResult)
+        assert [r.text for r in result.results if isinstance(r, ResultOk)] == [echo_text(c) for c in clips]
+        host.close_input()
+        assert host.wait() == 0
+    finally:
+        host.stop()
 
 
 def test_a_batch_whose_results_cannot_be_built_fails_and_the_next_one_does_not(spawn: Spawn) -> None:

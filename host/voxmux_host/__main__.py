@@ -6,7 +6,6 @@ stderr as JSON lines. Exit codes: 0 after Close or end of input, 1 a bug in the 
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
 import sys
 from typing import List, Optional
@@ -21,10 +20,10 @@ from .host import (
     HostOptions,
     InstanceHost,
 )
+from .input_stream import open_input, widen_pipe
 from .log import LEVELS, Logger
 from .registry import adapter_names
 
-PIPE_BYTES = 1 << 20
 INPUT_FD = 3
 OUTPUT_FD = 4
 
@@ -64,29 +63,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         except OSError:
             log.fatal('missing protocol pipe', fd=fd)
             return EXIT_BAD_ARGUMENTS
-    for fd in (INPUT_FD, OUTPUT_FD):
-        _widen_pipe(fd)
     options = HostOptions(args.adapter, args.probe_interval_ms, args.probe_timeout_ms)
-    # Unbuffered: a buffered reader's lock, held by the reader thread, can abort interpreter exit.
-    stream = os.fdopen(INPUT_FD, 'rb', buffering=0)
+    widen_pipe(OUTPUT_FD)
+    stream = open_input(INPUT_FD)
     host = InstanceHost(options, HostDeps(input=stream, output_fd=OUTPUT_FD, log=log))
     try:
         return host.run()
     except Exception as err:
         log.fatal('instance failed', err=err)
         return EXIT_CRASHED
-
-
-def _widen_pipe(fd: int) -> None:
-    """Asks for 1 MiB pipe buffers: a batch of audio then crosses in a few writes, not dozens.
-
-    Best effort: not a pipe, not Linux, or above /proc/sys/fs/pipe-max-size leaves it as it is.
-    """
-    set_pipe_size = getattr(fcntl, 'F_SETPIPE_SZ', 1031)
-    try:
-        fcntl.fcntl(fd, set_pipe_size, PIPE_BYTES)
-    except OSError:
-        pass
 
 
 if __name__ == '__main__':

@@ -64,6 +64,7 @@ from .model_api import (
     StagedBatch,
 )
 from .protocol import (
+    ByteInput,
     CONTROLLER_TAGS,
     PROTOCOL_VERSION,
     BatchItemResult,
@@ -145,7 +146,7 @@ class HostOptions:
 
 @dataclass
 class HostDeps:
-    input: BinaryIO  # controller frames (fd 3)
+    input: ByteInput  # controller frames (fd 3)
     output_fd: int  # host frames (fd 4)
     log: Logger
     registry: Mapping[str, AdapterFactory] = field(default_factory=lambda: ADAPTERS)

@@ -17,7 +17,7 @@ import json
 import math
 import struct
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, ClassVar, Dict, List, Optional, Tuple, Type, Union
+from typing import Any, ClassVar, Dict, List, Optional, Protocol, Tuple, Type, Union
 
 from .errors import WIRE_ERROR_CODES, InstanceError
 
@@ -54,6 +54,13 @@ HEARTBEAT_STATES = ('idle', 'busy', 'wedged')
 
 #: RunBatch audio: 16 kHz mono 16-bit PCM, int16 little-endian; float value = int16 / 32768.
 BYTES_PER_SAMPLE = 2
+
+
+class ByteInput(Protocol):
+    """What :func:`read_frame` reads from: ``readinto`` returns how many bytes it wrote into the buffer
+    (fewer than the buffer holds is allowed), 0 at end of input."""
+
+    def readinto(self, buffer: memoryview, /) -> Optional[int]: ...
 
 
 class ProtocolError(InstanceError):
@@ -159,7 +166,7 @@ def decode_frame(data: Union[bytes, bytearray, memoryview]) -> Frame:
     return Frame(header.type, header.correlation_id, meta, body)
 
 
-def read_frame(stream: BinaryIO) -> Optional[Frame]:
+def read_frame(stream: ByteInput) -> Optional[Frame]:
     """Read one frame from a blocking stream; None on end of input at a frame boundary.
 
     The body is returned as a ``bytearray`` so that numpy views of it are writable.
@@ -173,12 +180,12 @@ def read_frame(stream: BinaryIO) -> Optional[Frame]:
     return Frame(header.type, header.correlation_id, meta, body)
 
 
-def _read_exactly(stream: BinaryIO, size: int, allow_eof: bool = False) -> Optional[bytearray]:
+def _read_exactly(stream: ByteInput, size: int, allow_eof: bool = False) -> Optional[bytearray]:
     buffer = bytearray(size)
     view = memoryview(buffer)
     filled = 0
     while filled < size:
-        count = stream.readinto(view[filled:])  # type: ignore[attr-defined]
+        count = stream.readinto(view[filled:])
         if not count:
             if filled == 0 and allow_eof:
                 return None
