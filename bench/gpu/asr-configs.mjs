@@ -101,6 +101,16 @@ export const CONFIGS = {
   'c18-1x-b32-graphs-3inflight-compiled-all-overlap-idle': config({ ...C7, overlapDecode: true, inFlight: 3 }),
   // c17 with FP8 products
   'c19-1x-b32-graphs-2inflight-compiled-all-fp8-overlap-idle': config({ ...C7, matmul: 'fp8', overlapDecode: true }),
+  // c17 with batches of up to 64: an overlapped decode, slowed by the encoder beside it, then takes
+  // less time than the next batch's encoder
+  'c20-1x-b64-graphs-2inflight-compiled-all-overlap-idle': config({ ...C7, overlapDecode: true, maxBatchSize: 64 }),
+  // ... with FP8 products
+  'c21-1x-b64-graphs-2inflight-compiled-all-fp8-overlap-idle': config({
+    ...C7,
+    matmul: 'fp8',
+    overlapDecode: true,
+    maxBatchSize: 64,
+  }),
   // ... c13 with batches of up to 64
   'c15-1x-b64-graphs-2inflight-compiled-all-triton-idle': config({ ...C7, kernels: 'triton', maxBatchSize: 64 }),
 };
