@@ -111,6 +111,15 @@ export const CONFIGS = {
     overlapDecode: true,
     maxBatchSize: 64,
   }),
+  // c7 with three batches in flight: the next batch is on the host before the running one ends
+  'c22-1x-b32-graphs-3inflight-compiled-all-idle': config({ ...C7, inFlight: 3 }),
+  // c20 with three batches in flight
+  'c23-1x-b64-graphs-3inflight-compiled-all-overlap-idle': config({
+    ...C7,
+    overlapDecode: true,
+    maxBatchSize: 64,
+    inFlight: 3,
+  }),
   // ... c13 with batches of up to 64
   'c15-1x-b64-graphs-2inflight-compiled-all-triton-idle': config({ ...C7, kernels: 'triton', maxBatchSize: 64 }),
 };
