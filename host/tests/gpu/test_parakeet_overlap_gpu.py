@@ -4,6 +4,7 @@ CUDA."""
 from __future__ import annotations
 
 import sys
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Tuple
@@ -76,6 +77,21 @@ def test_batches_begun_before_the_previous_one_decoded_give_the_plain_runner_s_t
         assert got == expected
         assert not runner.is_busy
         assert adapter.stats().graph_replays == 4
+
+
+def test_decodes_run_on_their_own_thread_before_anyone_collects_them(expected: List[List[str]]) -> None:
+    # Batch d reuses batch a's set: it can begin only once a has decoded, which the runner's decode
+    # thread does without finish_a being called first.
+    with _warmed({**OPTIONS, "overlapDecode": True}) as (adapter, _):
+        a, b, _, d = _batches()
+        finish_a = adapter.begin_batch(a)
+        finish_b = adapter.begin_batch(b)
+        begun: List[Any] = []
+        thread = threading.Thread(target=lambda: begun.append(adapter.begin_batch(d)), daemon=True)
+        thread.start()
+        thread.join(timeout=30)
+        assert begun, "Expected batch d to begin before batch a was collected"
+        assert [_texts(finish_a()), _texts(finish_b()), _texts(begun[0]())] == [expected[0], expected[1], expected[3]]
 
 
 def test_staged_batches_overlap_too(expected: List[List[str]]) -> None:

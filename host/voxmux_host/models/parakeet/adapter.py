@@ -14,7 +14,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``batchSizes`` | [1, 2, 4, 8, 16] | batch sizes captured; larger batches are split |
 | ``lengthBucketsMs`` | [5000, 15000, 30000, 45000, 60000] | length buckets captured; longer clips run eagerly |
 | ``decodeChunkSteps`` | 8 | decode steps per graph replay (one host check per chunk) |
-| ``overlapDecode`` | false | decode each batch on a second stream while the next batch's encoder runs (CUDA graphs only; two sets of graphs per batch size; the decode runs on the host's finisher thread); experimental, see docs/operations.md |
+| ``overlapDecode`` | false | decode each batch on a second stream while the next batch's encoder runs (CUDA graphs only; two sets of graphs per batch size; the decode loop runs on a thread of its own); experimental, see docs/operations.md |
 | ``cudnnBenchmark`` | true | let cuDNN time its convolution algorithms for each graph shape while the model loads |
 | ``compileEncoder`` | false | ``torch.compile`` the conformer layers (torch >= 2.0 with Triton; compiles while the model loads) |
 | ``compileDecodeStep`` | false | ``torch.compile`` the decode step (torch >= 2.0 with Triton; compiles while the model loads) |
@@ -415,7 +415,7 @@ class ParakeetAdapter:
             staged = None
         if clips:
             try:
-                # With overlapDecode the decode runs in complete(), on the finisher thread.
+                # With overlapDecode the decode runs on the runner's decode thread; complete() waits for it.
                 complete = runner.begin(clips, staged=staged)
             except Exception as exc:  # noqa: BLE001 - only OOM becomes per-request failures
                 if not _is_oom(exc):

@@ -18,11 +18,13 @@ temporaries can overlap another's live data.
 *Overlapped decoding* (``overlap_decode``): the decode of a batch is a loop of small, latency-bound
 kernels that leaves most of the GPU idle, and the next batch's encoder can fill it. Each batch size
 then has two sets of static inputs, decode state and graphs, used in turn. :meth:`ParakeetRunner.begin`
-copies a batch in and launches its encoder graph on the instance's stream, and returns; the function
-it returns runs the decode loop on a second, higher-priority stream (after the encoder, through an
-event) and collects the tokens. The host calls that function on its finisher thread while its main
-thread launches the next batch's encoder into the other set. A set is reused only once the decode that
-last used it has been collected.
+copies a batch in, launches its encoder graph on the instance's stream and hands the batch to the
+runner's *decode thread*, and returns. The decode thread runs the batches' decode loops one after
+another, each on a second, higher-priority stream (after its encoder, through an event), and collects
+the tokens; the function ``begin`` returns waits for them. The host calls that function on its
+finisher thread, which then builds the texts while the decode thread already decodes the next batch
+and the main thread launches the encoder after that into the other set. A set is reused only once the
+decode that last used it has been collected.
 
 Clips are int16 PCM, the wire format (float value = int16 / 32768), or float (reference input for tests
 and tools); one batch holds one kind. int16 clips cross to the device as int16 (half the bytes of
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -172,8 +175,11 @@ class ParakeetRunner:
         #: The decode's stream: the instance's own, or with overlapped decoding a second one that the
         #: GPU schedules first, so that a decode step's small kernels do not queue behind the encoder's.
         self.decode_stream: Optional[torch.cuda.Stream] = self.stream
+        #: With overlapped decoding: the thread that decodes begun batches, one at a time, in order.
+        self._decoder: Optional[ThreadPoolExecutor] = None
         if self.overlapping:
             self.decode_stream = torch.cuda.Stream(device, priority=-1)  # type: ignore[no-untyped-call]
+            self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
         #: Every graph shape has run once (prepare); the graphs themselves exist once warmup has run.
         self.is_prepared = False
         self.has_graphs = False
@@ -396,10 +402,10 @@ class ParakeetRunner:
         """:meth:`run` in two parts: this call, and the function it returns (call it exactly once).
 
         With overlapped decoding, a batch that runs as one captured shape only has its encoder launched
-        here; the returned function decodes it on the decode stream and collects the tokens (module
-        docstring). This call may first wait until the decode that last used the batch size's other
-        set is collected. Any other batch runs here, in full, and the function only hands back its
-        results.
+        here and its decode queued on the decode thread; the returned function waits for the tokens
+        (module docstring). This call may first wait until the decode that last used the batch size's
+        other set is collected. Any other batch runs here, in full, and the function only hands back
+        its results.
         """
         if not self.overlapping:
             results = self.run(audios, staged=staged)
@@ -421,6 +427,7 @@ class ParakeetRunner:
             self._enter()
             try:
                 launched = self._launch_graph(clips, batch_size, bucket, staged=staged)
+                decoding = self._decode_later(launched)
             except BaseException:
                 self._leave()
                 raise
@@ -435,7 +442,7 @@ class ParakeetRunner:
                 raise RuntimeError("Expected one call of a batch's completion: it was called again")
             done = True
             try:
-                decoded = self._complete_graph(launched)
+                decoded = decoding.result()
             finally:
                 self._leave()
             results: List[Optional[DecodedItem]] = [None] * len(audios)
@@ -448,6 +455,16 @@ class ParakeetRunner:
             return items
 
         return complete
+
+    def _decode_later(self, launched: _Launched) -> "Future[List[DecodedItem]]":
+        """Queue a launched batch's decode on the decode thread; a set whose launch succeeded is always
+        decoded (and so freed), whether or not anyone waits for the result."""
+        assert self._decoder is not None
+        try:
+            return self._decoder.submit(self._complete_graph, launched)
+        except BaseException:
+            launched.statics.free.set()
+            raise
 
     @property
     def is_busy(self) -> bool:
@@ -687,6 +704,10 @@ class ParakeetRunner:
         statics.lengths.copy_(statics.lengths_host, non_blocking=True)
 
     def close(self) -> None:
+        """Waits for the decodes already begun, then frees the graphs and buffers."""
+        if self._decoder is not None:
+            self._decoder.shutdown(wait=True)
+            self._decoder = None
         self._statics.clear()
         self.has_graphs = False
         if self.is_cuda:
