@@ -120,6 +120,14 @@ export const CONFIGS = {
     maxBatchSize: 64,
     inFlight: 3,
   }),
+  // ... with FP8 products
+  'c24-1x-b64-graphs-3inflight-compiled-all-fp8-overlap-idle': config({
+    ...C7,
+    matmul: 'fp8',
+    overlapDecode: true,
+    maxBatchSize: 64,
+    inFlight: 3,
+  }),
   // ... c13 with batches of up to 64
   'c15-1x-b64-graphs-2inflight-compiled-all-triton-idle': config({ ...C7, kernels: 'triton', maxBatchSize: 64 }),
 };
