@@ -25,12 +25,13 @@ Threads, and what each one owns:
 
 A lock guards fd 4 so that frames from different threads never interleave.
 
-The threads share one GIL. A thread that wakes from a wait that released it (a CUDA event, a pipe
+The threads share one GIL. A thread that wakes from a wait that released it (a CUDA event, a socket
 read) gets it back only after the running thread reaches the interpreter's switch interval, 5 ms by
 default. The main thread launches each batch and wakes dozens of times per batch to queue the next
 decode chunk, and any of that may fall while the finisher builds the last batch's texts in Python,
 so the host runs with GIL_SWITCH_INTERVAL_S instead (``__main__`` sets it;
-``host/bench_switch_interval.py`` measures the difference).
+``host/bench_switch_interval.py`` measures the difference). For the same reason the reader takes
+each frame part off its socket in one read (``input_stream.py``), not one socket buffer at a time.
 
 End of input without a Close means the supervisor is gone or is destroying the instance:
 queued work is dropped, and a running batch is abandoned (the process exits at once). After a

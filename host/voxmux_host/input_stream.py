@@ -4,10 +4,11 @@ The supervisor starts an instance with a Unix stream socket as fd 3 (Node's ``'p
 socket pair). A socket hands over at most its buffer per ``read`` (about 200 KiB by default), and a
 batch of 45 s clips is a body of tens of MiB. Every read releases the GIL for the system call and
 has to take it back afterwards: while the host's main and finisher threads keep the GIL busy, each
-hand-off waits up to a switch interval, and the reader fell far behind the GPU. Measured on a 2-core
-machine (``bench/host_input.py``): a 46 MiB body crossed in 272 ms with plain reads and two busy
-threads, in 19 ms with :class:`SocketInput`, which asks the kernel for the whole remainder at once
-(``MSG_WAITALL``): one system call, one GIL hand-off, whatever the socket's buffer.
+hand-off waits up to a switch interval, and the reader fell far behind the GPU. :class:`SocketInput`
+asks the kernel for the whole remainder at once (``MSG_WAITALL``): one system call, one GIL hand-off,
+whatever the socket's buffer. ``host/bench_input.py`` measures both (on a 2-core machine, a 44 MiB
+body with two busy threads: 365 ms with plain reads, 49 ms with :class:`SocketInput`;
+bench/results/host-input-2026-12-03.md).
 
 Anything else (a pipe, a file) is read with plain unbuffered reads, after asking for 1 MiB pipe
 buffers where it is a pipe.

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import inspect
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
