@@ -113,6 +113,8 @@ export const CONFIGS = {
   }),
   // c7 with three batches in flight: the next batch is on the host before the running one ends
   'c22-1x-b32-graphs-3inflight-compiled-all-idle': config({ ...C7, inFlight: 3 }),
+  // ... with FP8 products (c11 with three batches in flight)
+  'c25-1x-b32-graphs-3inflight-compiled-all-fp8-idle': config({ ...C7, inFlight: 3, matmul: 'fp8' }),
   // c20 with three batches in flight
   'c23-1x-b64-graphs-3inflight-compiled-all-overlap-idle': config({
     ...C7,
