@@ -4,9 +4,7 @@ Skipped without CUDA."""
 from __future__ import annotations
 
 import importlib
-import sys
 import time
-from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import numpy as np
@@ -15,27 +13,23 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-HOST_DIR = Path(__file__).resolve().parents[2]
-if str(HOST_DIR) not in sys.path:
-    sys.path.insert(0, str(HOST_DIR))
-
-from voxmux_host.model_api import LoadContext, RequestInput, RequestOutput  # noqa: E402
-from voxmux_host.models.parakeet.adapter import ParakeetAdapter, ParakeetStats  # noqa: E402
-from voxmux_host.models.parakeet.config import (  # noqa: E402
+from voxmux_host.model_api import LoadContext, RequestInput, RequestOutput
+from voxmux_host.models.parakeet.adapter import ParakeetAdapter, ParakeetStats
+from voxmux_host.models.parakeet.config import (
     TINY,
     count_parameters,
     encoder_frames,
     feature_tensor_frames,
 )
-from voxmux_host.models.parakeet.encoder import HAS_SDPA  # noqa: E402
-from voxmux_host.models.parakeet.fp8 import (  # noqa: E402
+from voxmux_host.models.parakeet.encoder import HAS_SDPA
+from voxmux_host.models.parakeet.fp8 import (
     FP8_AVAILABLE,
     fp8_linear,
     fp8_linear_reference,
     fp8_weight_from,
 )
-from voxmux_host.models.parakeet.model import PCM16_SCALE, build_model, pad_audio, pcm16_from_float  # noqa: E402
-from voxmux_host.models.parakeet.random_init import speech_like_noise  # noqa: E402
+from voxmux_host.models.parakeet.model import PCM16_SCALE, build_model, pad_audio, pcm16_from_float
+from voxmux_host.models.parakeet.random_init import speech_like_noise
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

@@ -3,8 +3,6 @@ with them against the encoder without, and a graph replay against eager. Skipped
 Triton."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any, Dict, List
 
 import numpy as np
@@ -13,23 +11,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-HOST_DIR = Path(__file__).resolve().parents[2]
-if str(HOST_DIR) not in sys.path:
-    sys.path.insert(0, str(HOST_DIR))
-
-from voxmux_host.model_api import LoadContext, RequestInput, RequestOutput  # noqa: E402
-from voxmux_host.models.parakeet.adapter import ParakeetAdapter  # noqa: E402
-from voxmux_host.models.parakeet.config import FULL, TINY  # noqa: E402
-from voxmux_host.models.parakeet.encoder import MASK_SCORE, ConformerConvolution, time_mask  # noqa: E402
-from voxmux_host.models.parakeet.kernels import (  # noqa: E402
+from voxmux_host.model_api import LoadContext, RequestInput, RequestOutput
+from voxmux_host.models.parakeet.adapter import ParakeetAdapter
+from voxmux_host.models.parakeet.config import FULL, TINY
+from voxmux_host.models.parakeet.encoder import MASK_SCORE, ConformerConvolution, time_mask
+from voxmux_host.models.parakeet.kernels import (
     KERNELS_AVAILABLE,
     glu_depthwise_silu,
     glu_depthwise_silu_reference,
     masked_rel_shift,
     masked_rel_shift_reference,
 )
-from voxmux_host.models.parakeet.model import build_model, pad_audio, pcm16_from_float  # noqa: E402
-from voxmux_host.models.parakeet.random_init import speech_like_noise  # noqa: E402
+from voxmux_host.models.parakeet.model import build_model, pad_audio, pcm16_from_float
+from voxmux_host.models.parakeet.random_init import speech_like_noise
 
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and KERNELS_AVAILABLE), reason="needs CUDA and Triton")
 

@@ -3,10 +3,8 @@ encoder runs, in the other set of graphs; the tokens equal those of the plain ru
 CUDA."""
 from __future__ import annotations
 
-import sys
 import threading
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Dict, Iterator, List, Tuple
 
 import numpy as np
@@ -14,14 +12,10 @@ import numpy.typing as npt
 import pytest
 import torch
 
-HOST_DIR = Path(__file__).resolve().parents[2]
-if str(HOST_DIR) not in sys.path:
-    sys.path.insert(0, str(HOST_DIR))
-
-from voxmux_host.model_api import LoadContext, RequestInput, RequestOutput, WarmupInfo  # noqa: E402
-from voxmux_host.models.parakeet.adapter import ParakeetAdapter  # noqa: E402
-from voxmux_host.models.parakeet.model import pcm16_from_float  # noqa: E402
-from voxmux_host.models.parakeet.random_init import speech_like_noise  # noqa: E402
+from voxmux_host.model_api import LoadContext, RequestInput, RequestOutput, WarmupInfo
+from voxmux_host.models.parakeet.adapter import ParakeetAdapter
+from voxmux_host.models.parakeet.model import pcm16_from_float
+from voxmux_host.models.parakeet.random_init import speech_like_noise
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

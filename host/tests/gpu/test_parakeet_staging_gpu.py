@@ -2,9 +2,7 @@
 unstaged, the buffers come back, and staging overlaps a running batch. Skipped without CUDA."""
 from __future__ import annotations
 
-import sys
 import threading
-from pathlib import Path
 from typing import Iterator, List, Optional, Sequence
 
 import numpy as np
@@ -12,15 +10,11 @@ import numpy.typing as npt
 import pytest
 import torch
 
-HOST_DIR = Path(__file__).resolve().parents[2]
-if str(HOST_DIR) not in sys.path:
-    sys.path.insert(0, str(HOST_DIR))
-
-from voxmux_host.model_api import LoadContext, RequestInput, RequestOutput  # noqa: E402
-from voxmux_host.models.parakeet.adapter import ParakeetAdapter  # noqa: E402
-from voxmux_host.models.parakeet.model import pcm16_from_float  # noqa: E402
-from voxmux_host.models.parakeet.random_init import speech_like_noise  # noqa: E402
-from voxmux_host.models.parakeet.staging import StagedClips  # noqa: E402
+from voxmux_host.model_api import LoadContext, RequestInput, RequestOutput
+from voxmux_host.models.parakeet.adapter import ParakeetAdapter
+from voxmux_host.models.parakeet.model import pcm16_from_float
+from voxmux_host.models.parakeet.random_init import speech_like_noise
+from voxmux_host.models.parakeet.staging import StagedClips
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
