@@ -115,6 +115,10 @@ export const CONFIGS = {
   'c22-1x-b32-graphs-3inflight-compiled-all-idle': config({ ...C7, inFlight: 3 }),
   // ... with FP8 products (c11 with three batches in flight)
   'c25-1x-b32-graphs-3inflight-compiled-all-fp8-idle': config({ ...C7, inFlight: 3, matmul: 'fp8' }),
+  // c9 with three batches in flight: twice the clips per decode loop, the next batch already on the host
+  'c26-1x-b64-graphs-3inflight-compiled-all-idle': config({ ...C7, inFlight: 3, maxBatchSize: 64 }),
+  // ... with FP8 products (c16 with three batches in flight)
+  'c27-1x-b64-graphs-3inflight-compiled-all-fp8-idle': config({ ...C7, inFlight: 3, maxBatchSize: 64, matmul: 'fp8' }),
   // c20 with three batches in flight
   'c23-1x-b64-graphs-3inflight-compiled-all-overlap-idle': config({
     ...C7,
