@@ -71,6 +71,21 @@ describe('summarizeServerMetrics', () => {
     assert.deepEqual(summary, { scrapes: 3, queuedMean: 5, queuedMax: 9, runningMean: 3.33, batchSizeMean: 3 });
   });
 
+  it("takes the server's event loop busy share and CPU from their counters' growth over the scrapes' span", () => {
+    const summary = summarizeServerMetrics(
+      [
+        { atMs: 1_000, loopBusySeconds: 100, cpuSeconds: 50 },
+        { atMs: 3_000, loopBusySeconds: 101.2, cpuSeconds: 52 },
+        { atMs: 5_000, loopBusySeconds: 103.6, cpuSeconds: 56.2 },
+      ],
+      { fromMs: 0, toMs: 10_000 },
+    );
+    // 3.6 s busy and 6.2 s of CPU over the 4 s between the first and last scrape.
+    assert.deepEqual(summary, { scrapes: 3, loopBusyPercent: 90, cpuPercent: 155 });
+    const samples = parsePrometheusText('voxmux_event_loop_busy_seconds_total 7.5\nvoxmux_process_process_cpu_seconds_total 12\n');
+    assert.deepEqual(toServerSnapshot(samples, { atMs: 2 }), { atMs: 2, loopBusySeconds: 7.5, cpuSeconds: 12 });
+  });
+
   it('falls back to inferences over executions, and gives nothing without data', () => {
     const summary = summarizeServerMetrics(
       [
@@ -81,6 +96,7 @@ describe('summarizeServerMetrics', () => {
     );
     assert.deepEqual(summary, { scrapes: 2, batchSizeMean: 4 });
     assert.equal(summarizeServerMetrics([{ atMs: 0 }], { fromMs: 0, toMs: 1 }), undefined);
+    assert.equal(summarizeServerMetrics([{ atMs: 0, loopBusySeconds: 3, cpuSeconds: 9 }], { fromMs: 0, toMs: 1 }), undefined);
     assert.equal(summarizeServerMetrics([{ atMs: 5, queued: 1 }], { fromMs: 0, toMs: 1 }), undefined);
   });
 });

@@ -1,6 +1,6 @@
 /**
- * Scrapes the server's Prometheus /metrics during a run: queue depth, running requests and batch
- * size. A server without these metrics (any non-voxmux server) is tolerated: the report then says
+ * Scrapes the server's Prometheus /metrics during a run: queue depth, running requests, batch
+ * size, and the server's own CPU (its event loop's busy share, its process's CPU time). A server without these metrics (any non-voxmux server) is tolerated: the report then says
  * that server metrics were not available.
  */
 import type { Clock, TimerHandle } from '../core/clock.js';
@@ -90,6 +90,8 @@ export const SERVER_METRIC_NAMES = {
   batchSizeCount: ['voxmux_scheduler_batch_size_count'],
   inferences: ['voxmux_instance_inferences_total'],
   executions: ['voxmux_instance_executions_total'],
+  loopBusySeconds: ['voxmux_event_loop_busy_seconds_total'],
+  cpuSeconds: ['voxmux_process_process_cpu_seconds_total'],
 } as const;
 
 export type ServerMetricField = keyof typeof SERVER_METRIC_NAMES;
@@ -123,6 +125,10 @@ export interface ServerStepMetrics {
   runningMean?: number;
   /** Mean requests per batch executed during the step. */
   batchSizeMean?: number;
+  /** The server's main thread: busy time over wall time, in percent (100: saturated). */
+  loopBusyPercent?: number;
+  /** The server process, all threads: CPU time over wall time, in percent of one core. */
+  cpuPercent?: number;
   /** Scrapes that fell in the step. */
   scrapes: number;
 }
@@ -130,7 +136,8 @@ export interface ServerStepMetrics {
 /**
  * Summarizes the scrapes in a window (both ends included): gauges are averaged; the mean batch size is
  * the growth of the batch-size histogram's sum over the growth of its count (or of inferences over
- * executions) between the first and last scrape.
+ * executions) between the first and last scrape; the event loop's busy share and the process's CPU
+ * are the growth of their seconds counters over the time between those scrapes.
  */
 export function summarizeServerMetrics(
   snapshots: readonly ServerMetricsSnapshot[],
@@ -152,7 +159,12 @@ export function summarizeServerMetrics(
     growthRatio(first.batchSizeSum, last.batchSizeSum, first.batchSizeCount, last.batchSizeCount) ??
     growthRatio(first.inferences, last.inferences, first.executions, last.executions);
   if (ratio !== undefined) out.batchSizeMean = round2(ratio);
-  const hasAny = out.queuedMean !== undefined || out.runningMean !== undefined || out.batchSizeMean !== undefined;
+  const elapsedS = (last.atMs - first.atMs) / 1000;
+  const loopBusy = growthRatio(first.loopBusySeconds, last.loopBusySeconds, 0, elapsedS);
+  if (loopBusy !== undefined) out.loopBusyPercent = round1(loopBusy * 100);
+  const cpu = growthRatio(first.cpuSeconds, last.cpuSeconds, 0, elapsedS);
+  if (cpu !== undefined) out.cpuPercent = round1(cpu * 100);
+  const hasAny = [out.queuedMean, out.runningMean, out.batchSizeMean, out.loopBusyPercent, out.cpuPercent].some((v) => v !== undefined);
   return hasAny ? out : undefined;
 }
 
@@ -169,6 +181,10 @@ function growthRatio(
 
 function mean(values: readonly number[]): number {
   return values.reduce((sum, v) => sum + v, 0) / values.length;
+}
+
+function round1(value: number): number {
+  return Math.round(value * 10) / 10;
 }
 
 function round2(value: number): number {

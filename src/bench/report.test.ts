@@ -10,6 +10,7 @@ import {
   computeCost,
   decideCapacity,
   findPeak,
+  formatStepTable,
   gpusForTarget,
   parseCsv,
   percentile,
@@ -262,6 +263,25 @@ describe('CSV and summaries', () => {
     assert.equal(cell('errors_by_code'), '429 queue_full=1;a,"b"=1');
     assert.equal(cell('rate_rps'), '');
     assert.equal(cell('cost_per_request_usd'), String(stepResult.cost?.perRequestUsd));
+  });
+
+  it("shows the server's event loop and CPU when its metrics gave them, averaged over the reps", () => {
+    const server = (loopBusyPercent: number, cpuPercent: number) => ({ scrapes: 3, queuedMean: 1, loopBusyPercent, cpuPercent });
+    const reps = [
+      summarizeRep(samples([ok(0, 100)]), { rep: 1, client, server: server(90, 130) }),
+      summarizeRep(samples([ok(0, 100)]), { rep: 2, client, server: server(100, 150) }),
+    ];
+    const step = aggregateStep(reps, { step: 1, mode: 'closed', level: 3, cost: { gpus: 1, gpuHourUsd: 1 } });
+    assert.equal(step.server?.loopBusyPercent, 95);
+    assert.equal(step.server?.cpuPercent, 140);
+    const withServer = { ...results, steps: [step] };
+    const [header, , row] = formatStepTable(withServer).split('\n');
+    assert.match(header ?? '', /batch +srv loop % +cpu %/);
+    assert.match(row ?? '', / 95 +10$/);
+    const cells = parseCsv(toCsv(withServer))[1]!;
+    assert.equal(cells[CSV_COLUMNS.indexOf('server_loop_busy_percent')], '95');
+    assert.equal(cells[CSV_COLUMNS.indexOf('server_cpu_percent')], '140');
+    assert.doesNotMatch(formatStepTable(results), /srv loop/);
   });
 
   it('notes a saturated client, and the markdown summary carries the table and the errors', () => {

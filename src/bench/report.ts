@@ -503,6 +503,8 @@ export const CSV_COLUMNS = [
   'server_queued_mean',
   'server_queued_max',
   'server_batch_size_mean',
+  'server_loop_busy_percent',
+  'server_cpu_percent',
   'gpu_utilization_percent_mean',
   'gpu_memory_used_mib_max',
   'meets_slo',
@@ -573,6 +575,10 @@ export function csvValue(step: StepResult, column: CsvColumn): string | number |
       return step.server?.queuedMax;
     case 'server_batch_size_mean':
       return step.server?.batchSizeMean;
+    case 'server_loop_busy_percent':
+      return step.server?.loopBusyPercent;
+    case 'server_cpu_percent':
+      return step.server?.cpuPercent;
     case 'gpu_utilization_percent_mean':
       return step.gpu === undefined ? undefined : round1(meanOf(step.gpu.map((g) => g.utilizationPercentMean)));
     case 'gpu_memory_used_mib_max':
@@ -646,6 +652,7 @@ function stepTable(results: BenchResults): { header: string[]; rows: string[][] 
   const hasTtfb = results.steps.some((step) => step.ttfbMs !== undefined);
   const hasAudio = results.steps.some((step) => step.audioSecondsPerSecond !== undefined);
   const hasServer = results.steps.some((step) => step.server !== undefined);
+  const hasLoop = results.steps.some((step) => step.server?.loopBusyPercent !== undefined);
   const hasSlo = results.steps.some((step) => step.meetsSlo !== undefined);
   const header = [
     isOpen ? 'rate' : 'conc',
@@ -660,6 +667,7 @@ function stepTable(results: BenchResults): { header: string[]; rows: string[][] 
     'errors',
     ...(isOpen ? ['dropped'] : []),
     ...(hasServer ? ['queued', 'batch'] : []),
+    ...(hasLoop ? ['srv loop %'] : []),
     'cpu %',
     ...(hasSlo ? ['SLO'] : []),
   ];
@@ -676,6 +684,7 @@ function stepTable(results: BenchResults): { header: string[]; rows: string[][] 
     step.errors === 0 ? '0' : `${step.errors} (${formatNumber(step.errorRate * 100, 1)}%)`,
     ...(isOpen ? [String(step.droppedArrivals)] : []),
     ...(hasServer ? [formatNumber(step.server?.queuedMean, 1), formatNumber(step.server?.batchSizeMean, 2)] : []),
+    ...(hasLoop ? [formatNumber(step.server?.loopBusyPercent, 0)] : []),
     formatNumber(step.clientCpuPercentMax, 0),
     ...(hasSlo ? [step.meetsSlo === true ? 'yes' : 'no'] : []),
   ]);
@@ -766,7 +775,7 @@ export function toJson(results: BenchResults): string {
 function mergeServer(list: ReadonlyArray<ServerStepMetrics | undefined>): StepResult['server'] {
   const present = list.filter((s): s is ServerStepMetrics => s !== undefined);
   if (present.length === 0) return undefined;
-  const pick = (key: 'queuedMean' | 'runningMean' | 'batchSizeMean'): number | undefined => {
+  const pick = (key: 'queuedMean' | 'runningMean' | 'batchSizeMean' | 'loopBusyPercent' | 'cpuPercent'): number | undefined => {
     const values = present.map((s) => s[key]).filter((v): v is number => v !== undefined);
     return values.length === 0 ? undefined : Math.round(meanOf(values) * 100) / 100;
   };
@@ -779,6 +788,10 @@ function mergeServer(list: ReadonlyArray<ServerStepMetrics | undefined>): StepRe
   if (maxes.length > 0) out.queuedMax = Math.max(...maxes);
   if (runningMean !== undefined) out.runningMean = runningMean;
   if (batchSizeMean !== undefined) out.batchSizeMean = batchSizeMean;
+  const loopBusyPercent = pick('loopBusyPercent');
+  if (loopBusyPercent !== undefined) out.loopBusyPercent = loopBusyPercent;
+  const cpuPercent = pick('cpuPercent');
+  if (cpuPercent !== undefined) out.cpuPercent = cpuPercent;
   return out;
 }
 

@@ -2,6 +2,7 @@
  * The metrics catalogue: the only place metric names, help texts, labels and buckets are
  * declared. Components receive typed handles. docs/metrics.md lists each (a test checks).
  */
+import { performance } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export const BATCH_SIZE_BUCKETS = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256];
@@ -138,9 +139,29 @@ export function createMetrics() {
       labelNames: ['model'] as const,
       registers: r,
     }),
+    eventLoopBusy: eventLoopBusyCounter(r),
   };
   collectDefaultMetrics({ register: registry, prefix: 'voxmux_process_' });
   return handles;
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
+
+/**
+ * The main thread's busy time, read at each scrape: all JavaScript (HTTP, uploads, scheduling,
+ * the host protocol) runs on that one thread, so its growth over a window divided by the window
+ * is how close the server is to its own CPU limit (1 = saturated), whatever the core count.
+ */
+function eventLoopBusyCounter(registers: Registry[]): Counter {
+  let counted = performance.eventLoopUtilization();
+  return new Counter({
+    name: 'voxmux_event_loop_busy_seconds_total',
+    help: 'Time the main thread (the event loop) spent running callbacks rather than waiting; its rate is the loop utilization.',
+    registers,
+    collect() {
+      const now = performance.eventLoopUtilization();
+      this.inc(performance.eventLoopUtilization(now, counted).active / 1000);
+      counted = now;
+    },
+  });
+}
