@@ -109,7 +109,12 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
   };
   const gateway = config.gateway;
   const app = await buildGateway(
-    { maxBodyBytes: gateway.maxBodyBytes, requestTimeoutMs: gateway.requestTimeoutMs, apiKeys: gateway.apiKeys },
+    {
+      maxBodyBytes: gateway.maxBodyBytes,
+      requestTimeoutMs: gateway.requestTimeoutMs,
+      apiKeys: gateway.apiKeys,
+      uploadPoolBytes: gateway.uploadPoolBytes,
+    },
     {
       transcribe: (model, request, options) => scheduler.submit(model, request, options),
       models,

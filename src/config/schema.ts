@@ -20,6 +20,12 @@ export const GatewaySchema = Type.Object(
     ffmpegTimeoutMs: Ms('Longest an ffmpeg decode may run, in milliseconds.', 60_000, 1),
     tmpDir: Type.String({ description: 'Folder for temporary upload files; empty means the OS default.', default: '' }),
     requestTimeoutMs: Ms('Deadline of one transcription call from arrival to answer, in milliseconds.', 120_000, 1),
+    uploadPoolBytes: Type.Integer({
+      description:
+        'Memory kept for reuse by uploads once their results are in, in bytes (0: none). Each upload then needs no fresh buffer, which spares the garbage collector.',
+      default: 512 * 1024 * 1024,
+      minimum: 0,
+    }),
   },
   { additionalProperties: false, default: {} },
 );

@@ -8,6 +8,8 @@ import type { AudioDecoder } from './audio/index.js';
 export interface GatewayOptions {
   maxBodyBytes: number;
   requestTimeoutMs: number;
+  /** Memory kept for reuse by uploaded files (see upload-pool.ts); 0 turns the pool off. */
+  uploadPoolBytes: number;
   apiKeys: readonly string[];
 }
 

@@ -30,7 +30,12 @@ async function setup(options: { apiKeys?: string[]; maxBodyBytes?: number } = {}
   let readiness: ReadinessSnapshot = { isReady: false, body: { models: { echo: { isReady: false } } } };
   let transcribeCalls = 0;
   const app = await buildGateway(
-    { maxBodyBytes: options.maxBodyBytes ?? 64 * 1024, requestTimeoutMs: 30_000, apiKeys: options.apiKeys ?? [] },
+    {
+      maxBodyBytes: options.maxBodyBytes ?? 64 * 1024,
+      requestTimeoutMs: 30_000,
+      apiKeys: options.apiKeys ?? [],
+      uploadPoolBytes: 1024 * 1024,
+    },
     {
       transcribe: async () => {
         transcribeCalls += 1;

@@ -57,6 +57,7 @@ async function setup(
     transcribe?: (call: Call) => Promise<TranscriptResult>;
     decode?: AudioDecoder['decode'];
     onRequest?: (raw: ServerResponse) => void;
+    uploadPoolBytes?: number;
   } = {},
 ): Promise<Harness> {
   const clock = new FakeClock();
@@ -81,7 +82,7 @@ async function setup(
       }),
   };
   const app = await buildGateway(
-    { maxBodyBytes: 64 * 1024, requestTimeoutMs: 30_000, apiKeys: [] },
+    { maxBodyBytes: 64 * 1024, requestTimeoutMs: 30_000, apiKeys: [], uploadPoolBytes: options.uploadPoolBytes ?? 1024 * 1024 },
     {
       transcribe: async (model, request, submitOptions) => {
         const call = { model, request, options: submitOptions };
@@ -107,7 +108,7 @@ async function setup(
 
 type Field = [name: string, value: string | Blob];
 
-const audioFile = (bytes = 3200): Field => ['file', new Blob([new Uint8Array(bytes).fill(7)])];
+const audioFile = (bytes = 3200, fill = 7): Field => ['file', new Blob([new Uint8Array(bytes).fill(fill)])];
 
 /** Serializes a multipart form the way a browser or the openai SDK would. */
 async function post(app: FastifyInstance, fields: Field[], headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
@@ -500,5 +501,76 @@ describe('POST /v1/audio/transcriptions', () => {
     assert.equal(calls.length, 0);
     assert.equal(await callCount(metrics, 'internal'), 0);
     assert.equal(await callCount(metrics, 'cancelled'), 1);
+  });
+});
+
+describe('POST /v1/audio/transcriptions: upload memory', () => {
+  /** The real decoder's fast path: the samples are a view of the upload itself. */
+  const viewDecode: AudioDecoder['decode'] = async (bytes) => {
+    const samples = new Int16Array(bytes.buffer, bytes.byteOffset, bytes.length / 2);
+    return { samples, sampleRateHz: 16000, durationMs: samples.length / 16, format: 'wav', sourceSampleRateHz: 16000, sourceChannels: 1 };
+  };
+
+  it("gives an upload's memory to the next upload once its result is in, and not when its call failed", async () => {
+    const seen: ArrayBufferLike[] = [];
+    let shouldFailNext = false;
+    const { app } = await setup({
+      decode: viewDecode,
+      transcribe: async ({ request }) => {
+        seen.push(request.audio.buffer);
+        if (shouldFailNext) {
+          shouldFailNext = false;
+          throw errors.deadlineExceeded({ requestId: 'r', timeoutMs: 1 });
+        }
+        return RESULT;
+      },
+    });
+    assert.equal((await post(app, [['model', 'echo'], audioFile(3200, 1)])).statusCode, 200);
+    assert.equal((await post(app, [['model', 'echo'], audioFile(3000, 2)])).statusCode, 200);
+    assert.equal(seen[1], seen[0], "the second upload reused the first one's memory");
+    shouldFailNext = true;
+    assert.equal((await post(app, [['model', 'echo'], audioFile(3200, 3)])).statusCode, 504);
+    assert.equal((await post(app, [['model', 'echo'], audioFile(3200, 4)])).statusCode, 200);
+    assert.notEqual(seen[3], seen[2], "a failed call's upload may still be read by its batch: not reused");
+  });
+
+  it('keeps every upload intact until its own result is in while calls overlap', async () => {
+    const damaged: number[] = [];
+    const { app } = await setup({
+      decode: viewDecode,
+      transcribe: async ({ request }) => {
+        const expected = request.audio[0]!;
+        // Later uploads arrive and are decoded while this one waits for its "batch".
+        await new Promise((resolve) => setTimeout(resolve, 30));
+        if (!request.audio.every((sample) => sample === expected)) damaged.push(expected);
+        return RESULT;
+      },
+    });
+    for (let round = 0; round < 3; round++) {
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, (_, i) => post(app, [['model', 'echo'], audioFile(3200, 10 * round + i + 1)])),
+      );
+      assert.deepEqual(
+        answers.map((res) => res.statusCode),
+        Array(8).fill(200),
+      );
+    }
+    assert.deepEqual(damaged, []);
+  });
+
+  it('takes fresh memory for every upload with a pool of 0 bytes', async () => {
+    const seen: ArrayBufferLike[] = [];
+    const { app } = await setup({
+      uploadPoolBytes: 0,
+      decode: viewDecode,
+      transcribe: async ({ request }) => {
+        seen.push(request.audio.buffer);
+        return RESULT;
+      },
+    });
+    await post(app, [['model', 'echo'], audioFile()]);
+    await post(app, [['model', 'echo'], audioFile()]);
+    assert.equal(seen.length, 2);
+    assert.notEqual(seen[1], seen[0]);
   });
 });

@@ -6,6 +6,7 @@ import { errors } from '../../core/error-catalog.js';
 import type { Priority } from '../../scheduler/index.js';
 import type { GatewayDeps, GatewayOptions } from '../gateway-types.js';
 import { renderTranscript, toStreamEvents } from '../transcript-formats.js';
+import { UploadPool, readIntoPool } from '../upload-pool.js';
 
 const KNOWN_FIELDS = new Set(['model', 'language', 'prompt', 'response_format', 'temperature', 'timestamp_granularities', 'stream']);
 /** Fields the OpenAI API defines that voxmux accepts and ignores, so unmodified clients work. */
@@ -16,7 +17,7 @@ interface ParsedForm {
   fields: Map<string, string[]>;
 }
 
-async function readForm(request: FastifyRequest): Promise<ParsedForm> {
+async function readForm(request: FastifyRequest, uploads: UploadPool, maxBodyBytes: number): Promise<ParsedForm> {
   if (!request.isMultipart()) throw errors.invalidContentType({ contentType: request.headers['content-type'] });
   const fields = new Map<string, string[]>();
   let file: Buffer | undefined;
@@ -26,7 +27,10 @@ async function readForm(request: FastifyRequest): Promise<ParsedForm> {
         await part.toBuffer();
         throw errors.invalidParameter({ param: part.fieldname, expected: 'no file field other than file', got: part.fieldname });
       }
-      file = await part.toBuffer();
+      const declared = Number(request.headers['content-length']);
+      // The file is part of the body, so the body's declared length bounds it.
+      file = Number.isSafeInteger(declared) && declared > 0 ? await readIntoPool(part.file, declared, uploads) : await part.toBuffer();
+      if (part.file.truncated) throw errors.bodyTooLarge({ maxBodyBytes });
     } else if (part.fieldname === 'file') {
       throw errors.invalidParameter({ param: 'file', expected: 'a file upload', got: 'a text field' });
     } else {
@@ -107,6 +111,7 @@ function priorityOf(value: string | string[] | undefined): Priority {
 }
 
 export function registerTranscriptionRoute(app: FastifyInstance, options: GatewayOptions, deps: GatewayDeps): void {
+  const uploads = new UploadPool(options.uploadPoolBytes);
   app.post('/v1/audio/transcriptions', async (request: FastifyRequest, reply: FastifyReply) => {
     // The client may leave at any time: its queued request is then dropped by the scheduler.
     // The reason is a cancelled-kind error, so whatever was waiting on the signal (a decode, the
@@ -117,7 +122,7 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
     });
     const arrivedMs = deps.clock.nowMs();
     const priority = priorityOf(request.headers[PRIORITY_HEADER]);
-    const form = await readForm(request);
+    const form = await readForm(request, uploads, options.maxBodyBytes);
     const fields = parseFields(form.fields);
     const model = deps.models.resolve(fields.model);
     if (model === undefined) throw errors.modelNotFound({ model: fields.model });
@@ -137,6 +142,9 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
         priority,
       },
     );
+    // The result is in, so the host has read the audio: nothing reads the upload any more. (A call
+    // that fails leaves its upload to the garbage collector: its batch may still be on its way.)
+    uploads.giveBack(form.file);
     if (fields.stream) {
       reply.hijack();
       const res = reply.raw;

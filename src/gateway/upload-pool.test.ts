@@ -1,0 +1,70 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { UploadPool, readIntoPool } from './upload-pool.js';
+
+async function* chunksOf(...parts: number[][]): AsyncIterable<Buffer> {
+  for (const part of parts) yield Buffer.from(part);
+}
+
+describe('UploadPool', () => {
+  it('hands out buffers of the size asked, and reuses one given back for the next of its size class', () => {
+    const pool = new UploadPool(1024 * 1024);
+    const first = pool.take(100_000);
+    assert.equal(first.length, 100_000);
+    assert.equal(first.byteOffset, 0);
+    pool.giveBack(first.subarray(10, 20));
+    assert.equal(pool.pooledBytes, 128 * 1024);
+    const second = pool.take(70_000);
+    assert.equal(second.buffer, first.buffer);
+    assert.equal(second.length, 70_000);
+    assert.equal(pool.pooledBytes, 0);
+    // A different size class gets its own memory.
+    assert.notEqual(pool.take(200_000).buffer, first.buffer);
+  });
+
+  it('ignores a second give-back and buffers it did not hand out', () => {
+    const pool = new UploadPool(1024 * 1024);
+    const taken = pool.take(1000);
+    pool.giveBack(taken);
+    pool.giveBack(taken);
+    pool.giveBack(Buffer.alloc(64 * 1024));
+    assert.equal(pool.pooledBytes, 64 * 1024);
+    assert.equal(pool.take(1000).buffer, taken.buffer);
+    assert.notEqual(pool.take(1000).buffer, taken.buffer);
+  });
+
+  it('keeps no more than its limit, and nothing with a limit of 0', () => {
+    const pool = new UploadPool(128 * 1024);
+    const a = pool.take(64 * 1024);
+    const b = pool.take(64 * 1024);
+    const c = pool.take(64 * 1024);
+    for (const buffer of [a, b, c]) pool.giveBack(buffer);
+    assert.equal(pool.pooledBytes, 128 * 1024);
+    const off = new UploadPool(0);
+    const taken = off.take(10);
+    off.giveBack(taken);
+    assert.equal(off.pooledBytes, 0);
+    assert.notEqual(off.take(10).buffer, taken.buffer);
+  });
+});
+
+describe('readIntoPool', () => {
+  it('reads the chunks into a pooled buffer and returns a view of exactly what was read', async () => {
+    const pool = new UploadPool(1024 * 1024);
+    const read = await readIntoPool(chunksOf([1, 2, 3], [4], [5, 6]), 100, pool);
+    assert.deepEqual([...read], [1, 2, 3, 4, 5, 6]);
+    assert.equal(read.buffer.byteLength, 64 * 1024);
+    pool.giveBack(read);
+    assert.equal(pool.pooledBytes, 64 * 1024);
+  });
+
+  it('gathers the bytes in a fresh buffer when more arrive than the capacity said, giving the pooled one back', async () => {
+    const pool = new UploadPool(1024 * 1024);
+    const big = Array.from({ length: 40_000 }, (_, i) => i % 251);
+    const read = await readIntoPool(chunksOf(big, big), 70_000, pool);
+    assert.equal(read.length, 80_000);
+    assert.deepEqual([...read.subarray(39_998, 40_002)], [big[39_998], big[39_999], 0, 1]);
+    assert.equal(pool.pooledBytes, 128 * 1024);
+    assert.notEqual(pool.take(70_000).buffer, read.buffer);
+  });
+});

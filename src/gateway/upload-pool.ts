@@ -1,0 +1,85 @@
+/**
+ * Reusable memory for uploaded files. A transcription's upload (1.44 MB for 45 s of 16 kHz audio)
+ * lives until its batch's result comes back, long enough for V8 to move it to the old
+ * generation, where only full collections free it. A fresh buffer per upload then drives a full
+ * collection every few dozen uploads: with 45 s uploads, half of the gateway's main-thread time went
+ * to allocating, copying and collecting them (bench/results/gateway-cpu-2026-12-03*.md). The
+ * transcription route takes each upload's buffer from here and gives it back once the request's
+ * result is in, when nothing reads the audio any more.
+ *
+ * Buffers come in power-of-two sizes from 64 KiB; a given-back buffer is kept for the next upload
+ * of its size while the pool holds less than `maxPooledBytes`, and left to the garbage collector
+ * otherwise. Only give back a buffer nothing will read again: the pool hands it out as is.
+ */
+
+const MIN_CLASS_BYTES = 64 * 1024;
+
+export class UploadPool {
+  readonly #maxPooledBytes: number;
+  readonly #free = new Map<number, ArrayBuffer[]>();
+  /** Buffers handed out and not given back, so that a stray or second release is ignored. */
+  readonly #out = new WeakSet<ArrayBuffer>();
+  #pooledBytes = 0;
+
+  /** `maxPooledBytes` 0 turns pooling off: every take allocates, every give-back is dropped. */
+  constructor(maxPooledBytes: number) {
+    this.#maxPooledBytes = maxPooledBytes;
+  }
+
+  /** Bytes held for reuse now. */
+  get pooledBytes(): number {
+    return this.#pooledBytes;
+  }
+
+  /** A buffer of `bytes` bytes (its contents are whatever the last user left). */
+  take(bytes: number): Buffer {
+    const size = classBytes(bytes);
+    const reused = this.#free.get(size)?.pop();
+    if (reused !== undefined) this.#pooledBytes -= size;
+    const memory = reused ?? new ArrayBuffer(size);
+    this.#out.add(memory);
+    return Buffer.from(memory, 0, bytes);
+  }
+
+  /** Gives back a buffer from take() (any view of it); other buffers and second calls are ignored. */
+  giveBack(buffer: Uint8Array): void {
+    const memory = buffer.buffer;
+    if (!(memory instanceof ArrayBuffer) || !this.#out.has(memory)) return;
+    this.#out.delete(memory);
+    if (this.#pooledBytes + memory.byteLength > this.#maxPooledBytes) return;
+    const list = this.#free.get(memory.byteLength) ?? [];
+    list.push(memory);
+    this.#free.set(memory.byteLength, list);
+    this.#pooledBytes += memory.byteLength;
+  }
+}
+
+function classBytes(bytes: number): number {
+  let size = MIN_CLASS_BYTES;
+  while (size < bytes) size *= 2;
+  return size;
+}
+
+/**
+ * Reads `chunks` into one buffer from `pool`, taken at `capacity` bytes (an upper bound, such as
+ * the request's Content-Length). Returns a view of the bytes read, to give back to the pool when
+ * done. Should more arrive than `capacity`, the bytes are gathered in a fresh buffer instead and
+ * the pooled one goes back at once.
+ */
+export async function readIntoPool(chunks: AsyncIterable<Buffer>, capacity: number, pool: UploadPool): Promise<Buffer> {
+  const target = pool.take(capacity);
+  let filled = 0;
+  const overflow: Buffer[] = [];
+  for await (const chunk of chunks) {
+    if (overflow.length === 0 && filled + chunk.length <= target.length) {
+      chunk.copy(target, filled);
+      filled += chunk.length;
+    } else {
+      overflow.push(chunk);
+    }
+  }
+  if (overflow.length === 0) return target.subarray(0, filled);
+  const whole = Buffer.concat([target.subarray(0, filled), ...overflow]);
+  pool.giveBack(target);
+  return whole;
+}
