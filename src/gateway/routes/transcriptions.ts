@@ -30,7 +30,10 @@ async function readForm(request: FastifyRequest, uploads: UploadPool, maxBodyByt
       const declared = Number(request.headers['content-length']);
       // The file is part of the body, so the body's declared length bounds it.
       file = Number.isSafeInteger(declared) && declared > 0 ? await readIntoPool(part.file, declared, uploads) : await part.toBuffer();
-      if (part.file.truncated) throw errors.bodyTooLarge({ maxBodyBytes });
+      if (part.file.truncated) {
+        uploads.giveBack(file);
+        throw errors.bodyTooLarge({ maxBodyBytes });
+      }
     } else if (part.fieldname === 'file') {
       throw errors.invalidParameter({ param: 'file', expected: 'a file upload', got: 'a text field' });
     } else {
