@@ -22,6 +22,19 @@ describe('UploadPool', () => {
     assert.notEqual(pool.take(200_000).buffer, first.buffer);
   });
 
+  it('reports each allocation and the pooled bytes after each change', () => {
+    const changes: Array<{ pooledBytes: number; allocatedBytes: number }> = [];
+    const pool = new UploadPool(1024 * 1024, (change) => changes.push(change));
+    const taken = pool.take(100);
+    pool.giveBack(taken);
+    pool.take(200);
+    assert.deepEqual(changes, [
+      { pooledBytes: 0, allocatedBytes: 64 * 1024 },
+      { pooledBytes: 64 * 1024, allocatedBytes: 0 },
+      { pooledBytes: 0, allocatedBytes: 0 },
+    ]);
+  });
+
   it('ignores a second give-back and buffers it did not hand out', () => {
     const pool = new UploadPool(1024 * 1024);
     const taken = pool.take(1000);

@@ -14,6 +14,13 @@
 
 const MIN_CLASS_BYTES = 64 * 1024;
 
+export interface PoolChange {
+  /** Bytes held for reuse now. */
+  pooledBytes: number;
+  /** Bytes this change allocated (a take the pool could not serve), else 0. */
+  allocatedBytes: number;
+}
+
 export class UploadPool {
   readonly #maxPooledBytes: number;
   readonly #free = new Map<number, ArrayBuffer[]>();
@@ -21,9 +28,15 @@ export class UploadPool {
   readonly #out = new WeakSet<ArrayBuffer>();
   #pooledBytes = 0;
 
-  /** `maxPooledBytes` 0 turns pooling off: every take allocates, every give-back is dropped. */
-  constructor(maxPooledBytes: number) {
+  readonly #onChange: (change: PoolChange) => void;
+
+  /**
+   * `maxPooledBytes` 0 turns pooling off: every take allocates, every give-back is dropped.
+   * `onChange` hears of each allocation and of the pooled bytes after each take and give-back.
+   */
+  constructor(maxPooledBytes: number, onChange: (change: PoolChange) => void = () => {}) {
     this.#maxPooledBytes = maxPooledBytes;
+    this.#onChange = onChange;
   }
 
   /** Bytes held for reuse now. */
@@ -38,6 +51,7 @@ export class UploadPool {
     if (reused !== undefined) this.#pooledBytes -= size;
     const memory = reused ?? new ArrayBuffer(size);
     this.#out.add(memory);
+    this.#onChange({ pooledBytes: this.#pooledBytes, allocatedBytes: reused === undefined ? size : 0 });
     return Buffer.from(memory, 0, bytes);
   }
 
@@ -51,6 +65,7 @@ export class UploadPool {
     list.push(memory);
     this.#free.set(memory.byteLength, list);
     this.#pooledBytes += memory.byteLength;
+    this.#onChange({ pooledBytes: this.#pooledBytes, allocatedBytes: 0 });
   }
 }
 

@@ -33,6 +33,16 @@ export function createMetrics() {
       buckets: LATENCY_BUCKETS_S,
       registers: r,
     }),
+    uploadPoolBytes: new Gauge({
+      name: 'voxmux_gateway_upload_pool_bytes',
+      help: 'Memory held for reuse by uploads (at most gateway.uploadPoolBytes).',
+      registers: r,
+    }),
+    uploadAllocatedBytes: new Counter({
+      name: 'voxmux_gateway_upload_allocated_bytes_total',
+      help: 'Memory allocated for uploads because the pool had none to reuse; growing under steady load means the pool is too small.',
+      registers: r,
+    }),
     requests: new Counter({
       name: 'voxmux_scheduler_requests_total',
       help: 'Requests submitted to the scheduler by model and outcome (ok or the error code).',

@@ -514,7 +514,7 @@ describe('POST /v1/audio/transcriptions: upload memory', () => {
   it("gives an upload's memory to the next upload once its result is in, and not when its call failed", async () => {
     const seen: ArrayBufferLike[] = [];
     let shouldFailNext = false;
-    const { app } = await setup({
+    const { app, metrics } = await setup({
       decode: viewDecode,
       transcribe: async ({ request }) => {
         seen.push(request.audio.buffer);
@@ -528,6 +528,9 @@ describe('POST /v1/audio/transcriptions: upload memory', () => {
     assert.equal((await post(app, [['model', 'echo'], audioFile(3200, 1)])).statusCode, 200);
     assert.equal((await post(app, [['model', 'echo'], audioFile(3000, 2)])).statusCode, 200);
     assert.equal(seen[1], seen[0], "the second upload reused the first one's memory");
+    const gauge = async (metric: { get(): Promise<{ values: Array<{ value: number }> }> }) => (await metric.get()).values[0]?.value;
+    assert.equal(await gauge(metrics.uploadAllocatedBytes), 64 * 1024);
+    assert.equal(await gauge(metrics.uploadPoolBytes), 64 * 1024);
     shouldFailNext = true;
     assert.equal((await post(app, [['model', 'echo'], audioFile(3200, 3)])).statusCode, 504);
     assert.equal((await post(app, [['model', 'echo'], audioFile(3200, 4)])).statusCode, 200);

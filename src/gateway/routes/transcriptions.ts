@@ -114,7 +114,10 @@ function priorityOf(value: string | string[] | undefined): Priority {
 }
 
 export function registerTranscriptionRoute(app: FastifyInstance, options: GatewayOptions, deps: GatewayDeps): void {
-  const uploads = new UploadPool(options.uploadPoolBytes);
+  const uploads = new UploadPool(options.uploadPoolBytes, ({ pooledBytes, allocatedBytes }) => {
+    deps.metrics.uploadPoolBytes.set(pooledBytes);
+    if (allocatedBytes > 0) deps.metrics.uploadAllocatedBytes.inc(allocatedBytes);
+  });
   app.post('/v1/audio/transcriptions', async (request: FastifyRequest, reply: FastifyReply) => {
     // The client may leave at any time: its queued request is then dropped by the scheduler.
     // The reason is a cancelled-kind error, so whatever was waiting on the signal (a decode, the
