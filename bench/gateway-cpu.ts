@@ -54,7 +54,7 @@ interface Step {
   level: number;
   requestsPerSecond: number;
   latencyMs?: { p50: number; p95: number };
-  server?: { batchSizeMean?: number; loopBusyPercent?: number; cpuPercent?: number };
+  server?: { batchSizeMean?: number; loopBusyPercent?: number; cpuPercent?: number; batchSendMsMean?: number };
 }
 
 const config = {
@@ -167,11 +167,11 @@ const md = [
   '',
   '## Load',
   '',
-  '| clients | requests/s | p50 ms | p95 ms | mean batch | srv loop % | server CPU % of a core | loop ms per request |',
-  '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  '| clients | requests/s | p50 ms | p95 ms | mean batch | batch send ms | srv loop % | server CPU % of a core | loop ms per request |',
+  '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ...steps.map(
     (s) =>
-      `| ${s.level} | ${s.requestsPerSecond.toFixed(1)} | ${s.latencyMs?.p50.toFixed(0) ?? '-'} | ${s.latencyMs?.p95.toFixed(0) ?? '-'} | ${s.server?.batchSizeMean?.toFixed(2) ?? '-'} | ${s.server?.loopBusyPercent ?? '-'} | ${s.server?.cpuPercent ?? '-'} | ${loopMsPerRequest(s)?.toFixed(2) ?? '-'} |`,
+      `| ${s.level} | ${s.requestsPerSecond.toFixed(1)} | ${s.latencyMs?.p50.toFixed(0) ?? '-'} | ${s.latencyMs?.p95.toFixed(0) ?? '-'} | ${s.server?.batchSizeMean?.toFixed(2) ?? '-'} | ${s.server?.batchSendMsMean ?? '-'} | ${s.server?.loopBusyPercent ?? '-'} | ${s.server?.cpuPercent ?? '-'} | ${loopMsPerRequest(s)?.toFixed(2) ?? '-'} |`,
   ),
   '',
   "`loop ms per request` is the loop's busy share over the requests per second: the main thread's",

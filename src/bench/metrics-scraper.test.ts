@@ -74,14 +74,14 @@ describe('summarizeServerMetrics', () => {
   it("takes the server's event loop busy share and CPU from their counters' growth over the scrapes' span", () => {
     const summary = summarizeServerMetrics(
       [
-        { atMs: 1_000, loopBusySeconds: 100, cpuSeconds: 50 },
+        { atMs: 1_000, loopBusySeconds: 100, cpuSeconds: 50, batchSendSum: 1, batchSendCount: 10 },
         { atMs: 3_000, loopBusySeconds: 101.2, cpuSeconds: 52 },
-        { atMs: 5_000, loopBusySeconds: 103.6, cpuSeconds: 56.2 },
+        { atMs: 5_000, loopBusySeconds: 103.6, cpuSeconds: 56.2, batchSendSum: 1.5, batchSendCount: 14 },
       ],
       { fromMs: 0, toMs: 10_000 },
     );
-    // 3.6 s busy and 6.2 s of CPU over the 4 s between the first and last scrape.
-    assert.deepEqual(summary, { scrapes: 3, loopBusyPercent: 90, cpuPercent: 155 });
+    // 3.6 s busy and 6.2 s of CPU over the 4 s between the first and last scrape; 4 batches sent in 0.5 s.
+    assert.deepEqual(summary, { scrapes: 3, loopBusyPercent: 90, cpuPercent: 155, batchSendMsMean: 125 });
     const samples = parsePrometheusText('voxmux_event_loop_busy_seconds_total 7.5\nvoxmux_process_process_cpu_seconds_total 12\n');
     assert.deepEqual(toServerSnapshot(samples, { atMs: 2 }), { atMs: 2, loopBusySeconds: 7.5, cpuSeconds: 12 });
   });

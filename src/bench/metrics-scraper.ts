@@ -92,6 +92,8 @@ export const SERVER_METRIC_NAMES = {
   executions: ['voxmux_instance_executions_total'],
   loopBusySeconds: ['voxmux_event_loop_busy_seconds_total'],
   cpuSeconds: ['voxmux_process_process_cpu_seconds_total'],
+  batchSendSum: ['voxmux_instance_batch_send_seconds_sum'],
+  batchSendCount: ['voxmux_instance_batch_send_seconds_count'],
 } as const;
 
 export type ServerMetricField = keyof typeof SERVER_METRIC_NAMES;
@@ -129,6 +131,8 @@ export interface ServerStepMetrics {
   loopBusyPercent?: number;
   /** The server process, all threads: CPU time over wall time, in percent of one core. */
   cpuPercent?: number;
+  /** Mean time to write one batch into its instance's socket, in ms. */
+  batchSendMsMean?: number;
   /** Scrapes that fell in the step. */
   scrapes: number;
 }
@@ -164,7 +168,11 @@ export function summarizeServerMetrics(
   if (loopBusy !== undefined) out.loopBusyPercent = round1(loopBusy * 100);
   const cpu = growthRatio(first.cpuSeconds, last.cpuSeconds, 0, elapsedS);
   if (cpu !== undefined) out.cpuPercent = round1(cpu * 100);
-  const hasAny = [out.queuedMean, out.runningMean, out.batchSizeMean, out.loopBusyPercent, out.cpuPercent].some((v) => v !== undefined);
+  const send = growthRatio(first.batchSendSum, last.batchSendSum, first.batchSendCount, last.batchSendCount);
+  if (send !== undefined) out.batchSendMsMean = round1(send * 1000);
+  const hasAny = [out.queuedMean, out.runningMean, out.batchSizeMean, out.loopBusyPercent, out.cpuPercent, out.batchSendMsMean].some(
+    (v) => v !== undefined,
+  );
   return hasAny ? out : undefined;
 }
 

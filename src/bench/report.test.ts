@@ -266,7 +266,13 @@ describe('CSV and summaries', () => {
   });
 
   it("shows the server's event loop and CPU when its metrics gave them, averaged over the reps", () => {
-    const server = (loopBusyPercent: number, cpuPercent: number) => ({ scrapes: 3, queuedMean: 1, loopBusyPercent, cpuPercent });
+    const server = (loopBusyPercent: number, cpuPercent: number) => ({
+      scrapes: 3,
+      queuedMean: 1,
+      loopBusyPercent,
+      cpuPercent,
+      batchSendMsMean: 12,
+    });
     const reps = [
       summarizeRep(samples([ok(0, 100)]), { rep: 1, client, server: server(90, 130) }),
       summarizeRep(samples([ok(0, 100)]), { rep: 2, client, server: server(100, 150) }),
@@ -276,11 +282,12 @@ describe('CSV and summaries', () => {
     assert.equal(step.server?.cpuPercent, 140);
     const withServer = { ...results, steps: [step] };
     const [header, , row] = formatStepTable(withServer).split('\n');
-    assert.match(header ?? '', /batch +srv loop % +cpu %/);
-    assert.match(row ?? '', / 95 +10$/);
+    assert.match(header ?? '', /batch +srv loop % +send ms +cpu %/);
+    assert.match(row ?? '', / 95 +12\.0 +10$/);
     const cells = parseCsv(toCsv(withServer))[1]!;
     assert.equal(cells[CSV_COLUMNS.indexOf('server_loop_busy_percent')], '95');
     assert.equal(cells[CSV_COLUMNS.indexOf('server_cpu_percent')], '140');
+    assert.equal(cells[CSV_COLUMNS.indexOf('server_batch_send_ms_mean')], '12');
     assert.doesNotMatch(formatStepTable(results), /srv loop/);
   });
 

@@ -505,6 +505,7 @@ export const CSV_COLUMNS = [
   'server_batch_size_mean',
   'server_loop_busy_percent',
   'server_cpu_percent',
+  'server_batch_send_ms_mean',
   'gpu_utilization_percent_mean',
   'gpu_memory_used_mib_max',
   'meets_slo',
@@ -579,6 +580,8 @@ export function csvValue(step: StepResult, column: CsvColumn): string | number |
       return step.server?.loopBusyPercent;
     case 'server_cpu_percent':
       return step.server?.cpuPercent;
+    case 'server_batch_send_ms_mean':
+      return step.server?.batchSendMsMean;
     case 'gpu_utilization_percent_mean':
       return step.gpu === undefined ? undefined : round1(meanOf(step.gpu.map((g) => g.utilizationPercentMean)));
     case 'gpu_memory_used_mib_max':
@@ -653,6 +656,7 @@ function stepTable(results: BenchResults): { header: string[]; rows: string[][] 
   const hasAudio = results.steps.some((step) => step.audioSecondsPerSecond !== undefined);
   const hasServer = results.steps.some((step) => step.server !== undefined);
   const hasLoop = results.steps.some((step) => step.server?.loopBusyPercent !== undefined);
+  const hasSend = results.steps.some((step) => step.server?.batchSendMsMean !== undefined);
   const hasSlo = results.steps.some((step) => step.meetsSlo !== undefined);
   const header = [
     isOpen ? 'rate' : 'conc',
@@ -668,6 +672,7 @@ function stepTable(results: BenchResults): { header: string[]; rows: string[][] 
     ...(isOpen ? ['dropped'] : []),
     ...(hasServer ? ['queued', 'batch'] : []),
     ...(hasLoop ? ['srv loop %'] : []),
+    ...(hasSend ? ['send ms'] : []),
     'cpu %',
     ...(hasSlo ? ['SLO'] : []),
   ];
@@ -685,6 +690,7 @@ function stepTable(results: BenchResults): { header: string[]; rows: string[][] 
     ...(isOpen ? [String(step.droppedArrivals)] : []),
     ...(hasServer ? [formatNumber(step.server?.queuedMean, 1), formatNumber(step.server?.batchSizeMean, 2)] : []),
     ...(hasLoop ? [formatNumber(step.server?.loopBusyPercent, 0)] : []),
+    ...(hasSend ? [formatNumber(step.server?.batchSendMsMean, 1)] : []),
     formatNumber(step.clientCpuPercentMax, 0),
     ...(hasSlo ? [step.meetsSlo === true ? 'yes' : 'no'] : []),
   ]);
@@ -775,7 +781,9 @@ export function toJson(results: BenchResults): string {
 function mergeServer(list: ReadonlyArray<ServerStepMetrics | undefined>): StepResult['server'] {
   const present = list.filter((s): s is ServerStepMetrics => s !== undefined);
   if (present.length === 0) return undefined;
-  const pick = (key: 'queuedMean' | 'runningMean' | 'batchSizeMean' | 'loopBusyPercent' | 'cpuPercent'): number | undefined => {
+  const pick = (
+    key: 'queuedMean' | 'runningMean' | 'batchSizeMean' | 'loopBusyPercent' | 'cpuPercent' | 'batchSendMsMean',
+  ): number | undefined => {
     const values = present.map((s) => s[key]).filter((v): v is number => v !== undefined);
     return values.length === 0 ? undefined : Math.round(meanOf(values) * 100) / 100;
   };
@@ -792,6 +800,8 @@ function mergeServer(list: ReadonlyArray<ServerStepMetrics | undefined>): StepRe
   if (loopBusyPercent !== undefined) out.loopBusyPercent = loopBusyPercent;
   const cpuPercent = pick('cpuPercent');
   if (cpuPercent !== undefined) out.cpuPercent = cpuPercent;
+  const batchSendMsMean = pick('batchSendMsMean');
+  if (batchSendMsMean !== undefined) out.batchSendMsMean = batchSendMsMean;
   return out;
 }
 

@@ -78,6 +78,8 @@ export type InstanceEvents = {
   stateChanged: { state: InstanceState };
   ended: InstanceEnd;
   batchFinished: { batchSize: number; computeMs: number };
+  /** A batch's frame went into the socket: from the write's start until the kernel took its last byte. */
+  batchSent: { bytes: number; sendMs: number };
 };
 
 interface Waiter {
@@ -424,16 +426,27 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
           reject(e);
         },
       });
-      this.#send({ ...message, correlationId } as ControllerMessage);
+      this.#send({ ...message, correlationId } as ControllerMessage, batch === undefined ? undefined : this.#timeSend());
     });
   }
 
-  #send(message: ControllerMessage): void {
+  /** For a batch's frame: emits batchSent once the socket has taken all of it. */
+  #timeSend(): (bytes: number) => (error?: Error | null) => void {
+    const startedMs = this.#deps.clock.nowMs();
+    return (bytes) => (error?: Error | null) => {
+      if (error === undefined || error === null) this.emit('batchSent', { bytes, sendMs: this.#deps.clock.nowMs() - startedMs });
+    };
+  }
+
+  #send(message: ControllerMessage, onFlushed?: (bytes: number) => (error?: Error | null) => void): void {
     const child = this.#child;
     if (child === undefined || child.down.destroyed || !child.down.writable) return;
+    const chunks = fromControllerMessage(message);
+    // Called once the last chunk, and so every one before it, is handed to the kernel.
+    const last = onFlushed?.(chunks.reduce((sum, chunk) => sum + chunk.byteLength, 0));
     // Corked, the chunks go out in one gathered write (writev): audio is not copied in JavaScript.
     child.down.cork();
-    for (const chunk of fromControllerMessage(message)) child.down.write(chunk);
+    chunks.forEach((chunk, i) => child.down.write(chunk, i === chunks.length - 1 ? last : undefined));
     child.down.uncork();
   }
 

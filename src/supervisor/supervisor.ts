@@ -257,6 +257,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
       metrics.executions.inc({ model: slot.model });
       metrics.computeDuration.observe({ model: slot.model }, computeMs / 1000);
     });
+    instance.on('batchSent', ({ sendMs }) => metrics.batchSendDuration.observe({ model: slot.model }, sendMs / 1000));
     instance.on('ended', (end) => onEnded(slot, instance, end));
     return instance.start().catch((err: ServiceError) => {
       log.error({ instanceId, model: slot.model, code: err.code, err }, 'instance failed to start');

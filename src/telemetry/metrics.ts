@@ -100,6 +100,13 @@ export function createMetrics() {
       buckets: LATENCY_BUCKETS_S,
       registers: r,
     }),
+    batchSendDuration: new Histogram({
+      name: 'voxmux_instance_batch_send_seconds',
+      help: "Time to write one batch (its audio included) into its instance's socket, until the kernel took its last byte, by model.",
+      labelNames: ['model'] as const,
+      buckets: LATENCY_BUCKETS_S,
+      registers: r,
+    }),
     instances: new Gauge({
       name: 'voxmux_instances',
       help: 'Instances by model and state.',

@@ -44,6 +44,10 @@ describe('Supervisor with real Python instances', () => {
     assert.ok(snapshot.pid !== null && snapshot.pid > 0);
     assert.equal((await metrics.executions.get()).values[0]?.value, 1);
     assert.equal((await metrics.inferences.get()).values[0]?.value, 2);
+    // One batch written to the instance's socket, and timed.
+    const sent = (await metrics.batchSendDuration.get()).values;
+    assert.equal(sent.find((v) => v.metricName === 'voxmux_instance_batch_send_seconds_count')?.value, 1);
+    assert.ok((sent.find((v) => v.metricName === 'voxmux_instance_batch_send_seconds_sum')?.value ?? -1) >= 0);
     await supervisor.close();
     assert.equal(supervisor.stats().instances[0]!.state, 'closed');
   });
