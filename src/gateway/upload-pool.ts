@@ -1,11 +1,12 @@
 /**
  * Reusable memory for uploaded files. A transcription's upload (1.44 MB for 45 s of 16 kHz audio)
  * lives until its batch's result comes back, long enough for V8 to move it to the old
- * generation, where only full collections free it. A fresh buffer per upload then drives a full
- * collection every few dozen uploads: with 45 s uploads, half of the gateway's main-thread time went
- * to allocating, copying and collecting them (bench/results/gateway-cpu-2026-12-03*.md). The
- * transcription route takes each upload's buffer from here and gives it back once the request's
- * result is in, when nothing reads the audio any more.
+ * generation, where only full collections free it. A fresh buffer per upload then drove a full
+ * collection every 10 to 30 uploads: with 45 s uploads, about 40 % of the gateway's main-thread
+ * time went to collecting and copying them; reusing the memory took a quarter off that thread's
+ * time per upload (bench/results/gateway-upload-pool-2026-12-03/). The transcription route takes each upload's
+ * buffer from here and gives it back once the request's result is in, when nothing reads the audio
+ * any more.
  *
  * Buffers come in power-of-two sizes from 64 KiB; a given-back buffer is kept for the next upload
  * of its size while the pool holds less than `maxPooledBytes`, and left to the garbage collector
@@ -26,9 +27,8 @@ export class UploadPool {
   readonly #free = new Map<number, ArrayBuffer[]>();
   /** Buffers handed out and not given back, so that a stray or second release is ignored. */
   readonly #out = new WeakSet<ArrayBuffer>();
-  #pooledBytes = 0;
-
   readonly #onChange: (change: PoolChange) => void;
+  #pooledBytes = 0;
 
   /**
    * `maxPooledBytes` 0 turns pooling off: every take allocates, every give-back is dropped.
