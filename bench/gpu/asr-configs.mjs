@@ -19,8 +19,9 @@ function config({
   matmul = undefined,
   kernels = undefined,
   overlapDecode = false,
+  graphBatchSizes = [1, 2, 4, 8, 16, 32, 64],
 }) {
-  const batchSizes = [1, 2, 4, 8, 16, 32, 64].filter((b) => b <= maxBatchSize);
+  const batchSizes = graphBatchSizes.filter((b) => b <= maxBatchSize);
   return {
     gateway: { maxBodyBytes: 8 * 1024 * 1024, requestTimeoutMs: 120_000 },
     scheduler: { maxQueuedRequests: 2048, lengthBucketsMs: BUCKETS_MS, maxRunningBatchesPerInstance: inFlight },
@@ -119,6 +120,21 @@ export const CONFIGS = {
   'c26-1x-b64-graphs-3inflight-compiled-all-idle': config({ ...C7, inFlight: 3, maxBatchSize: 64 }),
   // ... with FP8 products (c16 with three batches in flight)
   'c27-1x-b64-graphs-3inflight-compiled-all-fp8-idle': config({ ...C7, inFlight: 3, maxBatchSize: 64, matmul: 'fp8' }),
+  // c26 with graphs for batches of 24 and 48 too: a batch of 33 to 48 clips no longer pays for 64
+  'c28-1x-b64-graphs-3inflight-compiled-all-48-idle': config({
+    ...C7,
+    inFlight: 3,
+    maxBatchSize: 64,
+    graphBatchSizes: [1, 2, 4, 8, 16, 24, 32, 48, 64],
+  }),
+  // ... with FP8 products
+  'c29-1x-b64-graphs-3inflight-compiled-all-fp8-48-idle': config({
+    ...C7,
+    inFlight: 3,
+    maxBatchSize: 64,
+    matmul: 'fp8',
+    graphBatchSizes: [1, 2, 4, 8, 16, 24, 32, 48, 64],
+  }),
   // c20 with three batches in flight
   'c23-1x-b64-graphs-3inflight-compiled-all-overlap-idle': config({
     ...C7,
