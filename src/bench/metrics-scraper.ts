@@ -1,7 +1,8 @@
 /**
  * Scrapes the server's Prometheus /metrics during a run: queue depth, running requests, batch
- * size, and the server's own CPU (its event loop's busy share, its process's CPU time). A server without these metrics (any non-voxmux server) is tolerated: the report then says
- * that server metrics were not available.
+ * size, the time to send a batch to an instance, and the server's own CPU (its event loop's busy
+ * share, its process's CPU time). A server without these metrics (any non-voxmux server) is
+ * tolerated: the report then says that server metrics were not available.
  */
 import type { Clock, TimerHandle } from '../core/clock.js';
 
@@ -140,8 +141,9 @@ export interface ServerStepMetrics {
 /**
  * Summarizes the scrapes in a window (both ends included): gauges are averaged; the mean batch size is
  * the growth of the batch-size histogram's sum over the growth of its count (or of inferences over
- * executions) between the first and last scrape; the event loop's busy share and the process's CPU
- * are the growth of their seconds counters over the time between those scrapes.
+ * executions) between the first and last scrape, and the mean send time likewise from its
+ * histogram; the event loop's busy share and the process's CPU are the growth of their seconds
+ * counters over the time between those scrapes.
  */
 export function summarizeServerMetrics(
   snapshots: readonly ServerMetricsSnapshot[],
