@@ -85,7 +85,10 @@ const server = spawn(
 );
 const exited = new Promise((r) => server.once('exit', r));
 for (let i = 0; ; i++) {
-  if (i > 600) throw new Error('the server was not ready within 60 s');
+  if (i > 600) {
+    server.kill('SIGKILL');
+    throw new Error('the server was not ready within 60 s');
+  }
   try {
     if ((await fetch(`http://127.0.0.1:${port}/health/ready`)).status === 200) break;
   } catch {
