@@ -282,7 +282,7 @@ describe('CSV and summaries', () => {
     assert.equal(step.server?.cpuPercent, 140);
     const withServer = { ...results, steps: [step] };
     const [header, , row] = formatStepTable(withServer).split('\n');
-    assert.match(header ?? '', /batch +srv loop % +send ms +cpu %/);
+    assert.match(header ?? '', /batch +srv loop % +send ms +client cpu %/);
     assert.match(row ?? '', / 95 +12\.0 +10$/);
     const cells = parseCsv(toCsv(withServer))[1]!;
     assert.equal(cells[CSV_COLUMNS.indexOf('server_loop_busy_percent')], '95');

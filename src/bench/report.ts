@@ -673,7 +673,7 @@ function stepTable(results: BenchResults): { header: string[]; rows: string[][] 
     ...(hasServer ? ['queued', 'batch'] : []),
     ...(hasLoop ? ['srv loop %'] : []),
     ...(hasSend ? ['send ms'] : []),
-    'cpu %',
+    'client cpu %',
     ...(hasSlo ? ['SLO'] : []),
   ];
   const rows = results.steps.map((step) => [
