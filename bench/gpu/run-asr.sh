@@ -2,7 +2,8 @@
 # The ASR serving benchmark on one GPU machine: for each configuration in asr-configs.mjs, start
 # the whole server (Node gateway + scheduler + Python hosts), time single requests on the idle
 # server (ASR_BENCH_IDLE_REQUESTS one after another), drive it over HTTP with 45 s WAV clips at
-# concurrency 1..256 with `voxmux bench`, stop it; then compare the runs side by side.
+# concurrency 1..256 with `voxmux bench` (requests still queued 5 s after a step's window are
+# abandoned, not waited for), stop it; then compare the runs side by side.
 #
 # Needs: node on PATH (carry a Node 20 binary to a GPU machine that has none), the
 # bundle .bundle/voxmux.mjs (npm run bundle), python3 with torch + CUDA.
@@ -60,7 +61,7 @@ for name in "${configs[@]}"; do
   fi
   node "$root/.bundle/voxmux.mjs" bench transcribe --url "http://127.0.0.1:$port" --model parakeet \
     --audio /tmp/voxmux-clip45.wav --concurrency "$levels" --duration-s "$step_s" --warmup-s 1 \
-    --slo 'p95<=1000ms' --gpu-hour-usd 3.5 --target-rps 1000 --timeout-s 120 \
+    --slo 'p95<=1000ms' --gpu-hour-usd 3.5 --target-rps 1000 --timeout-s 120 --abandon-after-s 5 \
     --out "$out/runs/$name" --label "$name" 2>&1 | grep -v '^step .* | ' | tee "$out/logs/$name.bench.txt"
   get "http://127.0.0.1:$port/metrics" > "$out/logs/$name.metrics.txt"
   kill -TERM $server; wait $server

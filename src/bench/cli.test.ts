@@ -55,6 +55,7 @@ describe('runBenchCli', () => {
         /--field to set a field other than model/,
       ],
       [['transcribe', '--url', 'http://h', '--model', 'm', '--audio', 'x.wav', '--gpu', 'maybe'], /--gpu to be auto or off/],
+      [['transcribe', '--url', 'http://h', '--model', 'm', '--audio', 'x.wav', '--abandon-after-s', '-1'], /--abandon-after-s/],
       [['transcribe', '--url', 'http://h', '--model', 'm', '--audio', 'x.wav', '--slo', 'p95>=1s'], /SLO clause/],
       [['transcribe', '--url', 'http://h', '--model', 'm', '--audio', '/nonexistent/x.wav'], /does not exist/],
       [['transcribe', '--bogus'], /Unknown option '--bogus'/],

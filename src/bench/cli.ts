@@ -104,6 +104,8 @@ transcribe options:
   --timeout-s S             per-request timeout (default ${TRANSCRIBE_DEFAULTS.timeoutS})
   --max-requests N          at most N requests per step (default ${TRANSCRIBE_DEFAULTS.maxRequests})
   --max-outstanding N       open loop: cap on requests in flight; later arrivals are dropped (default ${TRANSCRIBE_DEFAULTS.maxOutstanding})
+  --abandon-after-s S       abort requests still in flight S seconds after a step's window (they are not
+                            measured); default: wait for them, which can take long above capacity
   --seed N                  open loop: arrival seed (default ${TRANSCRIBE_DEFAULTS.seed})
   --stream                  send stream=true and measure time to first delta (SSE)
   --response-format F       json | text | srt | verbose_json | vtt (default json)
@@ -172,6 +174,7 @@ interface TranscribeConfig {
   timeoutMs: number;
   maxRequests: number;
   maxOutstanding: number;
+  abandonAfterMs?: number;
   seed: number;
   isStreaming: boolean;
   responseFormat: string;
@@ -207,6 +210,7 @@ async function parseTranscribeArgs(args: string[], cwd: string): Promise<Transcr
       'timeout-s': { type: 'string' },
       'max-requests': { type: 'string' },
       'max-outstanding': { type: 'string' },
+      'abandon-after-s': { type: 'string' },
       seed: { type: 'string' },
       stream: { type: 'boolean' },
       'response-format': { type: 'string' },
@@ -264,6 +268,7 @@ async function parseTranscribeArgs(args: string[], cwd: string): Promise<Transcr
   const audioSeconds = optionalNumber(values['audio-seconds'], '--audio-seconds', { min: 0.001, max: 86_400 });
   const gpuHourUsd = optionalNumber(values['gpu-hour-usd'], '--gpu-hour-usd', { min: 0, max: 1_000_000 });
   const targetRps = optionalNumber(values['target-rps'], '--target-rps', { min: 0.000001, max: 1e9 });
+  const abandonAfterS = optionalNumber(values['abandon-after-s'], '--abandon-after-s', { min: 0, max: MAX_TIMEOUT_S });
   return {
     url: values.url,
     model: values.model,
@@ -285,6 +290,7 @@ async function parseTranscribeArgs(args: string[], cwd: string): Promise<Transcr
       max: MAX_CONCURRENCY,
       isInteger: true,
     }),
+    ...(abandonAfterS === undefined ? {} : { abandonAfterMs: 1000 * abandonAfterS }),
     seed: numberFlag(values.seed, '--seed', TRANSCRIBE_DEFAULTS.seed, { min: 0, max: 2 ** 32 - 1, isInteger: true }),
     isStreaming: values.stream === true,
     responseFormat: values['response-format'] ?? TRANSCRIBE_DEFAULTS.responseFormat,
@@ -464,6 +470,7 @@ async function runTranscribe(args: string[], io: BenchIo, deps: BenchCliDeps): P
         timeoutMs: config.timeoutMs,
         maxRequestsPerStep: config.maxRequests,
         maxOutstanding: config.maxOutstanding,
+        ...(config.abandonAfterMs === undefined ? {} : { abandonAfterMs: config.abandonAfterMs }),
         seed: config.seed,
         ...(config.slo === undefined ? {} : { slo: config.slo }),
         cost: { gpus: config.gpus, ...(config.gpuHourUsd === undefined ? {} : { gpuHourUsd: config.gpuHourUsd }) },
@@ -510,6 +517,7 @@ async function runTranscribe(args: string[], io: BenchIo, deps: BenchCliDeps): P
       timeoutMs: config.timeoutMs,
       maxRequestsPerStep: config.maxRequests,
       ...(config.mode === 'open' ? { maxOutstanding: config.maxOutstanding, seed: config.seed } : {}),
+      ...(config.abandonAfterMs === undefined ? {} : { abandonAfterMs: config.abandonAfterMs }),
       ...(config.slo === undefined ? {} : { slo: config.slo.map((clause) => clause.text) }),
       ...(config.gpuHourUsd === undefined ? {} : { gpuHourUsd: config.gpuHourUsd }),
       gpus: config.gpus,

@@ -161,6 +161,35 @@ describe('startStep closed loop', () => {
     assert.equal(rep.requestsPerSecond, 0);
   });
 
+  it('abandons requests still in flight abandonAfterMs after the window, and waits for them without it', async () => {
+    const clock = new FakeClock();
+    const step = startStep({ ...base, level: 3, abandonAfterMs: 200 }, { workload: hangingWorkload(clock), clock });
+    const samples = await drive(clock, step.done);
+    assert.deepEqual(
+      samples.outcomes.map((o) => [o.startMs, o.endMs, o.errorCode]),
+      [
+        [0, 1200, 'abandoned'],
+        [0, 1200, 'abandoned'],
+        [0, 1200, 'abandoned'],
+      ],
+    );
+    const rep = summarizeRep(samples, { rep: 1, client }).result;
+    assert.equal(rep.requests, 0, 'abandoned requests are not measured');
+    assert.deepEqual(rep.late.errorsByCode, { abandoned: 3 });
+
+    const waiting = new FakeClock();
+    const patient = startStep({ ...base, level: 3, timeoutMs: 5000 }, { workload: hangingWorkload(waiting), clock: waiting });
+    const waited = await drive(waiting, patient.done);
+    assert.deepEqual(
+      waited.outcomes.map((o) => [o.endMs, o.errorCode]),
+      [
+        [5000, 'timeout'],
+        [5000, 'timeout'],
+        [5000, 'timeout'],
+      ],
+    );
+  });
+
   it('ends promptly when interrupted, aborting requests in flight', async () => {
     const clock = new FakeClock();
     const controller = new AbortController();

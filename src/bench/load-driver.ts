@@ -33,6 +33,12 @@ export interface StepOptions {
   maxOutstanding: number;
   /** Open loop only: seed of the arrival process, so that a run can be repeated exactly. */
   seed: number;
+  /**
+   * Requests still in flight this long after the window are aborted ('abandoned'): they finish
+   * after it and are not measured anyway, and against a server far over its capacity waiting for
+   * them to drain can take longer than the step. Undefined: wait for every one.
+   */
+  abandonAfterMs?: number;
 }
 
 export interface StepDeps {
@@ -118,6 +124,16 @@ export function startStep(options: StepOptions, deps: StepDeps): RunningStep {
     }
   }
 
+  const abandonTimer =
+    options.abandonAfterMs === undefined
+      ? undefined
+      : clock.setTimeout(
+          () => {
+            for (const controller of controllers) controller.abort(new RequestAbort('abandoned'));
+          },
+          windowEndMs + options.abandonAfterMs - startMs,
+        );
+
   const done = options.mode === 'closed' ? runClosed() : runOpen();
 
   async function runClosed(): Promise<StepSamples> {
@@ -171,6 +187,7 @@ export function startStep(options: StepOptions, deps: StepDeps): RunningStep {
   }
 
   function finish(): StepSamples {
+    abandonTimer?.cancel();
     deps.signal?.removeEventListener('abort', onInterrupt);
     if (deps.signal?.aborted === true) interruptedAtMs ??= startMs;
     return {

@@ -20,6 +20,8 @@ export interface RampRunOptions {
   maxRequestsPerStep: number;
   maxOutstanding: number;
   seed: number;
+  /** See StepOptions.abandonAfterMs. */
+  abandonAfterMs?: number;
   slo?: readonly SloClause[];
   cost: CostOptions;
 }
@@ -67,6 +69,7 @@ export async function runRamp(options: RampRunOptions, deps: RampRunDeps): Promi
             timeoutMs: options.timeoutMs,
             maxRequests: options.maxRequestsPerStep,
             maxOutstanding: options.maxOutstanding,
+            ...(options.abandonAfterMs === undefined ? {} : { abandonAfterMs: options.abandonAfterMs }),
             // Each step gets its own arrival sequence; the same seed repeats the whole run.
             seed: (options.seed + step.index * 7919) >>> 0,
           },

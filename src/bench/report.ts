@@ -142,6 +142,7 @@ export interface RunOptionsRecord {
   maxRequestsPerStep: number;
   maxOutstanding?: number;
   seed?: number;
+  abandonAfterMs?: number;
   slo?: string[];
   gpuHourUsd?: number;
   gpus: number;

@@ -61,13 +61,19 @@ export function toErrorKey(outcome: Pick<RequestOutcome, 'status' | 'errorCode'>
 }
 
 /** Reasons the driver aborts a request with; workloads map them to error codes. */
-export const ABORT_REASONS = { timeout: 'timeout', interrupted: 'interrupted' } as const;
+export const ABORT_REASONS = { timeout: 'timeout', interrupted: 'interrupted', abandoned: 'abandoned' } as const;
 export type AbortReason = (typeof ABORT_REASONS)[keyof typeof ABORT_REASONS];
 
 export class RequestAbort extends Error {
   readonly reason: AbortReason;
   constructor(reason: AbortReason) {
-    super(reason === 'timeout' ? 'The request timed out' : 'The run was interrupted');
+    super(
+      reason === 'timeout'
+        ? 'The request timed out'
+        : reason === 'abandoned'
+          ? "The request was abandoned after its step's window"
+          : 'The run was interrupted',
+    );
     this.name = 'RequestAbort';
     this.reason = reason;
   }

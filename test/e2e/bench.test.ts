@@ -277,6 +277,38 @@ describe('voxmux bench against a local server with known capacity', () => {
     assert.match(out(), /step 4\/4 concurrency 8: /);
   });
 
+  it('abandons requests still queued after a step with --abandon-after-s instead of waiting for them', async () => {
+    // One instance at 400 ms per request and 6 clients: at the window's end 5 requests are queued
+    // behind the one running, about 2 s of work that the next step would otherwise wait for.
+    const slow = await startServer({ instances: 1, serviceMs: 400 });
+    try {
+      const { io, err } = capture();
+      const out = join(dir, 'run-abandon');
+      const started = Date.now();
+      const code = await runBenchCli(
+        [
+          'transcribe',
+          ...['--url', slow.url, '--model', MODEL, '--audio', audioPath, '--concurrency', '6'],
+          ...['--duration-s', '0.5', '--warmup-s', '0', '--timeout-s', '30', '--abandon-after-s', '0.1'],
+          ...['--gpu', 'off', '--label', 'abandon', '--out', out],
+        ],
+        io,
+        { shouldHandleSignals: false },
+      );
+      assert.equal(code, 0, err());
+      const elapsedMs = Date.now() - started;
+      const results = JSON.parse(await readFile(join(out, 'results.json'), 'utf8')) as BenchResults;
+      assert.equal(results.options.abandonAfterMs, 100);
+      const [step] = results.steps;
+      assert.equal(step!.errors, 0, 'abandoned requests are not errors of the window');
+      assert.ok((step!.reps[0]!.late.errorsByCode.abandoned ?? 0) >= 3, JSON.stringify(step!.reps[0]!.late));
+      // Waiting for the queue instead would take until about 2.5 s.
+      assert.ok(elapsedMs < 2000, `the step ended ${elapsedMs} ms after it began`);
+    } finally {
+      await slow.close();
+    }
+  });
+
   it('writes a CSV that agrees with the JSON, a well-formed SVG plot and a markdown summary', async () => {
     const csv = parseCsv(await readFile(join(outA, 'results.csv'), 'utf8'));
     assert.deepEqual(csv[0], [...CSV_COLUMNS]);
