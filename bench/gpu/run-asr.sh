@@ -13,7 +13,8 @@
 set -uo pipefail
 out=${1:?usage: run-asr.sh OUT_DIR [CONFIG ...]}; shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
-levels=${ASR_BENCH_LEVELS:-1,2,4,8,16,32,64,128,256}
+# Powers of two up to 256, and steps between 64 and 256 where the capacity at p95 <= 1 s lies.
+levels=${ASR_BENCH_LEVELS:-1,2,4,8,16,32,64,96,128,160,192,224,256}
 step_s=${ASR_BENCH_STEP_S:-4}
 # Single-request latency on the idle server: this many requests one after another (0: skip).
 idle_requests=${ASR_BENCH_IDLE_REQUESTS:-50}
