@@ -7,6 +7,7 @@ import { after, describe, it } from 'node:test';
 import { crc32 } from 'node:zlib';
 import OpenAI, { toFile } from 'openai';
 import { floatToPcm16 } from '../../src/gateway/audio/pcm16.js';
+import { encodeWav } from '../../src/gateway/audio/wav-builder.js';
 import { floatWav, noise } from '../support/audio.js';
 import { startServer, type RunningServer } from '../support/server-process.js';
 
@@ -74,6 +75,27 @@ describe('serving spine with the test engine', () => {
     assert.ok(inferences / executions > 1, `mean batch size ${inferences / executions}`);
     const batchCount = await server.metric('voxmux_scheduler_batch_size_count', { model: 'echo' });
     assert.equal(batchCount, executions);
+  });
+
+  it('answers each of many overlapping 16-bit uploads with its own audio while their memory is reused', async () => {
+    // 16 kHz 16-bit WAV is the decoder's zero-copy path: the samples batched and written to the
+    // instance are views of the upload's pooled memory, which later uploads reuse.
+    const server = await start(testConfig({ options: { batchDelayMs: 30 } }));
+    const uploadsPerRound = 24;
+    for (let round = 0; round < 3; round++) {
+      const wavs = Array.from({ length: uploadsPerRound }, (_, i) =>
+        Buffer.from(encodeWav({ sampleRateHz: 16000, encoding: 's16', channelData: [noise(16000 + 64 * i, 1000 * round + i + 1)] })),
+      );
+      const answers = await Promise.all(wavs.map((wav) => post(server.url, form({ model: 'echo' }, new Blob([wav])))));
+      answers.forEach((answer, i) => {
+        const pcm = wavs[i]!.subarray(44);
+        const echo = `echo samples=${pcm.length / 2} crc=${crc32(pcm).toString(16).padStart(8, '0')}`;
+        assert.equal(answer.json.text, echo, `round ${round}, upload ${i}: ${answer.text}`);
+      });
+    }
+    // Each upload (about 33 KB) takes a 64 KiB buffer: later rounds reuse the first round's.
+    const allocated = await server.metric('voxmux_gateway_upload_allocated_bytes_total');
+    assert.ok(allocated > 0 && allocated <= uploadsPerRound * 64 * 1024, `allocated ${allocated} bytes for ${3 * uploadsPerRound} uploads`);
   });
 
   it('loses nothing when an instance is killed with SIGKILL during a 50-request burst', async () => {
