@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { connect } from 'node:net';
 import { crc32 } from 'node:zlib';
 import OpenAI, { toFile } from 'openai';
 import { floatToPcm16 } from '../../src/gateway/audio/pcm16.js';
@@ -193,6 +194,40 @@ describe('serving spine with the test engine', () => {
     }
     assert.equal(await server.metric('voxmux_scheduler_requests_total', { outcome: 'client_disconnected' }), 1);
     assert.equal(await server.metric('voxmux_instance_inferences_total', { model: 'echo' }), 1);
+  });
+
+  it('shrugs off a client that leaves halfway through its upload, and reuses nothing of it', async () => {
+    const server = await start(testConfig({ instances: 1 }));
+    const wav = Buffer.from(encodeWav({ sampleRateHz: 16000, encoding: 's16', channelData: [noise(16000 * 10, 5)] }));
+    const boundary = 'voxmux-e2e-boundary';
+    const head = Buffer.from(
+      `--${boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\necho\r\n` +
+        `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\nContent-Type: audio/wav\r\n\r\n`,
+    );
+    const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
+    const { port } = new URL(server.url);
+    const socket = connect(Number(port), '127.0.0.1');
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.write(
+      `POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\n` +
+        `Content-Length: ${head.length + wav.length + tail.length}\r\n\r\n`,
+    );
+    socket.write(head);
+    socket.write(wav.subarray(0, wav.length / 2));
+    await new Promise((r) => setTimeout(r, 100));
+    socket.destroy();
+    await new Promise((r) => setTimeout(r, 100));
+    // The server still answers whole uploads, each with its own audio.
+    for (let i = 0; i < 3; i++) {
+      const whole = Buffer.from(encodeWav({ sampleRateHz: 16000, encoding: 's16', channelData: [noise(16000 * 10, 6 + i)] }));
+      const answer = await post(server.url, form({ model: 'echo' }, new Blob([whole])));
+      const pcm = whole.subarray(44);
+      assert.equal(answer.json.text, `echo samples=${pcm.length / 2} crc=${crc32(pcm).toString(16).padStart(8, '0')}`);
+    }
+    assert.equal(await server.metric('voxmux_gateway_calls_total', { endpoint: '/v1/audio/transcriptions', outcome: 'internal' }), 0);
+    // The abandoned upload's memory went to the garbage collector, not back to the pool: the
+    // pool holds only the one buffer the whole uploads took turns with.
+    assert.equal(await server.metric('voxmux_gateway_upload_pool_bytes'), 512 * 1024);
   });
 
   it('drains on SIGTERM: a running call completes, then the process exits 0', async () => {
