@@ -12,12 +12,13 @@
  * Usage: npm run build && npx tsx bench/gateway-cpu.ts [--levels 4,16] [--duration-s 8] [--out bench/results]
  * Writes gateway-cpu-<date>.json and .md under --out; the bench runs' files and the profile go to bench/out/gateway-cpu/.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { runBenchCli } from '../src/bench/cli.js';
+import { startVoxmux } from './start-voxmux.js';
 import { parsePrometheusText } from '../src/bench/metrics-scraper.js';
 import { encodeWav } from '../src/gateway/audio/wav-builder.js';
 
@@ -61,41 +62,13 @@ const config = {
   scheduler: { lengthBucketsMs: [45_000], maxRunningBatchesPerInstance: 3 },
   models: { parakeet: { adapter: 'test', instances: 1, maxBatchSize: 32, maxQueueDelayMs: 5, dispatchWhenIdle: true } },
 };
-const configPath = join(work, 'config.json');
-writeFileSync(configPath, JSON.stringify(config));
-const server = spawn(
-  process.execPath,
-  [
-    '--cpu-prof',
-    '--cpu-prof-dir',
-    join(work, 'profile'),
-    'bin/voxmux.mjs',
-    'serve',
-    '--port',
-    String(port),
-    '--config',
-    configPath,
-    '--log-level',
-    'warn',
-  ],
-  {
-    stdio: 'inherit',
-    env: { ...process.env, VOXMUX_SUPERVISOR_PYTHON_PATH: process.env.VOXMUX_SUPERVISOR_PYTHON_PATH ?? '/usr/bin/python3' },
-  },
-);
-const exited = new Promise((r) => server.once('exit', r));
-for (let i = 0; ; i++) {
-  if (i > 600) {
-    server.kill('SIGKILL');
-    throw new Error('the server was not ready within 60 s');
-  }
-  try {
-    if ((await fetch(`http://127.0.0.1:${port}/health/ready`)).status === 200) break;
-  } catch {
-    // starting
-  }
-  await new Promise((r) => setTimeout(r, 100));
-}
+const stopServer = await startVoxmux({
+  config,
+  port,
+  workDir: work,
+  nodeArgs: ['--cpu-prof', '--cpu-prof-dir', join(work, 'profile')],
+  env: { ...process.env, VOXMUX_SUPERVISOR_PYTHON_PATH: process.env.VOXMUX_SUPERVISOR_PYTHON_PATH ?? '/usr/bin/python3' },
+});
 const runDir = join(work, 'run');
 const code = await runBenchCli(
   [
@@ -111,8 +84,7 @@ const exposition = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text(
 const uploads = parsePrometheusText(exposition)
   .filter((m) => m.name === 'voxmux_gateway_calls_total' && m.labels.endpoint === '/v1/audio/transcriptions')
   .reduce((n, m) => n + m.value, 0);
-server.kill('SIGTERM');
-await exited;
+await stopServer();
 if (code !== 0) throw new Error(`bench exited ${code}`);
 const steps = (JSON.parse(readFileSync(join(runDir, 'results.json'), 'utf8')) as { steps: Step[] }).steps;
 

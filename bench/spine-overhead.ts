@@ -10,7 +10,7 @@
  * Usage: npx tsx bench/spine-overhead.ts [--duration-s 10] [--out bench/results]
  * Writes spine-overhead-<date>.json and .md under --out; each bench run's files go to bench/out/spine/.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -18,6 +18,7 @@ import { parseArgs } from 'node:util';
 import multipart from '@fastify/multipart';
 import Fastify from 'fastify';
 import { runBenchCli } from '../src/bench/cli.js';
+import { startVoxmux } from './start-voxmux.js';
 
 const { values } = parseArgs({
   options: { 'duration-s': { type: 'string', default: '10' }, out: { type: 'string', default: 'bench/results' } },
@@ -53,26 +54,6 @@ function wav10s(): string {
     path,
   ]);
   return path;
-}
-
-async function startVoxmux(config: unknown, port: number): Promise<() => Promise<void>> {
-  const file = join(work, `config-${port}.json`);
-  writeFileSync(file, JSON.stringify(config));
-  const child = spawn(process.execPath, ['bin/voxmux.mjs', 'serve', '--port', String(port), '--config', file, '--log-level', 'warn'], {
-    stdio: 'inherit',
-  });
-  for (let i = 0; i < 600; i++) {
-    try {
-      if ((await fetch(`http://127.0.0.1:${port}/health/ready`)).status === 200) break;
-    } catch {
-      // starting
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return async () => {
-    child.kill('SIGTERM');
-    await new Promise((r) => child.once('exit', r));
-  };
 }
 
 async function startBaseline(port: number): Promise<() => Promise<void>> {
@@ -136,14 +117,19 @@ const stopBaseline = await startBaseline(8201);
 const baseline = await bench('baseline-multipart', 8201, 'echo', clip, '1,64');
 await stopBaseline();
 
-const stopEcho = await startVoxmux({ models: { echo: { adapter: 'test', instances: 2, maxBatchSize: 8, maxQueueDelayMs: 0 } } }, 8202);
+const stopEcho = await startVoxmux({
+  config: { models: { echo: { adapter: 'test', instances: 2, maxBatchSize: 8, maxQueueDelayMs: 0 } } },
+  port: 8202,
+  workDir: work,
+});
 const voxmux = await bench('voxmux-test-engine', 8202, 'echo', clip, '1,64');
 await stopEcho();
 
-const stopSphinx = await startVoxmux(
-  { models: { 'pocketsphinx-en-us': { adapter: 'pocketsphinx', instances: 2, maxBatchSize: 4, maxQueueDelayMs: 5 } } },
-  8203,
-);
+const stopSphinx = await startVoxmux({
+  config: { models: { 'pocketsphinx-en-us': { adapter: 'pocketsphinx', instances: 2, maxBatchSize: 4, maxQueueDelayMs: 5 } } },
+  port: 8203,
+  workDir: work,
+});
 const sphinx = await bench('voxmux-pocketsphinx-2', 8203, 'pocketsphinx-en-us', clip, '2,4');
 await stopSphinx();
 
@@ -188,6 +174,7 @@ const md = [
   ),
   '',
 ];
+mkdirSync(outDir, { recursive: true });
 writeFileSync(join(outDir, `spine-overhead-${date}.md`), md.join('\n'));
 writeFileSync(
   join(outDir, `spine-overhead-${date}.json`),
