@@ -67,4 +67,8 @@ for name in "${configs[@]}"; do
   get "http://127.0.0.1:$port/metrics" > "$out/logs/$name.metrics.txt"
   kill -TERM $server; wait $server
 done
-node "$root/.bundle/voxmux.mjs" bench compare $(ls "$out"/runs/*/results.json) --out "$out/compare" | tee "$out/compare.txt"
+# Side by side, when more than one configuration ran.
+results=("$out"/runs/*/results.json)
+if [ ${#results[@]} -ge 2 ] && [ -e "${results[0]}" ]; then
+  node "$root/.bundle/voxmux.mjs" bench compare "${results[@]}" --out "$out/compare" | tee "$out/compare.txt"
+fi
