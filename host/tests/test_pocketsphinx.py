@@ -4,7 +4,7 @@ import shutil
 import subprocess
 import wave
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -116,6 +116,27 @@ def test_a_long_pause_splits_segments_and_keeps_times_absolute(
     # The second sentence starts after the first clip and the pause: silence is counted in time.
     assert second.start >= (len(speech) + len(pause)) / SAMPLE_RATE_HZ - 0.05
     assert result.text == f'{first.text} {second.text}'
+
+
+def test_a_transcript_does_not_depend_on_what_the_instance_decoded_before(
+        speech: npt.NDArray[np.int16], second_speech: npt.NDArray[np.int16]) -> None:
+    # The decoder keeps channel estimates (noise level, cepstral mean) from one utterance to the
+    # next unless each request starts a new stream: the same audio then gave another transcript
+    # after loud noise or after itself.
+    noise = np.random.default_rng(3).normal(0, 3000, 2 * SAMPLE_RATE_HZ).astype(np.int16)
+    transcripts: List[Tuple[str, List[Tuple[str, float, float]]]] = []
+    histories: List[List[npt.NDArray[np.int16]]] = [[], [noise], [second_speech, speech]]
+    for before in histories:
+        fresh = PocketsphinxAdapter()
+        fresh.load(LoadContext('ps-1', 'pocketsphinx-en-us', {}))
+        for audio in before:
+            run_one(fresh, RequestInput('before', audio))
+        result = run_one(fresh, RequestInput('r', speech, None, None, True))
+        assert result.words is not None
+        transcripts.append((result.text, [(w.word, w.start, w.end) for w in result.words]))
+        fresh.close()
+    assert transcripts[1] == transcripts[0]
+    assert transcripts[2] == transcripts[0]
 
 
 @pytest.mark.parametrize('samples', [0, SAMPLE_RATE_HZ])

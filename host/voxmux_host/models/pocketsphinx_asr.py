@@ -155,6 +155,10 @@ class PocketsphinxAdapter:
         if self._decoder is None:
             raise InstanceError('model_failed', 'Expected a loaded model: got none')
         decoder = self._decoder
+        # A new stream per request: within a stream the decoder carries its noise-level and
+        # cepstral-mean estimates from one utterance to the next, so the same audio would
+        # transcribe differently depending on the requests decoded before it.
+        decoder.start_stream()
         decoder.start_utt()
         decoder.process_raw(to_pcm16(audio), False, True)
         decoder.end_utt()
