@@ -3,7 +3,7 @@ import { runBenchCli } from '../bench/cli.js';
 import { main } from './main.js';
 
 export const USAGE = `usage: voxmux serve [--host H] [--port N] [--config FILE] [--log-level L] [--set path=value] [--print-config]
-       voxmux bench transcribe|compare ...   (docs/bench.md)
+       voxmux bench transcribe|accuracy|compare ...   (docs/bench.md)
 `;
 
 export async function runCli(argv: readonly string[]): Promise<number> {

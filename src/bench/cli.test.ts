@@ -3,7 +3,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { redactArgv, runBenchCli } from './cli.js';
+import { runBenchCli } from './cli.js';
+import { redactArgv } from './flags.js';
 
 function capture() {
   let out = '';
@@ -31,6 +32,27 @@ describe('runBenchCli', () => {
     assert.match(help.out(), /voxmux bench transcribe --url URL --model MODEL --audio FILE\|DIR/);
     const none = capture();
     assert.equal(await runBenchCli([], none.io, none.deps), 2);
+  });
+
+  it('routes accuracy: its own usage, and its flag errors before sending anything', async () => {
+    const help = capture();
+    assert.equal(await runBenchCli(['accuracy', '--help'], help.io, help.deps), 0);
+    assert.match(help.out(), /voxmux bench accuracy --url URL --model MODEL --manifest FILE/);
+    const cases: Array<[string[], RegExp]> = [
+      [['accuracy', '--model', 'm', '--manifest', 'm.jsonl'], /Missing required flag: --url/],
+      [
+        ['accuracy', '--url', 'http://h', '--model', 'm', '--manifest', 'm.jsonl', '--concurrency', '0'],
+        /--concurrency to be an integer from 1 to 256/,
+      ],
+      [['accuracy', '--url', 'http://h', '--model', 'm', '--manifest', '/nonexistent/m.jsonl'], /cannot be read/],
+      [['accuracy', '--url', 'http://h', '--model', 'm', '--manifest', 'm.jsonl', '--field', 'model=x'], /field other than model/],
+    ];
+    for (const [argv, message] of cases) {
+      const run = capture();
+      assert.equal(await runBenchCli(argv, run.io, run.deps), 2, argv.join(' '));
+      assert.match(run.err(), message);
+      assert.deepEqual(run.fetchCalls, []);
+    }
   });
 
   it('rejects bad flags with exit 2 and a message naming the problem, before sending anything', async () => {

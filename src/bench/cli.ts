@@ -2,25 +2,28 @@
  * `voxmux bench`: the load-ramp and capacity tool's command line.
  *
  *   voxmux bench transcribe --url URL --model M --audio FILE|DIR [options]
+ *   voxmux bench accuracy --url URL --model M --manifest FILE [options]
  *   voxmux bench compare A.json B.json [...] [--out DIR]
  *
  * Exit codes: 0 done; 1 no request succeeded; 2 bad arguments or server unreachable;
  * 130 interrupted (results so far are still written).
  */
-import { constants } from 'node:fs';
-import { access, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { systemClock, type Clock } from '../core/clock.js';
 import { invariant } from '../core/invariant.js';
+import { runAccuracyCli } from './accuracy-cli.js';
 import { loadAudioInputs } from './audio-input.js';
 import { BenchError, isBenchError, usageError } from './bench-error.js';
 import { createClientMonitor, type ClientMonitor } from './client-monitor.js';
 import { compareResults, loadResults, toComparedRuns } from './compare.js';
+import { numberFlag, optionalNumber, parseExtraFields, readApiKey, redactArgv } from './flags.js';
 import { createGpuSampler, type SpawnSampler } from './gpu-sampler.js';
 import { createHttpFetch } from './http-fetch.js';
 import { readGitCommit, readMachineInfo } from './machine-info.js';
 import { createMetricsScraper } from './metrics-scraper.js';
+import { canCreateDirectory, slug, timestampForPath } from './output-dir.js';
 import { renderPlotSvg, toPlotSeries } from './plot.js';
 import { createProgressReporter, type TextSink } from './progress.js';
 import { MAX_CONCURRENCY, MAX_RATE_RPS, parseLevelList, parseSlo, type LoadMode, type SloClause } from './ramp-plan.js';
@@ -89,6 +92,7 @@ const MAX_REQUESTS_PER_STEP = 10_000_000;
 
 const USAGE = `Usage:
   voxmux bench transcribe --url URL --model MODEL --audio FILE|DIR [--audio ...] [options]
+  voxmux bench accuracy --url URL --model MODEL --manifest FILE [options]   (--help for its options)
   voxmux bench compare A.json B.json [...] [--out DIR]
 
 transcribe options:
@@ -136,6 +140,8 @@ export async function runBenchCli(argv: string[], io?: Partial<BenchIo>, deps: B
         return await runTranscribe(rest, out, deps);
       case 'compare':
         return await runCompare(rest, out, deps);
+      case 'accuracy':
+        return await runAccuracyCli(rest, out, deps);
       case undefined:
       case 'help':
       case '--help':
@@ -143,7 +149,7 @@ export async function runBenchCli(argv: string[], io?: Partial<BenchIo>, deps: B
         out.stdout.write(USAGE);
         return command === undefined ? 2 : 0;
       default:
-        throw usageError(`Unknown bench command '${command}': expected transcribe or compare`);
+        throw usageError(`Unknown bench command '${command}': expected transcribe, accuracy or compare`);
     }
   } catch (err) {
     if (isBenchError(err)) {
@@ -245,25 +251,10 @@ async function parseTranscribeArgs(args: string[], cwd: string): Promise<Transcr
           max: MAX_CONCURRENCY,
         })
       : parseLevelList(values.rate!, { flag: '--rate', isInteger: false, max: MAX_RATE_RPS });
-  const extraFields = (values.field ?? []).map((field): [string, string] => {
-    const eq = field.indexOf('=');
-    if (eq <= 0) throw usageError(`Expected --field as KEY=VALUE: got '${field}'`);
-    const key = field.slice(0, eq);
-    if (['file', 'model', 'stream', 'response_format'].includes(key)) {
-      throw usageError(`Expected --field to set a field other than ${key}: use its own flag`);
-    }
-    return [key, field.slice(eq + 1)];
-  });
+  const extraFields = parseExtraFields(values.field ?? [], ['file', 'model', 'stream', 'response_format']);
   const gpuMode = values.gpu ?? 'auto';
   if (gpuMode !== 'auto' && gpuMode !== 'off') throw usageError(`Expected --gpu to be auto or off: got '${gpuMode}'`);
-  let apiKey = values['api-key'];
-  if (values['api-key-file'] !== undefined) {
-    try {
-      apiKey = (await readFile(resolve(cwd, values['api-key-file']), 'utf8')).trim();
-    } catch {
-      throw usageError(`Expected --api-key-file to name a readable file: got '${values['api-key-file']}'`);
-    }
-  }
+  const apiKey = await readApiKey(values, cwd);
   const sloText = values.slo?.join(',');
   const audioSeconds = optionalNumber(values['audio-seconds'], '--audio-seconds', { min: 0.001, max: 86_400 });
   const gpuHourUsd = optionalNumber(values['gpu-hour-usd'], '--gpu-hour-usd', { min: 0, max: 1_000_000 });
@@ -305,70 +296,11 @@ async function parseTranscribeArgs(args: string[], cwd: string): Promise<Transcr
     scrapeIntervalMs:
       1000 * numberFlag(values['scrape-interval-s'], '--scrape-interval-s', TRANSCRIBE_DEFAULTS.scrapeIntervalS, { min: 0.05, max: 3600 }),
     isGpuSampling: gpuMode === 'auto',
-    ...(apiKey === undefined || apiKey === '' ? {} : { apiKey }),
+    ...(apiKey === undefined ? {} : { apiKey }),
     preflightTimeoutMs:
       1000 *
       numberFlag(values['preflight-timeout-s'], '--preflight-timeout-s', TRANSCRIBE_DEFAULTS.preflightTimeoutS, { min: 0.05, max: 120 }),
   };
-}
-
-interface NumberBounds {
-  min: number;
-  max: number;
-  isInteger?: boolean;
-}
-
-function numberFlag(text: string | undefined, flag: string, fallback: number, bounds: NumberBounds): number {
-  return optionalNumber(text, flag, bounds) ?? fallback;
-}
-
-function optionalNumber(text: string | undefined, flag: string, bounds: NumberBounds): number | undefined {
-  if (text === undefined) return undefined;
-  const value = Number(text);
-  const kind = bounds.isInteger === true ? 'an integer' : 'a number';
-  if (
-    text.trim() === '' ||
-    !Number.isFinite(value) ||
-    (bounds.isInteger === true && !Number.isInteger(value)) ||
-    value < bounds.min ||
-    value > bounds.max
-  ) {
-    throw usageError(`Expected ${flag} to be ${kind} from ${bounds.min} to ${bounds.max}: got '${text}'`);
-  }
-  return value;
-}
-
-/** The command line as recorded in results: secrets replaced. */
-export function redactArgv(argv: readonly string[]): string[] {
-  const out: string[] = [];
-  for (let i = 0; i < argv.length; i += 1) {
-    const arg = argv[i]!;
-    if (arg === '--api-key') {
-      out.push(arg);
-      if (i + 1 < argv.length) out.push('***');
-      i += 1;
-    } else if (arg.startsWith('--api-key=')) {
-      out.push('--api-key=***');
-    } else {
-      out.push(arg);
-    }
-  }
-  return out;
-}
-
-function slug(text: string): string {
-  return text
-    .toLowerCase()
-    .replace(/[^a-z0-9.]+/g, '-')
-    .replace(/^-+|-+$/g, '')
-    .slice(0, 48);
-}
-
-function timestampForPath(wallMs: number): string {
-  return new Date(wallMs)
-    .toISOString()
-    .replace(/[:]/g, '')
-    .replace(/\.\d+Z$/, 'Z');
 }
 
 async function runTranscribe(args: string[], io: BenchIo, deps: BenchCliDeps): Promise<number> {
@@ -560,21 +492,6 @@ async function runTranscribe(args: string[], io: BenchIo, deps: BenchCliDeps): P
   }
   if (run.stoppedEarly !== undefined) io.stderr.write(`Stopped early: ${run.stoppedEarly}\n`);
   return 0;
-}
-
-/** Whether `dir` exists as a writable directory, or its nearest existing ancestor is one. */
-async function canCreateDirectory(dir: string): Promise<boolean> {
-  for (let current = dir; ; current = dirname(current)) {
-    const info = await stat(current).catch(() => undefined);
-    if (info !== undefined) {
-      if (!info.isDirectory()) return false;
-      return access(current, constants.W_OK).then(
-        () => true,
-        () => false,
-      );
-    }
-    if (dirname(current) === current) return false;
-  }
 }
 
 async function writeRunOutputs(outDir: string, results: BenchResults): Promise<void> {

@@ -207,7 +207,8 @@ async function readSse(
   return first === undefined ? {} : { ttfbMs: first };
 }
 
-function errorCodeFromBody(text: string, status: number): string {
+/** The error code of a non-2xx answer: the OpenAI envelope's code or type, else http_<status>. */
+export function errorCodeFromBody(text: string, status: number): string {
   try {
     return errorCodeFromPayload(JSON.parse(text)) ?? `http_${status}`;
   } catch {

@@ -2,6 +2,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { countWordErrors } from '../../src/bench/word-error-rate.js';
 
 /** A float32 mono WAV at the given rate (no resampling happens for 16 kHz). */
 export function floatWav(samples: Float32Array, sampleRateHz = 16000): Buffer {
@@ -44,27 +45,10 @@ export function ffmpegTranscode(input: string, output: string, args: string[]): 
   return readFileSync(output);
 }
 
-export function normalizeWords(text: string): string[] {
-  return text
-    .toLowerCase()
-    .replace(/[^a-z0-9' ]+/g, ' ')
-    .split(/\s+/)
-    .filter((w) => w !== '');
-}
-
-/** Word error rate: word-level Levenshtein distance over the reference length. */
+/** Word error rate as the product's accuracy bench counts it (src/bench/word-error-rate.ts). */
 export function wordErrorRate(reference: string, hypothesis: string): { errors: number; words: number } {
-  const r = normalizeWords(reference);
-  const h = normalizeWords(hypothesis);
-  const d: number[][] = Array.from({ length: r.length + 1 }, (_, i) =>
-    Array.from({ length: h.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
-  );
-  for (let i = 1; i <= r.length; i++) {
-    for (let j = 1; j <= h.length; j++) {
-      d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + (r[i - 1] === h[j - 1] ? 0 : 1));
-    }
-  }
-  return { errors: d[r.length]![h.length]!, words: r.length };
+  const counted = countWordErrors(reference, hypothesis);
+  return { errors: counted.substitutions + counted.deletions + counted.insertions, words: counted.referenceWords };
 }
 
 export const joinPath = join;
