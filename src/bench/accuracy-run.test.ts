@@ -6,6 +6,7 @@ import { describe, it } from 'node:test';
 import { systemClock, type Clock } from '../core/clock.js';
 import { occurrenceKeys, type AccuracyItem } from './accuracy-manifest.js';
 import { runAccuracy, type AccuracyRunOptions } from './accuracy-run.js';
+import { MAX_RESPONSE_BYTES } from './transcribe-workload.js';
 
 type Answer = (audioName: string, signal: AbortSignal) => Promise<Response>;
 
@@ -111,6 +112,16 @@ describe('runAccuracy', () => {
       ],
     );
     assert.equal(run.items[0]!.errors, undefined);
+  });
+
+  it('refuses an answer larger than the bound instead of holding it', async () => {
+    const list = await items(['huge.wav']);
+    const double = fakeFetch(async () => new Response(new Uint8Array(MAX_RESPONSE_BYTES + 1), { status: 200 }));
+    const run = await runAccuracy(options(list), { fetch: double.fetch, clock });
+    assert.deepEqual(
+      run.items.map((item) => [item.status, item.errorCode]),
+      [[200, 'response_too_large']],
+    );
   });
 
   it('scores against the baseline transcript of the same audio', async () => {

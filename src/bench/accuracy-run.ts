@@ -10,7 +10,7 @@ import type { Clock } from '../core/clock.js';
 import { occurrenceKeys, type AccuracyItem } from './accuracy-manifest.js';
 import { AUDIO_CONTENT_TYPES } from './audio-input.js';
 import { buildMultipartBody } from './multipart-body.js';
-import { errorCodeFromBody, MAX_RESPONSE_BYTES } from './transcribe-workload.js';
+import { errorCodeFromBody, readText } from './transcribe-workload.js';
 import { countWordErrors, type WordErrors } from './word-error-rate.js';
 import { RequestAbort, toTransportErrorCode } from './workload.js';
 
@@ -109,7 +109,7 @@ export async function runAccuracy(options: AccuracyRunOptions, deps: AccuracyRun
         redirect: 'manual',
       });
       status = response.status;
-      const text = await readBoundedText(response);
+      const text = await readText(response, controller.signal);
       const latencyMs = deps.clock.nowMs() - startMs;
       if (status < 200 || status >= 300) return { ...base, latencyMs, status, errorCode: errorCodeFromBody(text, status) };
       let body: unknown;
@@ -134,7 +134,7 @@ export async function runAccuracy(options: AccuracyRunOptions, deps: AccuracyRun
         ...base,
         latencyMs: deps.clock.nowMs() - startMs,
         ...(status === undefined ? {} : { status }),
-        errorCode: err instanceof ResponseTooLarge ? 'response_too_large' : toTransportErrorCode(err, controller.signal),
+        errorCode: toTransportErrorCode(err, controller.signal),
       };
     } finally {
       timer.cancel();
@@ -147,25 +147,4 @@ export async function runAccuracy(options: AccuracyRunOptions, deps: AccuracyRun
     items: results.filter((result): result is AccuracyItemResult => result !== undefined),
     isInterrupted: deps.signal?.aborted === true,
   };
-}
-
-class ResponseTooLarge extends Error {}
-
-async function readBoundedText(response: Response): Promise<string> {
-  if (response.body === null) return '';
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let text = '';
-  let bytes = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    bytes += value.byteLength;
-    if (bytes > MAX_RESPONSE_BYTES) {
-      await reader.cancel();
-      throw new ResponseTooLarge('The response body is too large');
-    }
-    text += decoder.decode(value, { stream: true });
-  }
-  return text + decoder.decode();
 }

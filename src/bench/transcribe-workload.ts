@@ -90,13 +90,13 @@ export function createTranscribeWorkload(options: TranscribeWorkloadOptions, dep
       }
       const contentType = response.headers.get('content-type') ?? '';
       if (status < 200 || status >= 300) {
-        const text = await readText(response, context);
+        const text = await readText(response, context.signal);
         return { status, errorCode: errorCodeFromBody(text, status) };
       }
       if (contentType.includes('text/event-stream')) return { status, ...(await readSse(response, context, startMs)) };
       const isChunked = (response.headers.get('transfer-encoding') ?? '').includes('chunked');
       let ttfbMs: number | undefined;
-      const text = await readText(response, context, () => {
+      const text = await readText(response, context.signal, () => {
         if (isChunked) ttfbMs = context.clock.nowMs() - startMs;
       });
       const errorCode = validateBody(text, contentType);
@@ -125,8 +125,11 @@ class ResponseTooLarge extends Error {
   readonly code = 'response_too_large';
 }
 
-/** Reads a body as UTF-8 text with a size bound; `onFirstChunk` runs when the first bytes arrive. */
-async function readText(response: Response, context: RequestContext, onFirstChunk?: () => void): Promise<string> {
+/**
+ * Reads a body as UTF-8 text with a size bound (beyond it, throws an error whose `code` is
+ * `response_too_large`); `onFirstChunk` runs when the first bytes arrive.
+ */
+export async function readText(response: Response, signal: AbortSignal, onFirstChunk?: () => void): Promise<string> {
   if (response.body === null) return '';
   const decoder = new TextDecoder();
   const reader = response.body.getReader();
@@ -146,7 +149,7 @@ async function readText(response: Response, context: RequestContext, onFirstChun
       throw new ResponseTooLarge('The response body is too large');
     }
     text += decoder.decode(value, { stream: true });
-    if (context.signal.aborted) throw context.signal.reason;
+    if (signal.aborted) throw signal.reason;
   }
   return text + decoder.decode();
 }
