@@ -27,7 +27,8 @@ import { runAccuracy } from './accuracy-run.js';
 import { BenchError, usageError } from './bench-error.js';
 import { numberFlag, parseExtraFields, readApiKey, redactArgv } from './flags.js';
 import { createHttpFetch } from './http-fetch.js';
-import { readGitCommit, readMachineInfo } from './machine-info.js';
+import { runInterruptibly } from './interruptible.js';
+import { readRunProvenance } from './machine-info.js';
 import { canCreateDirectory, slug, timestampForPath } from './output-dir.js';
 import type { TextSink } from './progress.js';
 import { preflight, resolveTargetUrls } from './target.js';
@@ -101,6 +102,7 @@ export async function runAccuracyCli(args: string[], io: AccuracyCliIo, deps: Ac
   if (values.url === undefined) throw usageError('Missing required flag: --url');
   if (values.model === undefined || values.model === '') throw usageError('Missing required flag: --model');
   if (values.manifest === undefined) throw usageError('Missing required flag: --manifest');
+  const model = values.model;
   const concurrency = numberFlag(values.concurrency, '--concurrency', 4, { min: 1, max: MAX_CONCURRENCY, isInteger: true });
   const timeoutMs = 1000 * numberFlag(values['timeout-s'], '--timeout-s', 120, { min: 0.01, max: MAX_TIMEOUT_S });
   const preflightTimeoutMs = 1000 * numberFlag(values['preflight-timeout-s'], '--preflight-timeout-s', 3, { min: 0.05, max: 120 });
@@ -130,55 +132,48 @@ export async function runAccuracyCli(args: string[], io: AccuracyCliIo, deps: Ac
   }
   io.stdout.write(`Accuracy ${label}: ${items.length} file(s), ${concurrency} at a time, against ${urls.transcriptions}\n`);
 
-  const controller = new AbortController();
-  const onSignal = (): void => {
-    io.stdout.write('Interrupted: stopping (results so far will be written)\n');
-    controller.abort();
-  };
-  const onExternalAbort = (): void => controller.abort();
-  if (deps.signal?.aborted === true) controller.abort();
-  deps.signal?.addEventListener('abort', onExternalAbort, { once: true });
-  const shouldHandleSignals = deps.shouldHandleSignals ?? true;
-  if (shouldHandleSignals) process.once('SIGINT', onSignal);
-  let run;
-  try {
-    const step = Math.max(1, Math.ceil(items.length / 10));
-    run = await runAccuracy(
-      {
-        endpoint: urls.transcriptions,
-        model: values.model,
-        items,
-        concurrency,
-        timeoutMs,
-        extraFields,
-        ...(apiKey === undefined ? {} : { apiKey }),
-        ...(baseline === undefined ? {} : { baseline: baselineTranscripts(baseline.results) }),
-      },
-      {
-        fetch: fetchFn,
-        clock,
-        signal: controller.signal,
-        onItem: (_result, done) => {
-          if (done % step === 0 || done === items.length) io.stdout.write(`  ${done}/${items.length} done\n`);
+  const step = Math.max(1, Math.ceil(items.length / 10));
+  const run = await runInterruptibly(
+    {
+      ...(deps.signal === undefined ? {} : { signal: deps.signal }),
+      ...(deps.shouldHandleSignals === undefined ? {} : { shouldHandleSignals: deps.shouldHandleSignals }),
+      onInterrupt: () => io.stdout.write('Interrupted: stopping (results so far will be written)\n'),
+    },
+    (signal) =>
+      runAccuracy(
+        {
+          endpoint: urls.transcriptions,
+          model,
+          items,
+          concurrency,
+          timeoutMs,
+          extraFields,
+          ...(apiKey === undefined ? {} : { apiKey }),
+          ...(baseline === undefined ? {} : { baseline: baselineTranscripts(baseline.results) }),
         },
-      },
-    );
-  } finally {
-    if (shouldHandleSignals) process.removeListener('SIGINT', onSignal);
-    deps.signal?.removeEventListener('abort', onExternalAbort);
-  }
+        {
+          fetch: fetchFn,
+          clock,
+          signal,
+          onItem: (_result, done) => {
+            if (done % step === 0 || done === items.length) io.stdout.write(`  ${done}/${items.length} done\n`);
+          },
+        },
+      ),
+  );
 
-  const gitCommit = await readGitCommit(cwd);
+  const provenance = await readRunProvenance({
+    cwd,
+    command: ['voxmux', 'bench', ...redactArgv(['accuracy', ...args])],
+    startedAtMs,
+    endedAtMs: clock.wallMs(),
+  });
   const results: AccuracyResults = {
     schema: ACCURACY_SCHEMA,
     label,
     endpoint: urls.transcriptions,
     model: values.model,
-    command: ['voxmux', 'bench', ...redactArgv(['accuracy', ...args])],
-    ...(gitCommit === undefined ? {} : { gitCommit }),
-    machine: readMachineInfo(),
-    startedAt: new Date(startedAtMs).toISOString(),
-    endedAt: new Date(clock.wallMs()).toISOString(),
+    ...provenance,
     options: { concurrency, timeoutMs, fields: Object.fromEntries(extraFields), manifest: manifestPath },
     totals: summarizeAccuracy(run.items),
     ...(baseline === undefined ? {} : { baseline: compareWithBaseline(run.items, baseline) }),

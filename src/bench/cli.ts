@@ -21,7 +21,8 @@ import { compareResults, loadResults, toComparedRuns } from './compare.js';
 import { numberFlag, optionalNumber, parseExtraFields, readApiKey, redactArgv } from './flags.js';
 import { createGpuSampler, type SpawnSampler } from './gpu-sampler.js';
 import { createHttpFetch } from './http-fetch.js';
-import { readGitCommit, readMachineInfo } from './machine-info.js';
+import { runInterruptibly } from './interruptible.js';
+import { readRunProvenance } from './machine-info.js';
 import { createMetricsScraper } from './metrics-scraper.js';
 import { canCreateDirectory, slug, timestampForPath } from './output-dir.js';
 import { renderPlotSvg, toPlotSeries } from './plot.js';
@@ -380,48 +381,35 @@ async function runTranscribe(args: string[], io: BenchIo, deps: BenchCliDeps): P
     `Bench ${label}: ${config.mode === 'closed' ? 'concurrency' : 'rate'} ${config.levels.join(',')} x ${config.reps} rep(s), ${config.durationMs / 1000} s + ${config.warmupMs / 1000} s warmup per step, against ${urls.transcriptions}\n`,
   );
 
-  const controller = new AbortController();
-  const onSignal = (): void => {
-    progress.message('Interrupted: stopping (results so far will be written)');
-    controller.abort();
-  };
-  const onExternalAbort = (): void => controller.abort();
-  if (deps.signal?.aborted === true) controller.abort();
-  deps.signal?.addEventListener('abort', onExternalAbort, { once: true });
-  const shouldHandleSignals = deps.shouldHandleSignals ?? true;
-  if (shouldHandleSignals) process.once('SIGINT', onSignal);
-  // NOTE: the system clock's timers are unref'd, so a run waiting only on them (an open loop
-  // between arrivals) would let Node exit mid-run. This handle keeps the process alive until the
-  // run is over.
-  const keepAlive = setInterval(() => undefined, 1 << 30);
-  let run;
-  try {
-    run = await runRamp(
-      {
-        plan: { mode: config.mode, levels: config.levels, reps: config.reps, durationMs: config.durationMs, warmupMs: config.warmupMs },
-        timeoutMs: config.timeoutMs,
-        maxRequestsPerStep: config.maxRequests,
-        maxOutstanding: config.maxOutstanding,
-        ...(config.abandonAfterMs === undefined ? {} : { abandonAfterMs: config.abandonAfterMs }),
-        seed: config.seed,
-        ...(config.slo === undefined ? {} : { slo: config.slo }),
-        cost: { gpus: config.gpus, ...(config.gpuHourUsd === undefined ? {} : { gpuHourUsd: config.gpuHourUsd }) },
-      },
-      {
-        workload,
-        clock,
-        progress,
-        clientMonitor: deps.clientMonitor ?? createClientMonitor(),
-        ...(scraper === undefined ? {} : { scraper }),
-        ...(gpu === undefined ? {} : { gpu }),
-        signal: controller.signal,
-      },
-    );
-  } finally {
-    clearInterval(keepAlive);
-    if (shouldHandleSignals) process.removeListener('SIGINT', onSignal);
-    deps.signal?.removeEventListener('abort', onExternalAbort);
-  }
+  const run = await runInterruptibly(
+    {
+      ...(deps.signal === undefined ? {} : { signal: deps.signal }),
+      ...(deps.shouldHandleSignals === undefined ? {} : { shouldHandleSignals: deps.shouldHandleSignals }),
+      onInterrupt: () => progress.message('Interrupted: stopping (results so far will be written)'),
+    },
+    (signal) =>
+      runRamp(
+        {
+          plan: { mode: config.mode, levels: config.levels, reps: config.reps, durationMs: config.durationMs, warmupMs: config.warmupMs },
+          timeoutMs: config.timeoutMs,
+          maxRequestsPerStep: config.maxRequests,
+          maxOutstanding: config.maxOutstanding,
+          ...(config.abandonAfterMs === undefined ? {} : { abandonAfterMs: config.abandonAfterMs }),
+          seed: config.seed,
+          ...(config.slo === undefined ? {} : { slo: config.slo }),
+          cost: { gpus: config.gpus, ...(config.gpuHourUsd === undefined ? {} : { gpuHourUsd: config.gpuHourUsd }) },
+        },
+        {
+          workload,
+          clock,
+          progress,
+          clientMonitor: deps.clientMonitor ?? createClientMonitor(),
+          ...(scraper === undefined ? {} : { scraper }),
+          ...(gpu === undefined ? {} : { gpu }),
+          signal,
+        },
+      ),
+  );
 
   const capacityOptions = {
     ...(config.slo === undefined ? {} : { slo: config.slo }),
@@ -430,17 +418,18 @@ async function runTranscribe(args: string[], io: BenchIo, deps: BenchCliDeps): P
   };
   const capacity = decideCapacity(run.steps, capacityOptions);
   const peak = findPeak(run.steps, capacityOptions);
-  const gitCommit = await readGitCommit(cwd);
+  const provenance = await readRunProvenance({
+    cwd,
+    command: ['voxmux', 'bench', ...redactArgv(['transcribe', ...args])],
+    startedAtMs,
+    endedAtMs: clock.wallMs(),
+  });
   const results: BenchResults = {
     schema: RESULTS_SCHEMA,
     label,
     mode: config.mode,
     workload: workload.info,
-    command: ['voxmux', 'bench', ...redactArgv(['transcribe', ...args])],
-    ...(gitCommit === undefined ? {} : { gitCommit }),
-    machine: readMachineInfo(),
-    startedAt: new Date(startedAtMs).toISOString(),
-    endedAt: new Date(clock.wallMs()).toISOString(),
+    ...provenance,
     options: {
       levels: config.levels,
       reps: config.reps,

@@ -79,3 +79,29 @@ async function readOptional(path: string): Promise<string | undefined> {
     return undefined;
   }
 }
+
+/** What every results file records about its run. */
+export interface RunProvenance {
+  /** The command line, secrets already replaced. */
+  command: string[];
+  gitCommit?: string;
+  machine: MachineInfo;
+  startedAt: string;
+  endedAt: string;
+}
+
+export async function readRunProvenance(options: {
+  cwd: string;
+  command: string[];
+  startedAtMs: number;
+  endedAtMs: number;
+}): Promise<RunProvenance> {
+  const gitCommit = await readGitCommit(options.cwd);
+  return {
+    command: options.command,
+    ...(gitCommit === undefined ? {} : { gitCommit }),
+    machine: readMachineInfo(),
+    startedAt: new Date(options.startedAtMs).toISOString(),
+    endedAt: new Date(options.endedAtMs).toISOString(),
+  };
+}
