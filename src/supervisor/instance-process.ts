@@ -20,7 +20,7 @@ import {
   type ControllerMessage,
   type HostMessage,
 } from '../protocol/messages.js';
-import type { BatchInput, BatchItemOutcome } from '../core/inference.js';
+import type { BatchInput, BatchItemOutcome } from '../protocol/work.js';
 import type { Logger } from '../telemetry/logger.js';
 import { canTransition, type InstanceState } from './instance-state.js';
 import type { InstanceChild, SpawnInstance, SpawnRequest } from './spawn.js';

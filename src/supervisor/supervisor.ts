@@ -13,7 +13,17 @@ import { fileURLToPath } from 'node:url';
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { errors } from '../core/error-catalog.js';
 import type { ServiceError } from '../core/errors.js';
-import type { BatchInput, BatchItemOutcome, InstanceView, ModelAvailability } from '../core/inference.js';
+import type {
+  BatchInput,
+  BatchItemOutcome,
+  InstanceView,
+  ModelAvailability,
+  SequenceBatchInput,
+  SequenceItemOutcome,
+  StreamControl,
+  StreamInput,
+  StreamSink,
+} from '../protocol/work.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { INSTANCE_STATES, type InstanceState } from './instance-state.js';
@@ -101,6 +111,10 @@ export interface Supervisor {
   availability(model: string): ModelAvailability;
   /** @throws instance_crashed, instance_wedged, and wire codes from the instance */
   runBatch(instanceId: string, batch: BatchInput): Promise<BatchItemOutcome[]>;
+  /** @throws instance_crashed, instance_wedged, and wire codes from the instance */
+  runSequenceBatch(instanceId: string, batch: SequenceBatchInput): Promise<SequenceItemOutcome[]>;
+  endSessions(instanceId: string, sessionIds: readonly string[]): void;
+  openStream(instanceId: string, input: StreamInput, sink: StreamSink): StreamControl;
   onInstancesChanged(listener: () => void): () => void;
   stats(): SupervisorStats;
   /** Lets running batches finish, then stops every instance. */
@@ -324,7 +338,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
       const out: InstanceView[] = [];
       if (isGateHeld) return out;
       for (const slot of slots) {
-        if (slot.model === model && slot.current?.state === 'ready') out.push({ instanceId: slot.current.instanceId });
+        if (slot.model === model && slot.current?.state === 'ready') out.push({ instanceId: slot.current.instanceId, resources: [] });
       }
       return out;
     },
@@ -347,6 +361,20 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
         }
         return outcomes;
       });
+    },
+
+    // TODO(#15): sequence and stream work on instances (protocol v3).
+    runSequenceBatch(instanceId) {
+      return Promise.reject(errors.internal({ cause: new Error(`Sequence work is not wired to instance ${instanceId} yet`) }));
+    },
+
+    endSessions() {
+      return undefined;
+    },
+
+    openStream(instanceId, _input, sink) {
+      sink.end({ ok: false, error: errors.internal({ cause: new Error(`Streams are not wired to instance ${instanceId} yet`) }) });
+      return { grant: () => undefined, cancel: () => undefined };
     },
 
     onInstancesChanged(listener) {

@@ -1,5 +1,15 @@
 /** An Executor test double: batches wait until the test completes them. */
-import type { BatchInput, BatchItemOutcome, Executor, InstanceView, ModelAvailability } from '../../src/scheduler/index.js';
+import type {
+  BatchInput,
+  BatchItemOutcome,
+  Executor,
+  InstanceView,
+  ModelAvailability,
+  SequenceItemOutcome,
+  StreamControl,
+  StreamInput,
+  StreamSink,
+} from '../../src/scheduler/index.js';
 import { errors } from '../../src/core/error-catalog.js';
 import type { ServiceError } from '../../src/core/errors.js';
 
@@ -22,7 +32,7 @@ export class FakeExecutor implements Executor {
   }
 
   readyInstances(model: string): readonly InstanceView[] {
-    return (this.#ready.get(model) ?? []).map((instanceId) => ({ instanceId }));
+    return (this.#ready.get(model) ?? []).map((instanceId) => ({ instanceId, resources: [] }));
   }
 
   availability(model: string): ModelAvailability {
@@ -36,6 +46,18 @@ export class FakeExecutor implements Executor {
       return Promise.reject(errors.instanceCrashed({ instanceId, reason: 'the instance is gone' }));
     }
     return new Promise((resolve, reject) => this.batches.push({ instanceId, batch, resolve, reject }));
+  }
+
+  // TODO(#15): the sequence and stream doubles.
+  runSequenceBatch(instanceId: string): Promise<SequenceItemOutcome[]> {
+    return Promise.reject(errors.instanceCrashed({ instanceId, reason: 'sequence work is not faked yet' }));
+  }
+
+  endSessions(): void {}
+
+  openStream(instanceId: string, _input: StreamInput, sink: StreamSink): StreamControl {
+    sink.end({ ok: false, error: errors.instanceCrashed({ instanceId, reason: 'streams are not faked yet' }) });
+    return { grant: () => undefined, cancel: () => undefined };
   }
 
   onInstancesChanged(listener: () => void): () => void {

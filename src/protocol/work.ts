@@ -1,0 +1,163 @@
+/**
+ * The vocabulary of work that the scheduler, the supervisor and the gateway share: the four work
+ * kinds of the engine contract (docs/protocol.md, "Work kinds"), their inputs and their outcomes.
+ *
+ * - batch: independent requests (a transcription) that may run together; one result each.
+ * - sequence: ordered items of one session (a diarization recording in chunks); each item may
+ *   carry the session's state in and its result carries the new state out, so the session can
+ *   resume on another instance. Items of different sessions batch together, never two of one.
+ * - stream: one request, many ordered result chunks (speech synthesis), credit-limited and
+ *   cancellable.
+ * - resources: named weights an instance keeps resident (voices); streams prefer instances where
+ *   theirs is resident.
+ *
+ * The transcript shape is declared here once, as TypeBox schemas: the protocol's message table
+ * uses these schemas, and the Python host's messages are generated from that table.
+ */
+import { Type, type Static } from '@sinclair/typebox';
+import type { ServiceError } from '../core/errors.js';
+
+export const WordSchema = Type.Object({ word: Type.String(), start: Type.Number(), end: Type.Number() }, { $id: 'Word' });
+export const SegmentSchema = Type.Object({ start: Type.Number(), end: Type.Number(), text: Type.String() }, { $id: 'Segment' });
+/** What a transcription returns; times in seconds. */
+export const TranscriptSchema = Type.Object(
+  {
+    text: Type.String(),
+    language: Type.String(),
+    durationS: Type.Number(),
+    segments: Type.Union([Type.Array(SegmentSchema), Type.Null()]),
+    words: Type.Union([Type.Array(WordSchema), Type.Null()]),
+  },
+  { $id: 'Transcript' },
+);
+
+export type Word = Static<typeof WordSchema>;
+export type Segment = Static<typeof SegmentSchema>;
+export type TranscriptResult = Static<typeof TranscriptSchema>;
+
+export const WORK_KINDS = ['batch', 'sequence', 'stream'] as const;
+export type WorkKind = (typeof WORK_KINDS)[number];
+
+// ---------------------------------------------------------------------------------------------
+// batch
+
+export interface TranscriptionRequest {
+  /** 16 kHz mono 16-bit PCM. On rejection the caller still owns the buffer. */
+  audio: Int16Array;
+  language: string | null;
+  prompt: string | null;
+  wordTimestamps: boolean;
+}
+
+export interface BatchInput {
+  batchId: string;
+  requests: readonly (TranscriptionRequest & { requestId: string })[];
+}
+
+export type BatchItemOutcome =
+  { requestId: string; ok: true; result: TranscriptResult } | { requestId: string; ok: false; error: ServiceError };
+
+// ---------------------------------------------------------------------------------------------
+// sequence
+
+/**
+ * Where an item's session state comes from:
+ * - `new`: the session's first item; the instance starts from an empty state;
+ * - `resident`: the instance ran the session's previous item and still holds its state;
+ * - `attached`: the state travels with the item (a checkpoint the scheduler kept), for a session
+ *   that moves to another instance.
+ */
+export type SequenceStateIn = { kind: 'new' } | { kind: 'resident' } | { kind: 'attached'; bytes: Uint8Array };
+
+export interface SequenceItemInput {
+  requestId: string;
+  sessionId: string;
+  /** The item's position in its session, from 0, without gaps. */
+  seq: number;
+  /** 16 kHz mono 16-bit PCM. */
+  audio: Int16Array;
+  state: SequenceStateIn;
+  /** The session's last item: the instance may drop the session's state after it. */
+  isLast: boolean;
+  /** Adapter-specific options of the session (JSON). */
+  options: Readonly<Record<string, unknown>>;
+}
+
+export interface SequenceBatchInput {
+  batchId: string;
+  /** At most one item per session. */
+  items: readonly SequenceItemInput[];
+}
+
+export type SequenceItemOutcome =
+  | {
+      requestId: string;
+      ok: true;
+      /** Adapter-specific result of the item (JSON), e.g. a diarizer's segments. */
+      output: Readonly<Record<string, unknown>>;
+      /** The session's state after this item (opaque, at most MAX_STATE_BYTES). */
+      state: Uint8Array;
+    }
+  | { requestId: string; ok: false; error: ServiceError };
+
+/** A session's state is small: it travels with items and results. */
+export const MAX_STATE_BYTES = 1 << 20;
+
+// ---------------------------------------------------------------------------------------------
+// stream
+
+export interface StreamInput {
+  streamId: string;
+  requestId: string;
+  /** The named resource the stream needs (a voice), or null. */
+  resource: string | null;
+  /** Adapter-specific parameters (JSON), e.g. text, voice, speed. */
+  params: Readonly<Record<string, unknown>>;
+  /** Opaque input bytes (may be empty). */
+  body: Uint8Array;
+  /** How many chunks the instance may send before it waits for more credit. */
+  creditChunks: number;
+}
+
+export interface StreamChunk {
+  /** 0, 1, 2, ... in the order the instance produced them. */
+  index: number;
+  /** Adapter-specific facts of the chunk (JSON), e.g. its sample rate. */
+  meta: Readonly<Record<string, unknown>>;
+  bytes: Uint8Array;
+}
+
+export type StreamEnd = { ok: true; chunks: number; usage: Readonly<Record<string, unknown>> } | { ok: false; error: ServiceError };
+
+/** Where an executor delivers a stream's chunks, in order; `end` is called exactly once, last. */
+export interface StreamSink {
+  chunk(chunk: StreamChunk): void;
+  end(end: StreamEnd): void;
+}
+
+export interface StreamControl {
+  /** The consumer took `chunks` more chunks: the instance may run that much further ahead. */
+  grant(chunks: number): void;
+  /** Stops the stream; the sink then ends with `cancelled`, unless it already ended. */
+  cancel(): void;
+}
+
+// ---------------------------------------------------------------------------------------------
+// instances, as the scheduler sees them
+
+export type ResourceResidency = 'device' | 'host';
+
+export interface ResidentResource {
+  name: string;
+  residency: ResourceResidency;
+  bytes: number;
+}
+
+export interface InstanceView {
+  instanceId: string;
+  /** The named resources the instance holds (its last heartbeat's report). */
+  resources: readonly ResidentResource[];
+}
+
+/** 'starting' means instances exist that are not ready yet (spawning, loading, restarting). */
+export type ModelAvailability = 'ready' | 'starting' | 'unavailable';
