@@ -1,7 +1,9 @@
 /**
  * The layer rules of HOUSE-STYLE §3.3: dependencies point down, components of one layer never
  * import each other, only a component's index.ts is reachable from outside it, and no cycles.
- * Run by `npm run lint:deps` (part of `npm test`).
+ * The bench (bench/cli/) is a client of the server's API beside it: it imports src/core and src/api
+ * only, and nothing in src/ imports it or scripts/. Run on src, bench and scripts by
+ * `npm run lint:deps` (part of `npm test`).
  */
 const layer0 = '^src/core/';
 const layer1 = '^src/(config|telemetry|protocol|api)/';
@@ -27,33 +29,48 @@ module.exports = {
       name: 'layer1-uses-core-only',
       comment: 'config, telemetry, protocol and api are layer 1: they import core/, npm packages and their own folder.',
       severity: 'error',
-      from: { path: '^src/(config|telemetry|protocol|api)/([^/]+)/' },
+      from: { path: '^src/(config|telemetry|protocol|api)/' },
       to: { path: '^src/', pathNot: ['^src/core/', '^src/$1/'] },
     },
     {
       name: 'layer1-no-siblings',
       severity: 'error',
       from: { path: '^src/(config|telemetry|protocol|api)/' },
-      to: { path: '^src/(scheduler|supervisor|ops|gateway|app|bench)/' },
+      to: { path: '^src/(scheduler|supervisor|ops|gateway|app)/' },
     },
     {
       name: 'layer2-no-siblings',
       comment: 'scheduler, supervisor and ops are layer 2: they never import each other; app/ wires their ports.',
       severity: 'error',
       from: { path: '^src/(scheduler|supervisor|ops)/' },
-      to: { path: '^src/(scheduler|supervisor|ops|gateway|app|bench)/', pathNot: '^src/$1/' },
+      to: { path: '^src/(scheduler|supervisor|ops|gateway|app)/', pathNot: '^src/$1/' },
     },
     {
       name: 'gateway-not-up',
       severity: 'error',
       from: { path: '^src/gateway/' },
-      to: { path: '^src/(app|bench|supervisor|ops)/' },
+      to: { path: '^src/(app|supervisor|ops)/' },
+    },
+    {
+      name: 'server-not-to-bench-or-scripts',
+      comment: 'The server does not know the bench or the build scripts: `voxmux bench` is loaded by the entry point (bin/, scripts/bundle-entry.ts).',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: '^(bench|scripts)/' },
     },
     {
       name: 'bench-uses-core-and-api-only',
+      comment: 'bench/cli/ is a client of the server: its own files, src/core/ and src/api/ (the API shapes), never the server internals.',
       severity: 'error',
-      from: { path: '^src/bench/' },
-      to: { path: '^src/', pathNot: ['^src/bench/', '^src/core/', '^src/api/'] },
+      from: { path: '^bench/cli/' },
+      to: { path: '^(src|bench|scripts|test)/', pathNot: ['^bench/cli/', '^src/core/', '^src/api/'] },
+    },
+    {
+      name: 'nothing-imports-scripts',
+      comment: 'scripts/ are entry points (build, bundle, docs): they import what they need; nothing imports them.',
+      severity: 'error',
+      from: { pathNot: '^scripts/' },
+      to: { path: '^scripts/' },
     },
     {
       name: 'index-only-from-outside',

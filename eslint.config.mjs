@@ -8,20 +8,21 @@ import js from '@eslint/js';
 import { defineConfig } from 'eslint/config';
 import tseslint from 'typescript-eslint';
 
-const TS_FILES = ['src/**/*.ts', 'test/**/*.ts', 'bench/*.ts', 'scripts/*.ts'];
+const TS_FILES = ['src/**/*.ts', 'test/**/*.ts', 'bench/**/*.ts', 'scripts/*.ts'];
 
-// The allow-lists of test/conformance/house-rules.test.ts: they apply to src/ outside its tests.
-const PRODUCTION_FILES = ['src/**/*.ts'];
-const PRODUCTION_TESTS = ['src/**/*.test.ts'];
+// The allow-lists of test/conformance/house-rules.test.ts: they apply to the server (src/) and the
+// bench (bench/cli/) outside their tests.
+const PRODUCTION_FILES = ['src/**/*.ts', 'bench/cli/**/*.ts'];
+const PRODUCTION_TESTS = ['src/**/*.test.ts', 'bench/cli/**/*.test.ts'];
 const ENV_READERS = ['src/config/env.ts'];
-const PROCESS_STARTERS = ['src/supervisor/spawn.ts', 'src/gateway/audio/ffmpeg.ts', 'src/bench/gpu-sampler.ts'];
-const PRINTERS = ['src/bench/**/*.ts'];
+const PROCESS_STARTERS = ['src/supervisor/spawn.ts', 'src/gateway/audio/ffmpeg.ts', 'bench/cli/gpu-sampler.ts'];
+const PRINTERS = ['bench/cli/**/*.ts'];
 
 const ENV_MESSAGE = 'Read the environment only in src/config/env.ts (HOUSE-STYLE §3.6).';
 const restrictedEnvImports = ['node:process', 'process'].map((name) => ({ name, importNames: ['env'], message: ENV_MESSAGE }));
 const restrictedProcessImports = ['node:child_process', 'child_process'].map((name) => ({
   name,
-  message: 'Start processes only in supervisor/spawn.ts, gateway/audio/ffmpeg.ts and bench/gpu-sampler.ts.',
+  message: 'Start processes only in supervisor/spawn.ts, gateway/audio/ffmpeg.ts and bench/cli/gpu-sampler.ts.',
 }));
 
 const NO_PRIVATE_KEYWORD = {
@@ -108,7 +109,7 @@ export default defineConfig(
       'no-restricted-imports': ['error', { paths: [...restrictedEnvImports, ...restrictedProcessImports] }],
       'no-restricted-globals': [
         'error',
-        { name: 'console', message: 'Log through the logger (HOUSE-STYLE §3.8); console only in src/bench/.' },
+        { name: 'console', message: 'Log through the logger (HOUSE-STYLE §3.8); console only in bench/cli/.' },
       ],
     },
   },

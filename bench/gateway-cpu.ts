@@ -17,9 +17,9 @@ import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { cpus, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { runBenchCli } from '../src/bench/cli.js';
+import { runBenchCli } from './cli/cli.js';
 import { startVoxmux } from './start-voxmux.js';
-import { parsePrometheusText } from '../src/bench/metrics-scraper.js';
+import { parsePrometheusText } from './cli/metrics-scraper.js';
 import { encodeWav } from '../src/gateway/audio/wav-builder.js';
 
 const { values } = parseArgs({
@@ -112,7 +112,15 @@ function packageOf(frame: ProfileNode['callFrame']): string {
     return parts[0]!.startsWith('@') ? `${parts[0]}/${parts[1]}` : parts[0]!;
   }
   const dist = url.indexOf('/dist/');
-  return dist >= 0 ? `voxmux ${url.slice(dist + '/dist/'.length).split('/')[0]}` : url;
+  // dist/src/<component>/... for the server, dist/bench/cli/... for the bench.
+  return dist >= 0
+    ? `voxmux ${
+        url
+          .slice(dist + '/dist/'.length)
+          .replace(/^src\//, '')
+          .split('/')[0]
+      }`
+    : url;
 }
 const byPackage = new Map<string, number>();
 for (const node of profile.nodes) {

@@ -17,7 +17,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import multipart from '@fastify/multipart';
 import Fastify from 'fastify';
-import { runBenchCli } from '../src/bench/cli.js';
+import { runBenchCli } from './cli/cli.js';
 import { startVoxmux } from './start-voxmux.js';
 
 const { values } = parseArgs({

@@ -1,3 +1,18 @@
+/**
+ * The server bundle's entry (.bundle/voxmux.mjs). The bench is a bundle of its own,
+ * .bundle/voxmux-bench.mjs, imported from beside this one only when `voxmux bench` is run; its
+ * path is computed at run time, so esbuild leaves it out of the server bundle.
+ */
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { runBenchCli } from '../bench/cli/cli.js';
 import { runCli } from '../src/app/cli.js';
 
-process.exit(await runCli(process.argv.slice(2)));
+const BENCH_BUNDLE = new URL('./voxmux-bench.mjs', import.meta.url);
+
+async function loadBench(): Promise<typeof runBenchCli> {
+  const bench = (await import(BENCH_BUNDLE.href)) as { runBenchCli: typeof runBenchCli };
+  return bench.runBenchCli;
+}
+
+process.exit(await runCli(process.argv.slice(2), existsSync(fileURLToPath(BENCH_BUNDLE)) ? { loadBench } : {}));

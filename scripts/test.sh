@@ -10,10 +10,11 @@ npx eslint .
 echo "== format"
 npm run --silent format:check
 echo "== dependency rules"
-npx depcruise src --config .dependency-cruiser.cjs
+npx depcruise src bench scripts --config .dependency-cruiser.cjs
 echo "== build"
 npx tsc -p tsconfig.build.json
-# TypeScript tests by kind, each kind failing fast: unit (next to the code), conformance, integration, e2e.
+# TypeScript tests by kind, each kind failing fast: unit (next to the code: the server's and the bench's),
+# conformance, integration, e2e.
 node_tests() {
   local name=$1; shift
   mapfile -t files < <(find "$@" -name '*.test.ts' | sort)
@@ -21,7 +22,7 @@ node_tests() {
   echo "== $name tests (${#files[@]} files)"
   node --import tsx --test --test-concurrency=1 "${files[@]}"
 }
-node_tests unit src
+node_tests unit src bench/cli
 node_tests conformance test/conformance
 node_tests integration test/integration
 node_tests e2e test/e2e

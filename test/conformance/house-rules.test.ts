@@ -1,4 +1,7 @@
-/** The house rules dependency-cruiser cannot see: who may read the environment, spawn, print and listen. */
+/**
+ * The house rules dependency-cruiser cannot see: who may read the environment, spawn, print and
+ * listen, in the server (src/) and the bench (bench/cli/).
+ */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -15,7 +18,10 @@ function sources(dir: string): string[] {
   });
 }
 
-const files = sources(join(root, 'src')).map((path) => ({ path, text: readFileSync(join(root, path), 'utf8') }));
+const files = [...sources(join(root, 'src')), ...sources(join(root, 'bench', 'cli'))].map((path) => ({
+  path,
+  text: readFileSync(join(root, path), 'utf8'),
+}));
 
 function offenders(pattern: RegExp, allowed: (path: string) => boolean): string[] {
   return files.filter((f) => pattern.test(f.text) && !allowed(f.path)).map((f) => f.path);
@@ -29,17 +35,17 @@ describe('house rules', () => {
     );
   });
 
-  it('starts processes only in supervisor/spawn.ts, gateway/audio/ffmpeg.ts and bench/gpu-sampler.ts', () => {
-    const allowed = new Set(['src/supervisor/spawn.ts', 'src/gateway/audio/ffmpeg.ts', 'src/bench/gpu-sampler.ts']);
+  it('starts processes only in supervisor/spawn.ts, gateway/audio/ffmpeg.ts and bench/cli/gpu-sampler.ts', () => {
+    const allowed = new Set(['src/supervisor/spawn.ts', 'src/gateway/audio/ffmpeg.ts', 'bench/cli/gpu-sampler.ts']);
     assert.deepEqual(
       offenders(/from 'node:child_process'|require\('child_process'\)/, (p) => allowed.has(p)),
       [],
     );
   });
 
-  it('uses console only under bench/', () => {
+  it('uses console only under bench/cli/', () => {
     assert.deepEqual(
-      offenders(/\bconsole\.(log|info|warn|error|debug)\(/, (p) => p.startsWith('src/bench/')),
+      offenders(/\bconsole\.(log|info|warn|error|debug)\(/, (p) => p.startsWith('bench/cli/')),
       [],
     );
   });

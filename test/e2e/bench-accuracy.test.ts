@@ -8,8 +8,8 @@ import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { AccuracyResults } from '../../src/bench/accuracy-report.js';
-import { runBenchCli } from '../../src/bench/cli.js';
+import type { AccuracyResults } from '../../bench/cli/accuracy-report.js';
+import { runBenchCli } from '../../bench/cli/cli.js';
 import { fliteWav } from '../support/audio.js';
 import { startServer, type RunningServer } from '../support/server-process.js';
 

@@ -11,10 +11,11 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { runBenchCli } from '../../src/bench/cli.js';
-import { CSV_COLUMNS, parseCsv, type BenchResults } from '../../src/bench/report.js';
-import { findXmlError } from '../../src/bench/xml-check.js';
+import { runBenchCli } from '../../bench/cli/cli.js';
+import { CSV_COLUMNS, type BenchResults } from '../../bench/cli/report.js';
 import { floatWav, noise } from '../support/audio.js';
+import { parseCsv } from '../support/csv.js';
+import { findXmlError } from '../support/xml-check.js';
 
 const MODEL = 'test-model';
 

@@ -2,7 +2,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { countWordErrors } from '../../src/bench/word-error-rate.js';
+import { countWordErrors } from '../../bench/cli/word-error-rate.js';
 
 /** A float32 mono WAV at the given rate (no resampling happens for 16 kHz). */
 export function floatWav(samples: Float32Array, sampleRateHz = 16000): Buffer {
@@ -45,7 +45,7 @@ export function ffmpegTranscode(input: string, output: string, args: string[]): 
   return readFileSync(output);
 }
 
-/** Word error rate as the product's accuracy bench counts it (src/bench/word-error-rate.ts). */
+/** Word error rate as the product's accuracy bench counts it (bench/cli/word-error-rate.ts). */
 export function wordErrorRate(reference: string, hypothesis: string): { errors: number; words: number } {
   const counted = countWordErrors(reference, hypothesis);
   return { errors: counted.substitutions + counted.deletions + counted.insertions, words: counted.referenceWords };

@@ -1,5 +1,5 @@
 /**
- * Starts the built server (dist/app/main.js, as `npm start` does) as a real process on
+ * Starts the built server (dist/src/app/main.js, as `npm start` does) as a real process on
  * 127.0.0.1 with a free port, and waits until /health/ready answers 200.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const MAIN = fileURLToPath(new URL('../../bin/voxmux.mjs', import.meta.url));
-const BUILT = fileURLToPath(new URL('../../dist/app/cli.js', import.meta.url));
+const BUILT = fileURLToPath(new URL('../../dist/src/app/cli.js', import.meta.url));
 
 export interface RunningServer {
   url: string;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { createHttpFetch } from '../../../src/bench/http-fetch.js';
+import { createHttpFetch } from '../../../bench/cli/http-fetch.js';
 
 describe('createHttpFetch', () => {
   let server: http.Server;

@@ -1,8 +1,8 @@
 /**
  * A small XML well-formedness check: one root element, balanced and properly nested tags,
  * quoted and unique attributes, known or numeric entity references, no stray `<` or `&`. It is
- * no validating parser; it catches the mistakes a hand-written SVG can make. The plot writer
- * checks its own output with it before writing.
+ * no validating parser; it catches the mistakes a hand-written SVG can make. Tests check the
+ * bench's plots with it (bench/cli/plot.ts, compare.ts and the files `voxmux bench` writes).
  */
 
 /** The first well-formedness error, or undefined when the text is well-formed. */

@@ -4,7 +4,7 @@
  * The ramp stops by itself after its last step, after a level where no request succeeded (in the
  * window or out of it), or when interrupted.
  */
-import type { Clock, TimerHandle } from '../core/clock.js';
+import type { Clock, TimerHandle } from '../../src/core/clock.js';
 import type { ClientMonitor } from './client-monitor.js';
 import { summarizeGpu, type GpuSampler } from './gpu-sampler.js';
 import { startStep } from './load-driver.js';

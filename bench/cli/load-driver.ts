@@ -12,8 +12,8 @@
  * issued, every request is aborted after `timeoutMs`, and the run's abort signal aborts them all.
  * The step ends when the last request has finished.
  */
-import type { Clock } from '../core/clock.js';
-import { invariant } from '../core/invariant.js';
+import type { Clock } from '../../src/core/clock.js';
+import { invariant } from '../../src/core/invariant.js';
 import type { LoadMode } from './ramp-plan.js';
 import { RequestAbort, type RequestOutcome, type Workload } from './workload.js';
 

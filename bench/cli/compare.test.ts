@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import { isBenchError } from './bench-error.js';
 import { compareResults, formatRatio, loadResults, toComparedRuns } from './compare.js';
 import type { BenchResults, StepResult } from './report.js';
-import { findXmlError } from './xml-check.js';
+import { findXmlError } from '../../test/support/xml-check.js';
 
 function step(level: number, rps: number, p95: number): StepResult {
   return {

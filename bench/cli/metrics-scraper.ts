@@ -4,7 +4,7 @@
  * share, its process's CPU time). A server without these metrics (any non-voxmux server) is
  * tolerated: the report then says that server metrics were not available.
  */
-import type { Clock, TimerHandle } from '../core/clock.js';
+import type { Clock, TimerHandle } from '../../src/core/clock.js';
 
 export interface PromSample {
   name: string;

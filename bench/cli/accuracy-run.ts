@@ -5,8 +5,8 @@
  */
 import { readFile } from 'node:fs/promises';
 import { basename, extname } from 'node:path';
-import { isTranscriptionJson } from '../api/openai-audio.js';
-import type { Clock } from '../core/clock.js';
+import { isTranscriptionJson } from '../../src/api/openai-audio.js';
+import type { Clock } from '../../src/core/clock.js';
 import { occurrenceKeys, type AccuracyItem } from './accuracy-manifest.js';
 import { AUDIO_CONTENT_TYPES } from './audio-input.js';
 import { buildMultipartBody } from './multipart-body.js';

@@ -3,7 +3,7 @@
  * rate); elsewhere (CI logs, pipes), plain lines at the end of each step and every
  * `plainIntervalMs` during long steps.
  */
-import type { Clock, TimerHandle } from '../core/clock.js';
+import type { Clock, TimerHandle } from '../../src/core/clock.js';
 import type { StepProgress } from './load-driver.js';
 import type { LoadMode, PlannedStep } from './ramp-plan.js';
 import type { RepResult } from './report.js';

@@ -4,7 +4,7 @@
  * first workload; text-to-speech (time to first audio byte), diarization sessions and voice calls
  * plug in by implementing the same interface, where one "request" may be a whole session.
  */
-import type { Clock } from '../core/clock.js';
+import type { Clock } from '../../src/core/clock.js';
 
 export interface RequestContext {
   /** Sequence number of the request in its step, from 0: workloads use it to pick inputs. */

@@ -2,7 +2,12 @@
  * The transcription workload: one multipart POST to an OpenAI-compatible
  * /v1/audio/transcriptions endpoint per request, with `stream=true` (SSE) when asked.
  */
-import { isOpenAiErrorEnvelope, isTranscriptionJson, isTranscriptTextDeltaEvent, isTranscriptTextDoneEvent } from '../api/openai-audio.js';
+import {
+  isOpenAiErrorEnvelope,
+  isTranscriptionJson,
+  isTranscriptTextDeltaEvent,
+  isTranscriptTextDoneEvent,
+} from '../../src/api/openai-audio.js';
 import type { AudioInput } from './audio-input.js';
 import { buildMultipartBody, type MultipartBody } from './multipart-body.js';
 import { toTransportErrorCode, type RequestContext, type RequestOutcome, type Workload } from './workload.js';

@@ -2,8 +2,8 @@
  * The server under test: the URLs derived from --url, all on its origin, and the preflight that
  * fails fast with a clear message when the server cannot be reached.
  */
-import { isModelList } from '../api/openai-audio.js';
-import type { Clock } from '../core/clock.js';
+import { isModelList } from '../../src/api/openai-audio.js';
+import type { Clock } from '../../src/core/clock.js';
 import { BenchError, usageError } from './bench-error.js';
 import { toTransportErrorCode } from './workload.js';
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { FakeClock, settle } from '../../test/support/fake-clock.js';
-import type { Clock } from '../core/clock.js';
+import type { Clock } from '../../src/core/clock.js';
 import { createSeededRandom, startStep, type StepOptions, type StepSamples } from './load-driver.js';
 import { summarizeRep } from './report.js';
 import { RequestAbort, type RequestContext, type RequestOutcome, type Workload } from './workload.js';

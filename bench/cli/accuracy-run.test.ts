@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { systemClock, type Clock } from '../core/clock.js';
+import { systemClock, type Clock } from '../../src/core/clock.js';
 import { occurrenceKeys, type AccuracyItem } from './accuracy-manifest.js';
 import { runAccuracy, type AccuracyRunOptions } from './accuracy-run.js';
 import { MAX_RESPONSE_BYTES } from './transcribe-workload.js';

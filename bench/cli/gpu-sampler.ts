@@ -7,7 +7,7 @@
 // argument list (no shell), read line by line, and killed when the run ends.
 import { spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
-import type { Clock } from '../core/clock.js';
+import type { Clock } from '../../src/core/clock.js';
 
 export interface GpuSample {
   atMs: number;

@@ -25,8 +25,13 @@ export class BenchError extends Error {
   }
 
   get exitCode(): number {
-    return BENCH_ERROR_CODES[this.code];
+    return exitCodeOf(this.code);
   }
+}
+
+/** The exit code a command returns for an outcome it reports itself (interrupted, all failed). */
+export function exitCodeOf(code: BenchErrorCode): number {
+  return BENCH_ERROR_CODES[code];
 }
 
 export function usageError(message: string): BenchError {

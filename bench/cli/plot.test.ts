@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { escapeXml, linearTicks, logTicks, renderPlotSvg } from './plot.js';
-import { findXmlError } from './xml-check.js';
+import { findXmlError } from '../../test/support/xml-check.js';
 
 describe('renderPlotSvg', () => {
   const series = [

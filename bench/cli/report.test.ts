@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { parseCsv } from '../../test/support/csv.js';
 import type { StepSamples } from './load-driver.js';
 import { parseSlo } from './ramp-plan.js';
 import {
@@ -12,7 +13,6 @@ import {
   findPeak,
   formatStepTable,
   gpusForTarget,
-  parseCsv,
   percentile,
   summarizeRep,
   toCsv,

@@ -1,0 +1,44 @@
+/**
+ * `voxmux bench`: the load-ramp, accuracy and comparison tool's command line. It is a client of
+ * the server's HTTP API and lives apart from the server: `voxmux` loads it only when `voxmux bench`
+ * is run (bin/voxmux.mjs, or .bundle/voxmux-bench.mjs beside the server bundle).
+ *
+ *   voxmux bench transcribe --url URL --model M --audio FILE|DIR [options]
+ *   voxmux bench accuracy --url URL --model M --manifest FILE [options]
+ *   voxmux bench compare A.json B.json [...] [--out DIR]
+ *
+ * Exit codes: 0 done; 1 no request succeeded; 2 bad arguments or server unreachable;
+ * 130 interrupted (results so far are still written).
+ */
+import { accuracyCommand } from './accuracy-cli.js';
+import { usageError } from './bench-error.js';
+import { runReportingErrors, type BenchCliDeps, type BenchIo, type Command } from './command.js';
+import { compareCommand } from './compare-cli.js';
+import { BENCH_USAGE, transcribeCommand } from './transcribe-cli.js';
+
+export type { BenchCliDeps, BenchIo } from './command.js';
+
+const COMMANDS: readonly Command[] = [transcribeCommand, accuracyCommand, compareCommand];
+
+export async function runBenchCli(argv: readonly string[], io?: Partial<BenchIo>, deps: BenchCliDeps = {}): Promise<number> {
+  const out: BenchIo = {
+    stdout: io?.stdout ?? process.stdout,
+    stderr: io?.stderr ?? process.stderr,
+    isTTY: io?.isTTY ?? (io?.stdout === undefined ? process.stdout.isTTY === true : false),
+  };
+  const [name, ...args] = argv;
+  const command = COMMANDS.find((candidate) => candidate.name === name);
+  if (command !== undefined) return command.run(args, out, deps);
+  return runReportingErrors(out, async () => {
+    switch (name) {
+      case undefined:
+      case 'help':
+      case '--help':
+      case '-h':
+        out.stdout.write(BENCH_USAGE);
+        return name === undefined ? 2 : 0;
+      default:
+        throw usageError(`Unknown bench command '${name}': expected transcribe, accuracy or compare`);
+    }
+  });
+}
