@@ -9,11 +9,13 @@ describe('findHostPath', () => {
   const root = mkdtempSync(join(tmpdir(), 'voxmux-host-path-'));
   mkdirSync(join(root, 'host', 'voxmux_host'), { recursive: true });
   mkdirSync(join(root, 'src', 'supervisor'), { recursive: true });
+  mkdirSync(join(root, 'dist', 'src', 'supervisor'), { recursive: true });
   mkdirSync(join(root, '.bundle'), { recursive: true });
   after(() => rmSync(root, { recursive: true, force: true }));
 
-  it('finds host/ two levels above src/supervisor (and dist/supervisor)', () => {
+  it('finds host/ two levels above src/supervisor (three above dist/src/supervisor)', () => {
     assert.equal(findHostPath(join(root, 'src', 'supervisor')), join(root, 'host'));
+    assert.equal(findHostPath(join(root, 'dist', 'src', 'supervisor')), join(root, 'host'));
   });
 
   it('finds host/ one level above the single-file bundle', () => {

@@ -7,7 +7,7 @@ import { dirname, join, resolve } from 'node:path';
 
 /**
  * The `host/` folder of this checkout, found from the directory of the running module: two levels
- * up from `src/supervisor/` or `dist/supervisor/`, one level up from the single-file bundle in
+ * up from `src/supervisor/`, three from `dist/src/supervisor/`, one level up from the single-file bundle in
  * `.bundle/`. The nearest ancestor (up to 3 levels) holding `host/voxmux_host` wins; without one,
  * the source layout's path, which the instance's start error then names.
  */
