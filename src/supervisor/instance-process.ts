@@ -105,6 +105,8 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
   #heartbeatSeq = 0;
   #lastAckSeq = 0;
   #end: InstanceEnd | undefined;
+  /** close() was called: an exit with code 0 is then a close, and the start asks for nothing more. */
+  #isCloseRequested = false;
   #facts: InstanceFacts = {
     pid: undefined,
     device: undefined,
@@ -188,7 +190,10 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
       log.info({ durationMs: Math.round(clock.nowMs() - startedMs), device: this.#facts.device, pid: this.#facts.pid }, 'instance ready');
     } catch (err) {
       const error = err as ServiceError;
-      if (this.#end === undefined) this.#fail({ reason: 'failed_to_start', exitCode: null, signal: null, error });
+      // A start cut short by close() is not a failure: the close lets the child exit, or kills it.
+      if (this.#end === undefined && !this.#isCloseRequested) {
+        this.#fail({ reason: 'failed_to_start', exitCode: null, signal: null, error });
+      }
       throw this.#end?.error ?? error;
     }
   }
@@ -216,6 +221,7 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
   /** Stops taking work, lets running batches finish, then asks the child to exit. */
   async close(): Promise<void> {
     if (this.#end !== undefined) return;
+    this.#isCloseRequested = true;
     if (this.#state === 'ready') this.#transition('draining');
     const ended = new Promise<void>((resolve) => this.on('ended', () => resolve()));
     const deadline = this.#deps.clock.setTimeout(() => {
@@ -257,8 +263,7 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
       });
     });
     child.onExit((exitCode, signal) => {
-      const isClosing = this.#state === 'draining' || this.#state === 'closed';
-      if (isClosing && exitCode === 0) {
+      if (this.#isCloseRequested && exitCode === 0) {
         this.#finishEnd({ reason: 'closed', exitCode, signal, error: undefined }, 'closed');
         return;
       }
@@ -403,6 +408,8 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
     batch?: BatchInput,
   ): Promise<HostMessage> {
     if (this.#end !== undefined) return Promise.reject(this.#end.error ?? errors.shuttingDown());
+    // A closing instance finishes its batches; it is not asked to load or warm up any more.
+    if (this.#isCloseRequested && batch === undefined) return Promise.reject(errors.shuttingDown());
     const correlationId = this.#nextCorrelationId++;
     return new Promise<HostMessage>((resolve, reject) => {
       let timer: TimerHandle | undefined;

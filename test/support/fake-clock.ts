@@ -49,3 +49,14 @@ export class FakeClock implements Clock {
 export async function settle(): Promise<void> {
   for (let i = 0; i < 10; i++) await new Promise<void>((resolve) => setImmediate(resolve));
 }
+
+/**
+ * Advances `clock` by `ms` in steps of at most `stepMs`, settling after each, so that answers the
+ * code under test awaits (a heartbeat's ack) arrive between its timers, as they would in real time.
+ */
+export async function advanceSettling(clock: FakeClock, ms: number, stepMs = 10): Promise<void> {
+  for (let left = ms; left > 0; left -= stepMs) {
+    clock.advance(Math.min(stepMs, left));
+    await settle();
+  }
+}

@@ -1,0 +1,524 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { advanceSettling, FakeClock, settle } from '../../test/support/fake-clock.js';
+import { ScriptedSpawn, type ScriptedChild, type ScriptedChildOptions } from '../../test/support/scripted-child.js';
+import { supervisorOptions, testModel } from '../../test/support/supervisor-fixture.js';
+import { silentLogger } from '../../test/support/test-logger.js';
+import type { ServiceError } from '../core/errors.js';
+import type { BatchInput, BatchItemOutcome } from '../protocol/work.js';
+import { createMetrics } from '../telemetry/metrics.js';
+import type { SpawnRequest } from './spawn.js';
+import { createSupervisor, type SupervisedModel, type SupervisorOptions } from './supervisor.js';
+
+/** Restart policy and timeouts of these tests; heartbeats are rare so that long advances need no steps. */
+const OPTIONS: Partial<SupervisorOptions> = {
+  loadLockPath: '',
+  handshakeTimeoutMs: 1_000,
+  loadTimeoutMs: 5_000,
+  warmupTimeoutMs: 5_000,
+  heartbeatIntervalMs: 60_000,
+  heartbeatMissLimit: 3,
+  batchTimeoutMs: 30_000,
+  closeTimeoutMs: 1_000,
+  restartInitialBackoffMs: 100,
+  restartMaxBackoffMs: 1_000,
+  crashLoopWindowMs: 60_000,
+  crashLoopMaxFailures: 4,
+};
+
+function setup(
+  models: Record<string, Partial<SupervisedModel>>,
+  childOptions: ScriptedChildOptions | ((request: SpawnRequest, index: number) => ScriptedChildOptions) = {},
+  overrides: Partial<SupervisorOptions> = {},
+) {
+  const clock = new FakeClock();
+  const spawner = new ScriptedSpawn(childOptions);
+  const metrics = createMetrics();
+  const fullModels = Object.fromEntries(Object.entries(models).map(([name, m]) => [name, testModel({ command: ['fake-host'], ...m })]));
+  const supervisor = createSupervisor(supervisorOptions(fullModels, { ...OPTIONS, ...overrides }), {
+    spawn: spawner.spawn,
+    clock,
+    log: silentLogger(),
+    metrics,
+    baseEnv: {},
+  });
+  let changes = 0;
+  supervisor.onInstancesChanged(() => (changes += 1));
+  return { clock, spawner, supervisor, metrics, changes: () => changes };
+}
+
+/** Starts a supervisor whose children all start by themselves; resolves once every slot is ready. */
+async function setupStarted(models: Record<string, Partial<SupervisedModel>>, childOptions: ScriptedChildOptions = {}) {
+  const built = setup(models, { shouldStartByItself: true, ...childOptions });
+  await built.supervisor.start();
+  return built;
+}
+
+const ids = (views: readonly { instanceId: string }[]) => views.map((v) => v.instanceId);
+
+function batch(batchId: string, requestIds: readonly string[] = ['r1']): BatchInput {
+  return {
+    batchId,
+    requests: requestIds.map((requestId) => ({
+      requestId,
+      audio: new Int16Array(160),
+      language: null,
+      prompt: null,
+      wordTimestamps: false,
+    })),
+  };
+}
+
+function track<T>(promise: Promise<T>) {
+  const seen: { value?: T; error?: ServiceError; isSettled: boolean } = { isSettled: false };
+  promise.then(
+    (value) => Object.assign(seen, { value, isSettled: true }),
+    (error: ServiceError) => Object.assign(seen, { error, isSettled: true }),
+  );
+  return seen;
+}
+
+const codes = (outcomes: readonly BatchItemOutcome[]) => outcomes.map((o) => (o.ok ? 'ok' : o.error.code));
+
+/** A child that says Hello, then dies on its LoadRequest (as a model whose load crashes the host). */
+async function crashOnLoad(child: ScriptedChild): Promise<void> {
+  child.hello();
+  await settle();
+  child.expect('LoadRequest');
+  child.exit(1);
+  await settle();
+}
+
+describe('Supervisor start', () => {
+  it('starts one instance per slot of every model and resolves when all are ready', async () => {
+    const { spawner, supervisor } = setup({ a: { instances: 2 }, b: {} });
+    const started = track(supervisor.start());
+    await settle();
+    assert.equal(spawner.children.length, 3);
+    assert.deepEqual(
+      spawner.requests.map((r) => r.env.VOXMUX_INSTANCE_ID),
+      ['a-0-g1', 'a-1-g1', 'b-0-g1'],
+    );
+    assert.ok(spawner.requests.every((r) => r.command === 'fake-host'));
+    assert.equal(supervisor.availability('a'), 'starting');
+    await spawner.children[0]!.walkToReady();
+    await spawner.children[2]!.walkToReady();
+    assert.equal(started.isSettled, false, 'start() waits for every slot');
+    assert.deepEqual(ids(supervisor.readyInstances('a')), ['a-0-g1']);
+    assert.equal(supervisor.availability('a'), 'ready');
+    await spawner.children[1]!.walkToReady();
+    assert.equal(started.isSettled, true);
+    assert.deepEqual(ids(supervisor.readyInstances('a')), ['a-0-g1', 'a-1-g1']);
+    assert.deepEqual(ids(supervisor.readyInstances('b')), ['b-0-g1']);
+    assert.deepEqual(
+      supervisor.stats().instances.map((i) => [i.instanceId, i.state, i.pid, i.restarts]),
+      [
+        ['a-0-g1', 'ready', 1000, 0],
+        ['a-1-g1', 'ready', 1001, 0],
+        ['b-0-g1', 'ready', 1002, 0],
+      ],
+    );
+    supervisor.destroy();
+  });
+
+  it('resolves start() when a slot fails its first start, and restarts that slot', async () => {
+    const { clock, spawner, supervisor } = setup({ m: { instances: 2 } });
+    const started = supervisor.start();
+    await spawner.children[0]!.walkToReady();
+    await crashOnLoad(spawner.children[1]!);
+    await started;
+    assert.deepEqual(ids(supervisor.readyInstances('m')), ['m-0-g1']);
+    assert.equal(supervisor.stats().instances[1]!.state, 'restarting');
+    clock.advance(100);
+    await settle();
+    assert.equal(spawner.last().pid, 1002);
+    assert.equal(spawner.requests.at(-1)!.env.VOXMUX_INSTANCE_ID, 'm-1-g2');
+    supervisor.destroy();
+  });
+});
+
+describe('Supervisor restarts', () => {
+  it('restarts a crashed instance after restartInitialBackoffMs, as a new generation', async () => {
+    const { clock, spawner, supervisor, metrics } = await setupStarted({ m: {} });
+    const first = spawner.last();
+    clock.advance(5_000);
+    first.exit(70);
+    await settle();
+    assert.deepEqual(supervisor.readyInstances('m'), []);
+    const snapshot = supervisor.stats().instances[0]!;
+    assert.equal(snapshot.state, 'restarting');
+    assert.equal(snapshot.restarts, 1);
+    assert.equal(snapshot.pid, null);
+    assert.deepEqual(snapshot.lastEnd, { reason: 'exited', exitCode: 70, signal: null, code: 'instance_crashed', atMs: clock.wallMs() });
+    clock.advance(99);
+    await settle();
+    assert.equal(spawner.children.length, 1, 'no restart before the backoff');
+    clock.advance(1);
+    await settle();
+    assert.equal(spawner.children.length, 2);
+    assert.deepEqual(ids(supervisor.readyInstances('m')), ['m-0-g2']);
+    assert.equal(supervisor.stats().instances[0]!.state, 'ready');
+    assert.equal((await metrics.instanceRestarts.get()).values[0]?.value, 1);
+    supervisor.destroy();
+  });
+
+  it('doubles the backoff with each failure before ready, then flags a crash loop and restarts at restartMaxBackoffMs', async () => {
+    const { clock, spawner, supervisor } = setup({ m: {} });
+    const started = supervisor.start();
+    await crashOnLoad(spawner.last());
+    await started;
+    // Each restart comes exactly at its backoff: not a millisecond before.
+    const expected = [
+      { delayMs: 100, isCrashLoop: false },
+      { delayMs: 200, isCrashLoop: false },
+      { delayMs: 400, isCrashLoop: false },
+      { delayMs: 1_000, isCrashLoop: true },
+      { delayMs: 1_000, isCrashLoop: true },
+      { delayMs: 1_000, isCrashLoop: true },
+    ];
+    for (const [failure, { delayMs, isCrashLoop }] of expected.entries()) {
+      assert.equal(supervisor.stats().instances[0]!.isCrashLoop, isCrashLoop, `crash loop after failure ${failure + 1}`);
+      assert.equal(supervisor.stats().instances[0]!.state, 'restarting');
+      clock.advance(delayMs - 1);
+      await settle();
+      assert.equal(spawner.children.length, failure + 1, `no restart before ${delayMs} ms`);
+      clock.advance(1);
+      await settle();
+      assert.equal(spawner.children.length, failure + 2, `a restart at ${delayMs} ms`);
+      await crashOnLoad(spawner.last());
+    }
+    assert.equal(supervisor.stats().instances[0]!.restarts, 7);
+    assert.equal(supervisor.availability('m'), 'unavailable');
+    supervisor.destroy();
+  });
+
+  it('reports a model unavailable only when every one of its slots is in a crash loop', async () => {
+    // Replacements that are not crashed wait in their handshake meanwhile: they must not time out.
+    const { clock, spawner, supervisor } = setup({ m: { instances: 2 } }, {}, { handshakeTimeoutMs: 600_000 });
+    const started = supervisor.start();
+    await crashOnLoad(spawner.children[0]!);
+    await crashOnLoad(spawner.children[1]!);
+    await started;
+    const failSlot = async (index: number, times: number) => {
+      for (let i = 0; i < times; i++) {
+        await advanceSettling(clock, 1_000, 100);
+        await crashOnLoad(spawner.of(supervisor.stats().instances[index]!.instanceId));
+      }
+    };
+    // Slot 0 reaches crashLoopMaxFailures (4); slot 1 stays one short, then gets there too.
+    await failSlot(0, 3);
+    await failSlot(1, 2);
+    assert.deepEqual(
+      supervisor.stats().instances.map((i) => i.isCrashLoop),
+      [true, false],
+    );
+    assert.equal(supervisor.availability('m'), 'starting');
+    await failSlot(1, 1);
+    assert.deepEqual(
+      supervisor.stats().instances.map((i) => i.isCrashLoop),
+      [true, true],
+    );
+    assert.equal(supervisor.availability('m'), 'unavailable');
+    supervisor.destroy();
+  });
+
+  it('declares a silent instance wedged and replaces it', async () => {
+    const { clock, spawner, supervisor } = await setupStarted({ m: {} });
+    spawner.last().goSilent();
+    // Three beats unanswered (60 s apart); the fourth finds them missing.
+    await advanceSettling(clock, 240_000, 60_000);
+    const snapshot = supervisor.stats().instances[0]!;
+    assert.equal(snapshot.lastEnd?.reason, 'wedged');
+    assert.equal(snapshot.lastEnd?.code, 'instance_wedged');
+    assert.equal(snapshot.lastEnd?.signal, 'SIGKILL');
+    assert.deepEqual(spawner.children[0]!.kills, ['SIGKILL']);
+    clock.advance(100);
+    await settle();
+    assert.deepEqual(ids(supervisor.readyInstances('m')), ['m-0-g2']);
+    supervisor.destroy();
+  });
+});
+
+describe('Supervisor dispatch', () => {
+  it('runs a batch on the instance it names and returns its outcomes', async () => {
+    const { spawner, supervisor, metrics } = await setupStarted({ m: {} });
+    const running = supervisor.runBatch('m-0-g1', batch('b1', ['r1', 'r2']));
+    const sent = spawner.last().expect('RunBatch');
+    spawner.last().reply(sent, { type: 'BatchResult', items: [{ transcript: { durationS: 2 } }, { error: { code: 'invalid_audio' } }] });
+    assert.deepEqual(codes(await running), ['ok', 'invalid_audio']);
+    assert.equal((await metrics.executions.get()).values[0]?.value, 1);
+    assert.equal((await metrics.audioProcessed.get()).values[0]?.value, 2);
+    supervisor.destroy();
+  });
+
+  it('rejects runBatch with instance_crashed for an instance that is gone or never was', async () => {
+    const { spawner, supervisor } = await setupStarted({ m: {} });
+    spawner.last().exit(1);
+    await settle();
+    await assert.rejects(supervisor.runBatch('m-0-g1', batch('b1')), { code: 'instance_crashed' });
+    await assert.rejects(supervisor.runBatch('nope-0-g1', batch('b2')), { code: 'instance_crashed' });
+    supervisor.destroy();
+  });
+
+  it('fails the running batch with instance_crashed when its instance dies', async () => {
+    const { spawner, supervisor } = await setupStarted({ m: {} });
+    const running = supervisor.runBatch('m-0-g1', batch('b1'));
+    spawner.last().expect('RunBatch');
+    spawner.last().exit(null, 'SIGSEGV');
+    await assert.rejects(running, { code: 'instance_crashed' });
+    assert.equal(supervisor.stats().instances[0]!.lastEnd?.signal, 'SIGSEGV');
+    supervisor.destroy();
+  });
+
+  it('notifies onInstancesChanged on every instance state change, until unsubscribed', async () => {
+    const { clock, spawner, supervisor } = setup({ m: {} }, { shouldStartByItself: true });
+    const seen: string[] = [];
+    const unsubscribe = supervisor.onInstancesChanged(() => seen.push(supervisor.stats().instances[0]!.state));
+    await supervisor.start();
+    assert.deepEqual(seen, ['handshaking', 'loading', 'warming', 'ready', 'ready']);
+    seen.length = 0;
+    spawner.last().exit(1);
+    await settle();
+    // The instance's own end (crashed), then the slot's pending restart.
+    assert.deepEqual(seen, ['crashed', 'restarting']);
+    seen.length = 0;
+    unsubscribe();
+    clock.advance(100);
+    await settle();
+    assert.deepEqual(seen, []);
+    assert.equal(supervisor.availability('m'), 'ready');
+    supervisor.destroy();
+  });
+});
+
+describe('Supervisor close and destroy', () => {
+  it('close() lets running batches finish, then closes every instance', async () => {
+    const { spawner, supervisor } = await setupStarted({ m: { instances: 2 } });
+    const [a, b] = spawner.children as [ScriptedChild, ScriptedChild];
+    const running = track(supervisor.runBatch('m-0-g1', batch('b1')));
+    const sent = a.expect('RunBatch');
+    const closed = track(supervisor.close());
+    await settle();
+    a.expect('Close');
+    b.expect('Close');
+    assert.equal(supervisor.availability('m'), 'unavailable');
+    assert.deepEqual(supervisor.readyInstances('m'), []);
+    b.send({ type: 'Closed' });
+    b.exit(0);
+    await settle();
+    assert.equal(running.isSettled, false);
+    assert.equal(closed.isSettled, false);
+    a.reply(sent, { type: 'BatchResult' });
+    await settle();
+    assert.deepEqual(codes(running.value!), ['ok']);
+    assert.equal(closed.isSettled, false, 'close() waits for the last instance to exit');
+    a.send({ type: 'Closed' });
+    a.exit(0);
+    await settle();
+    assert.equal(closed.isSettled, true);
+    assert.deepEqual(
+      supervisor.stats().instances.map((i) => [i.state, i.lastEnd?.reason, i.restarts]),
+      [
+        ['closed', 'closed', 0],
+        ['closed', 'closed', 0],
+      ],
+    );
+    assert.deepEqual(a.kills, []);
+  });
+
+  it('close() cancels a pending restart and kills an instance that does not exit within closeTimeoutMs', async () => {
+    const { clock, spawner, supervisor } = await setupStarted({ m: { instances: 2 } });
+    const [a, b] = spawner.children as [ScriptedChild, ScriptedChild];
+    a.exit(1);
+    await settle();
+    assert.equal(supervisor.stats().instances[0]!.state, 'restarting');
+    const closed = track(supervisor.close());
+    await settle();
+    b.expect('Close');
+    clock.advance(999);
+    await settle();
+    assert.equal(closed.isSettled, false);
+    clock.advance(1);
+    await settle();
+    assert.equal(closed.isSettled, true);
+    assert.deepEqual(b.kills, ['SIGKILL']);
+    clock.advance(10_000);
+    await settle();
+    assert.equal(spawner.children.length, 2, 'no restart after close()');
+  });
+
+  it('close() during an instance start ends it closed, without a restart', async () => {
+    const { clock, spawner, supervisor } = setup({ m: {} });
+    void supervisor.start();
+    const child = spawner.last();
+    child.hello();
+    await settle();
+    const load = child.expect('LoadRequest');
+    const closed = supervisor.close();
+    await settle();
+    child.expect('Close');
+    child.reply(load, { type: 'LoadResult' });
+    child.send({ type: 'Closed' });
+    child.exit(0);
+    await closed;
+    child.expectNothing();
+    assert.deepEqual(
+      supervisor.stats().instances.map((i) => [i.state, i.lastEnd?.reason, i.lastEnd?.code, i.restarts]),
+      [['closed', 'closed', null, 0]],
+    );
+    clock.advance(10_000);
+    await settle();
+    assert.equal(spawner.children.length, 1);
+  });
+
+  it('destroy() kills every instance now, fails running batches with shutting_down and restarts nothing', async () => {
+    const { clock, spawner, supervisor } = await setupStarted({ m: { instances: 2 } });
+    const running = [supervisor.runBatch('m-0-g1', batch('b1')), supervisor.runBatch('m-1-g1', batch('b2'))];
+    supervisor.destroy();
+    const settled = await Promise.allSettled(running);
+    assert.deepEqual(
+      settled.map((s) => (s.status === 'rejected' ? (s.reason as ServiceError).code : 'fulfilled')),
+      ['shutting_down', 'shutting_down'],
+    );
+    assert.deepEqual(
+      spawner.children.map((c) => c.kills),
+      [['SIGKILL'], ['SIGKILL']],
+    );
+    clock.advance(10_000);
+    await settle();
+    assert.equal(spawner.children.length, 2);
+    assert.deepEqual(
+      supervisor.stats().instances.map((i) => i.state),
+      ['closed', 'closed'],
+    );
+    assert.equal(supervisor.availability('m'), 'unavailable');
+  });
+});
+
+describe('Supervisor exclusive warmup', () => {
+  it('warms instances one at a time at start, offering none for dispatch while one warms up', async () => {
+    const { spawner, supervisor } = setup({ m: { instances: 2, exclusiveWarmup: true } });
+    const started = supervisor.start();
+    const [a, b] = spawner.children as [ScriptedChild, ScriptedChild];
+    for (const child of [a, b]) {
+      child.hello();
+      await settle();
+      child.reply(child.expect('LoadRequest'), { type: 'LoadResult' });
+      await settle();
+    }
+    const warmupA = a.expect('WarmupRequest');
+    b.expectNothing();
+    a.reply(warmupA, { type: 'WarmupResult' });
+    await settle();
+    // a is ready, but b now holds the gate: nothing is offered until b's warmup ends.
+    assert.equal(supervisor.stats().instances[0]!.state, 'ready');
+    assert.deepEqual(supervisor.readyInstances('m'), []);
+    b.reply(b.expect('WarmupRequest'), { type: 'WarmupResult' });
+    await started;
+    assert.deepEqual(ids(supervisor.readyInstances('m')), ['m-0-g1', 'm-1-g1']);
+    supervisor.destroy();
+  });
+
+  it('holds dispatch while a replacement warms up, and sends its warmup only once running batches have ended', async () => {
+    const { clock, spawner, supervisor } = setup({ m: { instances: 2, exclusiveWarmup: true } }, (_request, index) => ({
+      shouldStartByItself: index < 2,
+    }));
+    await supervisor.start();
+    const [a, b] = spawner.children as [ScriptedChild, ScriptedChild];
+    const running = track(supervisor.runBatch('m-0-g1', batch('slow')));
+    const sent = a.expect('RunBatch');
+    b.exit(1);
+    await settle();
+    clock.advance(100);
+    await settle();
+    const replacement = spawner.last();
+    replacement.hello();
+    await settle();
+    replacement.reply(replacement.expect('LoadRequest'), { type: 'LoadResult' });
+    await settle();
+    assert.equal(supervisor.stats().instances[1]!.state, 'warming');
+    assert.deepEqual(supervisor.readyInstances('m'), [], 'no instance offered while the gate is held');
+    await advanceSettling(clock, 1_000, 10);
+    replacement.expectNothing();
+    assert.equal(running.isSettled, false);
+    a.reply(sent, { type: 'BatchResult' });
+    await settle();
+    assert.deepEqual(codes(running.value!), ['ok']);
+    await advanceSettling(clock, 10, 10);
+    replacement.reply(replacement.expect('WarmupRequest'), { type: 'WarmupResult' });
+    await settle();
+    assert.deepEqual(ids(supervisor.readyInstances('m')), ['m-0-g1', 'm-1-g2']);
+    supervisor.destroy();
+  });
+
+  it('releases the gate when the warming instance dies', async () => {
+    const { clock, spawner, supervisor } = setup({ m: { instances: 2, exclusiveWarmup: true } }, (_request, index) => ({
+      shouldStartByItself: index !== 0,
+    }));
+    const started = supervisor.start();
+    const a = spawner.children[0]!;
+    a.hello();
+    await settle();
+    a.reply(a.expect('LoadRequest'), { type: 'LoadResult' });
+    await settle();
+    a.expect('WarmupRequest');
+    a.exit(1);
+    await started;
+    assert.deepEqual(ids(supervisor.readyInstances('m')), ['m-1-g1']);
+    assert.equal(supervisor.stats().instances[0]!.state, 'restarting');
+    clock.advance(100);
+    await settle();
+    assert.deepEqual(ids(supervisor.readyInstances('m')), ['m-0-g2', 'm-1-g1']);
+    supervisor.destroy();
+  });
+});
+
+describe('Supervisor stats', () => {
+  it('snapshots each slot: facts while live, restarts, lastEnd and restarting state after a crash, frozen', async () => {
+    const { clock, spawner, supervisor } = setup({ m: {} });
+    const started = supervisor.start();
+    const child = spawner.last();
+    child.hello();
+    await settle();
+    child.reply(child.expect('LoadRequest'), { type: 'LoadResult', device: 'cuda:0', memoryBytes: 2048 });
+    await settle();
+    child.reply(child.expect('WarmupRequest'), { type: 'WarmupResult', warmupMs: 250, graphsCaptured: 3 });
+    await started;
+    const live = supervisor.stats();
+    assert.ok(Object.isFrozen(live) && Object.isFrozen(live.instances));
+    assert.deepEqual(live.instances[0], {
+      instanceId: 'm-0-g1',
+      model: 'm',
+      index: 0,
+      gpu: null,
+      pid: 1000,
+      state: 'ready',
+      restarts: 0,
+      isCrashLoop: false,
+      device: 'cuda:0',
+      memoryBytes: 2048,
+      warmupMs: 250,
+      graphsCaptured: 3,
+      eagerBatches: 0,
+      graphReplays: 0,
+      runningBatches: 0,
+      lastEnd: null,
+    });
+    void supervisor.runBatch('m-0-g1', batch('b1')).catch(() => undefined);
+    assert.equal(supervisor.stats().instances[0]!.runningBatches, 1);
+    clock.advance(3_000);
+    child.exit(null, 'SIGKILL');
+    await settle();
+    const after = supervisor.stats().instances[0]!;
+    assert.deepEqual(
+      { state: after.state, pid: after.pid, restarts: after.restarts, lastEnd: after.lastEnd },
+      {
+        state: 'restarting',
+        pid: null,
+        restarts: 1,
+        lastEnd: { reason: 'exited', exitCode: null, signal: 'SIGKILL', code: 'instance_crashed', atMs: 1_700_000_003_000 },
+      },
+    );
+    supervisor.destroy();
+  });
+});
