@@ -184,10 +184,10 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
       metrics,
       loads,
       onBatchSettled: (model) => {
-        updateGauges(model);
         pump(model);
         sequences.pump(model);
         streams.pump(model);
+        updateGauges(model);
       },
       onFinished: () => {
         for (const model of queues.keys()) updateGauges(model);
