@@ -135,6 +135,23 @@ export const ModelSchema = Type.Object(
         'Dispatch at once, without waiting maxQueueDelayMs, while an instance of this model has nothing running: batches then form only while every instance is busy (lowest latency at low load).',
       default: false,
     }),
+    sessionIdleTimeoutMs: Ms(
+      'Longest a session (sequence work) may go without items before it is dropped and its instance told to forget it, in milliseconds.',
+      600_000,
+      1,
+    ),
+    maxStreamsPerInstance: Type.Integer({
+      description: 'Most streams one instance of this model runs at once; more wait in the queue.',
+      default: 4,
+      minimum: 1,
+      maximum: 1024,
+    }),
+    streamCreditChunks: Type.Integer({
+      description: "Chunks an instance may send ahead of a stream's reader; each chunk the reader takes grants one more.",
+      default: 8,
+      minimum: 1,
+      maximum: 4096,
+    }),
     options: Type.Record(Type.String(), Type.Unknown(), { description: 'Adapter options passed to the model host.', default: {} }),
     command: Type.Array(Type.String({ minLength: 1 }), {
       description: 'Model-host command line (program, then arguments); empty means the bundled Python host with this adapter.',
@@ -174,6 +191,9 @@ export const DEFAULT_MODELS = {
     preferredBatchSizes: [],
     maxQueueDelayMs: 5,
     dispatchWhenIdle: false,
+    sessionIdleTimeoutMs: 600_000,
+    maxStreamsPerInstance: 4,
+    streamCreditChunks: 8,
     options: {},
     command: [],
     exclusiveWarmup: false,

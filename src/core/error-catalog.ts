@@ -45,6 +45,13 @@ export const ERROR_CATALOG = {
   bad_frame: { kind: 'internal', remedy: 'Report it: a protocol frame was malformed.' },
   // programmer errors surfaced to clients
   internal_error: { kind: 'internal', remedy: 'Report it with the request id.' },
+  // scheduler: sessions (sequence work) and streams
+  session_not_found: { kind: 'not_found', remedy: 'Start the session again from sequence number 0.' },
+  session_expired: { kind: 'not_found', remedy: 'Start the session again from sequence number 0, or send items more often.' },
+  sequence_gap: { kind: 'invalid_argument', remedy: 'Send the missing sequence number first.' },
+  sequence_out_of_order: { kind: 'invalid_argument', remedy: 'Send each sequence number once, in order.' },
+  session_state_too_large: { kind: 'internal', remedy: 'Report it: the model produced a session state over the limit.' },
+  stream_cancelled: { kind: 'cancelled', remedy: 'None: the stream was cancelled by its caller.' },
 } as const satisfies Record<string, CatalogEntry>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOG;
@@ -139,6 +146,29 @@ export const errors = {
   badFrame: (p: { reason: string }) => make('bad_frame', `Malformed protocol frame: ${p.reason}`),
   loadFailed: (p: { model: string; reason: string }) => make('load_failed', `Model '${p.model}' failed to load: ${p.reason}`),
   internal: (p: { cause: unknown }) => make('internal_error', 'Internal server error', { cause: p.cause }),
+  // scheduler: sessions (sequence work) and streams
+  sessionNotFound: (p: { model: string; sessionId: string }) =>
+    make('session_not_found', `The session '${p.sessionId}' does not exist`, { details: { model: p.model, sessionId: p.sessionId } }),
+  sessionExpired: (p: { model: string; sessionId: string; sessionIdleTimeoutMs: number }) =>
+    make('session_expired', `The session '${p.sessionId}' expired after ${p.sessionIdleTimeoutMs} ms without items`, {
+      details: { model: p.model, sessionId: p.sessionId, sessionIdleTimeoutMs: p.sessionIdleTimeoutMs },
+    }),
+  sequenceGap: (p: { sessionId: string; expectedSeq: number; seq: number }) =>
+    make('sequence_gap', `Expected sequence number ${p.expectedSeq}: got ${p.seq}`, {
+      param: 'seq',
+      details: { sessionId: p.sessionId, expectedSeq: p.expectedSeq, seq: p.seq },
+    }),
+  sequenceOutOfOrder: (p: { sessionId: string; lastCompletedSeq: number; seq: number }) =>
+    make('sequence_out_of_order', `Expected a sequence number after ${p.lastCompletedSeq}: got ${p.seq}`, {
+      param: 'seq',
+      details: { sessionId: p.sessionId, lastCompletedSeq: p.lastCompletedSeq, seq: p.seq },
+    }),
+  sessionStateTooLarge: (p: { sessionId: string; stateBytes: number; maxStateBytes: number }) =>
+    make('session_state_too_large', 'Internal server error', {
+      details: { sessionId: p.sessionId, stateBytes: p.stateBytes, maxStateBytes: p.maxStateBytes },
+    }),
+  streamCancelled: (p: { requestId: string }) =>
+    make('stream_cancelled', 'The stream was cancelled', { details: { requestId: p.requestId } }),
 };
 
 function describe(value: unknown): string {

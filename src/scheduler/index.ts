@@ -1,6 +1,25 @@
 /** Public surface of the scheduler. */
-export { createScheduler, PRIORITIES } from './scheduler.js';
-export type { Priority, Scheduler, SchedulerDeps, SchedulerOptions, SchedulerStats, ModelStats, SubmitOptions } from './scheduler.js';
+export {
+  createScheduler,
+  DEFAULT_MAX_STREAMS_PER_INSTANCE,
+  DEFAULT_SESSION_IDLE_TIMEOUT_MS,
+  DEFAULT_STREAM_CREDIT_CHUNKS,
+  PRIORITIES,
+} from './scheduler.js';
+export type {
+  ModelPolicy,
+  ModelStats,
+  Priority,
+  Scheduler,
+  SchedulerDeps,
+  SchedulerOptions,
+  SchedulerStats,
+  StreamOptions,
+  SubmitOptions,
+} from './scheduler.js';
+export type { SequenceItem, SequenceResult } from './sequence-batcher/sequence-batcher.js';
+export type { StreamCall, StreamSummary } from './stream-call.js';
+export type { StreamOpenInput } from './stream-dispatcher.js';
 export type {
   BatchInput,
   BatchItemOutcome,

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { selectInstance, type RouteCandidate } from './router.js';
+import { selectInstance, selectStreamInstance, type RouteCandidate } from './router.js';
 
 const candidate = (instanceId: string, runningBatches: number, runningRequests: number): RouteCandidate => ({
   instanceId,
@@ -38,5 +38,27 @@ describe('selectInstance', () => {
   it('returns the candidate object itself', () => {
     const b = candidate('b', 0, 0);
     assert.equal(selectInstance([candidate('a', 0, 1), b], 1), b);
+  });
+});
+
+describe('selectStreamInstance', () => {
+  const c = (instanceId: string, runningStreams: number, resources: { name: string; residency: 'device' | 'host' }[] = []) => ({
+    instanceId,
+    runningStreams,
+    resources: resources.map((r) => ({ ...r, bytes: 1 })),
+  });
+
+  it('prefers an instance holding the resource on the device, then on the host, then the least-loaded', () => {
+    const candidates = [c('a', 0), c('h', 2, [{ name: 'v', residency: 'host' }]), c('d', 3, [{ name: 'v', residency: 'device' }])];
+    assert.equal(selectStreamInstance(candidates, { resource: 'v', maxStreamsPerInstance: 4 })?.instanceId, 'd');
+    assert.equal(selectStreamInstance(candidates, { resource: 'v', maxStreamsPerInstance: 3 })?.instanceId, 'h');
+    assert.equal(selectStreamInstance(candidates, { resource: 'w', maxStreamsPerInstance: 4 })?.instanceId, 'a');
+    assert.equal(selectStreamInstance(candidates, { resource: undefined, maxStreamsPerInstance: 4 })?.instanceId, 'a');
+  });
+
+  it('picks the fewest running streams among holders, and nothing when every instance is full', () => {
+    const v = [{ name: 'v', residency: 'device' as const }];
+    assert.equal(selectStreamInstance([c('x', 2, v), c('y', 1, v)], { resource: 'v', maxStreamsPerInstance: 4 })?.instanceId, 'y');
+    assert.equal(selectStreamInstance([c('x', 2), c('y', 2)], { resource: undefined, maxStreamsPerInstance: 2 }), undefined);
   });
 });

@@ -1,6 +1,8 @@
 /**
  * The scheduler: per-model priority queues, dynamic batching by length bucket, least-pending
  * routing, admission control, deadlines, cancellation and one retry after an instance failure.
+ * Batch work is handled here; sequence work (sessions) by the sequence batcher and streams by
+ * the stream dispatcher, which share the instances' running load with it.
  *
  * A request moves queued → running → done. It is done exactly once: resolved, rejected, expired
  * or cancelled; a result arriving for a done request is dropped.
@@ -14,17 +16,37 @@ import type { Metrics } from '../telemetry/metrics.js';
 import { canAdmit } from './admission.js';
 import { bucketOf, decideBatch, type BatchPolicy } from './dynamic-batcher.js';
 import type { BatchItemOutcome, Executor, TranscriptionRequest, TranscriptResult } from './executor.js';
-import { selectInstance, type RouteCandidate } from './router.js';
+import { selectInstance, type InstanceLoad, type RouteCandidate } from './router.js';
+import { createSequenceBatcher, type SequenceItem, type SequenceResult } from './sequence-batcher/sequence-batcher.js';
+import type { StreamCall } from './stream-call.js';
+import { createStreamDispatcher, type StreamOpenInput } from './stream-dispatcher.js';
 
 export const PRIORITIES = ['high', 'normal'] as const;
 export type Priority = (typeof PRIORITIES)[number];
+
+/** A model's scheduling policy: its batching, and the limits of its sessions and streams. */
+export interface ModelPolicy extends BatchPolicy {
+  /**
+   * A session with nothing queued or running is dropped after this long without items, in
+   * milliseconds. @default 600000
+   */
+  sessionIdleTimeoutMs?: number;
+  /** Most streams one instance runs at once. @default 4 */
+  maxStreamsPerInstance?: number;
+  /** Chunks an instance may send ahead of a stream's reader. @default 8 */
+  streamCreditChunks?: number;
+}
+
+export const DEFAULT_SESSION_IDLE_TIMEOUT_MS = 600_000;
+export const DEFAULT_MAX_STREAMS_PER_INSTANCE = 4;
+export const DEFAULT_STREAM_CREDIT_CHUNKS = 8;
 
 export interface SchedulerOptions {
   maxQueuedRequests: number;
   retryAfterMs: number;
   lengthBucketsMs: readonly number[];
   maxRunningBatchesPerInstance: number;
-  models: Readonly<Record<string, BatchPolicy>>;
+  models: Readonly<Record<string, ModelPolicy>>;
 }
 
 export interface SchedulerDeps {
@@ -45,16 +67,33 @@ export interface SubmitOptions {
   requestId?: string;
 }
 
+export interface StreamOptions {
+  /** @default 'normal' */
+  priority?: Priority;
+  /** Aborting it (the client went away) cancels the stream. */
+  signal?: AbortSignal;
+  /** Time from open to the stream's end before deadline_exceeded, in milliseconds. */
+  timeoutMs: number;
+}
+
+/** Requests (batch requests and sequence items) and streams, queued and running. */
 export interface ModelStats {
   queued: number;
   running: number;
   pending: number;
+  /** Sessions the scheduler holds (sequence work). */
+  sessions: number;
+  streamsQueued: number;
+  streamsRunning: number;
 }
 
 export interface SchedulerStats {
   queued: number;
   running: number;
   pending: number;
+  sessions: number;
+  streamsQueued: number;
+  streamsRunning: number;
   models: Readonly<Record<string, ModelStats>>;
 }
 
@@ -65,6 +104,34 @@ export interface Scheduler {
    *   shutting_down, and instance errors (instance_crashed after the retry, model_failed, invalid_audio...)
    */
   submit(model: string, request: TranscriptionRequest, options: SubmitOptions): Promise<TranscriptResult>;
+  /**
+   * Queues one item of a session (sequence work). Seq 0 creates the session; its items run one at
+   * a time, in order, on the instance holding the session's state. Resubmitting the last finished
+   * seq returns its outcome again; resubmitting a pending one returns the same promise.
+   * @throws model_not_found, session_not_found, session_expired, sequence_gap, sequence_out_of_order,
+   *   queue_full, no_ready_instance, deadline_exceeded, client_disconnected, shutting_down,
+   *   session_state_too_large, and the instance's per-item errors
+   * @example
+   * const { output } = await scheduler.submitSequenceItem('diarizer',
+   *   { sessionId, seq: 0, audio, isLast: false, options: {} }, { timeoutMs: 30_000 });
+   */
+  submitSequenceItem(model: string, item: SequenceItem, options: SubmitOptions): Promise<SequenceResult>;
+  /**
+   * Ends a session once its queued items finished: the scheduler forgets it and tells the
+   * instance holding its state. Resolves at once for an unknown session.
+   * @throws model_not_found
+   */
+  endSession(model: string, sessionId: string): Promise<void>;
+  /**
+   * Opens a stream (one request, many chunks). Errors arrive through the call: its iterator
+   * throws and `done` rejects.
+   * @throws model_not_found, queue_full, no_ready_instance, deadline_exceeded, client_disconnected,
+   *   stream_cancelled, shutting_down, instance_crashed (after chunks were delivered, or after the retry)
+   * @example
+   * const call = scheduler.openStream('tts', { resource: 'alloy', params: { text }, body: new Uint8Array() }, { timeoutMs: 60_000 });
+   * for await (const chunk of call) write(chunk.bytes);
+   */
+  openStream(model: string, input: StreamOpenInput, options: StreamOptions): StreamCall;
   stats(): SchedulerStats;
   /** Stops admitting; resolves once every pending request has finished. */
   close(): Promise<void>;
@@ -88,11 +155,6 @@ interface Entry {
   detach: () => void;
 }
 
-interface InstanceLoad {
-  runningBatches: number;
-  runningRequests: number;
-}
-
 const RETRYABLE_CODES = new Set(['instance_crashed', 'instance_wedged']);
 
 export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps): Scheduler {
@@ -103,6 +165,37 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
   const wakeTimers = new Map<string, { atMs: number; handle: TimerHandle }>();
   let isClosing = false;
   let drainWaiters: (() => void)[] = [];
+  const policyOf = (model: string) => {
+    const p = options.models[model]!;
+    return {
+      ...p,
+      sessionIdleTimeoutMs: p.sessionIdleTimeoutMs ?? DEFAULT_SESSION_IDLE_TIMEOUT_MS,
+      maxStreamsPerInstance: p.maxStreamsPerInstance ?? DEFAULT_MAX_STREAMS_PER_INSTANCE,
+      streamCreditChunks: p.streamCreditChunks ?? DEFAULT_STREAM_CREDIT_CHUNKS,
+    };
+  };
+  const policies = Object.fromEntries(Object.keys(options.models).map((m) => [m, policyOf(m)]));
+  const sequences = createSequenceBatcher(
+    { ...options, models: policies },
+    {
+      executor,
+      clock,
+      log,
+      metrics,
+      loads,
+      onBatchSettled: (model) => {
+        pump(model);
+        sequences.pump(model);
+        streams.pump(model);
+        updateGauges(model);
+      },
+      onFinished: () => {
+        for (const model of queues.keys()) updateGauges(model);
+        checkDrained();
+      },
+    },
+  );
+  const streams = createStreamDispatcher({ ...options, models: policies }, { executor, clock, log, metrics, onFinished: checkDrained });
 
   // Every model's series exist from the start, so scrapers see zeros rather than nothing.
   for (const model of queues.keys()) {
@@ -113,18 +206,29 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
   }
 
   executor.onInstancesChanged(() => {
-    for (const model of queues.keys()) pump(model);
+    for (const model of queues.keys()) {
+      pump(model);
+      sequences.pump(model);
+      streams.pump(model);
+    }
   });
 
   function updateGauges(model: string): void {
-    metrics.requestsQueued.set({ model }, queues.get(model)?.length ?? 0);
-    metrics.requestsRunning.set({ model }, running.get(model) ?? 0);
+    metrics.requestsQueued.set({ model }, (queues.get(model)?.length ?? 0) + sequences.queued(model));
+    metrics.requestsRunning.set({ model }, (running.get(model) ?? 0) + sequences.running(model));
   }
 
   function pendingTotal(): number {
-    let total = 0;
+    let total = sequences.pending() + streams.pending();
     for (const [model, q] of queues) total += q.length + (running.get(model) ?? 0);
     return total;
+  }
+
+  function checkDrained(): void {
+    if (pendingTotal() !== 0) return;
+    const waiters = drainWaiters;
+    drainWaiters = [];
+    for (const w of waiters) w();
   }
 
   function finish(entry: Entry, outcome: { result: TranscriptResult } | { error: ServiceError }): void {
@@ -146,11 +250,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
       entry.reject(outcome.error);
     }
     updateGauges(entry.model);
-    if (pendingTotal() === 0) {
-      const waiters = drainWaiters;
-      drainWaiters = [];
-      for (const w of waiters) w();
-    }
+    checkDrained();
   }
 
   function enqueue(entry: Entry, atFront: boolean): void {
@@ -256,6 +356,8 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
       });
       updateGauges(model);
       pump(model);
+      sequences.pump(model);
+      streams.pump(model);
     };
     executor
       .runBatch(instanceId, {
@@ -314,27 +416,50 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
       });
     },
 
+    submitSequenceItem(model, item, submitOptions) {
+      const result = sequences.submit(model, item, { ...submitOptions, priority: PRIORITIES.indexOf(submitOptions.priority ?? 'normal') });
+      updateGauges(model);
+      return result;
+    },
+
+    endSession: (model, sessionId) => sequences.endSession(model, sessionId),
+
+    openStream(model, input, streamOptions) {
+      return streams.open(model, input, { ...streamOptions, priority: PRIORITIES.indexOf(streamOptions.priority ?? 'normal') });
+    },
+
     stats() {
       const models: Record<string, ModelStats> = {};
-      let queued = 0;
-      let runningTotal = 0;
+      const total = { queued: 0, running: 0, pending: 0, sessions: 0, streamsQueued: 0, streamsRunning: 0 };
       for (const [model, q] of queues) {
-        const r = running.get(model) ?? 0;
-        models[model] = Object.freeze({ queued: q.length, running: r, pending: q.length + r });
-        queued += q.length;
-        runningTotal += r;
+        const queued = q.length + sequences.queued(model);
+        const r = (running.get(model) ?? 0) + sequences.running(model);
+        const stats: ModelStats = {
+          queued,
+          running: r,
+          pending: queued + r,
+          sessions: sequences.sessions(model),
+          streamsQueued: streams.queued(model),
+          streamsRunning: streams.running(model),
+        };
+        models[model] = Object.freeze(stats);
+        for (const key of Object.keys(total) as (keyof ModelStats)[]) total[key] += stats[key];
       }
-      return Object.freeze({ queued, running: runningTotal, pending: queued + runningTotal, models: Object.freeze(models) });
+      return Object.freeze({ ...total, models: Object.freeze(models) });
     },
 
     close() {
       isClosing = true;
+      sequences.close();
+      streams.close();
       if (pendingTotal() === 0) return Promise.resolve();
       return new Promise<void>((resolve) => drainWaiters.push(resolve));
     },
 
     destroy() {
       isClosing = true;
+      sequences.destroy();
+      streams.destroy();
       for (const q of queues.values()) {
         for (const entry of [...q]) finish(entry, { error: errors.shuttingDown() });
       }

@@ -81,6 +81,42 @@ export function createMetrics() {
       labelNames: ['model'] as const,
       registers: r,
     }),
+    sessionsActive: new Gauge({
+      name: 'voxmux_scheduler_sessions_active',
+      help: 'Sessions (sequence work) the scheduler holds, by model.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    sessionsExpired: new Counter({
+      name: 'voxmux_scheduler_sessions_expired_total',
+      help: 'Sessions dropped after sessionIdleTimeoutMs without items, by model.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    sequenceItems: new Counter({
+      name: 'voxmux_scheduler_sequence_items_total',
+      help: 'Sequence items submitted to the scheduler by model and outcome (ok or the error code); resubmitted duplicates are not counted.',
+      labelNames: ['model', 'outcome'] as const,
+      registers: r,
+    }),
+    streamsQueued: new Gauge({
+      name: 'voxmux_scheduler_streams_queued',
+      help: 'Streams accepted and not yet started on an instance, by model.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    streamsRunning: new Gauge({
+      name: 'voxmux_scheduler_streams_running',
+      help: 'Streams started on an instance and not yet ended, by model.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    streams: new Counter({
+      name: 'voxmux_scheduler_streams_total',
+      help: 'Streams opened through the scheduler by model and outcome (ok or the error code).',
+      labelNames: ['model', 'outcome'] as const,
+      registers: r,
+    }),
     inferences: new Counter({
       name: 'voxmux_instance_inferences_total',
       help: 'Requests executed by instances, by model; divided by executions it gives the mean batch size.',
