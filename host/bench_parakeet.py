@@ -77,9 +77,7 @@ def adapter_options(args: argparse.Namespace, cuda_graphs: bool, batch_sizes: Li
     if args.matmul:
         options["matmul"] = args.matmul
     if args.kernels:
-        options["kernels"] = args.kernels
-    if args.overlap_decode:
-        options["overlapDecode"] = True
+        options["experimentalKernels"] = args.kernels
     if args.compile_decode_step:
         options["compileDecodeStep"] = True
     if args.compile_encoder:
@@ -295,7 +293,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dtype", default=None, choices=["bf16", "fp16", "fp32"])
     parser.add_argument("--attention", default=None, choices=["auto", "sdpa", "manual"])
     parser.add_argument("--matmul", default=None, choices=["bf16", "fp8"], help="fp8 needs --compile-encoder")
-    parser.add_argument("--kernels", default=None, choices=["torch", "triton"], help="triton: the encoder's own Triton kernels")
+    parser.add_argument(
+        "--kernels",
+        default=None,
+        choices=["torch", "triton"],
+        help="triton: the encoder's own Triton kernels (the experimental option experimentalKernels)",
+    )
     parser.add_argument("--batch-sizes", type=_parse_ints, default=[1, 2, 4, 8, 16])
     parser.add_argument(
         "--buckets-ms",
@@ -308,11 +311,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--warmup-iterations", type=int, default=2)
     parser.add_argument("--chunk-steps", type=int, default=8)
-    parser.add_argument(
-        "--overlap-decode",
-        action="store_true",
-        help="decode on a second stream while the next batch's encoder runs (shows in pipelinedClipsPerS)",
-    )
     parser.add_argument("--compile-decode-step", action="store_true", help="torch.compile the decode step")
     parser.add_argument("--compile-encoder", action="store_true", help="torch.compile the conformer layers")
     parser.add_argument("--no-cudnn-benchmark", action="store_true", help="keep cuDNN's heuristic algorithms")

@@ -16,7 +16,8 @@ from voxmux_host.models.parakeet.adapter import ParakeetAdapter, ParakeetStats
 from voxmux_host.models.parakeet.config import FULL, TINY, encoder_frames, feature_tensor_frames
 from voxmux_host.models.parakeet.model import PCM16_SCALE, pcm16_from_float
 from voxmux_host.models.parakeet.random_init import expected_tokens_per_second, speech_like_noise
-from voxmux_host.models.parakeet.runner import ParakeetRunner, RunnerOptions, bucket_samples_for
+from voxmux_host.models.parakeet.graphs import bucket_samples_for
+from voxmux_host.models.parakeet.runner import ParakeetRunner, RunnerOptions
 
 
 def _load(options: Dict[str, Any]) -> ParakeetAdapter:
@@ -224,9 +225,9 @@ def test_plan_picks_the_smallest_graph_that_fits(adapter: ParakeetAdapter) -> No
         RunnerOptions(batch_sizes=(1, 2, 4), bucket_durations_ms=(5000, 15000), use_graphs=False),
     )
     assert runner.plan([16000] * 3) == [([0, 1, 2], None)]  # no graphs captured: eager
-    runner.is_prepared = True
+    runner.graphs.is_prepared = True
     assert runner.plan([16000] * 3) == [([0, 1, 2], None)]  # every shape run, but nothing captured yet
-    runner.has_graphs = True
+    runner.graphs.has_graphs = True
     b5, b15 = runner.buckets
     lengths = [16000 * 3, 16000 * 20, 16000 * 12, 16000 * 1, 16000 * 2, 16000 * 4, 16000 * 14]
     plan = runner.plan(lengths)
@@ -234,24 +235,10 @@ def test_plan_picks_the_smallest_graph_that_fits(adapter: ParakeetAdapter) -> No
     assert plan == [([3, 4, 0, 5], (4, b5)), ([2, 6], (2, b15)), ([1], None)]
 
 
-def test_overlap_decode_is_a_boolean_and_needs_cuda_graphs_to_take_effect() -> None:
+def test_the_retired_overlap_decode_option_fails_the_load() -> None:
     with pytest.raises(InstanceError) as info:
-        _load({"overlapDecode": "yes"})
-    assert "Expected overlapDecode to be true or false: got 'yes'" in info.value.message
-    # On the CPU there are no graphs: the option is accepted and batches run in full in begin_batch.
-    a = _load({"overlapDecode": True, "batchSizes": [2], "lengthBucketsMs": [5000]})
-    try:
-        runner = a._runner
-        assert runner is not None and not runner.overlapping and runner.slots == 1
-        assert runner.decode_stream is None
-        a.warmup()
-        requests = _requests([1.0, 2.0], seed=4)
-        before = runner.counters.clips
-        finish = a.begin_batch(requests)
-        assert runner.counters.clips == before + 2 and not runner.is_busy
-        assert finish() == a.run_batch(requests)
-    finally:
-        a.close()
+        _load({"overlapDecode": True})
+    assert "Unknown parakeet option(s): overlapDecode" in info.value.message
 
 
 def test_runner_begin_returns_what_run_returns(adapter: ParakeetAdapter) -> None:

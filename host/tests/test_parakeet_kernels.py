@@ -1,4 +1,4 @@
-"""The encoder's Triton kernels on the CPU: the kernels option's checks, and the PyTorch references the
+"""The encoder's Triton kernels on the CPU: the experimentalKernels option's checks, and the PyTorch references the
 kernels are tested against on a GPU (tests/gpu), each against the encoder's own PyTorch path here, so
 that what the kernels must equal is itself checked in every run."""
 from __future__ import annotations
@@ -35,15 +35,20 @@ def _load_problems(options: Dict[str, Any]) -> str:
     return info.value.message
 
 
-def test_kernels_option_takes_torch_or_triton() -> None:
-    assert "Expected kernels to be torch or triton: got 'cuda'" in _load_problems({"kernels": "cuda"})
+def test_experimental_kernels_option_takes_torch_or_triton() -> None:
+    message = _load_problems({"experimentalKernels": "cuda"})
+    assert "Expected experimentalKernels to be torch or triton: got 'cuda'" in message
 
 
 def test_triton_kernels_need_a_cuda_device_and_triton() -> None:
-    message = _load_problems({"kernels": "triton"})
-    assert "kernels triton needs a CUDA device: got device 'cpu'" in message
+    message = _load_problems({"experimentalKernels": "triton"})
+    assert "experimentalKernels triton needs a CUDA device: got device 'cpu'" in message
     if not KERNELS_AVAILABLE:
-        assert f"kernels triton is not available: {KERNELS_UNAVAILABLE_REASON}" in message
+        assert f"experimentalKernels triton is not available: {KERNELS_UNAVAILABLE_REASON}" in message
+
+
+def test_the_kernels_option_before_it_became_experimental_fails_the_load() -> None:
+    assert "Unknown parakeet option(s): kernels" in _load_problems({"kernels": "triton"})
 
 
 @pytest.mark.skipif(KERNELS_AVAILABLE, reason="this torch has the kernels")

@@ -75,7 +75,7 @@ def _assert_replay_equals_eager_on_the_same_shapes(adapter: ParakeetAdapter, see
     assert runner is not None
     clips = _clips([3.1, 4.7, 1.9], seed=seed)
     batch_size, bucket = 4, runner.buckets[0]
-    replayed = runner._run_graph(clips, batch_size, bucket)
+    replayed = runner.run_graph(clips, batch_size, bucket)
     frames = encoder_frames(feature_tensor_frames(bucket, TINY), TINY)
     graph_enc = runner.graph_encoder_output(batch_size, frames)
     eager, eager_enc = runner.run_eager_padded(clips, batch_size, bucket)
@@ -98,11 +98,11 @@ def test_graph_replay_of_int16_equals_replay_of_the_equivalent_float32(graphed: 
     clips = _clips([2.2, 4.4], seed=13)
     batch_size, bucket = 2, runner.buckets[0]
     frames = encoder_frames(feature_tensor_frames(bucket, TINY), TINY)
-    from_pcm = runner._run_graph(clips, batch_size, bucket)
+    from_pcm = runner.run_graph(clips, batch_size, bucket)
     pcm_enc = runner.graph_encoder_output(batch_size, frames)
     # The int16 staging leaves the last batch's converted samples in the float32 input; stale values past
     # each clip's length must not matter, so a float32 replay over them gives the same result.
-    from_float = runner._run_graph(_floats(clips), batch_size, bucket)
+    from_float = runner.run_graph(_floats(clips), batch_size, bucket)
     float_enc = runner.graph_encoder_output(batch_size, frames)
     for i in range(len(clips)):
         assert from_pcm[i].tokens == from_float[i].tokens

@@ -1,6 +1,6 @@
-"""The encoder's Triton kernels (kernels.py) on CUDA: each against its PyTorch reference, the encoder
-with them against the encoder without, and a graph replay against eager. Skipped without CUDA or
-Triton."""
+"""The encoder's Triton kernels (kernels.py; the experimental option experimentalKernels) on CUDA: each
+against its PyTorch reference, the encoder with them against the encoder without, and a graph replay
+against eager. Skipped without CUDA or Triton."""
 from __future__ import annotations
 
 from typing import Any, Dict, List
@@ -115,7 +115,7 @@ def test_graph_replay_with_the_kernels_equals_eager() -> None:
         "batchSizes": [1, 4],
         "lengthBucketsMs": [5000],
         "compileEncoder": True,
-        "kernels": "triton",
+        "experimentalKernels": "triton",
     }
     adapter = ParakeetAdapter()
     info = adapter.load(LoadContext("gpu", "parakeet", options))
@@ -125,7 +125,7 @@ def test_graph_replay_with_the_kernels_equals_eager() -> None:
         runner = adapter._runner
         assert runner is not None
         clips = _clips([3.1, 4.7, 1.9], seed=140)
-        replayed = runner._run_graph(clips, 4, runner.buckets[0])
+        replayed = runner.run_graph(clips, 4, runner.buckets[0])
         eager, _ = runner.run_eager_padded(clips, 4, runner.buckets[0])
         assert [r.tokens for r in replayed] == [e.tokens for e in eager]
         outputs = adapter.run_batch([RequestInput(f"r{i}", c) for i, c in enumerate(clips)])

@@ -14,13 +14,12 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``batchSizes`` | [1, 2, 4, 8, 16] | batch sizes captured; larger batches are split |
 | ``lengthBucketsMs`` | [5000, 15000, 30000, 45000, 60000] | length buckets captured; longer clips run eagerly |
 | ``decodeChunkSteps`` | 8 | decode steps per graph replay (one host check per chunk) |
-| ``overlapDecode`` | false | decode each batch on a second stream while the next batch's encoder runs (CUDA graphs only; two sets of graphs per batch size; the decode loop runs on a thread of its own); experimental, see docs/operations.md |
 | ``cudnnBenchmark`` | true | let cuDNN time its convolution algorithms for each graph shape while the model loads |
 | ``compileEncoder`` | false | ``torch.compile`` the conformer layers (torch >= 2.0 with Triton; compiles while the model loads) |
 | ``compileDecodeStep`` | false | ``torch.compile`` the decode step (torch >= 2.0 with Triton; compiles while the model loads) |
 | ``attention`` | ``"auto"`` | ``"sdpa"`` (needs torch >= 2.0), ``"manual"`` or ``"auto"`` (sdpa where available) |
 | ``matmul`` | ``"bf16"`` | ``"bf16"`` or ``"fp8"``: the encoder's large matrix products as FP8 (e4m3) GEMMs with row-wise scales; needs torch >= 2.5, a GPU of compute capability >= 8.9, dtype bf16 and ``compileEncoder``; on one H200 the encoder took 6.5 % less time; accuracy on a trained checkpoint not checked |
-| ``kernels`` | ``"torch"`` | ``"torch"`` or ``"triton"``: the attention's position bias and the convolution module's GLU, depthwise convolution, BatchNorm and SiLU as the project's own Triton kernels (kernels.py); needs a CUDA device, torch >= 2.4 with Triton and a convolution kernel size of 9; pays off where the compiled encoder sees several length buckets (docs/operations.md) |
+| ``experimentalKernels`` | ``"torch"`` | experimental (experimental.py): ``"torch"`` or ``"triton"``, the attention's position bias and the convolution module's GLU, depthwise convolution, BatchNorm and SiLU as the project's own Triton kernels (kernels.py); needs a CUDA device, torch >= 2.4 with Triton and a convolution kernel size of 9; lost in the server with one bucket, may pay off where the compiled encoder sees several length buckets (docs/operations.md) |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel (keep it below the host's probe timeout) |
 | ``simulateHang`` | false | tests only: ``true`` or ``"hang"`` makes ``probe`` time out, ``"fail"`` makes it fail |
 """
@@ -51,9 +50,9 @@ from voxmux_host.model_api import (
 
 from .config import PRESETS, ParakeetConfig, count_parameters
 from .decoder import DecodedItem
-from .encoder import ATTENTION_IMPLS, HAS_SDPA, KERNEL_KINDS, MATMUL_KINDS
+from .encoder import ATTENTION_IMPLS, HAS_SDPA, MATMUL_KINDS
+from .experimental import EXPERIMENTAL_DEFAULTS, apply_experimental, experimental_problems, kernels_in_use
 from .fp8 import FP8_AVAILABLE
-from .kernels import KERNELS_AVAILABLE, KERNELS_UNAVAILABLE_REASON
 from .model import ParakeetModel, build_model
 from .runner import ParakeetRunner, RunnerOptions, elapsed_ms
 from .staging import StagedClips
@@ -72,15 +71,14 @@ DEFAULT_OPTIONS: Dict[str, Any] = {
     "batchSizes": [1, 2, 4, 8, 16],
     "lengthBucketsMs": [5000, 15000, 30000, 45000, 60000],
     "decodeChunkSteps": 8,
-    "overlapDecode": False,
     "compileDecodeStep": False,
     "compileEncoder": False,
     "cudnnBenchmark": True,
     "attention": "auto",
     "matmul": "bf16",
-    "kernels": "torch",
     "probeTimeoutMs": 1500,
     "simulateHang": False,
+    **EXPERIMENTAL_DEFAULTS,
 }
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 #: FP8 tensor cores: Ada (8.9) and Hopper (9.0) on.
@@ -137,10 +135,6 @@ def _parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
         problems.append(f"Expected matmul to be bf16 or fp8: got {options['matmul']!r}")
     if options["matmul"] == "fp8":
         problems.extend(_fp8_problems(options))
-    if options["kernels"] not in KERNEL_KINDS:
-        problems.append(f"Expected kernels to be torch or triton: got {options['kernels']!r}")
-    elif options["kernels"] == "triton":
-        problems.extend(_triton_kernel_problems(options))
     for key in ("batchSizes", "lengthBucketsMs"):
         value = options[key]
         if not isinstance(value, list) or not value or not all(_is_int(v) and v > 0 for v in value):
@@ -149,9 +143,8 @@ def _parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
         if not _is_int(options[key]) or options[key] < (0 if key == "seed" else 1):
             kind = "non-negative" if key == "seed" else "positive"
             problems.append(f"Expected {key} to be a {kind} integer: got {options[key]!r}")
-    for key in ("cudnnBenchmark", "overlapDecode"):
-        if not isinstance(options[key], bool):
-            problems.append(f"Expected {key} to be true or false: got {options[key]!r}")
+    if not isinstance(options["cudnnBenchmark"], bool):
+        problems.append(f"Expected cudnnBenchmark to be true or false: got {options['cudnnBenchmark']!r}")
     for key in ("compileDecodeStep", "compileEncoder"):
         if not isinstance(options[key], bool):
             problems.append(f"Expected {key} to be true or false: got {options[key]!r}")
@@ -159,6 +152,7 @@ def _parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
             problems.append(f"{key} needs torch >= 2.0: this is torch {torch.__version__}")
     if options["simulateHang"] not in (False, True, "hang", "fail"):
         problems.append(f"Expected simulateHang to be false, true, 'hang' or 'fail': got {options['simulateHang']!r}")
+    problems.extend(experimental_problems(options))
     if problems:
         raise InstanceError("load_failed", "Invalid parakeet options: " + "; ".join(problems))
     return options
@@ -180,21 +174,6 @@ def _fp8_problems(options: Dict[str, Any]) -> List[str]:
     device_problem = _fp8_device_problem(str(options["device"]))
     if device_problem is not None:
         problems.append(device_problem)
-    return problems
-
-
-def _triton_kernel_problems(options: Dict[str, Any]) -> List[str]:
-    """Why ``kernels: triton`` cannot run with these options on this machine (empty when it can)."""
-    problems = []
-    if not KERNELS_AVAILABLE:
-        problems.append(f"kernels triton is not available: {KERNELS_UNAVAILABLE_REASON}")
-    name = str(options["device"])
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if not name.startswith("cuda"):
-        problems.append(f"kernels triton needs a CUDA device: got device {name!r}")
-    elif not torch.cuda.is_available():
-        problems.append("kernels triton needs a CUDA device: CUDA is not available")
     return problems
 
 
@@ -303,10 +282,7 @@ class ParakeetAdapter:
         model.encoder.set_attention_impl(attention)
         model.prepare_for_inference_(device, dtype)
         model.encoder.set_matmul(str(options["matmul"]))
-        try:
-            model.encoder.set_kernels(str(options["kernels"]))
-        except ValueError as exc:  # a .nemo model whose convolution kernel size the kernels do not cover
-            raise InstanceError("load_failed", str(exc)) from exc
+        apply_experimental(model, options)
         if options["compileDecodeStep"]:
             model.greedy.compile_step()
         if options["compileEncoder"]:
@@ -321,7 +297,6 @@ class ParakeetAdapter:
                 use_graphs=bool(options["cudaGraphs"]) and device.type == "cuda",
                 chunk_steps=int(options["decodeChunkSteps"]),
                 cudnn_benchmark=bool(options["cudnnBenchmark"]),
-                overlap_decode=bool(options["overlapDecode"]),
             ),
         )
         if device.type == "cuda":
@@ -343,7 +318,7 @@ class ParakeetAdapter:
             dtype=dtype_name,
             attention=attention,
             matmul=str(options["matmul"]),
-            kernels=str(options["kernels"]),
+            kernels=kernels_in_use(options),
         )
 
     def warmup(self) -> WarmupInfo:
@@ -415,7 +390,6 @@ class ParakeetAdapter:
             staged = None
         if clips:
             try:
-                # With overlapDecode the decode runs on the runner's decode thread; complete() waits for it.
                 complete = runner.begin(clips, staged=staged)
             except Exception as exc:  # noqa: BLE001 - only OOM becomes per-request failures
                 if not _is_oom(exc):
