@@ -21,8 +21,7 @@ if [[ $skip != *micro* ]]; then
   # heuristic: cuDNN's default algorithms; plain: the defaults (cuDNN timed at warmup); compiled: plus the
   # torch.compile'd decode step; compiled-all: the encoder layers compiled too; compiled-all-fp8:
   # compiled-all with FP8 encoder matrix products; compiled-all-triton(-fp8): compiled-all(-fp8) with
-  # the encoder's own Triton kernels; compiled-all-overlap: compiled-all with overlapped decoding (no
-  # profile). All others but heuristic and compiled also profile one batch without graphs.
+  # the encoder's own Triton kernels (experimental). All others but heuristic and compiled also profile one batch without graphs.
   # EXPLORE_MICRO_VARIANTS picks a subset (the default leaves
   # compiled-all-fp8 out).
   for variant in ${EXPLORE_MICRO_VARIANTS:-heuristic plain compiled compiled-all}; do
@@ -32,7 +31,6 @@ if [[ $skip != *micro* ]]; then
     [ "$variant" = compiled ] && flags=(--compile-decode-step)
     [ "$variant" = compiled-all ] && flags=(--compile-decode-step --compile-encoder --profile-batch "${EXPLORE_PROFILE_BATCH:-32}")
     [ "$variant" = compiled-all-fp8 ] && flags=(--compile-decode-step --compile-encoder --matmul fp8 --profile-batch "${EXPLORE_PROFILE_BATCH:-32}")
-    [ "$variant" = compiled-all-overlap ] && flags=(--compile-decode-step --compile-encoder --overlap-decode)
     [ "$variant" = compiled-all-triton ] && flags=(--compile-decode-step --compile-encoder --kernels triton --profile-batch "${EXPLORE_PROFILE_BATCH:-32}")
     [ "$variant" = compiled-all-triton-fp8 ] && flags=(--compile-decode-step --compile-encoder --kernels triton --matmul fp8 --profile-batch "${EXPLORE_PROFILE_BATCH:-32}")
     echo "== model alone ($variant)"

@@ -8,8 +8,7 @@ batch began, it logs one summary line ('batch pipeline'):
 - ``batches``, ``clipsPerBatch``, ``windowS``: the window's batches, their mean size and how long it
   lasted (first beginning to last end);
 - ``modelMsP50`` / ``modelMsP95``: the model part of a batch on the main thread (for a GPU model: its
-  host-side launches, the GPU time, the copies back; with parakeet's ``overlapDecode`` only the copy
-  in and the encoder's launch, the decode running on the finisher thread);
+  host-side launches, the GPU time, the copies back);
 - ``gapMsP50`` / ``gapMsP95`` / ``gapMsTotal``: from the end of one batch to the start of the next,
   over batches that were already waiting; the main thread's own cost between batches, during
   which a GPU has nothing queued;
