@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from voxmux_host.host import GIL_SWITCH_INTERVAL_S  # noqa: E402
 from voxmux_host.input_stream import SocketInput  # noqa: E402
-from voxmux_host.protocol import TAG_RUN_BATCH, ByteInput, Frame, encode_frame, read_frame  # noqa: E402
+from voxmux_host.messages import TAG_RUN_BATCH  # noqa: E402
+from voxmux_host.protocol import ByteInput, Frame, encode_frame, read_frame  # noqa: E402
 
 MIB = 1 << 20
 

@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
-from voxmux_host.protocol import Message, ProtocolError, encode_message, from_frame, read_frame
+from voxmux_host.messages import Message
+from voxmux_host.protocol import ProtocolError, encode_message, from_frame, read_frame
 
 HOST_DIR = Path(__file__).resolve().parents[1]
 REPO_DIR = HOST_DIR.parent

@@ -6,7 +6,8 @@ from typing import Callable, Sequence
 import pytest
 
 from host_process import HostProcess, fixture_argv
-from voxmux_host.protocol import PROTOCOL_VERSION, Error, Heartbeat, HeartbeatAck, Hello, LoadRequest, ProtocolError
+from voxmux_host.messages import Error, Heartbeat, HeartbeatAck, Hello, LoadRequest
+from voxmux_host.protocol import PROTOCOL_VERSION, ProtocolError
 
 Spawn = Callable[[Sequence[str]], HostProcess]
 

@@ -4,7 +4,8 @@ import io
 import numpy as np
 
 from voxmux_host.host import split_batch
-from voxmux_host.protocol import BatchItem, RunBatch, encode_message, from_frame, read_frame
+from voxmux_host.messages import BatchItem, RunBatch
+from voxmux_host.protocol import encode_message, from_frame, read_frame
 
 
 def pcm_batch(*lengths: int) -> RunBatch:
@@ -40,5 +41,5 @@ def test_split_batch_views_share_the_body_read_from_the_wire_and_are_writable() 
 
 def test_split_batch_reads_little_endian_extremes() -> None:
     body = bytes.fromhex('0080' 'ff7f' 'ffff' '0100')  # -32768, 32767, -1, 1
-    [only] = split_batch(RunBatch('b', (BatchItem('r', 4),), body))
+    [only] = split_batch(RunBatch('b', (BatchItem('r', 4, None, None, False),), body))
     assert only.audio.tolist() == [-32768, 32767, -1, 1]

@@ -11,25 +11,31 @@ import pytest
 
 from host_process import HostProcess, elapsed_since, host_argv
 from voxmux_host.fakes.test_engine import CRASH_EXIT_CODE, echo_text
-from voxmux_host.protocol import (
-    PROTOCOL_VERSION,
+from voxmux_host.messages import (
     BatchItem,
     BatchResult,
+    CancelStream,
     Close,
     Closed,
+    EndSessions,
     Error,
+    EvictResource,
     Heartbeat,
     HeartbeatAck,
     Hello,
     LoadRequest,
+    LoadResource,
     LoadResult,
-    ResultFailure,
-    ResultOk,
+    Message,
     RunBatch,
+    RunSequenceBatch,
+    SequenceItem,
+    StartStream,
+    StreamCredit,
     WarmupRequest,
     WarmupResult,
-    encode_message,
 )
+from voxmux_host.protocol import PROTOCOL_VERSION, encode_message
 
 Spawn = Callable[[Sequence[str]], HostProcess]
 
@@ -78,10 +84,10 @@ def test_host_runs_the_whole_lifecycle_and_answers_heartbeats_during_a_slow_batc
     result, correlation_id = host.expect(BatchResult)
     assert (correlation_id, result.batch_id) == (4, 'b-1')
     assert result.compute_ms >= 600
-    ok_1, ok_2 = result.results
-    assert isinstance(ok_1, ResultOk) and isinstance(ok_2, ResultOk)
-    assert (ok_1.request_id, ok_1.text, ok_1.duration_s) == ('r-1', echo_text(first), 0.1)
-    assert (ok_2.request_id, ok_2.text, ok_2.words) == ('r-2', echo_text(second), None)
+    ok_1, ok_2 = (r.transcript for r in result.results)
+    assert ok_1 is not None and ok_2 is not None
+    assert (result.results[0].request_id, ok_1.text, ok_1.duration_s) == ('r-1', echo_text(first), 0.1)
+    assert (result.results[1].request_id, ok_2.text, ok_2.words) == ('r-2', echo_text(second), None)
     assert ok_1.words is not None and [w.word for w in ok_1.words] == ok_1.text.split(' ')
     assert ok_1.segments is not None and len(ok_1.segments) == 1
     result, correlation_id = host.expect(BatchResult)
@@ -100,9 +106,10 @@ def test_batch_result_holds_per_request_failures_beside_successes(spawn: Spawn) 
     host.send(run_batch('b', ('ok', clip, None, False), ('fail', clip, 'voxmux-test:fail', False),
                         ('bad', clip, 'voxmux-test:bad-audio', False), ('words', clip, None, True)), 2)
     result, _ = host.expect(BatchResult)
-    outcomes = [(r.request_id, r.code if isinstance(r, ResultFailure) else 'ok') for r in result.results]
+    outcomes = [(r.request_id, 'ok' if r.error is None else r.error.code) for r in result.results]
     assert outcomes == [('ok', 'ok'), ('fail', 'model_failed'), ('bad', 'invalid_audio'), ('words', 'ok')]
-    assert isinstance(result.results[3], ResultOk) and result.results[3].words is not None
+    words = result.results[3].transcript
+    assert words is not None and words.words is not None
 
 
 def test_the_next_batch_runs_while_the_last_ones_results_are_built(spawn: Spawn) -> None:
@@ -135,7 +142,8 @@ def test_the_next_batch_is_staged_while_the_last_one_runs(spawn: Spawn) -> None:
     for batch_id, clip in zip(('b-1', 'b-2'), clips):
         result, _ = host.expect(BatchResult)
         assert result.batch_id == batch_id
-        assert isinstance(result.results[0], ResultOk) and result.results[0].text == echo_text(clip)
+        transcript = result.results[0].transcript
+        assert transcript is not None and transcript.text == echo_text(clip)
     assert 1.7 <= elapsed_since(sent) < 2.2
 
 
@@ -149,7 +157,7 @@ def test_a_batch_larger_than_the_channels_buffer_arrives_whole(transport: str, t
         clips = audio(30, 1_500_000), audio(31, 1_500_001)
         host.send(run_batch('big', ('r-1', clips[0], None, False), ('r-2', clips[1], None, False)), 2)
         result, _ = host.expect(BatchResult)
-        assert [r.text for r in result.results if isinstance(r, ResultOk)] == [echo_text(c) for c in clips]
+        assert [r.transcript.text for r in result.results if r.transcript is not None] == [echo_text(c) for c in clips]
         host.close_input()
         assert host.wait() == 0
     finally:
@@ -163,10 +171,11 @@ def test_a_batch_whose_results_cannot_be_built_fails_and_the_next_one_does_not(s
     host.send(run_batch('b-2', ('r-3', clip, None, False)), 3)
     failed, _ = host.expect(BatchResult)
     assert failed.batch_id == 'b-1'
-    assert [(r.request_id, getattr(r, 'code', 'ok')) for r in failed.results] == [('r-1', 'model_failed'), ('r-2', 'model_failed')]
-    assert all('RuntimeError' in getattr(r, 'message', '') for r in failed.results)
+    assert [(r.request_id, r.error and r.error.code) for r in failed.results] == [
+        ('r-1', 'model_failed'), ('r-2', 'model_failed')]
+    assert all(r.error is not None and 'RuntimeError' in r.error.message for r in failed.results)
     ok, _ = host.expect(BatchResult)
-    assert ok.batch_id == 'b-2' and isinstance(ok.results[0], ResultOk)
+    assert ok.batch_id == 'b-2' and ok.results[0].transcript is not None
 
 
 def test_close_sends_the_results_of_batches_that_ran_before_closed(spawn: Spawn) -> None:
@@ -374,3 +383,18 @@ def test_missing_protocol_pipes_exit_2(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, '-m', 'voxmux_host', '--adapter', 'test'], env=env, capture_output=True,
                           timeout=10)
     assert done.returncode == 2
+
+
+def test_messages_this_host_does_not_handle_yet_are_answered_with_unsupported_option(spawn: Spawn) -> None:
+    host = start_loaded(spawn, {})
+    sequence = RunSequenceBatch('b', (SequenceItem('r', 's', 0, 1, 'new', 0, True, {}),), b'\x00\x00')
+    unsupported: List[Message] = [sequence, EndSessions(('s',)), StartStream('st', 'r', None, {}, 1, b''),
+                                  StreamCredit('st', 1), CancelStream('st'), LoadResource('v', 'voice', {}),
+                                  EvictResource('v')]
+    for correlation_id, message in enumerate(unsupported, start=10):
+        error = host.request(message, correlation_id, Error)
+        assert (error.code, error.request_id) == ('unsupported_option', None)
+        assert message.NAME in error.message
+    assert host.request(Heartbeat(1), 20, HeartbeatAck).state == 'idle'
+    host.request(Close(), 21, Closed)
+    assert host.wait() == 0

@@ -23,7 +23,7 @@ from voxmux_host.model_api import (
     RequestOutput,
     WarmupInfo,
 )
-from voxmux_host.protocol import (
+from voxmux_host.messages import (
     BatchItem,
     BatchResult,
     Close,
@@ -32,12 +32,9 @@ from voxmux_host.protocol import (
     LoadRequest,
     LoadResult,
     Message,
-    ResultOk,
     RunBatch,
-    encode_message,
-    from_frame,
-    read_frame,
 )
+from voxmux_host.protocol import encode_message, from_frame, read_frame
 
 
 class _Staged:
@@ -146,7 +143,7 @@ class InProcessHost:
 
 
 def _batch(batch_id: str, *request_ids: str) -> RunBatch:
-    requests = tuple(BatchItem(rid, 4) for rid in request_ids)
+    requests = tuple(BatchItem(rid, 4, None, None, False) for rid in request_ids)
     return RunBatch(batch_id, requests, np.zeros(4 * len(requests), dtype='<i2').tobytes())
 
 
@@ -163,7 +160,7 @@ def _close(host: InProcessHost) -> None:
 def _loaded(options: dict[str, Any], pipeline_log_every: int = 200) -> Tuple[InProcessHost, RecordingAdapter]:
     adapter = RecordingAdapter()
     host = InProcessHost(adapter, pipeline_log_every)
-    host.send(LoadRequest('rec-0', 'rec', 'recording', options), 1)
+    host.send(LoadRequest('rec-0', 'rec', 'recording', options, None), 1)
     assert isinstance(host.receive(), LoadResult)
     return host, adapter
 
@@ -203,7 +200,7 @@ def test_a_batch_whose_staging_fails_runs_unstaged() -> None:
     host.send(_batch('b-1', 'r-1'), 2)
     result = host.receive()
     assert isinstance(result, BatchResult)
-    assert [type(r) for r in result.results] == [ResultOk]
+    assert [r.error for r in result.results] == [None]
     assert [(ids, staged) for ids, staged, _ in adapter.begun] == [(['r-1'], None)]
     _close(host)
 

@@ -10,7 +10,8 @@ from typing import Iterator, List, Tuple
 import pytest
 
 from voxmux_host.input_stream import PIPE_BYTES, SocketInput, open_input
-from voxmux_host.protocol import TAG_RUN_BATCH, Frame, ProtocolError, encode_frame, read_frame
+from voxmux_host.messages import TAG_RUN_BATCH
+from voxmux_host.protocol import Frame, ProtocolError, encode_frame, read_frame
 
 BODY_BYTES = 4 << 20  # many times a socket's default buffer (about 200 KiB)
 

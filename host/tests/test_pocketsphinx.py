@@ -13,7 +13,7 @@ import pytest
 from host_process import HostProcess, host_argv
 from voxmux_host.errors import InstanceError
 from voxmux_host.model_api import LoadContext, RequestFailure, RequestInput, RequestOutput
-from voxmux_host.protocol import (
+from voxmux_host.messages import (
     BatchItem,
     BatchResult,
     Close,
@@ -21,7 +21,6 @@ from voxmux_host.protocol import (
     Hello,
     LoadRequest,
     LoadResult,
-    ResultOk,
     RunBatch,
     WarmupRequest,
     WarmupResult,
@@ -194,8 +193,8 @@ def test_host_serves_pocketsphinx_over_the_protocol(
                               BatchItem('silence', len(silence), None, None, False)]
     body = speech.astype('<i2').tobytes() + silence.astype('<i2').tobytes()
     result = host.request(RunBatch('b-1', tuple(items), body), 3, BatchResult)
-    spoken, quiet = result.results
-    assert isinstance(spoken, ResultOk) and isinstance(quiet, ResultOk)
+    spoken, quiet = (r.transcript for r in result.results)
+    assert spoken is not None and quiet is not None
     assert word_error_rate(SENTENCE, spoken.text) <= MAX_WER
     assert spoken.words is not None and len(spoken.words) == len(spoken.text.split())
     assert (quiet.text, quiet.segments, quiet.words) == ('', (), None)

@@ -15,6 +15,10 @@ WIRE_ERROR_CODES: Tuple[str, ...] = (
     'protocol_mismatch',
     'bad_frame',
     'instance_wedged',
+    'stream_cancelled',
+    'session_not_found',
+    'resource_not_found',
+    'state_too_large',
 )
 
 

@@ -51,7 +51,7 @@ from typing import BinaryIO, Callable, List, Mapping, NoReturn, Optional, Sequen
 import numpy as np
 
 from . import __version__
-from .errors import WIRE_ERROR_CODES, InstanceError
+from .errors import InstanceError
 from .log import Logger
 from .pipeline_stats import DEFAULT_EVERY, DEFAULT_INTERVAL_S, PipelineStats
 from .model_api import (
@@ -64,34 +64,39 @@ from .model_api import (
     RequestOutput,
     StagedBatch,
 )
-from .protocol import (
-    ByteInput,
+from .messages import (
     CONTROLLER_TAGS,
-    PROTOCOL_VERSION,
-    BatchItemResult,
+    WIRE_ERROR_CODE_VALUES,
     BatchResult,
+    CancelStream,
     Close,
     Closed,
     ControllerMessage,
+    EndSessions,
     Error,
+    EvictResource,
     Heartbeat,
     HeartbeatAck,
+    HeartbeatAckState,
     Hello,
     HostMessage,
+    ItemResult,
     LoadRequest,
+    LoadResource,
     LoadResult,
-    ProtocolError,
-    ResultFailure,
-    ResultOk,
-    ResultSegment,
-    ResultWord,
     RunBatch,
+    RunSequenceBatch,
+    Segment,
+    StartStream,
+    StreamCredit,
+    Transcript,
     WarmupRequest,
     WarmupResult,
-    encode_message,
-    from_frame,
-    read_frame,
+    WireError,
+    WireErrorCode,
+    Word,
 )
+from .protocol import PROTOCOL_VERSION, ByteInput, ProtocolError, encode_message, from_frame, read_frame
 from .registry import ADAPTERS, AdapterFactory, adapter_names, create_adapter
 
 EXIT_OK = 0
@@ -104,6 +109,9 @@ DEFAULT_PROBE_INTERVAL_MS = 5000
 DEFAULT_PROBE_TIMEOUT_MS = 2000
 
 _INPUT_CLOSED = object()  # queue sentinel: end of input on fd 3
+#: Controller messages of protocol 3 that this host does not handle yet: each is answered with an
+#: Error (unsupported_option) carrying its correlation id.
+_UNSUPPORTED = (RunSequenceBatch, EndSessions, StartStream, StreamCredit, CancelStream, LoadResource, EvictResource)
 _QueueItem = Union[Tuple[int, ControllerMessage], object]
 #: sys.setswitchinterval for the host process: how long a thread that wakes (the main thread, to queue
 #: the next decode chunk) may wait for the GIL while another thread runs Python (the finisher).
@@ -273,6 +281,10 @@ class InstanceHost:
             if isinstance(message, Heartbeat):
                 self._answer_heartbeat(frame.correlation_id, message)
                 continue
+            if isinstance(message, _UNSUPPORTED):
+                self._send(Error('unsupported_option', f'This instance does not handle {message.NAME} messages', None),
+                           frame.correlation_id)
+                continue
             with self._state_lock:
                 if isinstance(message, RunBatch):
                     self._queued_batches += 1
@@ -336,6 +348,7 @@ class InstanceHost:
 
     def _answer_heartbeat(self, correlation_id: int, beat: Heartbeat) -> None:
         now = self._clock()
+        state: HeartbeatAckState
         with self._state_lock:
             if self._is_wedged:
                 state = 'wedged'
@@ -347,7 +360,7 @@ class InstanceHost:
             queued = self._queued_batches
         stats = self._adapter_stats()
         self._send(HeartbeatAck(beat.seq, state, busy_ms, queued, stats.memory_bytes, stats.eager_batches,
-                                stats.graph_replays), correlation_id)
+                                stats.graph_replays, 0, 0, ()), correlation_id)
 
     def _adapter_stats(self) -> AdapterStats:
         adapter = self._adapter
@@ -364,12 +377,12 @@ class InstanceHost:
     def _load(self, correlation_id: int, request: LoadRequest) -> None:
         log = self._log.child(model=request.model, instanceId=request.instance_id)
         if self._adapter is not None:
-            self._send(Error('load_failed', f"Expected one LoadRequest: model '{self._model}' is already loaded"),
-                       correlation_id)
+            self._send(Error('load_failed', f"Expected one LoadRequest: model '{self._model}' is already loaded",
+                             None), correlation_id)
             return
         if request.adapter != self._options.adapter:
-            self._send(Error('load_failed', f"Expected adapter '{self._options.adapter}': got '{request.adapter}'"),
-                       correlation_id)
+            self._send(Error('load_failed', f"Expected adapter '{self._options.adapter}': got '{request.adapter}'",
+                             None), correlation_id)
             return
         lock_file: Optional[BinaryIO] = None
         try:
@@ -381,11 +394,11 @@ class InstanceHost:
             load_ms = int((self._clock() - started) * 1000)
         except InstanceError as err:
             log.error('load failed', code=err.code, err=err)
-            self._send(Error(err.code, err.message), correlation_id)
+            self._send(Error(_wire_code(err.code), err.message, None), correlation_id)
             return
         except Exception as err:  # noqa: BLE001 - any adapter failure is a load failure
             log.error('load failed', code='load_failed', err=err)
-            self._send(Error('load_failed', f'The model failed to load: {type(err).__name__}: {err}'),
+            self._send(Error('load_failed', f'The model failed to load: {type(err).__name__}: {err}', None),
                        correlation_id)
             return
         except BaseException:
@@ -400,7 +413,7 @@ class InstanceHost:
         self._adapter = adapter
         self._model = request.model
         log.info('model loaded', device=info.device, durationMs=load_ms, memoryBytes=info.memory_bytes)
-        self._send(LoadResult(request.model, info.device, info.parameters, info.memory_bytes, load_ms),
+        self._send(LoadResult(request.model, info.device, info.parameters, info.memory_bytes, load_ms, ('batch',)),
                    correlation_id)
         if self._options.probe_interval_ms > 0:
             threading.Thread(target=self._probe_loop, args=(adapter,), name='probe', daemon=True).start()
@@ -423,7 +436,7 @@ class InstanceHost:
     def _warmup(self, correlation_id: int) -> None:
         adapter = self._adapter
         if adapter is None:
-            self._send(Error('model_failed', 'Expected a loaded model before WarmupRequest: got none'),
+            self._send(Error('model_failed', 'Expected a loaded model before WarmupRequest: got none', None),
                        correlation_id)
             return
         started = self._clock()
@@ -432,13 +445,13 @@ class InstanceHost:
         except InstanceError as err:
             self._release_load_lock()
             self._log.error('warmup failed', code=err.code, err=err)
-            self._send(Error(err.code, err.message), correlation_id)
+            self._send(Error(_wire_code(err.code), err.message, None), correlation_id)
             return
         except Exception as err:  # noqa: BLE001 - reported as model_failed, traceback logged
             self._release_load_lock()
             code = _code_for_exception(err)
             self._log.error('warmup failed', code=code, err=err)
-            self._send(Error(code, f'Warmup failed: {type(err).__name__}'), correlation_id)
+            self._send(Error(code, f'Warmup failed: {type(err).__name__}', None), correlation_id)
             return
         self._release_load_lock()
         warmup_ms = int((self._clock() - started) * 1000)
@@ -450,7 +463,8 @@ class InstanceHost:
         adapter = self._adapter
         if adapter is None:
             _release_staged(staged)
-            self._send(Error('model_failed', 'Expected a loaded model before RunBatch: got none'), correlation_id)
+            self._send(Error('model_failed', 'Expected a loaded model before RunBatch: got none', None),
+                       correlation_id)
             return
         if inputs is None:
             inputs = split_batch(batch)
@@ -498,12 +512,13 @@ class InstanceHost:
             results = self._to_results(batch, item.finish())
         except InstanceError as err:
             self._log.warn('batch failed', batchId=batch.batch_id, code=err.code, err=err)
-            results = [ResultFailure(request.request_id, err.code, err.message) for request in batch.requests]
+            error = WireError(_wire_code(err.code), err.message)
+            results = [ItemResult(request.request_id, error, None) for request in batch.requests]
         except Exception as err:  # noqa: BLE001 - per the contract: model_failed, traceback logged
             code = _code_for_exception(err)
             self._log.error('batch failed', batchId=batch.batch_id, code=code, err=err)
             message = f'The model failed on this batch: {type(err).__name__}'
-            results = [ResultFailure(request.request_id, code, message) for request in batch.requests]
+            results = [ItemResult(request.request_id, WireError(code, message), None) for request in batch.requests]
         compute_ms = round((self._clock() - item.started) * 1000, 3)
         self._log.debug('batch done', batchId=batch.batch_id, batchSize=len(batch.requests), durationMs=compute_ms)
         self._send(BatchResult(batch.batch_id, tuple(results), compute_ms), item.correlation_id)
@@ -519,24 +534,23 @@ class InstanceHost:
             self._log.error('finisher did not drain', timeoutS=FINISHER_DRAIN_TIMEOUT_S)
 
     def _to_results(self, batch: RunBatch,
-                    outputs: Sequence[Union[RequestOutput, RequestFailure]]) -> List[BatchItemResult]:
+                    outputs: Sequence[Union[RequestOutput, RequestFailure]]) -> List[ItemResult]:
         ids = [item.request_id for item in batch.requests]
         got = [output.request_id for output in outputs]
         if got != ids:
             raise RuntimeError(f'Expected one adapter result per request, in order: {ids}; got {got}')
-        results: List[BatchItemResult] = []
+        results: List[ItemResult] = []
         for item, output in zip(batch.requests, outputs):
             if isinstance(output, RequestFailure):
-                code = output.code if output.code in WIRE_ERROR_CODES else 'model_failed'
-                results.append(ResultFailure(item.request_id, code, output.message))
+                results.append(ItemResult(item.request_id, WireError(_wire_code(output.code), output.message), None))
                 continue
             segments = None if output.segments is None else tuple(
-                ResultSegment(_seconds(s.start), _seconds(s.end), s.text) for s in output.segments)
+                Segment(_seconds(s.start), _seconds(s.end), s.text) for s in output.segments)
             words = None
             if item.word_timestamps and output.words is not None:
-                words = tuple(ResultWord(w.word, _seconds(w.start), _seconds(w.end)) for w in output.words)
-            results.append(ResultOk(item.request_id, output.text, output.language, _seconds(output.duration_s),
-                                    segments, words))
+                words = tuple(Word(w.word, _seconds(w.start), _seconds(w.end)) for w in output.words)
+            transcript = Transcript(output.text, output.language, _seconds(output.duration_s), segments, words)
+            results.append(ItemResult(item.request_id, None, transcript))
         return results
 
     # -- probe thread ----------------------------------------------------------------------
@@ -632,7 +646,15 @@ def _seconds(value: float) -> float:
     return round(float(value), 3)
 
 
-def _code_for_exception(err: BaseException) -> str:
+def _wire_code(code: str) -> WireErrorCode:
+    """``code`` when it is a wire code (InstanceError checks that it is), otherwise model_failed."""
+    for known in WIRE_ERROR_CODE_VALUES:
+        if code == known:
+            return known
+    return 'model_failed'
+
+
+def _code_for_exception(err: BaseException) -> WireErrorCode:
     # NOTE: matched by class name so that torch.cuda.OutOfMemoryError maps to out_of_memory
     # without this module importing torch.
     if isinstance(err, MemoryError) or type(err).__name__ == 'OutOfMemoryError':

@@ -1,12 +1,20 @@
-"""The instance wire format of docs/protocol.md (version 2): frames and typed messages.
+"""The instance wire format of docs/protocol.md (version 3): frames, the meta reader and the message codec.
 
 A frame is a 24-byte little-endian header, ``metaLength`` bytes of compact UTF-8 JSON meta and
-``bodyLength`` bytes of binary body. This module has two layers:
+``bodyLength`` bytes of binary body. This module has three layers:
 
 - ``Frame`` with ``encode_frame``, ``decode_header``, ``decode_frame`` and ``read_frame``: the
   header checks and the JSON meta, independent of the message kind;
-- message dataclasses with ``to_frame``/``from_frame`` (and the shortcuts ``encode_message``
-  and ``decode_message``): the meta fields of each message, checked strictly.
+- ``MetaReader`` and the ``read_*`` parsers: what the generated ``from_meta()`` methods of
+  ``messages.py`` use to read each field strictly;
+- ``to_frame``/``from_frame`` (and the shortcuts ``encode_message`` and ``decode_message``): a
+  message of ``messages.py`` to and from a frame, with its body checked against its layout and the
+  rules of ``check_message``; ``split_sequence_body``, ``split_states`` and ``join_states`` for
+  the bodies of sequence batches.
+
+The message classes themselves are generated from ``src/protocol/message-table.ts`` into
+``messages.py``, which imports this module; this module imports ``messages`` inside functions
+only, so either may be imported first.
 
 Every malformed input raises ``ProtocolError``, whose wire code is ``bad_frame``. The module
 uses the standard library only, so small fixture processes can import it cheaply.
@@ -16,13 +24,17 @@ from __future__ import annotations
 import json
 import math
 import struct
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, List, Optional, Protocol, Tuple, Type, Union
+from dataclasses import dataclass, fields, is_dataclass
+from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Literal, NamedTuple, Optional, Protocol, Sequence,
+                    Tuple, TypeVar, Union, get_args, get_origin, get_type_hints)
 
-from .errors import WIRE_ERROR_CODES, InstanceError
+from .errors import InstanceError
+
+if TYPE_CHECKING:
+    from .messages import Message, RunBatch, RunSequenceBatch, SequenceResult
 
 MAGIC = 0x584D5856  # the bytes 'V X M X' when written little-endian
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 HEADER_BYTES = 24
 MAX_META_BYTES = 1 << 20
 MAX_BODY_BYTES = 1 << 30
@@ -30,30 +42,15 @@ MAX_U32 = 0xFFFFFFFF
 
 _HEADER = struct.Struct('<IHHIIII')
 
-# Message tags. Down: supervisor -> instance. Up: instance -> supervisor.
-TAG_LOAD_REQUEST = 0x01
-TAG_WARMUP_REQUEST = 0x02
-TAG_RUN_BATCH = 0x03
-TAG_HEARTBEAT = 0x04
-TAG_CLOSE = 0x05
-TAG_HELLO = 0x81
-TAG_LOAD_RESULT = 0x82
-TAG_WARMUP_RESULT = 0x83
-TAG_BATCH_RESULT = 0x84
-TAG_HEARTBEAT_ACK = 0x85
-TAG_CLOSED = 0x86
-TAG_ERROR = 0x8F
-
-CONTROLLER_TAGS = frozenset({TAG_LOAD_REQUEST, TAG_WARMUP_REQUEST, TAG_RUN_BATCH, TAG_HEARTBEAT, TAG_CLOSE})
-HOST_TAGS = frozenset({
-    TAG_HELLO, TAG_LOAD_RESULT, TAG_WARMUP_RESULT, TAG_BATCH_RESULT, TAG_HEARTBEAT_ACK, TAG_CLOSED, TAG_ERROR,
-})
-KNOWN_TAGS = CONTROLLER_TAGS | HOST_TAGS
-
-HEARTBEAT_STATES = ('idle', 'busy', 'wedged')
+#: A session's state travels with items and results: at most 1 MiB (MAX_STATE_BYTES in work.ts).
+MAX_STATE_BYTES = 1 << 20
 
 #: RunBatch audio: 16 kHz mono 16-bit PCM, int16 little-endian; float value = int16 / 32768.
 BYTES_PER_SAMPLE = 2
+
+
+#: A message body: the bytes after the meta.
+Body = Union[bytes, bytearray]
 
 
 class ByteInput(Protocol):
@@ -89,7 +86,7 @@ class Frame:
     type: int
     correlation_id: int
     meta: Dict[str, Any]
-    body: Union[bytes, bytearray] = b''
+    body: Body = b''
 
 
 def encode_meta(meta: Dict[str, Any]) -> bytes:
@@ -106,6 +103,8 @@ def encode_meta(meta: Dict[str, Any]) -> bytes:
 
 
 def encode_frame(frame: Frame) -> bytes:
+    from .messages import KNOWN_TAGS
+
     if frame.type not in KNOWN_TAGS:
         raise ProtocolError(f'Expected a known message type: got 0x{frame.type:02X}')
     if not 0 <= frame.correlation_id <= MAX_U32:
@@ -120,6 +119,8 @@ def encode_frame(frame: Frame) -> bytes:
 
 
 def decode_header(data: Union[bytes, bytearray, memoryview]) -> FrameHeader:
+    from .messages import KNOWN_TAGS
+
     if len(data) != HEADER_BYTES:
         raise ProtocolError(f'Expected a {HEADER_BYTES}-byte header: got {len(data)} bytes')
     magic, version, tag, flags, correlation_id, meta_length, body_length = _HEADER.unpack(data)
@@ -211,534 +212,198 @@ def _canonical(value: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
-# Meta field checks
+# Meta reader: what the generated from_meta() methods use
+
+T = TypeVar('T')
+#: Reads one value found at ``where`` (for messages: 'RunBatch.requests[0].samples').
+Parser = Callable[[Any, str], T]
 
 
-class _Meta:
-    """Reads the fields of one meta object strictly: each listed once, with its type, no others."""
+def _shown(value: Any) -> str:
+    shown = json.dumps(value, ensure_ascii=False, default=str)
+    return shown if len(shown) <= 64 else shown[:64] + '...'
 
-    def __init__(self, meta: Dict[str, Any], where: str) -> None:
-        self._meta = meta
-        self._where = where
-        self._seen: List[str] = []
 
-    def _take(self, key: str) -> Any:
-        if key not in self._meta:
-            raise ProtocolError(f'Expected {self._where}.{key}: it is missing')
-        self._seen.append(key)
-        return self._meta[key]
+def _fail(where: str, expected: str, value: Any) -> ProtocolError:
+    return ProtocolError(f'Expected {where} to be {expected}: got {_shown(value)}')
 
-    def _fail(self, key: str, expected: str, value: Any) -> ProtocolError:
-        shown = json.dumps(value, ensure_ascii=False, default=str)
-        if len(shown) > 64:
-            shown = shown[:64] + '...'
-        return ProtocolError(f'Expected {self._where}.{key} to be {expected}: got {shown}')
 
-    def string(self, key: str) -> str:
-        value = self._take(key)
-        if not isinstance(value, str):
-            raise self._fail(key, 'a string', value)
-        return value
+class MetaReader:
+    """Reads the fields of one JSON object strictly: it must hold exactly ``keys``, each read with a parser."""
 
-    def optional_string(self, key: str) -> Optional[str]:
-        value = self._take(key)
-        if value is not None and not isinstance(value, str):
-            raise self._fail(key, 'a string or null', value)
-        return value
-
-    def integer(self, key: str) -> int:
-        value = self._take(key)
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise self._fail(key, 'a non-negative integer', value)
-        return value
-
-    def number(self, key: str) -> float:
-        value = self._take(key)
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise self._fail(key, 'a number', value)
-        return value
-
-    def boolean(self, key: str) -> bool:
-        value = self._take(key)
-        if not isinstance(value, bool):
-            raise self._fail(key, 'a boolean', value)
-        return value
-
-    def obj(self, key: str) -> Dict[str, Any]:
-        value = self._take(key)
+    def __init__(self, value: Any, where: str, keys: Tuple[str, ...]) -> None:
         if not isinstance(value, dict):
-            raise self._fail(key, 'an object', value)
-        return value
-
-    def array(self, key: str) -> List[Any]:
-        value = self._take(key)
-        if not isinstance(value, list):
-            raise self._fail(key, 'an array', value)
-        return value
-
-    def optional_array(self, key: str) -> Optional[List[Any]]:
-        value = self._take(key)
-        if value is not None and not isinstance(value, list):
-            raise self._fail(key, 'an array or null', value)
-        return value
-
-    def one_of(self, key: str, allowed: Tuple[str, ...]) -> str:
-        value = self._take(key)
-        if not isinstance(value, str) or value not in allowed:
-            raise self._fail(key, 'one of ' + ', '.join(allowed), value)
-        return value
-
-    def done(self) -> None:
-        extra = [key for key in self._meta if key not in self._seen]
+            raise _fail(where, 'an object', value)
+        for key in keys:
+            if key not in value:
+                raise ProtocolError(f'Expected {where}.{key}: it is missing')
+        extra = [key for key in value if key not in keys]
         if extra:
-            raise ProtocolError(f'Expected no other fields in {self._where}: got {", ".join(extra)}')
+            raise ProtocolError(f'Expected no other fields in {where}: got {", ".join(extra)}')
+        self._value: Dict[str, Any] = value
+        self._where = where
+
+    def field(self, key: str, parser: Callable[[Any, str], T]) -> T:
+        return parser(self._value[key], f'{self._where}.{key}')
 
 
-def _item(value: Any, where: str) -> _Meta:
+def read_string(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise _fail(where, 'a string', value)
+    return value
+
+
+def read_integer(value: Any, where: str) -> int:
+    """A non-negative integer (every integer on the wire is a count, a size, a duration or an id)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise _fail(where, 'a non-negative integer', value)
+    return value
+
+
+def read_number(value: Any, where: str) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise _fail(where, 'a number', value)
+    return value
+
+
+def read_boolean(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise _fail(where, 'a boolean', value)
+    return value
+
+
+def read_json_object(value: Any, where: str) -> Dict[str, Any]:
     if not isinstance(value, dict):
-        raise ProtocolError(f'Expected {where} to be an object: got {type(value).__name__}')
-    return _Meta(value, where)
+        raise _fail(where, 'an object', value)
+    return value
 
 
-def _no_body(frame: Frame, name: str) -> None:
-    if len(frame.body) != 0:
-        raise ProtocolError(f'Expected no body in {name}: got {len(frame.body)} bytes')
+def read_enum(values: Tuple[str, ...]) -> Callable[[Any, str], Any]:
+    """A parser for one of ``values`` (typed Any so that it fits the field's Literal type)."""
+
+    def read(value: Any, where: str) -> Any:
+        if not isinstance(value, str) or value not in values:
+            raise _fail(where, 'one of ' + ', '.join(values), value)
+        return value
+
+    return read
+
+
+def read_optional(parser: Callable[[Any, str], T]) -> Callable[[Any, str], Optional[T]]:
+    def read(value: Any, where: str) -> Optional[T]:
+        return None if value is None else parser(value, where)
+
+    return read
+
+
+def read_array(parser: Callable[[Any, str], T]) -> Callable[[Any, str], Tuple[T, ...]]:
+    def read(value: Any, where: str) -> Tuple[T, ...]:
+        if not isinstance(value, list):
+            raise _fail(where, 'an array', value)
+        return tuple(parser(item, f'{where}[{i}]') for i, item in enumerate(value))
+
+    return read
 
 
 # ---------------------------------------------------------------------------------------------
-# Messages. Each lists its meta fields in the order docs/protocol.md gives.
+# Messages: bodies and rules beyond the field types
 
 
-@dataclass(frozen=True)
-class LoadRequest:
-    TYPE: ClassVar[int] = TAG_LOAD_REQUEST
-    NAME: ClassVar[str] = 'LoadRequest'
-    instance_id: str
-    model: str
-    adapter: str
-    options: Dict[str, Any] = field(default_factory=dict)
-    load_lock_path: Optional[str] = None
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'instanceId': self.instance_id,
-            'model': self.model,
-            'adapter': self.adapter,
-            'options': self.options,
-            'loadLockPath': self.load_lock_path,
-        }
-
-    @classmethod
-    def from_frame(cls, frame: Frame) -> 'LoadRequest':
-        _no_body(frame, cls.NAME)
-        m = _Meta(frame.meta, cls.NAME)
-        message = cls(m.string('instanceId'), m.string('model'), m.string('adapter'), m.obj('options'),
-                      m.optional_string('loadLockPath'))
-        m.done()
-        return message
+def expected_body_length(message: Message) -> Optional[int]:
+    """The body length a message's meta calls for (docs/protocol.md, Body layouts); None for 'bytes'."""
+    layout = message.BODY_LAYOUT
+    if layout == 'none':
+        return 0
+    if layout == 'pcm16':
+        return int(sum(BYTES_PER_SAMPLE * item.samples for item in getattr(message, 'requests')))
+    if layout == 'sequence':
+        return int(sum(BYTES_PER_SAMPLE * item.samples + item.state_bytes for item in getattr(message, 'items')))
+    if layout == 'states':
+        return int(sum(result.state_bytes for result in getattr(message, 'results')))
+    if layout == 'bytes':
+        return None
+    raise AssertionError(f'Unknown body layout {layout!r}')
 
 
-@dataclass(frozen=True)
-class WarmupRequest:
-    TYPE: ClassVar[int] = TAG_WARMUP_REQUEST
-    NAME: ClassVar[str] = 'WarmupRequest'
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {}
-
-    @classmethod
-    def from_frame(cls, frame: Frame) -> 'WarmupRequest':
-        _no_body(frame, cls.NAME)
-        _Meta(frame.meta, cls.NAME).done()
-        return cls()
-
-
-@dataclass(frozen=True)
-class BatchItem:
-    """One request of a RunBatch; its audio is ``samples`` int16 values of the body."""
-
-    request_id: str
-    samples: int
-    language: Optional[str] = None
-    prompt: Optional[str] = None
-    word_timestamps: bool = False
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'requestId': self.request_id,
-            'samples': self.samples,
-            'language': self.language,
-            'prompt': self.prompt,
-            'wordTimestamps': self.word_timestamps,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str) -> 'BatchItem':
-        m = _item(value, where)
-        item = cls(m.string('requestId'), m.integer('samples'), m.optional_string('language'),
-                   m.optional_string('prompt'), m.boolean('wordTimestamps'))
-        m.done()
-        return item
-
-
-@dataclass(frozen=True)
-class RunBatch:
-    TYPE: ClassVar[int] = TAG_RUN_BATCH
-    NAME: ClassVar[str] = 'RunBatch'
-    batch_id: str
-    requests: Tuple[BatchItem, ...]
-    body: Union[bytes, bytearray] = b''  # int16 LE samples of every request, in request order
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {'batchId': self.batch_id, 'requests': [item.to_meta() for item in self.requests]}
-
-    @classmethod
-    def from_frame(cls, frame: Frame) -> 'RunBatch':
-        m = _Meta(frame.meta, cls.NAME)
-        batch_id = m.string('batchId')
-        raw = m.array('requests')
-        m.done()
-        if not raw:
-            raise ProtocolError('Expected RunBatch.requests to hold at least one request: got none')
-        requests = tuple(BatchItem.from_meta(value, f'RunBatch.requests[{i}]') for i, value in enumerate(raw))
-        ids = [item.request_id for item in requests]
-        if len(set(ids)) != len(ids):
-            raise ProtocolError('Expected unique requestIds in RunBatch.requests: got duplicates')
-        _check_body_length(requests, frame.body)
-        return cls(batch_id, requests, frame.body)
-
-    def validate(self) -> None:
-        _check_body_length(self.requests, self.body)
-
-
-def _check_body_length(requests: Tuple[BatchItem, ...], body: Union[bytes, bytearray]) -> None:
-    samples = sum(item.samples for item in requests)
-    expected = BYTES_PER_SAMPLE * samples
-    if len(body) != expected:
-        raise ProtocolError(f'Expected a RunBatch body of {expected} bytes ({samples} int16 samples): '
+def check_message(message: Message) -> None:
+    """Checks a message's body length against its layout and the rules a field type cannot express
+    (the same as ``MESSAGE_RULES`` in src/protocol/codec.ts); raises ``ProtocolError``."""
+    name = message.NAME
+    body = getattr(message, 'body', b'')
+    expected = expected_body_length(message)
+    if expected is not None and len(body) != expected:
+        raise ProtocolError(f'Expected a {name} body of {expected} bytes (layout {message.BODY_LAYOUT}): '
                             f'got {len(body)}')
+    broken = _broken_rule(message)
+    if broken is not None:
+        raise ProtocolError(f'Expected a well-formed {name}: {broken}')
 
 
-@dataclass(frozen=True)
-class Heartbeat:
-    TYPE: ClassVar[int] = TAG_HEARTBEAT
-    NAME: ClassVar[str] = 'Heartbeat'
-    seq: int
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {'seq': self.seq}
-
-    @classmethod
-    def from_frame(cls, frame: Frame) -> 'Heartbeat':
-        _no_body(frame, cls.NAME)
-        m = _Meta(frame.meta, cls.NAME)
-        message = cls(m.integer('seq'))
-        m.done()
-        return message
-
-
-@dataclass(frozen=True)
-class Close:
-    TYPE: ClassVar[int] = TAG_CLOSE
-    NAME: ClassVar[str] = 'Close'
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {}
-
-    @classmethod
-    def from_frame(cls, frame: Frame) -> 'Close':
-        _no_body(frame, cls.NAME)
-        _Meta(frame.meta, cls.NAME).done()
-        return cls()
-
-
-@dataclass(frozen=True)
-class Hello:
-    TYPE: ClassVar[int] = TAG_HELLO
-    NAME: ClassVar[str] = 'Hello'
-    protocol_version: int
-    host_version: str
-    pid: int
-    adapters: Tuple[str, ...]
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'protocolVersion': self.protocol_version,
-            'hostVersion': self.host_version,
-            'pid': self.pid,
-            'adapters': list(self.adapters),
-        }
-
-    @classmethod
-    def from_frame(cls, frame: Frame) -> 'Hello':
-        _no_body(frame, cls.NAME)
-        m = _Meta(frame.meta, cls.NAME)
-        protocol_version, host_version, pid = m.integer('protocolVersion'), m.string('hostVersion'), m.integer('pid')
-        adapters = m.array('adapters')
-        m.done()
-        if not all(isinstance(name, str) for name in adapters):
-            raise ProtocolError('Expected Hello.adapters to be an array of strings')
-        return cls(protocol_version, host_version, pid, tuple(adapters))
+def _broken_rule(message: Message) -> Optional[str]:
+    name = message.NAME
+    if name == 'RunBatch':
+        requests = getattr(message, 'requests')
+        if not requests:
+            return 'requests is empty'
+        return _duplicate([item.request_id for item in requests], 'requestId')
+    if name == 'RunSequenceBatch':
+        items = getattr(message, 'items')
+        if not items:
+            return 'items is empty'
+        for i, item in enumerate(items):
+            if item.state_bytes > MAX_STATE_BYTES:
+                return f'items[{i}].stateBytes {item.state_bytes} is over {MAX_STATE_BYTES}'
+            if item.state_in != 'attached' and item.state_bytes != 0:
+                return f'items[{i}].stateBytes is {item.state_bytes} with stateIn {item.state_in}'
+        return _duplicate([item.session_id for item in items], 'sessionId')
+    if name == 'BatchResult':
+        for i, result in enumerate(getattr(message, 'results')):
+            if (result.error is None) == (result.transcript is None):
+                return f'results[{i}] needs exactly one of error and transcript'
+    if name == 'SequenceResult':
+        for i, result in enumerate(getattr(message, 'results')):
+            if (result.error is None) == (result.output is None):
+                return f'results[{i}] needs exactly one of error and output'
+            if result.state_bytes > MAX_STATE_BYTES:
+                return f'results[{i}].stateBytes {result.state_bytes} is over {MAX_STATE_BYTES}'
+            if result.error is not None and result.state_bytes != 0:
+                return f'results[{i}] has an error and {result.state_bytes} state bytes'
+    if name == 'StreamEnd':
+        if (getattr(message, 'usage') is None) == (getattr(message, 'error') is None):
+            return 'needs exactly one of usage and error'
+    return None
 
 
-@dataclass(frozen=True)
-class LoadResult:
-    TYPE: ClassVar[int] = TAG_LOAD_RESULT
-    NAME: ClassVar[str] = 'LoadResult'
-    model: str
-    device: str
-    parameters: int
-    memory_bytes: int
-    load_ms: int
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'model': self.model,
-            'device': self.device,
-            'parameters': self.parameters,
-            'memoryBytes': self.memory_bytes,
-            'loadMs': self.load_ms,
-        }
-
-    @classmethod
-    def from_frame(cls, frame: Frame) -> 'LoadResult':
-        _no_body(frame, cls.NAME)
-        m = _Meta(frame.meta, cls.NAME)
-        message = cls(m.string('model'), m.string('device'), m.integer('parameters'), m.integer('memoryBytes'),
-                      m.integer('loadMs'))
-        m.done()
-        return message
-
-
-@dataclass(frozen=True)
-class WarmupResult:
-    TYPE: ClassVar[int] = TAG_WARMUP_RESULT
-    NAME: ClassVar[str] = 'WarmupResult'
-    warmup_ms: int
-    graphs_captured: int
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {'warmupMs': self.warmup_ms, 'graphsCaptured': self.graphs_captured}
-
-    @classmethod
-    def from_frame(cls, frame: Frame) -> 'WarmupResult':
-        _no_body(frame, cls.NAME)
-        m = _Meta(frame.meta, cls.NAME)
-        message = cls(m.integer('warmupMs'), m.integer('graphsCaptured'))
-        m.done()
-        return message
-
-
-@dataclass(frozen=True)
-class ResultSegment:
-    start: float  # seconds
-    end: float  # seconds
-    text: str
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {'start': self.start, 'end': self.end, 'text': self.text}
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str) -> 'ResultSegment':
-        m = _item(value, where)
-        segment = cls(m.number('start'), m.number('end'), m.string('text'))
-        m.done()
-        return segment
-
-
-@dataclass(frozen=True)
-class ResultWord:
-    word: str
-    start: float  # seconds
-    end: float  # seconds
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {'word': self.word, 'start': self.start, 'end': self.end}
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str) -> 'ResultWord':
-        m = _item(value, where)
-        word = cls(m.string('word'), m.number('start'), m.number('end'))
-        m.done()
-        return word
-
-
-@dataclass(frozen=True)
-class ResultOk:
-    request_id: str
-    text: str
-    language: str
-    duration_s: float
-    segments: Optional[Tuple[ResultSegment, ...]] = None
-    words: Optional[Tuple[ResultWord, ...]] = None
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'requestId': self.request_id,
-            'ok': True,
-            'text': self.text,
-            'language': self.language,
-            'durationS': self.duration_s,
-            'segments': None if self.segments is None else [s.to_meta() for s in self.segments],
-            'words': None if self.words is None else [w.to_meta() for w in self.words],
-        }
-
-
-@dataclass(frozen=True)
-class ResultFailure:
-    request_id: str
-    code: str  # a wire code
-    message: str
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {'requestId': self.request_id, 'ok': False, 'code': self.code, 'message': self.message}
-
-
-BatchItemResult = Union[ResultOk, ResultFailure]
-
-
-def _result_from_meta(value: Any, where: str) -> BatchItemResult:
-    m = _item(value, where)
-    request_id = m.string('requestId')
-    ok = m.boolean('ok')
-    if not ok:
-        code = m.one_of('code', WIRE_ERROR_CODES)
-        failure = ResultFailure(request_id, code, m.string('message'))
-        m.done()
-        return failure
-    text, language, duration_s = m.string('text'), m.string('language'), m.number('durationS')
-    raw_segments, raw_words = m.optional_array('segments'), m.optional_array('words')
-    m.done()
-    segments = None if raw_segments is None else tuple(
-        ResultSegment.from_meta(s, f'{where}.segments[{i}]') for i, s in enumerate(raw_segments))
-    words = None if raw_words is None else tuple(
-        ResultWord.from_meta(w, f'{where}.words[{i}]') for i, w in enumerate(raw_words))
-    return ResultOk(request_id, text, language, duration_s, segments, words)
-
-
-@dataclass(frozen=True)
-class BatchResult:
-    TYPE: ClassVar[int] = TAG_BATCH_RESULT
-    NAME: ClassVar[str] = 'BatchResult'
-    batch_id: str
-    results: Tuple[BatchItemResult, ...]
-    compute_ms: float
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'batchId': self.batch_id,
-            'results': [result.to_meta() for result in self.results],
-            'computeMs': self.compute_ms,
-        }
-
-    @classmethod
-    def from_frame(cls, frame: Frame) -> 'BatchResult':
-        _no_body(frame, cls.NAME)
-        m = _Meta(frame.meta, cls.NAME)
-        batch_id, raw, compute_ms = m.string('batchId'), m.array('results'), m.number('computeMs')
-        m.done()
-        results = tuple(_result_from_meta(value, f'BatchResult.results[{i}]') for i, value in enumerate(raw))
-        return cls(batch_id, results, compute_ms)
-
-
-@dataclass(frozen=True)
-class HeartbeatAck:
-    TYPE: ClassVar[int] = TAG_HEARTBEAT_ACK
-    NAME: ClassVar[str] = 'HeartbeatAck'
-    seq: int
-    state: str  # one of HEARTBEAT_STATES
-    busy_ms: int
-    queued_batches: int
-    memory_bytes: int = 0
-    eager_batches: int = 0
-    graph_replays: int = 0
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'seq': self.seq,
-            'state': self.state,
-            'busyMs': self.busy_ms,
-            'queuedBatches': self.queued_batches,
-            'memoryBytes': self.memory_bytes,
-            'eagerBatches': self.eager_batches,
-            'graphReplays': self.graph_replays,
-        }
-
-    @classmethod
-    def from_frame(cls, frame: Frame) -> 'HeartbeatAck':
-        _no_body(frame, cls.NAME)
-        m = _Meta(frame.meta, cls.NAME)
-        message = cls(m.integer('seq'), m.one_of('state', HEARTBEAT_STATES), m.integer('busyMs'),
-                      m.integer('queuedBatches'), m.integer('memoryBytes'), m.integer('eagerBatches'),
-                      m.integer('graphReplays'))
-        m.done()
-        return message
-
-
-@dataclass(frozen=True)
-class Closed:
-    TYPE: ClassVar[int] = TAG_CLOSED
-    NAME: ClassVar[str] = 'Closed'
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {}
-
-    @classmethod
-    def from_frame(cls, frame: Frame) -> 'Closed':
-        _no_body(frame, cls.NAME)
-        _Meta(frame.meta, cls.NAME).done()
-        return cls()
-
-
-@dataclass(frozen=True)
-class Error:
-    """The ``Error`` message (tag 0x8F): a failure of a whole request frame, or unsolicited."""
-
-    TYPE: ClassVar[int] = TAG_ERROR
-    NAME: ClassVar[str] = 'Error'
-    code: str  # a wire code
-    message: str
-    request_id: Optional[str] = None
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {'code': self.code, 'message': self.message, 'requestId': self.request_id}
-
-    @classmethod
-    def from_frame(cls, frame: Frame) -> 'Error':
-        _no_body(frame, cls.NAME)
-        m = _Meta(frame.meta, cls.NAME)
-        message = cls(m.one_of('code', WIRE_ERROR_CODES), m.string('message'), m.optional_string('requestId'))
-        m.done()
-        return message
-
-
-ControllerMessage = Union[LoadRequest, WarmupRequest, RunBatch, Heartbeat, Close]
-HostMessage = Union[Hello, LoadResult, WarmupResult, BatchResult, HeartbeatAck, Closed, Error]
-Message = Union[ControllerMessage, HostMessage]
-
-_MESSAGE_TYPES: Tuple[Type[Any], ...] = (
-    LoadRequest, WarmupRequest, RunBatch, Heartbeat, Close,
-    Hello, LoadResult, WarmupResult, BatchResult, HeartbeatAck, Closed, Error,
-)
-MESSAGE_CLASSES: Dict[int, Type[Any]] = {cls.TYPE: cls for cls in _MESSAGE_TYPES}
-MESSAGE_NAMES: Dict[int, str] = {tag: cls.NAME for tag, cls in MESSAGE_CLASSES.items()}
+def _duplicate(values: List[str], what: str) -> Optional[str]:
+    seen = set()
+    for value in values:
+        if value in seen:
+            return f"{what} '{value}' appears twice"
+        seen.add(value)
+    return None
 
 
 def to_frame(message: Message, correlation_id: int = 0) -> Frame:
-    body: Union[bytes, bytearray] = b''
-    if isinstance(message, RunBatch):
-        message.validate()
-        body = message.body
-    return Frame(message.TYPE, correlation_id, message.to_meta(), body)
+    check_message(message)
+    body: Body = getattr(message, 'body', b'')
+    return Frame(message.TAG, correlation_id, message.to_meta(), body)
 
 
 def from_frame(frame: Frame) -> Message:
+    from .messages import MESSAGE_CLASSES
+
     cls = MESSAGE_CLASSES.get(frame.type)
     if cls is None:
         raise ProtocolError(f'Expected a known message type: got 0x{frame.type:02X}')
-    message: Message = cls.from_frame(frame)
+    if cls.BODY_LAYOUT == 'none':
+        if len(frame.body) != 0:
+            raise ProtocolError(f'Expected no body in {cls.NAME}: got {len(frame.body)} bytes')
+        message: Message = cls.from_meta(frame.meta)
+    else:
+        message = cls.from_meta(frame.meta, frame.body)
+    check_message(message)
     return message
 
 
@@ -750,3 +415,111 @@ def decode_message(data: Union[bytes, bytearray, memoryview]) -> Tuple[Message, 
     """Decode one whole frame into its message and correlation id."""
     frame = decode_frame(data)
     return from_frame(frame), frame.correlation_id
+
+
+# ---------------------------------------------------------------------------------------------
+# Bodies of batches and sequence batches
+
+
+class SequenceItemBody(NamedTuple):
+    """One item's part of a RunSequenceBatch body."""
+
+    audio: memoryview  # int16 samples (format 'h'), a view of the body: writable when the body is a bytearray
+    state: bytes  # the attached state; empty unless the item's state_in is 'attached'
+
+
+def _int16_view(body: Body, start: int, end: int) -> memoryview:
+    # NOTE: 'h' is native byte order; the wire is little-endian, as every host this runs on.
+    return memoryview(body)[start:end].cast('h')
+
+
+def split_pcm16_body(message: RunBatch) -> List[memoryview]:
+    """Each request's int16 samples of a RunBatch, as views of its body, in request order."""
+    views: List[memoryview] = []
+    offset = 0
+    for item in message.requests:
+        views.append(_int16_view(message.body, offset, offset + BYTES_PER_SAMPLE * item.samples))
+        offset += BYTES_PER_SAMPLE * item.samples
+    return views
+
+
+def split_sequence_body(message: RunSequenceBatch) -> List[SequenceItemBody]:
+    """Each item's audio (a view) and attached state (a copy) of a RunSequenceBatch, in item order."""
+    parts: List[SequenceItemBody] = []
+    offset = 0
+    for item in message.items:
+        audio_end = offset + BYTES_PER_SAMPLE * item.samples
+        state_end = audio_end + item.state_bytes
+        parts.append(SequenceItemBody(_int16_view(message.body, offset, audio_end),
+                                      bytes(message.body[audio_end:state_end])))
+        offset = state_end
+    return parts
+
+
+def join_states(states: Sequence[Union[bytes, bytearray, memoryview]]) -> bytes:
+    """The body of a SequenceResult: its results' states, in order (each result's ``state_bytes`` is
+    ``len`` of its state; a failed item's state is empty)."""
+    return b''.join(bytes(state) for state in states)
+
+
+def split_states(message: SequenceResult) -> List[bytes]:
+    """Each result's state of a SequenceResult, in result order."""
+    states: List[bytes] = []
+    offset = 0
+    for result in message.results:
+        states.append(bytes(message.body[offset:offset + result.state_bytes]))
+        offset += result.state_bytes
+    return states
+
+
+# ---------------------------------------------------------------------------------------------
+# The Python side's own description of the message table
+
+
+def describe_messages() -> Dict[str, Any]:
+    """The messages as this side declares them, from the dataclasses' fields and type annotations:
+    ``{"messages": [{name, tag, direction, body, meta: [[field, type], ...]}], "structs": {...}}`` in
+    the vocabulary of scripts/gen-protocol.ts (describeTable). A conformance test compares the two."""
+    from .messages import MESSAGE_CLASSES
+
+    structs: Dict[str, List[List[str]]] = {}
+
+    def camel(name: str) -> str:
+        head, *rest = name.split('_')
+        return head + ''.join(part[:1].upper() + part[1:] for part in rest)
+
+    def describe(tp: Any) -> str:
+        origin, args = get_origin(tp), get_args(tp)
+        simple = {str: 'string', int: 'integer', float: 'number', bool: 'boolean'}
+        if tp in simple:
+            return simple[tp]
+        if origin is dict:
+            return 'JsonObject'
+        if origin is Literal:
+            return '|'.join(f"'{value}'" for value in args)
+        if origin is tuple:
+            inner = describe(args[0])
+            return f'({inner})[]' if '|' in inner else f'{inner}[]'
+        if origin is Union:
+            others = [arg for arg in args if arg is not type(None)]
+            if len(others) == 1 and len(args) == 2:
+                return f'{describe(others[0])}|null'
+        if isinstance(tp, type) and is_dataclass(tp):
+            if tp.__name__ not in structs:
+                structs[tp.__name__] = []
+                structs[tp.__name__] = fields_of(tp)
+            return tp.__name__
+        raise TypeError(f'No wire type for {tp!r}')
+
+    def fields_of(cls: Any) -> List[List[str]]:
+        hints = get_type_hints(cls)
+        return [[camel(f.name), describe(hints[f.name])] for f in fields(cls) if f.name != 'body']
+
+    messages = [{
+        'name': cls.NAME,
+        'tag': tag,
+        'direction': cls.DIRECTION,
+        'body': cls.BODY_LAYOUT,
+        'meta': fields_of(cls),
+    } for tag, cls in sorted(MESSAGE_CLASSES.items())]
+    return {'messages': messages, 'structs': structs}

@@ -43,6 +43,10 @@ export const ERROR_CATALOG = {
   load_failed: { kind: 'unavailable', remedy: 'Fix the model configuration; see the instance log.' },
   protocol_mismatch: { kind: 'internal', remedy: 'Run a model host of the same protocol version.' },
   bad_frame: { kind: 'internal', remedy: 'Report it: a protocol frame was malformed.' },
+  stream_cancelled: { kind: 'cancelled', remedy: 'None: the stream was cancelled before it ended.' },
+  session_not_found: { kind: 'unavailable', remedy: 'Retry; the item is then sent with its session state attached.' },
+  resource_not_found: { kind: 'not_found', remedy: 'Use a resource the model provides, such as a listed voice.' },
+  state_too_large: { kind: 'internal', remedy: 'Report it: a session state exceeded the 1 MiB limit.' },
   // programmer errors surfaced to clients
   internal_error: { kind: 'internal', remedy: 'Report it with the request id.' },
   // scheduler: sessions (sequence work) and streams
@@ -66,6 +70,10 @@ export const WIRE_ERROR_CODES = [
   'protocol_mismatch',
   'bad_frame',
   'instance_wedged',
+  'stream_cancelled',
+  'session_not_found',
+  'resource_not_found',
+  'state_too_large',
 ] as const satisfies readonly ErrorCode[];
 export type WireErrorCode = (typeof WIRE_ERROR_CODES)[number];
 

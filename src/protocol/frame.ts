@@ -3,32 +3,22 @@
  * then a binary body. Audio and tensors travel only in the body.
  */
 import { errors } from '../core/error-catalog.js';
+import { MESSAGE_NAMES, MESSAGE_TABLE, type MessageName, type MessageTable } from './message-table.js';
 
 export const FRAME_MAGIC = 0x584d5856; // the bytes 'V','X','M','X'
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 export const HEADER_BYTES = 24;
 export const MAX_META_BYTES = 1 << 20;
 export const MAX_BODY_BYTES = 1 << 30;
 
-/** Numeric wire tags (the one place TS enums-by-number are allowed: protocol tags). */
-export const MessageTag = {
-  LoadRequest: 0x01,
-  WarmupRequest: 0x02,
-  RunBatch: 0x03,
-  Heartbeat: 0x04,
-  Close: 0x05,
-  Hello: 0x81,
-  LoadResult: 0x82,
-  WarmupResult: 0x83,
-  BatchResult: 0x84,
-  HeartbeatAck: 0x85,
-  Closed: 0x86,
-  Error: 0x8f,
-} as const;
-export type MessageName = keyof typeof MessageTag;
+/** Numeric wire tags by message name, from the message table (the one place TS enums-by-number are allowed: protocol tags). */
+export const MessageTag = Object.fromEntries(MESSAGE_NAMES.map((name) => [name, MESSAGE_TABLE[name].tag])) as {
+  readonly [N in MessageName]: MessageTable[N]['tag'];
+};
+export type { MessageName };
 export type MessageTagValue = (typeof MessageTag)[MessageName];
 
-const TAG_TO_NAME = new Map<number, MessageName>((Object.entries(MessageTag) as [MessageName, number][]).map(([name, tag]) => [tag, name]));
+const TAG_TO_NAME = new Map<number, MessageName>(MESSAGE_NAMES.map((name) => [MESSAGE_TABLE[name].tag, name]));
 
 export function messageNameOf(tag: number): MessageName | undefined {
   return TAG_TO_NAME.get(tag);

@@ -17,8 +17,14 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { ServiceError } from '../core/errors.js';
 
-export const WordSchema = Type.Object({ word: Type.String(), start: Type.Number(), end: Type.Number() }, { $id: 'Word' });
-export const SegmentSchema = Type.Object({ start: Type.Number(), end: Type.Number(), text: Type.String() }, { $id: 'Segment' });
+export const WordSchema = Type.Object(
+  { word: Type.String(), start: Type.Number(), end: Type.Number() },
+  { $id: 'Word', additionalProperties: false },
+);
+export const SegmentSchema = Type.Object(
+  { start: Type.Number(), end: Type.Number(), text: Type.String() },
+  { $id: 'Segment', additionalProperties: false },
+);
 /** What a transcription returns; times in seconds. */
 export const TranscriptSchema = Type.Object(
   {
@@ -28,7 +34,7 @@ export const TranscriptSchema = Type.Object(
     segments: Type.Union([Type.Array(SegmentSchema), Type.Null()]),
     words: Type.Union([Type.Array(WordSchema), Type.Null()]),
   },
-  { $id: 'Transcript' },
+  { $id: 'Transcript', additionalProperties: false },
 );
 
 export type Word = Static<typeof WordSchema>;

@@ -14,13 +14,15 @@ import { assertNever } from '../core/invariant.js';
 import { TypedEmitter } from '../core/typed-emitter.js';
 import { FrameDecoder, PROTOCOL_VERSION } from '../protocol/frame.js';
 import {
-  fromControllerMessage,
-  toHostMessage,
-  type BatchItemResult,
+  decodeHostMessage,
+  encodeMessage,
+  runBatchMessage,
   type ControllerMessage,
   type HostMessage,
-} from '../protocol/messages.js';
-import type { BatchInput, BatchItemOutcome } from '../protocol/work.js';
+  type ItemResult,
+  type ResourceInfo,
+} from '../protocol/codec.js';
+import type { BatchInput, BatchItemOutcome, WorkKind } from '../protocol/work.js';
 import type { Logger } from '../telemetry/logger.js';
 import { canTransition, type InstanceState } from './instance-state.js';
 import type { InstanceChild, SpawnInstance, SpawnRequest } from './spawn.js';
@@ -65,6 +67,12 @@ export interface InstanceFacts {
   eagerBatches: number;
   graphReplays: number;
   runningBatches: number;
+  /** The work kinds the loaded model serves (LoadResult). */
+  workKinds: readonly WorkKind[];
+  /** Session states the instance holds, streams it runs and resources it keeps (last HeartbeatAck). */
+  sessions: number;
+  streams: number;
+  resources: readonly ResourceInfo[];
 }
 
 export interface InstanceEnd {
@@ -118,6 +126,10 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
     eagerBatches: 0,
     graphReplays: 0,
     runningBatches: 0,
+    workKinds: [],
+    sessions: 0,
+    streams: 0,
+    resources: [],
   };
 
   constructor(options: InstanceProcessOptions, deps: InstanceProcessDeps) {
@@ -173,6 +185,7 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
           parameters: loaded.parameters,
           memoryBytes: loaded.memoryBytes,
           loadMs: loaded.loadMs,
+          workKinds: loaded.workKinds,
         });
       }
       this.#transition('warming');
@@ -207,12 +220,7 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
     if (this.#state !== 'ready' && this.#state !== 'draining') {
       throw errors.instanceCrashed({ instanceId: this.instanceId, reason: `instance is ${this.#state}` });
     }
-    const reply = await this.#request(
-      { type: 'RunBatch', correlationId: 0, batchId: batch.batchId, requests: batch.requests },
-      'BatchResult',
-      undefined,
-      batch,
-    );
+    const reply = await this.#request(runBatchMessage(batch), 'BatchResult', undefined, batch);
     if (reply.type !== 'BatchResult') throw errors.badFrame({ reason: `expected BatchResult: got ${reply.type}` });
     this.emit('batchFinished', { batchSize: batch.requests.length, computeMs: reply.computeMs });
     return batch.requests.map((request, i) => this.#toOutcome(request.requestId, reply.results[i]));
@@ -314,7 +322,7 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
   #onData(chunk: Buffer): void {
     let messages: HostMessage[];
     try {
-      messages = this.#decoder.push(chunk).map(toHostMessage);
+      messages = this.#decoder.push(chunk).map(decodeHostMessage);
     } catch (err) {
       this.#deps.log.error({ err, code: (err as ServiceError).code }, 'instance sent a bad frame');
       this.#fail({ reason: 'exited', exitCode: null, signal: 'SIGKILL', error: err as ServiceError });
@@ -336,12 +344,19 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
         this.#facts.memoryBytes = message.memoryBytes || this.#facts.memoryBytes;
         this.#facts.eagerBatches = message.eagerBatches;
         this.#facts.graphReplays = message.graphReplays;
+        this.#facts.sessions = message.sessions;
+        this.#facts.streams = message.streams;
+        this.#facts.resources = message.resources;
         if (message.state === 'wedged') this.#wedge('the instance probe failed');
         else if (message.busyMs > this.#options.batchTimeoutMs) this.#wedge(`a batch ran ${message.busyMs} ms`);
         return;
       case 'LoadResult':
       case 'WarmupResult':
       case 'BatchResult':
+      case 'SequenceResult':
+      case 'SessionsEnded':
+      case 'ResourceLoaded':
+      case 'ResourceEvicted':
       case 'Closed':
       case 'Error': {
         const waiter = this.#waiters.get(message.correlationId);
@@ -363,23 +378,27 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
         }
         return;
       }
+      case 'StreamChunk':
+      case 'StreamEnd':
+        // This supervisor starts no streams yet: a stream message answers nothing it sent.
+        this.#deps.log.warn({ type: message.type, streamId: message.streamId }, 'instance sent a message for an unknown stream');
+        return;
       default:
         assertNever(message, 'host message');
     }
   }
 
-  #toOutcome(requestId: string, result: BatchItemResult | undefined): BatchItemOutcome {
+  #toOutcome(requestId: string, result: ItemResult | undefined): BatchItemOutcome {
     if (result === undefined || result.requestId !== requestId) {
       return { requestId, ok: false, error: errors.badFrame({ reason: `no result for request ${requestId}` }) };
     }
-    if (!result.ok) {
-      return { requestId, ok: false, error: errors.fromWire({ code: result.code, message: result.message, instanceId: this.instanceId }) };
+    if (result.error !== null) {
+      return { requestId, ok: false, error: errors.fromWire({ ...result.error, instanceId: this.instanceId }) };
     }
-    return {
-      requestId,
-      ok: true,
-      result: { text: result.text, language: result.language, durationS: result.durationS, segments: result.segments, words: result.words },
-    };
+    if (result.transcript === null) {
+      return { requestId, ok: false, error: errors.badFrame({ reason: `no transcript for request ${requestId}` }) };
+    }
+    return { requestId, ok: true, result: result.transcript };
   }
 
   #awaitHello(): Promise<HostMessage> {
@@ -448,7 +467,7 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
   #send(message: ControllerMessage, onFlushed?: (bytes: number) => (error?: Error | null) => void): void {
     const child = this.#child;
     if (child === undefined || child.down.destroyed || !child.down.writable) return;
-    const chunks = fromControllerMessage(message);
+    const chunks = encodeMessage(message);
     // Called once the last chunk, and so every one before it, is handed to the kernel.
     const last = onFlushed?.(chunks.reduce((sum, chunk) => sum + chunk.byteLength, 0));
     // Corked, the chunks go out in one gathered write (writev): audio is not copied in JavaScript.

@@ -2,7 +2,17 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { decodeFrame, encodeFrame, FrameDecoder, messageNameOf, type MessageTagValue } from '../../src/protocol/frame.js';
-import { fromControllerMessage, toHostMessage } from '../../src/protocol/messages.js';
+import {
+  decodeControllerMessage,
+  decodeHostMessage,
+  decodeMessage,
+  encodeMessageBuffer,
+  runBatchMessage,
+  splitSequenceBody,
+  splitStates,
+  type MessageOf,
+} from '../../src/protocol/codec.js';
+import { MESSAGE_NAMES, MESSAGE_TABLE } from '../../src/protocol/message-table.js';
 
 const dir = new URL('../fixtures/protocol/', import.meta.url);
 const names = readdirSync(dir)
@@ -22,20 +32,7 @@ interface Twin {
 describe('protocol golden frames (shared with the Python host)', () => {
   it('has a golden frame for every message type', () => {
     const seen = new Set(names.map((n) => (JSON.parse(readFileSync(new URL(`${n}.json`, dir), 'utf8')) as Twin).name));
-    for (const name of [
-      'Hello',
-      'LoadRequest',
-      'WarmupRequest',
-      'RunBatch',
-      'Heartbeat',
-      'Close',
-      'LoadResult',
-      'WarmupResult',
-      'BatchResult',
-      'HeartbeatAck',
-      'Closed',
-      'Error',
-    ]) {
+    for (const name of MESSAGE_NAMES) {
       assert.ok(seen.has(name), `missing golden frame for ${name}`);
     }
   });
@@ -56,7 +53,13 @@ describe('protocol golden frames (shared with the Python host)', () => {
         body: Buffer.from(twin.bodyBase64, 'base64'),
       });
       assert.equal(again.toString('hex'), bytes.toString('hex'));
-      if (twin.type >= 0x80) assert.equal(toHostMessage(frame).type, twin.name);
+      const message = decodeMessage(frame);
+      assert.equal(message.type, twin.name);
+      const isDown = MESSAGE_TABLE[message.type].direction === 'down';
+      assert.equal((isDown ? decodeControllerMessage(frame) : decodeHostMessage(frame)).type, twin.name);
+      assert.throws(() => (isDown ? decodeHostMessage(frame) : decodeControllerMessage(frame)), { code: 'bad_frame' });
+      // The typed message re-encodes to the same bytes, keys in table order.
+      assert.equal(encodeMessageBuffer(message).toString('hex'), bytes.toString('hex'));
     });
   }
 
@@ -72,17 +75,40 @@ describe('protocol golden frames (shared with the Python host)', () => {
       wordTimestamps: boolean;
     }[];
     let offset = 0;
-    const encoded = fromControllerMessage({
-      type: 'RunBatch',
-      correlationId: twin.correlationId,
-      batchId: twin.meta.batchId as string,
-      requests: requests.map((r) => {
-        const audio = pcm.slice(offset, offset + r.samples);
-        offset += r.samples;
-        return { requestId: r.requestId, audio, language: r.language, prompt: r.prompt, wordTimestamps: r.wordTimestamps };
-      }),
-    });
-    assert.equal(Buffer.concat(encoded).toString('hex'), readFileSync(new URL('run-batch.bin', dir)).toString('hex'));
+    const message = runBatchMessage(
+      {
+        batchId: twin.meta.batchId as string,
+        requests: requests.map((r) => {
+          const audio = pcm.slice(offset, offset + r.samples);
+          offset += r.samples;
+          return { requestId: r.requestId, audio, language: r.language, prompt: r.prompt, wordTimestamps: r.wordTimestamps };
+        }),
+      },
+      twin.correlationId,
+    );
+    assert.ok(Array.isArray(message.body), "the body is the requests' PCM views, uncopied");
+    assert.equal(encodeMessageBuffer(message).toString('hex'), readFileSync(new URL('run-batch.bin', dir)).toString('hex'));
+  });
+
+  it('splits the sequence golden frames into audio and states', () => {
+    const batch = decodeMessage(decodeFrame(readFileSync(new URL('run-sequence-batch.bin', dir)))) as MessageOf<
+      'RunSequenceBatch',
+      Uint8Array
+    >;
+    const parts = splitSequenceBody(batch);
+    assert.deepEqual(
+      parts.map((p) => [...p.audio]),
+      [[100, -100], [7]],
+    );
+    assert.deepEqual(
+      parts.map((p) => Buffer.from(p.state).toString()),
+      ['', 'state'],
+    );
+    const result = decodeMessage(decodeFrame(readFileSync(new URL('sequence-result.bin', dir)))) as MessageOf<'SequenceResult', Uint8Array>;
+    assert.deepEqual(
+      splitStates(result).map((s) => [...s]),
+      [[1, 2, 3], []],
+    );
   });
 
   it('reassembles frames split at every byte boundary', () => {
@@ -103,7 +129,8 @@ describe('protocol golden frames (shared with the Python host)', () => {
     const cases: [string, Buffer, string][] = [
       ['magic', mutate(0, (b) => b.writeUInt32LE(0xdeadbeef, 0)), 'bad_frame'],
       ['version 1', mutate(4, (b) => b.writeUInt16LE(1, 4)), 'protocol_mismatch'],
-      ['version 3', mutate(4, (b) => b.writeUInt16LE(3, 4)), 'protocol_mismatch'],
+      ['version 2', mutate(4, (b) => b.writeUInt16LE(2, 4)), 'protocol_mismatch'],
+      ['version 4', mutate(4, (b) => b.writeUInt16LE(4, 4)), 'protocol_mismatch'],
       ['type', mutate(6, (b) => b.writeUInt16LE(0x42, 6)), 'bad_frame'],
       ['flags', mutate(8, (b) => b.writeUInt32LE(1, 8)), 'bad_frame'],
       ['meta length', mutate(16, (b) => b.writeUInt32LE(2 << 20, 16)), 'bad_frame'],
