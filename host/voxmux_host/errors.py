@@ -16,7 +16,7 @@ WIRE_ERROR_CODES: Tuple[str, ...] = (
     'bad_frame',
     'instance_wedged',
     'stream_cancelled',
-    'session_not_found',
+    'session_state_missing',
     'resource_not_found',
     'state_too_large',
 )

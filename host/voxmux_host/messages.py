@@ -39,7 +39,7 @@ WireErrorCode = Literal[
     'bad_frame',
     'instance_wedged',
     'stream_cancelled',
-    'session_not_found',
+    'session_state_missing',
     'resource_not_found',
     'state_too_large',
 ]
@@ -53,7 +53,7 @@ WIRE_ERROR_CODE_VALUES: Tuple[WireErrorCode, ...] = (
     'bad_frame',
     'instance_wedged',
     'stream_cancelled',
-    'session_not_found',
+    'session_state_missing',
     'resource_not_found',
     'state_too_large',
 )

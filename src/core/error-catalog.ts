@@ -44,7 +44,7 @@ export const ERROR_CATALOG = {
   protocol_mismatch: { kind: 'internal', remedy: 'Run a model host of the same protocol version.' },
   bad_frame: { kind: 'internal', remedy: 'Report it: a protocol frame was malformed.' },
   stream_cancelled: { kind: 'cancelled', remedy: 'None: the stream was cancelled before it ended.' },
-  session_not_found: { kind: 'unavailable', remedy: 'Retry; the item is then sent with its session state attached.' },
+  session_state_missing: { kind: 'unavailable', remedy: 'Retry; the item is then sent with its session state attached.' },
   resource_not_found: { kind: 'not_found', remedy: 'Use a resource the model provides, such as a listed voice.' },
   state_too_large: { kind: 'internal', remedy: 'Report it: a session state exceeded the 1 MiB limit.' },
   // programmer errors surfaced to clients
@@ -54,8 +54,6 @@ export const ERROR_CATALOG = {
   session_expired: { kind: 'not_found', remedy: 'Start the session again from sequence number 0, or send items more often.' },
   sequence_gap: { kind: 'invalid_argument', remedy: 'Send the missing sequence number first.' },
   sequence_out_of_order: { kind: 'invalid_argument', remedy: 'Send each sequence number once, in order.' },
-  session_state_too_large: { kind: 'internal', remedy: 'Report it: the model produced a session state over the limit.' },
-  stream_cancelled: { kind: 'cancelled', remedy: 'None: the stream was cancelled by its caller.' },
 } as const satisfies Record<string, CatalogEntry>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOG;
@@ -71,7 +69,7 @@ export const WIRE_ERROR_CODES = [
   'bad_frame',
   'instance_wedged',
   'stream_cancelled',
-  'session_not_found',
+  'session_state_missing',
   'resource_not_found',
   'state_too_large',
 ] as const satisfies readonly ErrorCode[];
@@ -172,7 +170,7 @@ export const errors = {
       details: { sessionId: p.sessionId, lastCompletedSeq: p.lastCompletedSeq, seq: p.seq },
     }),
   sessionStateTooLarge: (p: { sessionId: string; stateBytes: number; maxStateBytes: number }) =>
-    make('session_state_too_large', 'Internal server error', {
+    make('state_too_large', 'Internal server error', {
       details: { sessionId: p.sessionId, stateBytes: p.stateBytes, maxStateBytes: p.maxStateBytes },
     }),
   streamCancelled: (p: { requestId: string }) =>

@@ -110,7 +110,7 @@ export interface Scheduler {
    * seq returns its outcome again; resubmitting a pending one returns the same promise.
    * @throws model_not_found, session_not_found, session_expired, sequence_gap, sequence_out_of_order,
    *   queue_full, no_ready_instance, deadline_exceeded, client_disconnected, shutting_down,
-   *   session_state_too_large, and the instance's per-item errors
+   *   state_too_large, and the instance's per-item errors
    * @example
    * const { output } = await scheduler.submitSequenceItem('diarizer',
    *   { sessionId, seq: 0, audio, isLast: false, options: {} }, { timeoutMs: 30_000 });

@@ -195,7 +195,7 @@ export class FakeExecutor implements Executor {
    * Completes a running sequence batch as a running-sum model: each item's output is
    * `{ sum }`, its session's previous sum plus the sum of the item's samples, and the state is
    * that sum. The previous sum comes from the item's state: 0 for `new`, the bytes for
-   * `attached`, the instance's memory for `resident` (session_not_found if it has none).
+   * `attached`, the instance's memory for `resident` (session_state_missing if it has none).
    */
   completeSequenceRunningSum(seen: SeenSequenceBatch): void {
     let memory = this.#resident.get(seen.instanceId);
@@ -214,7 +214,15 @@ export class FakeExecutor implements Executor {
           break;
       }
       if (previous === undefined) {
-        return { requestId: item.requestId, ok: false, error: errors.sessionNotFound({ model: '', sessionId: item.sessionId }) };
+        return {
+          requestId: item.requestId,
+          ok: false,
+          error: errors.fromWire({
+            code: 'session_state_missing',
+            message: `No state for session ${item.sessionId}`,
+            instanceId: seen.instanceId,
+          }),
+        };
       }
       const sum = previous + item.audio.reduce((a, b) => a + b, 0);
       if (item.isLast) memory.delete(item.sessionId);

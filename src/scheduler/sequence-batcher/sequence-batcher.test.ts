@@ -146,7 +146,7 @@ describe('SequenceBatcher', () => {
     assert.equal(await metricValue(metrics, 'voxmux_scheduler_retries_total', { model: 'm' }), 1);
   });
 
-  it('reruns an item attached when the instance answers session_not_found for resident state', async () => {
+  it('reruns an item attached when the instance answers session_state_missing for resident state', async () => {
     const { executor, scheduler, completeAll } = setup();
     const s0 = scheduler.submitSequenceItem('m', item('s', 0, samples(4)), { timeoutMs: 10_000 });
     await settle();
@@ -155,7 +155,7 @@ describe('SequenceBatcher', () => {
     executor.forgetResident('a');
     const s1 = scheduler.submitSequenceItem('m', item('s', 1, samples(1)), { timeoutMs: 10_000 });
     await settle();
-    completeAll(); // answers session_not_found
+    completeAll(); // answers session_state_missing
     await settle();
     assert.deepEqual(executor.sequenceBatches.map(itemsOf), [['s:0:new'], ['s:1:resident'], ['s:1:attached']]);
     completeAll();
@@ -223,7 +223,7 @@ describe('SequenceBatcher', () => {
     executor.completeSequence(seen!, [
       { requestId: seen!.batch.items[0]!.requestId, ok: true, output: {}, state: new Uint8Array((1 << 20) + 1) },
     ]);
-    await assert.rejects(s1, { code: 'session_state_too_large', kind: 'internal' });
+    await assert.rejects(s1, { code: 'state_too_large', kind: 'internal' });
     const s2 = scheduler.submitSequenceItem('m', item('s', 2, samples(1)), { timeoutMs: 10_000 });
     await settle();
     const next = executor.runningSequenceBatches()[0]!.batch.items[0]!.state;
@@ -373,7 +373,7 @@ describe('SequenceBatcher', () => {
       if (b.status !== 'completed') continue;
       for (const i of b.batch.items) {
         const key = `${i.sessionId}:${i.seq}`;
-        // A resident rerun after session_not_found is a refused run, not an applied one.
+        // A resident rerun after session_state_missing is a refused run, not an applied one.
         runs.set(key, (runs.get(key) ?? 0) + 1);
         order.set(i.sessionId, [...(order.get(i.sessionId) ?? []), i.seq]);
       }

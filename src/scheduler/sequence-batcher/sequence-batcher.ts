@@ -310,7 +310,7 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
       return;
     }
     if (!outcome.ok) {
-      if (outcome.error.code === 'session_not_found' && entry.stateKind === 'resident' && canRetry) {
+      if (outcome.error.code === 'session_state_missing' && entry.stateKind === 'resident' && canRetry) {
         // The instance lost the session's state (restarted under the same id, or evicted it).
         session.instanceId = undefined;
         metrics.retries.inc({ model });
