@@ -168,76 +168,28 @@ function pyParser(type: FieldType, enums: Enums, owner: string, field: string, i
   }
 }
 
-/** The expression that writes `expr` (a Python value of `type`) as JSON. */
-function pyWriter(type: FieldType, expr: string, depth = 0): string {
-  switch (type.kind) {
-    case 'struct':
-      return `${expr}.to_meta()`;
-    case 'array': {
-      const item = `v${depth}`;
-      const inner = pyWriter(type.of, item, depth + 1);
-      return inner === item ? `list(${expr})` : `[${inner} for ${item} in ${expr}]`;
-    }
-    case 'nullable': {
-      const inner = pyWriter(type.of, expr, depth);
-      return inner === expr ? expr : `None if ${expr} is None else ${inner}`;
-    }
-    case 'string':
-    case 'integer':
-    case 'number':
-    case 'boolean':
-    case 'json':
-    case 'enum':
-      return expr;
-  }
-}
-
 function pyClass(name: string, object: TObject, enums: Enums, message?: { tag: number; direction: Direction; body: BodyLayout }): string[] {
   const fields = fieldsOf(object, name);
   const hasBody = message !== undefined && message.body !== 'none';
-  const lines: string[] = ['', '', '@dataclass(frozen=True)', `class ${name}:`];
-  lines.push(
-    message === undefined
-      ? `    """Struct ${name} (docs/protocol.md)."""`
-      : `    """${name} (tag 0x${message.tag.toString(16).padStart(2, '0').toUpperCase()}, ${message.direction}, body ${message.body})."""`,
-  );
-  lines.push('');
-  if (message !== undefined) {
+  const lines: string[] = ['', '', '@dataclass(frozen=True)', `class ${name}(Record):`];
+  if (message === undefined) lines.push(`    """Struct ${name} (docs/protocol.md)."""`, '');
+  else {
+    const tag = `0x${message.tag.toString(16).padStart(2, '0').toUpperCase()}`;
     lines.push(
-      `    TAG: ClassVar[int] = 0x${message.tag.toString(16).padStart(2, '0').toUpperCase()}`,
-      `    NAME: ClassVar[str] = '${name}'`,
-      `    DIRECTION: ClassVar[str] = '${message.direction}'`,
-      `    BODY_LAYOUT: ClassVar[str] = '${message.body}'`,
+      `    """${name} (tag ${tag}, ${message.direction}, body ${message.body})."""`,
+      '',
+      `    WIRE: ClassVar[Optional[Wire]] = Wire(${tag}, '${name}', '${message.direction}', '${message.body}')`,
     );
   }
   lines.push(
     ...pyTuple(
-      '    KEYS: ClassVar[Tuple[str, ...]] = ',
-      fields.map(([key]) => `'${key}'`),
+      '    FIELDS: ClassVar[Fields] = ',
+      fields.map(([key, type]) => `('${key}', ${pyParser(type, enums, name, key)})`),
     ),
   );
   if (fields.length > 0 || hasBody) lines.push('');
   for (const [key, type] of fields) lines.push(`    ${snake(key)}: ${pyType(type, enums, name, key)}`);
   if (hasBody) lines.push('    body: Body');
-  lines.push('', '    def to_meta(self) -> Dict[str, Any]:');
-  if (fields.length === 0) lines.push('        return {}');
-  else {
-    lines.push('        return {');
-    for (const [key, type] of fields) lines.push(`            '${key}': ${pyWriter(type, `self.${snake(key)}`)},`);
-    lines.push('        }');
-  }
-  lines.push('', '    @classmethod');
-  const bodyParam = hasBody ? ', body: Body' : '';
-  lines.push(`    def from_meta(cls, value: Any${bodyParam}, where: str = '${name}') -> ${name}:`);
-  if (fields.length === 0) lines.push('        MetaReader(value, where, cls.KEYS)');
-  else lines.push('        m = MetaReader(value, where, cls.KEYS)');
-  if (fields.length === 0 && !hasBody) lines.push('        return cls()');
-  else {
-    lines.push('        return cls(');
-    for (const [key, type] of fields) lines.push(`            m.field('${key}', ${pyParser(type, enums, name, key)}),`);
-    if (hasBody) lines.push('            body,');
-    lines.push('        )');
-  }
   return lines;
 }
 
@@ -273,9 +225,9 @@ export function renderPythonMessages(): string {
     '# Generated from src/protocol/message-table.ts by `npm run docs`: do not edit.',
     `"""The messages of the instance protocol, version ${PROTOCOL_VERSION} (docs/protocol.md).`,
     '',
-    'One frozen dataclass per named struct and per message, fields in wire order with snake_case names.',
-    '``to_meta()`` gives the JSON meta (camelCase keys, in wire order); ``from_meta()`` reads it strictly',
-    '(every field present, of its type, no other field) and raises ``ProtocolError`` otherwise. A message',
+    'One frozen dataclass per named struct and per message, fields in wire order with snake_case names;',
+    "``FIELDS`` pairs each wire key with its parser, and a message's ``WIRE`` gives its tag, name,",
+    'direction and body layout. ``to_meta()`` and ``from_meta()`` come from ``protocol.Record``. A message',
     "whose body layout is not 'none' also holds ``body``. Frames, body checks and the shortcuts",
     '``encode_message``/``decode_message`` are in ``protocol.py``.',
     '"""',
@@ -286,7 +238,9 @@ export function renderPythonMessages(): string {
     '',
     'from .protocol import (',
     '    Body,',
-    '    MetaReader,',
+    '    Fields,',
+    '    Record,',
+    '    Wire,',
     '    read_array,',
     '    read_boolean,',
     '    read_enum,',
@@ -320,9 +274,9 @@ export function renderPythonMessages(): string {
     'MESSAGE_CLASSES: Dict[int, Type[Any]] = {',
     ...byTag.map((n) => `    ${hex(MESSAGE_TABLE[n].tag)}: ${n},`),
     '}',
-    'MESSAGE_NAMES: Dict[int, str] = {tag: cls.NAME for tag, cls in MESSAGE_CLASSES.items()}',
-    'DIRECTIONS: Dict[int, str] = {tag: cls.DIRECTION for tag, cls in MESSAGE_CLASSES.items()}',
-    'BODY_LAYOUTS: Dict[int, str] = {tag: cls.BODY_LAYOUT for tag, cls in MESSAGE_CLASSES.items()}',
+    'MESSAGE_NAMES: Dict[int, str] = {tag: cls.WIRE.name for tag, cls in MESSAGE_CLASSES.items()}',
+    'DIRECTIONS: Dict[int, str] = {tag: cls.WIRE.direction for tag, cls in MESSAGE_CLASSES.items()}',
+    'BODY_LAYOUTS: Dict[int, str] = {tag: cls.WIRE.body_layout for tag, cls in MESSAGE_CLASSES.items()}',
     "CONTROLLER_TAGS: FrozenSet[int] = frozenset(tag for tag, d in DIRECTIONS.items() if d == 'down')",
     "HOST_TAGS: FrozenSet[int] = frozenset(tag for tag, d in DIRECTIONS.items() if d == 'up')",
     'KNOWN_TAGS: FrozenSet[int] = CONTROLLER_TAGS | HOST_TAGS',

@@ -4,7 +4,8 @@ from typing import List
 
 import pytest
 
-from voxmux_host.errors import WIRE_ERROR_CODES, InstanceError
+from voxmux_host.errors import InstanceError
+from voxmux_host.messages import WIRE_ERROR_CODE_VALUES as WIRE_ERROR_CODES
 
 ERROR_CATALOG_TS = Path(__file__).resolve().parents[2] / 'src' / 'core' / 'error-catalog.ts'
 

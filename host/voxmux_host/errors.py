@@ -1,25 +1,9 @@
-"""Error codes that cross the instance boundary, and the exception adapters raise.
+"""The exception adapters raise for a failure with a wire code.
 
-The list mirrors ``WIRE_ERROR_CODES`` in ``src/core/error-catalog.ts``; a test keeps the two equal.
+The wire codes are ``WIRE_ERROR_CODE_VALUES`` in the generated ``messages.py`` (from
+``WIRE_ERROR_CODES`` in ``src/core/error-catalog.ts``, through the message table).
 """
 from __future__ import annotations
-
-from typing import Tuple
-
-WIRE_ERROR_CODES: Tuple[str, ...] = (
-    'invalid_audio',
-    'model_failed',
-    'out_of_memory',
-    'unsupported_option',
-    'load_failed',
-    'protocol_mismatch',
-    'bad_frame',
-    'instance_wedged',
-    'stream_cancelled',
-    'session_state_missing',
-    'resource_not_found',
-    'state_too_large',
-)
 
 
 class InstanceError(Exception):
@@ -30,7 +14,10 @@ class InstanceError(Exception):
     """
 
     def __init__(self, code: str, message: str) -> None:
-        if code not in WIRE_ERROR_CODES:
+        # NOTE: imported here, not at the top: messages imports protocol, which imports this module.
+        from .messages import WIRE_ERROR_CODE_VALUES
+
+        if code not in WIRE_ERROR_CODE_VALUES:
             raise ValueError(f'Expected a wire error code: got {code!r}')
         super().__init__(message)
         self.code = code

@@ -282,7 +282,7 @@ class InstanceHost:
                 self._answer_heartbeat(frame.correlation_id, message)
                 continue
             if isinstance(message, _UNSUPPORTED):
-                self._send(Error('unsupported_option', f'This instance does not handle {message.NAME} messages', None),
+                self._send(Error('unsupported_option', f'This instance does not handle {type(message).__name__} messages', None),
                            frame.correlation_id)
                 continue
             with self._state_lock:

@@ -1,9 +1,9 @@
 # Generated from src/protocol/message-table.ts by `npm run docs`: do not edit.
 """The messages of the instance protocol, version 3 (docs/protocol.md).
 
-One frozen dataclass per named struct and per message, fields in wire order with snake_case names.
-``to_meta()`` gives the JSON meta (camelCase keys, in wire order); ``from_meta()`` reads it strictly
-(every field present, of its type, no other field) and raises ``ProtocolError`` otherwise. A message
+One frozen dataclass per named struct and per message, fields in wire order with snake_case names;
+``FIELDS`` pairs each wire key with its parser, and a message's ``WIRE`` gives its tag, name,
+direction and body layout. ``to_meta()`` and ``from_meta()`` come from ``protocol.Record``. A message
 whose body layout is not 'none' also holds ``body``. Frames, body checks and the shortcuts
 ``encode_message``/``decode_message`` are in ``protocol.py``.
 """
@@ -14,7 +14,9 @@ from typing import Any, ClassVar, Dict, FrozenSet, Literal, Optional, Tuple, Typ
 
 from .protocol import (
     Body,
-    MetaReader,
+    Fields,
+    Record,
+    Wire,
     read_array,
     read_boolean,
     read_enum,
@@ -72,10 +74,16 @@ RESOURCE_LOADED_SOURCE_VALUES: Tuple[ResourceLoadedSource, ...] = ('disk', 'host
 
 
 @dataclass(frozen=True)
-class BatchItem:
+class BatchItem(Record):
     """Struct BatchItem (docs/protocol.md)."""
 
-    KEYS: ClassVar[Tuple[str, ...]] = ('requestId', 'samples', 'language', 'prompt', 'wordTimestamps')
+    FIELDS: ClassVar[Fields] = (
+        ('requestId', read_string),
+        ('samples', read_integer),
+        ('language', read_optional(read_string)),
+        ('prompt', read_optional(read_string)),
+        ('wordTimestamps', read_boolean),
+    )
 
     request_id: str
     samples: int
@@ -83,40 +91,20 @@ class BatchItem:
     prompt: Optional[str]
     word_timestamps: bool
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'requestId': self.request_id,
-            'samples': self.samples,
-            'language': self.language,
-            'prompt': self.prompt,
-            'wordTimestamps': self.word_timestamps,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'BatchItem') -> BatchItem:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('requestId', read_string),
-            m.field('samples', read_integer),
-            m.field('language', read_optional(read_string)),
-            m.field('prompt', read_optional(read_string)),
-            m.field('wordTimestamps', read_boolean),
-        )
-
 
 @dataclass(frozen=True)
-class SequenceItem:
+class SequenceItem(Record):
     """Struct SequenceItem (docs/protocol.md)."""
 
-    KEYS: ClassVar[Tuple[str, ...]] = (
-        'requestId',
-        'sessionId',
-        'seq',
-        'samples',
-        'stateIn',
-        'stateBytes',
-        'isLast',
-        'options',
+    FIELDS: ClassVar[Fields] = (
+        ('requestId', read_string),
+        ('sessionId', read_string),
+        ('seq', read_integer),
+        ('samples', read_integer),
+        ('stateIn', read_enum(SEQUENCE_ITEM_STATE_IN_VALUES)),
+        ('stateBytes', read_integer),
+        ('isLast', read_boolean),
+        ('options', read_json_object),
     )
 
     request_id: str
@@ -128,116 +116,50 @@ class SequenceItem:
     is_last: bool
     options: Dict[str, Any]
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'requestId': self.request_id,
-            'sessionId': self.session_id,
-            'seq': self.seq,
-            'samples': self.samples,
-            'stateIn': self.state_in,
-            'stateBytes': self.state_bytes,
-            'isLast': self.is_last,
-            'options': self.options,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'SequenceItem') -> SequenceItem:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('requestId', read_string),
-            m.field('sessionId', read_string),
-            m.field('seq', read_integer),
-            m.field('samples', read_integer),
-            m.field('stateIn', read_enum(SEQUENCE_ITEM_STATE_IN_VALUES)),
-            m.field('stateBytes', read_integer),
-            m.field('isLast', read_boolean),
-            m.field('options', read_json_object),
-        )
-
 
 @dataclass(frozen=True)
-class WireError:
+class WireError(Record):
     """Struct WireError (docs/protocol.md)."""
 
-    KEYS: ClassVar[Tuple[str, ...]] = ('code', 'message')
+    FIELDS: ClassVar[Fields] = (('code', read_enum(WIRE_ERROR_CODE_VALUES)), ('message', read_string))
 
     code: WireErrorCode
     message: str
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'code': self.code,
-            'message': self.message,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'WireError') -> WireError:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('code', read_enum(WIRE_ERROR_CODE_VALUES)),
-            m.field('message', read_string),
-        )
-
 
 @dataclass(frozen=True)
-class Segment:
+class Segment(Record):
     """Struct Segment (docs/protocol.md)."""
 
-    KEYS: ClassVar[Tuple[str, ...]] = ('start', 'end', 'text')
+    FIELDS: ClassVar[Fields] = (('start', read_number), ('end', read_number), ('text', read_string))
 
     start: float
     end: float
     text: str
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'start': self.start,
-            'end': self.end,
-            'text': self.text,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'Segment') -> Segment:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('start', read_number),
-            m.field('end', read_number),
-            m.field('text', read_string),
-        )
-
 
 @dataclass(frozen=True)
-class Word:
+class Word(Record):
     """Struct Word (docs/protocol.md)."""
 
-    KEYS: ClassVar[Tuple[str, ...]] = ('word', 'start', 'end')
+    FIELDS: ClassVar[Fields] = (('word', read_string), ('start', read_number), ('end', read_number))
 
     word: str
     start: float
     end: float
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'word': self.word,
-            'start': self.start,
-            'end': self.end,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'Word') -> Word:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('word', read_string),
-            m.field('start', read_number),
-            m.field('end', read_number),
-        )
-
 
 @dataclass(frozen=True)
-class Transcript:
+class Transcript(Record):
     """Struct Transcript (docs/protocol.md)."""
 
-    KEYS: ClassVar[Tuple[str, ...]] = ('text', 'language', 'durationS', 'segments', 'words')
+    FIELDS: ClassVar[Fields] = (
+        ('text', read_string),
+        ('language', read_string),
+        ('durationS', read_number),
+        ('segments', read_optional(read_array(Segment.from_meta))),
+        ('words', read_optional(read_array(Word.from_meta))),
+    )
 
     text: str
     language: str
@@ -245,89 +167,51 @@ class Transcript:
     segments: Optional[Tuple[Segment, ...]]
     words: Optional[Tuple[Word, ...]]
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'text': self.text,
-            'language': self.language,
-            'durationS': self.duration_s,
-            'segments': None if self.segments is None else [v0.to_meta() for v0 in self.segments],
-            'words': None if self.words is None else [v0.to_meta() for v0 in self.words],
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'Transcript') -> Transcript:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('text', read_string),
-            m.field('language', read_string),
-            m.field('durationS', read_number),
-            m.field('segments', read_optional(read_array(Segment.from_meta))),
-            m.field('words', read_optional(read_array(Word.from_meta))),
-        )
-
 
 @dataclass(frozen=True)
-class ItemResult:
+class ItemResult(Record):
     """Struct ItemResult (docs/protocol.md)."""
 
-    KEYS: ClassVar[Tuple[str, ...]] = ('requestId', 'error', 'transcript')
+    FIELDS: ClassVar[Fields] = (
+        ('requestId', read_string),
+        ('error', read_optional(WireError.from_meta)),
+        ('transcript', read_optional(Transcript.from_meta)),
+    )
 
     request_id: str
     error: Optional[WireError]
     transcript: Optional[Transcript]
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'requestId': self.request_id,
-            'error': None if self.error is None else self.error.to_meta(),
-            'transcript': None if self.transcript is None else self.transcript.to_meta(),
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'ItemResult') -> ItemResult:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('requestId', read_string),
-            m.field('error', read_optional(WireError.from_meta)),
-            m.field('transcript', read_optional(Transcript.from_meta)),
-        )
-
 
 @dataclass(frozen=True)
-class ResourceInfo:
+class ResourceInfo(Record):
     """Struct ResourceInfo (docs/protocol.md)."""
 
-    KEYS: ClassVar[Tuple[str, ...]] = ('name', 'kind', 'residency', 'bytes')
+    FIELDS: ClassVar[Fields] = (
+        ('name', read_string),
+        ('kind', read_string),
+        ('residency', read_enum(RESOURCE_INFO_RESIDENCY_VALUES)),
+        ('bytes', read_integer),
+    )
 
     name: str
     kind: str
     residency: ResourceInfoResidency
     bytes: int
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'name': self.name,
-            'kind': self.kind,
-            'residency': self.residency,
-            'bytes': self.bytes,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'ResourceInfo') -> ResourceInfo:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('name', read_string),
-            m.field('kind', read_string),
-            m.field('residency', read_enum(RESOURCE_INFO_RESIDENCY_VALUES)),
-            m.field('bytes', read_integer),
-        )
-
 
 @dataclass(frozen=True)
-class SequenceItemResult:
+class SequenceItemResult(Record):
     """Struct SequenceItemResult (docs/protocol.md)."""
 
-    KEYS: ClassVar[Tuple[str, ...]] = ('requestId', 'sessionId', 'seq', 'error', 'output', 'stateBytes')
+    FIELDS: ClassVar[Fields] = (
+        ('requestId', read_string),
+        ('sessionId', read_string),
+        ('seq', read_integer),
+        ('error', read_optional(WireError.from_meta)),
+        ('output', read_optional(read_json_object)),
+        ('stateBytes', read_integer),
+    )
 
     request_id: str
     session_id: str
@@ -336,38 +220,19 @@ class SequenceItemResult:
     output: Optional[Dict[str, Any]]
     state_bytes: int
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'requestId': self.request_id,
-            'sessionId': self.session_id,
-            'seq': self.seq,
-            'error': None if self.error is None else self.error.to_meta(),
-            'output': self.output,
-            'stateBytes': self.state_bytes,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'SequenceItemResult') -> SequenceItemResult:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('requestId', read_string),
-            m.field('sessionId', read_string),
-            m.field('seq', read_integer),
-            m.field('error', read_optional(WireError.from_meta)),
-            m.field('output', read_optional(read_json_object)),
-            m.field('stateBytes', read_integer),
-        )
-
 
 @dataclass(frozen=True)
-class LoadRequest:
+class LoadRequest(Record):
     """LoadRequest (tag 0x01, down, body none)."""
 
-    TAG: ClassVar[int] = 0x01
-    NAME: ClassVar[str] = 'LoadRequest'
-    DIRECTION: ClassVar[str] = 'down'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = ('instanceId', 'model', 'adapter', 'options', 'loadLockPath')
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x01, 'LoadRequest', 'down', 'none')
+    FIELDS: ClassVar[Fields] = (
+        ('instanceId', read_string),
+        ('model', read_string),
+        ('adapter', read_string),
+        ('options', read_json_object),
+        ('loadLockPath', read_optional(read_string)),
+    )
 
     instance_id: str
     model: str
@@ -375,184 +240,79 @@ class LoadRequest:
     options: Dict[str, Any]
     load_lock_path: Optional[str]
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'instanceId': self.instance_id,
-            'model': self.model,
-            'adapter': self.adapter,
-            'options': self.options,
-            'loadLockPath': self.load_lock_path,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'LoadRequest') -> LoadRequest:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('instanceId', read_string),
-            m.field('model', read_string),
-            m.field('adapter', read_string),
-            m.field('options', read_json_object),
-            m.field('loadLockPath', read_optional(read_string)),
-        )
-
 
 @dataclass(frozen=True)
-class WarmupRequest:
+class WarmupRequest(Record):
     """WarmupRequest (tag 0x02, down, body none)."""
 
-    TAG: ClassVar[int] = 0x02
-    NAME: ClassVar[str] = 'WarmupRequest'
-    DIRECTION: ClassVar[str] = 'down'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = ()
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {}
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'WarmupRequest') -> WarmupRequest:
-        MetaReader(value, where, cls.KEYS)
-        return cls()
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x02, 'WarmupRequest', 'down', 'none')
+    FIELDS: ClassVar[Fields] = ()
 
 
 @dataclass(frozen=True)
-class RunBatch:
+class RunBatch(Record):
     """RunBatch (tag 0x03, down, body pcm16)."""
 
-    TAG: ClassVar[int] = 0x03
-    NAME: ClassVar[str] = 'RunBatch'
-    DIRECTION: ClassVar[str] = 'down'
-    BODY_LAYOUT: ClassVar[str] = 'pcm16'
-    KEYS: ClassVar[Tuple[str, ...]] = ('batchId', 'requests')
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x03, 'RunBatch', 'down', 'pcm16')
+    FIELDS: ClassVar[Fields] = (('batchId', read_string), ('requests', read_array(BatchItem.from_meta)))
 
     batch_id: str
     requests: Tuple[BatchItem, ...]
     body: Body
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'batchId': self.batch_id,
-            'requests': [v0.to_meta() for v0 in self.requests],
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, body: Body, where: str = 'RunBatch') -> RunBatch:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('batchId', read_string),
-            m.field('requests', read_array(BatchItem.from_meta)),
-            body,
-        )
-
 
 @dataclass(frozen=True)
-class Heartbeat:
+class Heartbeat(Record):
     """Heartbeat (tag 0x04, down, body none)."""
 
-    TAG: ClassVar[int] = 0x04
-    NAME: ClassVar[str] = 'Heartbeat'
-    DIRECTION: ClassVar[str] = 'down'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = ('seq',)
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x04, 'Heartbeat', 'down', 'none')
+    FIELDS: ClassVar[Fields] = (('seq', read_integer),)
 
     seq: int
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'seq': self.seq,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'Heartbeat') -> Heartbeat:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('seq', read_integer),
-        )
-
 
 @dataclass(frozen=True)
-class Close:
+class Close(Record):
     """Close (tag 0x05, down, body none)."""
 
-    TAG: ClassVar[int] = 0x05
-    NAME: ClassVar[str] = 'Close'
-    DIRECTION: ClassVar[str] = 'down'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = ()
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {}
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'Close') -> Close:
-        MetaReader(value, where, cls.KEYS)
-        return cls()
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x05, 'Close', 'down', 'none')
+    FIELDS: ClassVar[Fields] = ()
 
 
 @dataclass(frozen=True)
-class RunSequenceBatch:
+class RunSequenceBatch(Record):
     """RunSequenceBatch (tag 0x06, down, body sequence)."""
 
-    TAG: ClassVar[int] = 0x06
-    NAME: ClassVar[str] = 'RunSequenceBatch'
-    DIRECTION: ClassVar[str] = 'down'
-    BODY_LAYOUT: ClassVar[str] = 'sequence'
-    KEYS: ClassVar[Tuple[str, ...]] = ('batchId', 'items')
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x06, 'RunSequenceBatch', 'down', 'sequence')
+    FIELDS: ClassVar[Fields] = (('batchId', read_string), ('items', read_array(SequenceItem.from_meta)))
 
     batch_id: str
     items: Tuple[SequenceItem, ...]
     body: Body
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'batchId': self.batch_id,
-            'items': [v0.to_meta() for v0 in self.items],
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, body: Body, where: str = 'RunSequenceBatch') -> RunSequenceBatch:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('batchId', read_string),
-            m.field('items', read_array(SequenceItem.from_meta)),
-            body,
-        )
-
 
 @dataclass(frozen=True)
-class EndSessions:
+class EndSessions(Record):
     """EndSessions (tag 0x07, down, body none)."""
 
-    TAG: ClassVar[int] = 0x07
-    NAME: ClassVar[str] = 'EndSessions'
-    DIRECTION: ClassVar[str] = 'down'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = ('sessionIds',)
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x07, 'EndSessions', 'down', 'none')
+    FIELDS: ClassVar[Fields] = (('sessionIds', read_array(read_string)),)
 
     session_ids: Tuple[str, ...]
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'sessionIds': list(self.session_ids),
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'EndSessions') -> EndSessions:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('sessionIds', read_array(read_string)),
-        )
-
 
 @dataclass(frozen=True)
-class StartStream:
+class StartStream(Record):
     """StartStream (tag 0x08, down, body bytes)."""
 
-    TAG: ClassVar[int] = 0x08
-    NAME: ClassVar[str] = 'StartStream'
-    DIRECTION: ClassVar[str] = 'down'
-    BODY_LAYOUT: ClassVar[str] = 'bytes'
-    KEYS: ClassVar[Tuple[str, ...]] = ('streamId', 'requestId', 'resource', 'params', 'creditChunks')
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x08, 'StartStream', 'down', 'bytes')
+    FIELDS: ClassVar[Fields] = (
+        ('streamId', read_string),
+        ('requestId', read_string),
+        ('resource', read_optional(read_string)),
+        ('params', read_json_object),
+        ('creditChunks', read_integer),
+    )
 
     stream_id: str
     request_id: str
@@ -561,180 +321,81 @@ class StartStream:
     credit_chunks: int
     body: Body
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'streamId': self.stream_id,
-            'requestId': self.request_id,
-            'resource': self.resource,
-            'params': self.params,
-            'creditChunks': self.credit_chunks,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, body: Body, where: str = 'StartStream') -> StartStream:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('streamId', read_string),
-            m.field('requestId', read_string),
-            m.field('resource', read_optional(read_string)),
-            m.field('params', read_json_object),
-            m.field('creditChunks', read_integer),
-            body,
-        )
-
 
 @dataclass(frozen=True)
-class StreamCredit:
+class StreamCredit(Record):
     """StreamCredit (tag 0x09, down, body none)."""
 
-    TAG: ClassVar[int] = 0x09
-    NAME: ClassVar[str] = 'StreamCredit'
-    DIRECTION: ClassVar[str] = 'down'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = ('streamId', 'chunks')
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x09, 'StreamCredit', 'down', 'none')
+    FIELDS: ClassVar[Fields] = (('streamId', read_string), ('chunks', read_integer))
 
     stream_id: str
     chunks: int
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'streamId': self.stream_id,
-            'chunks': self.chunks,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'StreamCredit') -> StreamCredit:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('streamId', read_string),
-            m.field('chunks', read_integer),
-        )
-
 
 @dataclass(frozen=True)
-class CancelStream:
+class CancelStream(Record):
     """CancelStream (tag 0x0A, down, body none)."""
 
-    TAG: ClassVar[int] = 0x0A
-    NAME: ClassVar[str] = 'CancelStream'
-    DIRECTION: ClassVar[str] = 'down'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = ('streamId',)
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x0A, 'CancelStream', 'down', 'none')
+    FIELDS: ClassVar[Fields] = (('streamId', read_string),)
 
     stream_id: str
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'streamId': self.stream_id,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'CancelStream') -> CancelStream:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('streamId', read_string),
-        )
-
 
 @dataclass(frozen=True)
-class LoadResource:
+class LoadResource(Record):
     """LoadResource (tag 0x0B, down, body none)."""
 
-    TAG: ClassVar[int] = 0x0B
-    NAME: ClassVar[str] = 'LoadResource'
-    DIRECTION: ClassVar[str] = 'down'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = ('name', 'kind', 'source')
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x0B, 'LoadResource', 'down', 'none')
+    FIELDS: ClassVar[Fields] = (('name', read_string), ('kind', read_string), ('source', read_json_object))
 
     name: str
     kind: str
     source: Dict[str, Any]
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'name': self.name,
-            'kind': self.kind,
-            'source': self.source,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'LoadResource') -> LoadResource:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('name', read_string),
-            m.field('kind', read_string),
-            m.field('source', read_json_object),
-        )
-
 
 @dataclass(frozen=True)
-class EvictResource:
+class EvictResource(Record):
     """EvictResource (tag 0x0C, down, body none)."""
 
-    TAG: ClassVar[int] = 0x0C
-    NAME: ClassVar[str] = 'EvictResource'
-    DIRECTION: ClassVar[str] = 'down'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = ('name',)
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x0C, 'EvictResource', 'down', 'none')
+    FIELDS: ClassVar[Fields] = (('name', read_string),)
 
     name: str
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'name': self.name,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'EvictResource') -> EvictResource:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('name', read_string),
-        )
-
 
 @dataclass(frozen=True)
-class Hello:
+class Hello(Record):
     """Hello (tag 0x81, up, body none)."""
 
-    TAG: ClassVar[int] = 0x81
-    NAME: ClassVar[str] = 'Hello'
-    DIRECTION: ClassVar[str] = 'up'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = ('protocolVersion', 'hostVersion', 'pid', 'adapters')
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x81, 'Hello', 'up', 'none')
+    FIELDS: ClassVar[Fields] = (
+        ('protocolVersion', read_integer),
+        ('hostVersion', read_string),
+        ('pid', read_integer),
+        ('adapters', read_array(read_string)),
+    )
 
     protocol_version: int
     host_version: str
     pid: int
     adapters: Tuple[str, ...]
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'protocolVersion': self.protocol_version,
-            'hostVersion': self.host_version,
-            'pid': self.pid,
-            'adapters': list(self.adapters),
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'Hello') -> Hello:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('protocolVersion', read_integer),
-            m.field('hostVersion', read_string),
-            m.field('pid', read_integer),
-            m.field('adapters', read_array(read_string)),
-        )
-
 
 @dataclass(frozen=True)
-class LoadResult:
+class LoadResult(Record):
     """LoadResult (tag 0x82, up, body none)."""
 
-    TAG: ClassVar[int] = 0x82
-    NAME: ClassVar[str] = 'LoadResult'
-    DIRECTION: ClassVar[str] = 'up'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = ('model', 'device', 'parameters', 'memoryBytes', 'loadMs', 'workKinds')
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x82, 'LoadResult', 'up', 'none')
+    FIELDS: ClassVar[Fields] = (
+        ('model', read_string),
+        ('device', read_string),
+        ('parameters', read_integer),
+        ('memoryBytes', read_integer),
+        ('loadMs', read_integer),
+        ('workKinds', read_array(read_enum(LOAD_RESULT_WORK_KIND_VALUES))),
+    )
 
     model: str
     device: str
@@ -743,107 +404,50 @@ class LoadResult:
     load_ms: int
     work_kinds: Tuple[LoadResultWorkKind, ...]
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'model': self.model,
-            'device': self.device,
-            'parameters': self.parameters,
-            'memoryBytes': self.memory_bytes,
-            'loadMs': self.load_ms,
-            'workKinds': list(self.work_kinds),
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'LoadResult') -> LoadResult:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('model', read_string),
-            m.field('device', read_string),
-            m.field('parameters', read_integer),
-            m.field('memoryBytes', read_integer),
-            m.field('loadMs', read_integer),
-            m.field('workKinds', read_array(read_enum(LOAD_RESULT_WORK_KIND_VALUES))),
-        )
-
 
 @dataclass(frozen=True)
-class WarmupResult:
+class WarmupResult(Record):
     """WarmupResult (tag 0x83, up, body none)."""
 
-    TAG: ClassVar[int] = 0x83
-    NAME: ClassVar[str] = 'WarmupResult'
-    DIRECTION: ClassVar[str] = 'up'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = ('warmupMs', 'graphsCaptured')
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x83, 'WarmupResult', 'up', 'none')
+    FIELDS: ClassVar[Fields] = (('warmupMs', read_integer), ('graphsCaptured', read_integer))
 
     warmup_ms: int
     graphs_captured: int
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'warmupMs': self.warmup_ms,
-            'graphsCaptured': self.graphs_captured,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'WarmupResult') -> WarmupResult:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('warmupMs', read_integer),
-            m.field('graphsCaptured', read_integer),
-        )
-
 
 @dataclass(frozen=True)
-class BatchResult:
+class BatchResult(Record):
     """BatchResult (tag 0x84, up, body none)."""
 
-    TAG: ClassVar[int] = 0x84
-    NAME: ClassVar[str] = 'BatchResult'
-    DIRECTION: ClassVar[str] = 'up'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = ('batchId', 'results', 'computeMs')
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x84, 'BatchResult', 'up', 'none')
+    FIELDS: ClassVar[Fields] = (
+        ('batchId', read_string),
+        ('results', read_array(ItemResult.from_meta)),
+        ('computeMs', read_number),
+    )
 
     batch_id: str
     results: Tuple[ItemResult, ...]
     compute_ms: float
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'batchId': self.batch_id,
-            'results': [v0.to_meta() for v0 in self.results],
-            'computeMs': self.compute_ms,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'BatchResult') -> BatchResult:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('batchId', read_string),
-            m.field('results', read_array(ItemResult.from_meta)),
-            m.field('computeMs', read_number),
-        )
-
 
 @dataclass(frozen=True)
-class HeartbeatAck:
+class HeartbeatAck(Record):
     """HeartbeatAck (tag 0x85, up, body none)."""
 
-    TAG: ClassVar[int] = 0x85
-    NAME: ClassVar[str] = 'HeartbeatAck'
-    DIRECTION: ClassVar[str] = 'up'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = (
-        'seq',
-        'state',
-        'busyMs',
-        'queuedBatches',
-        'memoryBytes',
-        'eagerBatches',
-        'graphReplays',
-        'sessions',
-        'streams',
-        'resources',
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x85, 'HeartbeatAck', 'up', 'none')
+    FIELDS: ClassVar[Fields] = (
+        ('seq', read_integer),
+        ('state', read_enum(HEARTBEAT_ACK_STATE_VALUES)),
+        ('busyMs', read_integer),
+        ('queuedBatches', read_integer),
+        ('memoryBytes', read_integer),
+        ('eagerBatches', read_integer),
+        ('graphReplays', read_integer),
+        ('sessions', read_integer),
+        ('streams', read_integer),
+        ('resources', read_array(ResourceInfo.from_meta)),
     )
 
     seq: int
@@ -857,190 +461,90 @@ class HeartbeatAck:
     streams: int
     resources: Tuple[ResourceInfo, ...]
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'seq': self.seq,
-            'state': self.state,
-            'busyMs': self.busy_ms,
-            'queuedBatches': self.queued_batches,
-            'memoryBytes': self.memory_bytes,
-            'eagerBatches': self.eager_batches,
-            'graphReplays': self.graph_replays,
-            'sessions': self.sessions,
-            'streams': self.streams,
-            'resources': [v0.to_meta() for v0 in self.resources],
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'HeartbeatAck') -> HeartbeatAck:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('seq', read_integer),
-            m.field('state', read_enum(HEARTBEAT_ACK_STATE_VALUES)),
-            m.field('busyMs', read_integer),
-            m.field('queuedBatches', read_integer),
-            m.field('memoryBytes', read_integer),
-            m.field('eagerBatches', read_integer),
-            m.field('graphReplays', read_integer),
-            m.field('sessions', read_integer),
-            m.field('streams', read_integer),
-            m.field('resources', read_array(ResourceInfo.from_meta)),
-        )
-
 
 @dataclass(frozen=True)
-class Closed:
+class Closed(Record):
     """Closed (tag 0x86, up, body none)."""
 
-    TAG: ClassVar[int] = 0x86
-    NAME: ClassVar[str] = 'Closed'
-    DIRECTION: ClassVar[str] = 'up'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = ()
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {}
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'Closed') -> Closed:
-        MetaReader(value, where, cls.KEYS)
-        return cls()
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x86, 'Closed', 'up', 'none')
+    FIELDS: ClassVar[Fields] = ()
 
 
 @dataclass(frozen=True)
-class SequenceResult:
+class SequenceResult(Record):
     """SequenceResult (tag 0x87, up, body states)."""
 
-    TAG: ClassVar[int] = 0x87
-    NAME: ClassVar[str] = 'SequenceResult'
-    DIRECTION: ClassVar[str] = 'up'
-    BODY_LAYOUT: ClassVar[str] = 'states'
-    KEYS: ClassVar[Tuple[str, ...]] = ('batchId', 'results', 'computeMs')
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x87, 'SequenceResult', 'up', 'states')
+    FIELDS: ClassVar[Fields] = (
+        ('batchId', read_string),
+        ('results', read_array(SequenceItemResult.from_meta)),
+        ('computeMs', read_number),
+    )
 
     batch_id: str
     results: Tuple[SequenceItemResult, ...]
     compute_ms: float
     body: Body
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'batchId': self.batch_id,
-            'results': [v0.to_meta() for v0 in self.results],
-            'computeMs': self.compute_ms,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, body: Body, where: str = 'SequenceResult') -> SequenceResult:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('batchId', read_string),
-            m.field('results', read_array(SequenceItemResult.from_meta)),
-            m.field('computeMs', read_number),
-            body,
-        )
-
 
 @dataclass(frozen=True)
-class SessionsEnded:
+class SessionsEnded(Record):
     """SessionsEnded (tag 0x88, up, body none)."""
 
-    TAG: ClassVar[int] = 0x88
-    NAME: ClassVar[str] = 'SessionsEnded'
-    DIRECTION: ClassVar[str] = 'up'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = ('sessionIds',)
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x88, 'SessionsEnded', 'up', 'none')
+    FIELDS: ClassVar[Fields] = (('sessionIds', read_array(read_string)),)
 
     session_ids: Tuple[str, ...]
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'sessionIds': list(self.session_ids),
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'SessionsEnded') -> SessionsEnded:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('sessionIds', read_array(read_string)),
-        )
-
 
 @dataclass(frozen=True)
-class StreamChunk:
+class StreamChunk(Record):
     """StreamChunk (tag 0x89, up, body bytes)."""
 
-    TAG: ClassVar[int] = 0x89
-    NAME: ClassVar[str] = 'StreamChunk'
-    DIRECTION: ClassVar[str] = 'up'
-    BODY_LAYOUT: ClassVar[str] = 'bytes'
-    KEYS: ClassVar[Tuple[str, ...]] = ('streamId', 'index', 'meta')
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x89, 'StreamChunk', 'up', 'bytes')
+    FIELDS: ClassVar[Fields] = (
+        ('streamId', read_string),
+        ('index', read_integer),
+        ('meta', read_json_object),
+    )
 
     stream_id: str
     index: int
     meta: Dict[str, Any]
     body: Body
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'streamId': self.stream_id,
-            'index': self.index,
-            'meta': self.meta,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, body: Body, where: str = 'StreamChunk') -> StreamChunk:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('streamId', read_string),
-            m.field('index', read_integer),
-            m.field('meta', read_json_object),
-            body,
-        )
-
 
 @dataclass(frozen=True)
-class StreamEnd:
+class StreamEnd(Record):
     """StreamEnd (tag 0x8A, up, body none)."""
 
-    TAG: ClassVar[int] = 0x8A
-    NAME: ClassVar[str] = 'StreamEnd'
-    DIRECTION: ClassVar[str] = 'up'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = ('streamId', 'chunks', 'usage', 'error')
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x8A, 'StreamEnd', 'up', 'none')
+    FIELDS: ClassVar[Fields] = (
+        ('streamId', read_string),
+        ('chunks', read_integer),
+        ('usage', read_optional(read_json_object)),
+        ('error', read_optional(WireError.from_meta)),
+    )
 
     stream_id: str
     chunks: int
     usage: Optional[Dict[str, Any]]
     error: Optional[WireError]
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'streamId': self.stream_id,
-            'chunks': self.chunks,
-            'usage': self.usage,
-            'error': None if self.error is None else self.error.to_meta(),
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'StreamEnd') -> StreamEnd:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('streamId', read_string),
-            m.field('chunks', read_integer),
-            m.field('usage', read_optional(read_json_object)),
-            m.field('error', read_optional(WireError.from_meta)),
-        )
-
 
 @dataclass(frozen=True)
-class ResourceLoaded:
+class ResourceLoaded(Record):
     """ResourceLoaded (tag 0x8B, up, body none)."""
 
-    TAG: ClassVar[int] = 0x8B
-    NAME: ClassVar[str] = 'ResourceLoaded'
-    DIRECTION: ClassVar[str] = 'up'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = ('name', 'kind', 'residency', 'bytes', 'loadMs', 'source')
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x8B, 'ResourceLoaded', 'up', 'none')
+    FIELDS: ClassVar[Fields] = (
+        ('name', read_string),
+        ('kind', read_string),
+        ('residency', read_enum(RESOURCE_INFO_RESIDENCY_VALUES)),
+        ('bytes', read_integer),
+        ('loadMs', read_integer),
+        ('source', read_enum(RESOURCE_LOADED_SOURCE_VALUES)),
+    )
 
     name: str
     kind: str
@@ -1049,86 +553,32 @@ class ResourceLoaded:
     load_ms: int
     source: ResourceLoadedSource
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'name': self.name,
-            'kind': self.kind,
-            'residency': self.residency,
-            'bytes': self.bytes,
-            'loadMs': self.load_ms,
-            'source': self.source,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'ResourceLoaded') -> ResourceLoaded:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('name', read_string),
-            m.field('kind', read_string),
-            m.field('residency', read_enum(RESOURCE_INFO_RESIDENCY_VALUES)),
-            m.field('bytes', read_integer),
-            m.field('loadMs', read_integer),
-            m.field('source', read_enum(RESOURCE_LOADED_SOURCE_VALUES)),
-        )
-
 
 @dataclass(frozen=True)
-class ResourceEvicted:
+class ResourceEvicted(Record):
     """ResourceEvicted (tag 0x8C, up, body none)."""
 
-    TAG: ClassVar[int] = 0x8C
-    NAME: ClassVar[str] = 'ResourceEvicted'
-    DIRECTION: ClassVar[str] = 'up'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = ('name', 'bytes')
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x8C, 'ResourceEvicted', 'up', 'none')
+    FIELDS: ClassVar[Fields] = (('name', read_string), ('bytes', read_integer))
 
     name: str
     bytes: int
 
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'name': self.name,
-            'bytes': self.bytes,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'ResourceEvicted') -> ResourceEvicted:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('name', read_string),
-            m.field('bytes', read_integer),
-        )
-
 
 @dataclass(frozen=True)
-class Error:
+class Error(Record):
     """Error (tag 0x8F, up, body none)."""
 
-    TAG: ClassVar[int] = 0x8F
-    NAME: ClassVar[str] = 'Error'
-    DIRECTION: ClassVar[str] = 'up'
-    BODY_LAYOUT: ClassVar[str] = 'none'
-    KEYS: ClassVar[Tuple[str, ...]] = ('code', 'message', 'requestId')
+    WIRE: ClassVar[Optional[Wire]] = Wire(0x8F, 'Error', 'up', 'none')
+    FIELDS: ClassVar[Fields] = (
+        ('code', read_enum(WIRE_ERROR_CODE_VALUES)),
+        ('message', read_string),
+        ('requestId', read_optional(read_string)),
+    )
 
     code: WireErrorCode
     message: str
     request_id: Optional[str]
-
-    def to_meta(self) -> Dict[str, Any]:
-        return {
-            'code': self.code,
-            'message': self.message,
-            'requestId': self.request_id,
-        }
-
-    @classmethod
-    def from_meta(cls, value: Any, where: str = 'Error') -> Error:
-        m = MetaReader(value, where, cls.KEYS)
-        return cls(
-            m.field('code', read_enum(WIRE_ERROR_CODE_VALUES)),
-            m.field('message', read_string),
-            m.field('requestId', read_optional(read_string)),
-        )
 
 
 # Message tags. Down: supervisor -> instance. Up: instance -> supervisor.
@@ -1216,9 +666,9 @@ MESSAGE_CLASSES: Dict[int, Type[Any]] = {
     0x8C: ResourceEvicted,
     0x8F: Error,
 }
-MESSAGE_NAMES: Dict[int, str] = {tag: cls.NAME for tag, cls in MESSAGE_CLASSES.items()}
-DIRECTIONS: Dict[int, str] = {tag: cls.DIRECTION for tag, cls in MESSAGE_CLASSES.items()}
-BODY_LAYOUTS: Dict[int, str] = {tag: cls.BODY_LAYOUT for tag, cls in MESSAGE_CLASSES.items()}
+MESSAGE_NAMES: Dict[int, str] = {tag: cls.WIRE.name for tag, cls in MESSAGE_CLASSES.items()}
+DIRECTIONS: Dict[int, str] = {tag: cls.WIRE.direction for tag, cls in MESSAGE_CLASSES.items()}
+BODY_LAYOUTS: Dict[int, str] = {tag: cls.WIRE.body_layout for tag, cls in MESSAGE_CLASSES.items()}
 CONTROLLER_TAGS: FrozenSet[int] = frozenset(tag for tag, d in DIRECTIONS.items() if d == 'down')
 HOST_TAGS: FrozenSet[int] = frozenset(tag for tag, d in DIRECTIONS.items() if d == 'up')
 KNOWN_TAGS: FrozenSet[int] = CONTROLLER_TAGS | HOST_TAGS

@@ -72,7 +72,7 @@ class RequestOutput:
 @dataclass
 class RequestFailure:
     request_id: str
-    code: str  # a wire code, see errors.WIRE_ERROR_CODES
+    code: str  # a wire code, see messages.WIRE_ERROR_CODE_VALUES
     message: str
 
 

@@ -5,8 +5,8 @@ A frame is a 24-byte little-endian header, ``metaLength`` bytes of compact UTF-8
 
 - ``Frame`` with ``encode_frame``, ``decode_header``, ``decode_frame`` and ``read_frame``: the
   header checks and the JSON meta, independent of the message kind;
-- ``MetaReader`` and the ``read_*`` parsers: what the generated ``from_meta()`` methods of
-  ``messages.py`` use to read each field strictly;
+- ``Record`` (the base of the generated classes of ``messages.py``: ``to_meta``/``from_meta``),
+  ``MetaReader`` and the ``read_*`` parsers that read each field strictly;
 - ``to_frame``/``from_frame`` (and the shortcuts ``encode_message`` and ``decode_message``): a
   message of ``messages.py`` to and from a frame, with its body checked against its layout and the
   rules of ``check_message``; ``split_sequence_body``, ``split_states`` and ``join_states`` for
@@ -25,8 +25,8 @@ import json
 import math
 import struct
 from dataclasses import dataclass, fields, is_dataclass
-from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Literal, NamedTuple, Optional, Protocol, Sequence,
-                    Tuple, TypeVar, Union, get_args, get_origin, get_type_hints)
+from typing import (TYPE_CHECKING, Any, Callable, ClassVar, Dict, List, Literal, NamedTuple, Optional, Protocol,
+                    Sequence, Tuple, Type, TypeVar, Union, cast, get_args, get_origin, get_type_hints)
 
 from .errors import InstanceError
 
@@ -247,6 +247,54 @@ class MetaReader:
         return parser(self._value[key], f'{self._where}.{key}')
 
 
+#: A record's wire keys, in wire order, each with the parser of its value.
+Fields = Tuple[Tuple[str, Callable[[Any, str], Any]], ...]
+R = TypeVar('R', bound='Record')
+
+
+class Wire(NamedTuple):
+    """A message's place in the table: its tag, name, direction ('down' or 'up') and body layout."""
+
+    tag: int
+    name: str
+    direction: str
+    body_layout: str
+
+
+class Record:
+    """The base of the generated structs and messages (frozen dataclasses): their JSON meta both ways.
+
+    A subclass lists its wire keys in ``FIELDS`` in the order of its dataclass fields; a message's
+    dataclass ends with ``body`` when its layout is not 'none'.
+    """
+
+    WIRE: ClassVar[Optional[Wire]] = None
+    FIELDS: ClassVar[Fields] = ()
+
+    def to_meta(self) -> Dict[str, Any]:
+        """The meta as JSON: camelCase keys in wire order, nested records and tuples written out."""
+        values = (getattr(self, f.name) for f in fields(cast(Any, self)))
+        return {key: _to_json(value) for (key, _), value in zip(self.FIELDS, values)}
+
+    @classmethod
+    def from_meta(cls: Type[R], value: Any, where: str = '', body: Optional[Body] = None) -> R:
+        """Reads the meta strictly (every field present, of its type, no other field); ``body`` for a
+        message whose layout is not 'none'. Raises ``ProtocolError``."""
+        reader = MetaReader(value, where or cls.__name__, tuple(key for key, _ in cls.FIELDS))
+        values = [reader.field(key, parser) for key, parser in cls.FIELDS]
+        if body is not None:
+            values.append(body)
+        return cls(*values)
+
+
+def _to_json(value: Any) -> Any:
+    if isinstance(value, Record):
+        return value.to_meta()
+    if isinstance(value, tuple):
+        return [_to_json(item) for item in value]
+    return value
+
+
 def read_string(value: Any, where: str) -> str:
     if not isinstance(value, str):
         raise _fail(where, 'a string', value)
@@ -313,7 +361,7 @@ def read_array(parser: Callable[[Any, str], T]) -> Callable[[Any, str], Tuple[T,
 
 def expected_body_length(message: Message) -> Optional[int]:
     """The body length a message's meta calls for (docs/protocol.md, Body layouts); None for 'bytes'."""
-    layout = message.BODY_LAYOUT
+    layout = wire_of(message).body_layout
     if layout == 'none':
         return 0
     if layout == 'pcm16':
@@ -330,19 +378,27 @@ def expected_body_length(message: Message) -> Optional[int]:
 def check_message(message: Message) -> None:
     """Checks a message's body length against its layout and the rules a field type cannot express
     (the same as ``MESSAGE_RULES`` in src/protocol/codec.ts); raises ``ProtocolError``."""
-    name = message.NAME
+    name = wire_of(message).name
     body = getattr(message, 'body', b'')
     expected = expected_body_length(message)
     if expected is not None and len(body) != expected:
-        raise ProtocolError(f'Expected a {name} body of {expected} bytes (layout {message.BODY_LAYOUT}): '
+        raise ProtocolError(f'Expected a {name} body of {expected} bytes (layout {wire_of(message).body_layout}): '
                             f'got {len(body)}')
     broken = _broken_rule(message)
     if broken is not None:
         raise ProtocolError(f'Expected a well-formed {name}: {broken}')
 
 
+def wire_of(message: Union[Message, Type[Any]]) -> Wire:
+    """A message's (or message class's) tag, name, direction and body layout."""
+    wire = message.WIRE
+    if wire is None:
+        raise ProtocolError(f'Expected a message: got {message!r}')
+    return cast(Wire, wire)
+
+
 def _broken_rule(message: Message) -> Optional[str]:
-    name = message.NAME
+    name = wire_of(message).name
     if name == 'RunBatch':
         requests = getattr(message, 'requests')
         if not requests:
@@ -388,7 +444,7 @@ def _duplicate(values: List[str], what: str) -> Optional[str]:
 def to_frame(message: Message, correlation_id: int = 0) -> Frame:
     check_message(message)
     body: Body = getattr(message, 'body', b'')
-    return Frame(message.TAG, correlation_id, message.to_meta(), body)
+    return Frame(wire_of(message).tag, correlation_id, message.to_meta(), body)
 
 
 def from_frame(frame: Frame) -> Message:
@@ -397,12 +453,13 @@ def from_frame(frame: Frame) -> Message:
     cls = MESSAGE_CLASSES.get(frame.type)
     if cls is None:
         raise ProtocolError(f'Expected a known message type: got 0x{frame.type:02X}')
-    if cls.BODY_LAYOUT == 'none':
+    wire = wire_of(cls)
+    if wire.body_layout == 'none':
         if len(frame.body) != 0:
-            raise ProtocolError(f'Expected no body in {cls.NAME}: got {len(frame.body)} bytes')
+            raise ProtocolError(f'Expected no body in {wire.name}: got {len(frame.body)} bytes')
         message: Message = cls.from_meta(frame.meta)
     else:
-        message = cls.from_meta(frame.meta, frame.body)
+        message = cls.from_meta(frame.meta, body=frame.body)
     check_message(message)
     return message
 
@@ -516,10 +573,10 @@ def describe_messages() -> Dict[str, Any]:
         return [[camel(f.name), describe(hints[f.name])] for f in fields(cls) if f.name != 'body']
 
     messages = [{
-        'name': cls.NAME,
+        'name': wire_of(cls).name,
         'tag': tag,
-        'direction': cls.DIRECTION,
-        'body': cls.BODY_LAYOUT,
+        'direction': wire_of(cls).direction,
+        'body': wire_of(cls).body_layout,
         'meta': fields_of(cls),
     } for tag, cls in sorted(MESSAGE_CLASSES.items())]
     return {'messages': messages, 'structs': structs}

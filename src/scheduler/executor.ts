@@ -14,27 +14,6 @@ import type {
   StreamSink,
 } from '../protocol/work.js';
 
-export type {
-  BatchInput,
-  BatchItemOutcome,
-  InstanceView,
-  ModelAvailability,
-  ResidentResource,
-  SequenceBatchInput,
-  SequenceItemInput,
-  SequenceItemOutcome,
-  SequenceStateIn,
-  Segment,
-  StreamChunk,
-  StreamControl,
-  StreamEnd,
-  StreamInput,
-  StreamSink,
-  TranscriptionRequest,
-  TranscriptResult,
-  Word,
-} from '../protocol/work.js';
-
 export interface Executor {
   /** Instances of the model that accept work now. */
   readyInstances(model: string): readonly InstanceView[];

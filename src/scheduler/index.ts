@@ -20,10 +20,10 @@ export type {
 export type { SequenceItem, SequenceResult } from './sequence-batcher/sequence-batcher.js';
 export type { StreamCall, StreamSummary } from './stream-call.js';
 export type { StreamOpenInput } from './stream-dispatcher.js';
+export type { Executor } from './executor.js';
 export type {
   BatchInput,
   BatchItemOutcome,
-  Executor,
   InstanceView,
   ModelAvailability,
   ResidentResource,
@@ -40,5 +40,5 @@ export type {
   TranscriptionRequest,
   TranscriptResult,
   Word,
-} from './executor.js';
+} from '../protocol/work.js';
 export type { BatchPolicy } from './dynamic-batcher.js';

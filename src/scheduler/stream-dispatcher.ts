@@ -16,7 +16,8 @@ import type { ServiceError } from '../core/errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { canAdmit } from './admission.js';
-import type { Executor, StreamControl, StreamEnd } from './executor.js';
+import type { Executor } from './executor.js';
+import type { StreamControl, StreamEnd } from '../protocol/work.js';
 import { selectStreamInstance, type StreamRouteCandidate } from './router.js';
 import { StreamCallImpl, type StreamCall } from './stream-call.js';
 

@@ -34,7 +34,7 @@ describe('catalogues and their docs', () => {
   it('has the same wire error codes in TypeScript and Python', () => {
     const out = execFileSync(
       '/usr/bin/python3',
-      ['-c', 'import json; from voxmux_host.errors import WIRE_ERROR_CODES as c; print(json.dumps(list(c)))'],
+      ['-c', 'import json; from voxmux_host.messages import WIRE_ERROR_CODE_VALUES as c; print(json.dumps(list(c)))'],
       {
         env: { PYTHONPATH: fileURLToPath(new URL('../../host', import.meta.url)), PATH: '/usr/bin:/bin' },
         encoding: 'utf8',

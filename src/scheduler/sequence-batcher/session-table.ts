@@ -5,7 +5,7 @@
  */
 import type { TimerHandle } from '../../core/clock.js';
 import type { ServiceError } from '../../core/errors.js';
-import type { SequenceStateIn } from '../executor.js';
+import type { SequenceStateIn } from '../../protocol/work.js';
 
 export interface SequenceItem {
   sessionId: string;
