@@ -1,4 +1,4 @@
-"""``ParakeetAdapter``: the Parakeet-TDT model behind the host's ModelAdapter contract.
+"""``ParakeetAdapter``: the Parakeet-TDT model behind the host's batch contract (``model_api.BatchAdapter``).
 
 Options (``LoadContext.options``; unknown keys fail the load):
 
