@@ -105,11 +105,21 @@ class HostProcess:
             raise AssertionError(f'No frame within {timeout_s} s; stderr: {self.stderr_text()}') from None
 
     def expect(self, kind: Type[T], timeout_s: float = RECV_TIMEOUT_S) -> Tuple[T, int]:
+        """The next message, which must be a ``kind`` (a class, or a tuple of classes)."""
+        name = getattr(kind, '__name__', repr(kind))
         received = self.recv(timeout_s)
-        assert isinstance(received, tuple), f'Expected {kind.__name__}: got {received!r}; {self.stderr_text()}'
+        assert isinstance(received, tuple), f'Expected {name}: got {received!r}; {self.stderr_text()}'
         message, correlation_id = received
-        assert isinstance(message, kind), f'Expected {kind.__name__}: got {message!r}'
+        assert isinstance(message, kind), f'Expected {name}: got {message!r}'
         return message, correlation_id
+
+    def nothing_within(self, timeout_s: float) -> bool:
+        """True when no frame comes within ``timeout_s``."""
+        try:
+            received = self._received.get(timeout=timeout_s)
+        except queue.Empty:
+            return True
+        raise AssertionError(f'Expected nothing within {timeout_s} s: got {received!r}')
 
     def request(self, message: Message, correlation_id: int, kind: Type[T]) -> T:
         self.send(message, correlation_id)

@@ -1,7 +1,7 @@
 """Where an instance's time goes between batches: a summary of the main thread's batch timings.
 
-Per batch the host records when the main thread began its model part (``begin_batch`` or
-``run_batch``) and when that returned, and whether the next batch had already arrived (staged or
+Per batch the pipeline records when the main thread began its model part (the adapter's ``begin``)
+and when that returned, and whether the next batch had already arrived (staged or
 not) by then. Every ``every`` batches, or once ``interval_s`` has passed since the window's first
 batch began, it logs one summary line ('batch pipeline'):
 

@@ -1,1 +1,1 @@
-"""Test doubles that implement the ModelAdapter contract."""
+"""Test doubles that implement the adapter contract (model_api.py)."""
