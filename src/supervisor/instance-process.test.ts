@@ -244,7 +244,7 @@ describe('InstanceProcess batches', () => {
         { transcript: { text: 'hello', language: 'en', durationS: 0.01 } },
         { error: { code: 'invalid_audio', message: 'silence' } },
         { error: { code: 'out_of_memory' } },
-        { error: { code: 'not_a_wire_code' } },
+        { error: { code: 'model_failed' } },
       ],
     });
     const outcomes = await running;
