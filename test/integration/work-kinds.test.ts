@@ -164,6 +164,10 @@ describe('Stream work on real instances', () => {
     for await (const chunk of call) {
       assert.equal(chunk.index, read, 'chunks arrive in order');
       assert.equal(chunk.bytes.byteLength, 64);
+      assert.ok(
+        chunk.bytes.every((byte) => byte === read % 256),
+        `chunk ${read} holds its own bytes`,
+      );
       read += 1;
       // The slow reader: the instance must wait for credit meanwhile.
       await new Promise((resolve) => setTimeout(resolve, read % 20 === 0 ? 20 : 1));
