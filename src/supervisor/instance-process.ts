@@ -298,14 +298,16 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
     return batch.items.map((item, i) => this.#toSequenceOutcome(item.requestId, reply.results[i], states[i]));
   }
 
-  /** Tells the host it may drop these sessions' states; best effort (its SessionsEnded only settles). */
+  /**
+   * Tells the host it may drop these sessions' states. Best effort: its SessionsEnded only settles,
+   * it is not batch work (not counted, not timed as a batch), and a closing instance is not asked.
+   */
   endSessions(sessionIds: readonly string[]): void {
     if (sessionIds.length === 0 || (this.#state !== 'ready' && this.#state !== 'draining')) return;
     this.#request(
       { type: 'EndSessions', correlationId: 0, sessionIds: [...sessionIds] },
       'SessionsEnded',
       this.#options.batchTimeoutMs,
-      true,
     ).catch((err: ServiceError) => this.#deps.log.debug({ code: err.code, sessions: sessionIds.length }, 'sessions not ended'));
   }
 
