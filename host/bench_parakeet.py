@@ -1,7 +1,7 @@
 """Microbenchmark of the Parakeet adapter on one device, without the host or HTTP.
 
 For each mode (eager, graph) and batch size it runs batches of distinct speech-like clips, as the int16
-PCM the host passes, through ``ParakeetAdapter.begin_batch`` and the function it returns, one after the
+PCM the host passes, through ``ParakeetAdapter.begin`` and the function it returns, one after the
 other, and reports throughput (clips/s and audio seconds per second), per-batch latency p50/p95, the GPU
 time split between encoder and decode, the time spent building texts (which the server's finisher thread
 overlaps with the next batch), tokens and decode steps per clip, load and warmup time, graphs captured and
@@ -32,7 +32,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from voxmux_host.host import GIL_SWITCH_INTERVAL_S  # noqa: E402
-from voxmux_host.model_api import BatchFinish, LoadContext, RequestInput  # noqa: E402
+from voxmux_host.model_api import BatchFinish, LoadContext, BatchInput  # noqa: E402
 from voxmux_host.models.parakeet.adapter import ParakeetAdapter, ParakeetStats  # noqa: E402
 from voxmux_host.models.parakeet.model import pcm16_from_float  # noqa: E402
 from voxmux_host.models.parakeet.random_init import speech_like_noise  # noqa: E402
@@ -87,7 +87,7 @@ def adapter_options(args: argparse.Namespace, cuda_graphs: bool, batch_sizes: Li
     return options
 
 
-def run_pipelined(adapter: ParakeetAdapter, batch: List[RequestInput], iterations: int) -> float:
+def run_pipelined(adapter: ParakeetAdapter, batch: List[BatchInput], iterations: int) -> float:
     """clips/s with the model host's threads: a stager stages each batch while the main thread runs the
     one before, and a finisher builds each batch's texts while the main thread runs the next; the
     host's GIL switch interval. What the server's instance can do at most, without the pipe and HTTP."""
@@ -96,7 +96,7 @@ def run_pipelined(adapter: ParakeetAdapter, batch: List[RequestInput], iteration
 
     def stage() -> None:
         for _ in range(iterations):
-            staged_batches.put(adapter.stage_batch(batch))
+            staged_batches.put(adapter.stage(batch))
 
     def finish() -> None:
         while True:
@@ -114,7 +114,7 @@ def run_pipelined(adapter: ParakeetAdapter, batch: List[RequestInput], iteration
         stager.start()
         finisher.start()
         for _ in range(iterations):
-            finishing.put(adapter.begin_batch(batch, staged_batches.get()))
+            finishing.put(adapter.begin(batch, staged_batches.get()))
         finishing.put(None)
         finisher.join()
         stager.join()
@@ -149,7 +149,7 @@ def run_mode(args: argparse.Namespace, mode: str, clips: List[npt.NDArray[np.int
         "batches": [],
     }
     for batch_size in args.batch_sizes:
-        batch = [RequestInput(f"c{i}", clips[i % len(clips)]) for i in range(batch_size)]
+        batch = [BatchInput(f"c{i}", clips[i % len(clips)]) for i in range(batch_size)]
         for _ in range(args.warmup_iterations):
             adapter.run_batch(batch)
         before = adapter.stats()
@@ -159,7 +159,7 @@ def run_mode(args: argparse.Namespace, mode: str, clips: List[npt.NDArray[np.int
         wall = time.perf_counter()
         for _ in range(args.iterations):
             t0 = time.perf_counter()
-            finish = adapter.begin_batch(batch)
+            finish = adapter.begin(batch)
             t1 = time.perf_counter()
             finish()
             latencies.append((time.perf_counter() - t0) * 1000)
@@ -250,7 +250,7 @@ def profile_eager_batch(args: argparse.Namespace, clips: List[npt.NDArray[np.int
     options = adapter_options(args, cuda_graphs=False, batch_sizes=[args.profile_batch])
     adapter = ParakeetAdapter()
     adapter.load(LoadContext("profile", "parakeet", options))
-    batch = [RequestInput(f"p{i}", clips[i % len(clips)]) for i in range(args.profile_batch)]
+    batch = [BatchInput(f"p{i}", clips[i % len(clips)]) for i in range(args.profile_batch)]
     for _ in range(2):
         adapter.run_batch(batch)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])

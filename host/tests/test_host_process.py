@@ -383,18 +383,3 @@ def test_missing_protocol_pipes_exit_2(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, '-m', 'voxmux_host', '--adapter', 'test'], env=env, capture_output=True,
                           timeout=10)
     assert done.returncode == 2
-
-
-def test_messages_this_host_does_not_handle_yet_are_answered_with_unsupported_option(spawn: Spawn) -> None:
-    host = start_loaded(spawn, {})
-    sequence = RunSequenceBatch('b', (SequenceItem('r', 's', 0, 1, 'new', 0, True, {}),), b'\x00\x00')
-    unsupported: List[Message] = [sequence, EndSessions(('s',)), StartStream('st', 'r', None, {}, 1, b''),
-                                  StreamCredit('st', 1), CancelStream('st'), LoadResource('v', 'voice', {}),
-                                  EvictResource('v')]
-    for correlation_id, message in enumerate(unsupported, start=10):
-        error = host.request(message, correlation_id, Error)
-        assert (error.code, error.request_id) == ('unsupported_option', None)
-        assert message.NAME in error.message
-    assert host.request(Heartbeat(1), 20, HeartbeatAck).state == 'idle'
-    host.request(Close(), 21, Closed)
-    assert host.wait() == 0

@@ -7,7 +7,7 @@ import json
 import os
 import threading
 import time
-from typing import Any, BinaryIO, List, NoReturn, Optional, Sequence, Tuple
+from typing import Any, BinaryIO, ClassVar, List, NoReturn, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -16,11 +16,12 @@ from voxmux_host.log import Logger
 from voxmux_host.model_api import (
     AdapterStats,
     BatchFinish,
+    BatchInput,
+    BatchOutput,
     LoadContext,
     LoadInfo,
-    RequestFailure,
-    RequestInput,
-    RequestOutput,
+    StagedBatch,
+    Transcript,
     WarmupInfo,
 )
 from voxmux_host.messages import (
@@ -50,6 +51,8 @@ class _Staged:
 class RecordingAdapter:
     """Stages by remembering the request ids; ``stageDelayMs`` and ``failStage`` come from the load options."""
 
+    work_kinds: ClassVar[Tuple[str, ...]] = ('batch',)
+
     def __init__(self) -> None:
         self.staged: List[_Staged] = []
         self.begun: List[Tuple[List[str], Optional[_Staged], str]] = []
@@ -64,7 +67,7 @@ class RecordingAdapter:
     def warmup(self) -> WarmupInfo:
         return WarmupInfo()
 
-    def stage_batch(self, batch: Sequence[RequestInput]) -> _Staged:
+    def stage(self, batch: Sequence[BatchInput]) -> _Staged:
         time.sleep(self.stage_delay_s)
         if self.fail_stage:
             raise RuntimeError('staging failed on purpose')
@@ -72,17 +75,13 @@ class RecordingAdapter:
         self.staged.append(staged)
         return staged
 
-    def begin_batch(self, batch: Sequence[RequestInput], staged: Optional[_Staged] = None) -> BatchFinish:
+    def begin(self, batch: Sequence[BatchInput], staged: Optional[StagedBatch]) -> BatchFinish:
+        assert staged is None or isinstance(staged, _Staged)
         self.begun.append(([r.request_id for r in batch], staged, threading.current_thread().name))
         if staged is not None:
             staged.release()
-        outputs: List[RequestOutput | RequestFailure] = [
-            RequestOutput(r.request_id, f'{r.audio.shape[0]} samples', 'en', 0.0) for r in batch
-        ]
+        outputs: List[BatchOutput] = [Transcript(f'{r.audio.shape[0]} samples', 'en', 0.0, None, None) for r in batch]
         return lambda: outputs
-
-    def run_batch(self, batch: Sequence[RequestInput]) -> List[RequestOutput | RequestFailure]:
-        return self.begin_batch(batch)()
 
     def stats(self) -> AdapterStats:
         return AdapterStats()

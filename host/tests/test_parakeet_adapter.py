@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from voxmux_host.errors import InstanceError
-from voxmux_host.model_api import LoadContext, RequestFailure, RequestInput, RequestOutput
+from voxmux_host.model_api import LoadContext, ItemFailure, BatchInput, Transcript
 from voxmux_host.models.parakeet.adapter import ParakeetAdapter, ParakeetStats
 from voxmux_host.models.parakeet.config import FULL, TINY, encoder_frames, feature_tensor_frames
 from voxmux_host.models.parakeet.model import PCM16_SCALE, pcm16_from_float
@@ -44,8 +44,8 @@ def _clips(durations_s: List[float], seed: int) -> List[npt.NDArray[np.int16]]:
     return [_pcm(d, seed + i) for i, d in enumerate(durations_s)]
 
 
-def _requests(durations_s: List[float], seed: int = 0, words: bool = True) -> List[RequestInput]:
-    return [RequestInput(f"r{i}", clip, word_timestamps=words) for i, clip in enumerate(_clips(durations_s, seed))]
+def _requests(durations_s: List[float], seed: int = 0, words: bool = True) -> List[BatchInput]:
+    return [BatchInput(f"r{i}", clip, word_timestamps=words) for i, clip in enumerate(_clips(durations_s, seed))]
 
 
 def test_run_batch_returns_text_and_words(adapter: ParakeetAdapter) -> None:
@@ -53,7 +53,7 @@ def test_run_batch_returns_text_and_words(adapter: ParakeetAdapter) -> None:
     outputs = adapter.run_batch(requests)
     assert [o.request_id for o in outputs] == ["r0", "r1", "r2"]
     for request, output in zip(requests, outputs):
-        assert isinstance(output, RequestOutput)
+        assert isinstance(output, Transcript)
         assert output.language == "en"
         assert output.duration_s == pytest.approx(request.audio.shape[0] / 16000)
         assert output.text and output.text == output.text.strip()
@@ -69,7 +69,7 @@ def test_begin_batch_runs_the_model_and_leaves_the_texts_to_its_function(adapter
     runner = adapter._runner
     assert runner is not None
     clips_before = runner.counters.clips
-    finish = adapter.begin_batch(requests)
+    finish = adapter.begin(requests)
     assert runner.counters.clips == clips_before + 2  # the model has run
     outputs = finish()
     assert [o.request_id for o in outputs] == ["r0", "r1"]
@@ -78,21 +78,21 @@ def test_begin_batch_runs_the_model_and_leaves_the_texts_to_its_function(adapter
 
 def test_words_only_when_asked(adapter: ParakeetAdapter) -> None:
     output = adapter.run_batch(_requests([1.5], words=False))[0]
-    assert isinstance(output, RequestOutput) and output.words is None and output.segments
+    assert isinstance(output, Transcript) and output.words is None and output.segments
 
 
 def test_bad_audio_fails_only_its_request(adapter: ParakeetAdapter) -> None:
     batch = [
-        RequestInput("empty", np.zeros(0, dtype=np.int16)),
-        RequestInput("ok", _pcm(1.0, 9)),
-        RequestInput("float", speech_like_noise(1.0, 9)),  # type: ignore[arg-type]  # float32 is not the wire format
-        RequestInput("stereo", np.zeros((2, 100), dtype=np.int16)),
+        BatchInput("empty", np.zeros(0, dtype=np.int16)),
+        BatchInput("ok", _pcm(1.0, 9)),
+        BatchInput("float", speech_like_noise(1.0, 9)),  # type: ignore[arg-type]  # float32 is not the wire format
+        BatchInput("stereo", np.zeros((2, 100), dtype=np.int16)),
     ]
     out = adapter.run_batch(batch)
     assert [o.request_id for o in out] == ["empty", "ok", "float", "stereo"]
-    assert isinstance(out[1], RequestOutput)
+    assert isinstance(out[1], Transcript)
     for i in (0, 2, 3):
-        assert isinstance(out[i], RequestFailure) and out[i].code == "invalid_audio"  # type: ignore[union-attr]
+        assert isinstance(out[i], ItemFailure) and out[i].code == "invalid_audio"  # type: ignore[union-attr]
     assert "int16" in out[2].message  # type: ignore[union-attr]
 
 
@@ -101,24 +101,24 @@ def test_batched_text_equals_one_by_one(adapter: ParakeetAdapter) -> None:
     batched = adapter.run_batch(requests)
     for request, output in zip(requests, batched):
         single = adapter.run_batch([request])[0]
-        assert isinstance(single, RequestOutput) and isinstance(output, RequestOutput)
+        assert isinstance(single, Transcript) and isinstance(output, Transcript)
         assert single.text == output.text
         assert single.words == output.words
 
 
 def test_short_clips_decode_to_nothing_without_failing(adapter: ParakeetAdapter) -> None:
     out = adapter.run_batch(
-        [RequestInput("one", np.full(1, 3277, dtype=np.int16)), RequestInput("tiny", np.zeros(500, dtype=np.int16))]
+        [BatchInput("one", np.full(1, 3277, dtype=np.int16)), BatchInput("tiny", np.zeros(500, dtype=np.int16))]
     )
-    assert all(isinstance(o, RequestOutput) for o in out)
+    assert all(isinstance(o, Transcript) for o in out)
     assert out[0].text == ""  # type: ignore[union-attr]  # 1 sample: 0 feature frames, 0 encoder frames
 
 
 def test_run_batch_accepts_a_view_of_a_wire_body(adapter: ParakeetAdapter) -> None:
     first, second = _pcm(1.3, 90), _pcm(2.2, 91)
     body = np.frombuffer(first.tobytes() + second.tobytes(), dtype="<i2")
-    views = [RequestInput("a", body[: first.shape[0]]), RequestInput("b", body[first.shape[0] :])]
-    copies = [RequestInput("a", first.copy()), RequestInput("b", second.copy())]
+    views = [BatchInput("a", body[: first.shape[0]]), BatchInput("b", body[first.shape[0] :])]
+    copies = [BatchInput("a", first.copy()), BatchInput("b", second.copy())]
     from_views, from_copies = adapter.run_batch(views), adapter.run_batch(copies)
     assert [o.text for o in from_views] == [o.text for o in from_copies]  # type: ignore[union-attr]
 

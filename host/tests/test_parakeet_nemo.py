@@ -13,7 +13,7 @@ import torch
 import yaml
 
 from voxmux_host.errors import InstanceError
-from voxmux_host.model_api import LoadContext, RequestInput, RequestOutput
+from voxmux_host.model_api import LoadContext, BatchInput, Transcript
 from voxmux_host.models.parakeet.adapter import ParakeetAdapter
 from voxmux_host.models.parakeet.config import TINY, count_parameters
 from voxmux_host.models.parakeet.model import build_model
@@ -198,8 +198,8 @@ def test_adapter_transcribes_with_a_nemo_archive(
     assert info.parameters == count_parameters(TINY)
     assert getattr(info, "tokenizer") == "sentencepiece"
     adapter.warmup()
-    out = adapter.run_batch([RequestInput("a", pcm16_from_float(speech_like_noise(3.0, 1)), word_timestamps=True)])
-    assert isinstance(out[0], RequestOutput)
+    out = adapter.run_batch([BatchInput("a", pcm16_from_float(speech_like_noise(3.0, 1)), word_timestamps=True)])
+    assert isinstance(out[0], Transcript)
     assert out[0].words is not None
     assert " ".join(w.word for w in out[0].words).replace(" ", "") == out[0].text.replace(" ", "")
     adapter.close()

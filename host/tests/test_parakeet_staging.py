@@ -10,7 +10,7 @@ import numpy.typing as npt
 import pytest
 import torch
 
-from voxmux_host.model_api import LoadContext, RequestInput, RequestOutput
+from voxmux_host.model_api import LoadContext, BatchInput, Transcript
 from voxmux_host.models.parakeet.adapter import ParakeetAdapter
 from voxmux_host.models.parakeet.model import pcm16_from_float
 from voxmux_host.models.parakeet.random_init import speech_like_noise
@@ -90,36 +90,36 @@ def adapter() -> Iterator[ParakeetAdapter]:
 
 
 def _texts(outputs: List[Any]) -> List[str]:
-    return [o.text if isinstance(o, RequestOutput) else f"failed: {o.code}" for o in outputs]
+    return [o.text if isinstance(o, Transcript) else f"failed: {o.code}" for o in outputs]
 
 
 def test_a_staged_batch_gives_the_same_results_and_frees_its_buffer(adapter: ParakeetAdapter) -> None:
-    requests = [RequestInput(f"r{i}", _pcm(d, 40 + i)) for i, d in enumerate([2.0, 0.7, 1.3])]
+    requests = [BatchInput(f"r{i}", _pcm(d, 40 + i)) for i, d in enumerate([2.0, 0.7, 1.3])]
     runner = adapter._runner  # noqa: SLF001
     assert runner is not None
-    staged = adapter.stage_batch(requests)
+    staged = adapter.stage(requests)
     assert staged is not None
     assert staged.order == [1, 2, 0]  # shortest first, as the runner plans its sub-batches
     assert _free_slots(runner.staging) == 1
-    outputs = adapter.begin_batch(requests, staged)()
+    outputs = adapter.begin(requests, staged)()
     assert _free_slots(runner.staging) == 2
     assert _texts(outputs) == _texts(adapter.run_batch(requests))
-    assert all(isinstance(o, RequestOutput) and o.text for o in outputs)
+    assert all(isinstance(o, Transcript) and o.text for o in outputs)
 
 
 def test_a_batch_with_an_invalid_request_is_not_staged_and_still_runs(adapter: ParakeetAdapter) -> None:
-    requests = [RequestInput("ok", _pcm(1.0, 50)), RequestInput("empty", np.zeros(0, dtype=np.int16))]
-    assert adapter.stage_batch(requests) is None
-    assert _texts(adapter.begin_batch(requests)())[1] == "failed: invalid_audio"
+    requests = [BatchInput("ok", _pcm(1.0, 50)), BatchInput("empty", np.zeros(0, dtype=np.int16))]
+    assert adapter.stage(requests) is None
+    assert _texts(adapter.begin(requests)())[1] == "failed: invalid_audio"
 
 
 def test_staging_that_does_not_match_the_batch_run_is_released_and_ignored(adapter: ParakeetAdapter) -> None:
     runner = adapter._runner  # noqa: SLF001
     assert runner is not None
-    other = [RequestInput("x", _pcm(0.5, 60))]
-    requests = [RequestInput("r", _pcm(1.5, 61))]
-    staged = adapter.stage_batch(other)
-    outputs = adapter.begin_batch(requests, staged)()
+    other = [BatchInput("x", _pcm(0.5, 60))]
+    requests = [BatchInput("r", _pcm(1.5, 61))]
+    staged = adapter.stage(other)
+    outputs = adapter.begin(requests, staged)()
     assert _free_slots(runner.staging) == 2
     assert _texts(outputs) == _texts(adapter.run_batch(requests))
 
@@ -138,8 +138,8 @@ def test_a_staged_batch_whose_run_fails_still_frees_its_buffer(
 ) -> None:
     runner = adapter._runner  # noqa: SLF001
     assert runner is not None
-    requests = [RequestInput("r", _pcm(1.0, 80))]
-    staged = adapter.stage_batch(requests)
+    requests = [BatchInput("r", _pcm(1.0, 80))]
+    staged = adapter.stage(requests)
     assert staged is not None and _free_slots(runner.staging) == 1
 
     def failing(*args: Any) -> Any:
@@ -147,5 +147,5 @@ def test_a_staged_batch_whose_run_fails_still_frees_its_buffer(
 
     monkeypatch.setattr(runner, "_run", failing)
     with pytest.raises(RuntimeError, match="on purpose"):
-        adapter.begin_batch(requests, staged)
+        adapter.begin(requests, staged)
     assert _free_slots(runner.staging) == 2

@@ -12,7 +12,7 @@ import pytest
 
 from host_process import HostProcess, host_argv
 from voxmux_host.errors import InstanceError
-from voxmux_host.model_api import LoadContext, RequestFailure, RequestInput, RequestOutput
+from voxmux_host.model_api import LoadContext, ItemFailure, BatchInput, Transcript
 from voxmux_host.messages import (
     BatchItem,
     BatchResult,
@@ -83,15 +83,15 @@ def adapter() -> Iterator[PocketsphinxAdapter]:
     loaded.close()
 
 
-def run_one(adapter: PocketsphinxAdapter, request: RequestInput) -> RequestOutput:
-    [result] = adapter.run_batch([request])
-    assert isinstance(result, RequestOutput), result
+def run_one(adapter: PocketsphinxAdapter, request: BatchInput) -> Transcript:
+    [result] = adapter.run([request])
+    assert isinstance(result, Transcript), result
     return result
 
 
 def test_transcribes_a_synthesized_sentence_with_word_times(
         adapter: PocketsphinxAdapter, speech: npt.NDArray[np.int16]) -> None:
-    result = run_one(adapter, RequestInput('r', speech, 'en', None, True))
+    result = run_one(adapter, BatchInput('r', speech, 'en', None, True))
     assert word_error_rate(SENTENCE, result.text) <= MAX_WER, result.text
     assert result.language == 'en'
     assert result.duration_s == pytest.approx(len(speech) / SAMPLE_RATE_HZ)
@@ -106,7 +106,7 @@ def test_a_long_pause_splits_segments_and_keeps_times_absolute(
         adapter: PocketsphinxAdapter, speech: npt.NDArray[np.int16], second_speech: npt.NDArray[np.int16]) -> None:
     pause = np.zeros(SAMPLE_RATE_HZ, dtype=np.int16)
     audio = np.concatenate([speech, pause, second_speech])
-    result = run_one(adapter, RequestInput('r', audio, None, None, True))
+    result = run_one(adapter, BatchInput('r', audio, None, None, True))
     assert result.segments is not None and len(result.segments) == 2
     first, second = result.segments
     assert word_error_rate(SENTENCE, first.text) <= MAX_WER
@@ -129,8 +129,8 @@ def test_a_transcript_does_not_depend_on_what_the_instance_decoded_before(
         fresh = PocketsphinxAdapter()
         fresh.load(LoadContext('ps-1', 'pocketsphinx-en-us', {}))
         for audio in before:
-            run_one(fresh, RequestInput('before', audio))
-        result = run_one(fresh, RequestInput('r', speech, None, None, True))
+            run_one(fresh, BatchInput('before', audio))
+        result = run_one(fresh, BatchInput('r', speech, None, None, True))
         assert result.words is not None
         transcripts.append((result.text, [(w.word, w.start, w.end) for w in result.words]))
         fresh.close()
@@ -140,22 +140,21 @@ def test_a_transcript_does_not_depend_on_what_the_instance_decoded_before(
 
 @pytest.mark.parametrize('samples', [0, SAMPLE_RATE_HZ])
 def test_empty_or_silent_audio_gives_empty_text(adapter: PocketsphinxAdapter, samples: int) -> None:
-    result = run_one(adapter, RequestInput('r', np.zeros(samples, dtype=np.int16), None, None, True))
-    assert (result.text, result.segments, result.words) == ('', [], [])
+    result = run_one(adapter, BatchInput('r', np.zeros(samples, dtype=np.int16), None, None, True))
+    assert (result.text, result.segments, result.words) == ('', (), ())
 
 
 def test_words_are_left_out_unless_asked_for(adapter: PocketsphinxAdapter, speech: npt.NDArray[np.int16]) -> None:
-    assert run_one(adapter, RequestInput('r', speech)).words is None
+    assert run_one(adapter, BatchInput('r', speech)).words is None
 
 
 def test_per_request_failures_do_not_fail_the_batch(
         adapter: PocketsphinxAdapter, speech: npt.NDArray[np.int16]) -> None:
     floats = speech.astype(np.float32) / 32768  # not the wire format
-    results = adapter.run_batch([RequestInput('fr', speech, 'fr'), RequestInput('float', floats),  # type: ignore[arg-type]
-                                 RequestInput('ok', speech[:SAMPLE_RATE_HZ])])
-    assert [(r.request_id, r.code) for r in results if isinstance(r, RequestFailure)] == [
-        ('fr', 'unsupported_option'), ('float', 'invalid_audio')]
-    assert isinstance(results[2], RequestOutput)
+    results = adapter.run([BatchInput('fr', speech, 'fr'), BatchInput('float', floats),  # type: ignore[arg-type]
+                           BatchInput('ok', speech[:SAMPLE_RATE_HZ])])
+    assert [r.code for r in results if isinstance(r, ItemFailure)] == ['unsupported_option', 'invalid_audio']
+    assert isinstance(results[2], Transcript)
 
 
 @pytest.mark.parametrize('options', [{'hmmPath': '/nonexistent'}, {'lmPath': '/nonexistent.lm'}, {'beam': 1}])

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from voxmux_host.errors import InstanceError
-from voxmux_host.model_api import ModelAdapter
+from voxmux_host.model_api import Adapter
 from voxmux_host.registry import ADAPTERS, adapter_names, create_adapter
 
 HOST_DIR = Path(__file__).resolve().parents[1]
@@ -23,7 +23,7 @@ def test_create_adapter_fails_with_load_failed_for_an_unknown_name() -> None:
 
 
 def test_create_adapter_fails_with_load_failed_when_the_module_is_missing() -> None:
-    def missing() -> ModelAdapter:
+    def missing() -> Adapter:
         importlib.import_module('voxmux_host.models.not_written_yet')
 
         raise AssertionError('unreachable')

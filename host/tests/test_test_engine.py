@@ -7,7 +7,7 @@ import pytest
 
 from voxmux_host.errors import InstanceError
 from voxmux_host.fakes.test_engine import TestEngineAdapter, echo_text
-from voxmux_host.model_api import LoadContext, RequestFailure, RequestInput, RequestOutput
+from voxmux_host.model_api import LoadContext, ItemFailure, BatchInput, Transcript
 
 
 def loaded(**options: object) -> TestEngineAdapter:
@@ -25,8 +25,8 @@ def test_echo_text_names_the_sample_count_and_the_crc_of_the_int16_bytes() -> No
 
 def test_run_batch_returns_words_evenly_spaced_over_one_segment() -> None:
     audio = np.linspace(-32768, 32767, 24000).astype(np.int16)
-    [result] = loaded().run_batch([RequestInput('r', audio, 'de', None, True)])
-    assert isinstance(result, RequestOutput)
+    [result] = loaded().run_batch([BatchInput('r', audio, 'de', None, True)])
+    assert isinstance(result, Transcript)
     assert (result.language, result.duration_s) == ('de', 1.5)
     assert result.segments is not None and [(s.start, s.end, s.text) for s in result.segments] == [
         (0.0, 1.5, result.text)]
@@ -35,24 +35,23 @@ def test_run_batch_returns_words_evenly_spaced_over_one_segment() -> None:
 
 
 def test_words_are_left_out_unless_asked_for() -> None:
-    [result] = loaded().run_batch([RequestInput('r', np.zeros(16, dtype=np.int16))])
-    assert isinstance(result, RequestOutput) and result.words is None
+    [result] = loaded().run_batch([BatchInput('r', np.zeros(16, dtype=np.int16))])
+    assert isinstance(result, Transcript) and result.words is None
 
 
 def test_prompt_commands_fail_single_requests() -> None:
     audio = np.zeros(16, dtype=np.int16)
     results = loaded().run_batch([
-        RequestInput('a', audio), RequestInput('b', audio, prompt='voxmux-test:fail'),
-        RequestInput('c', audio, prompt='voxmux-test:bad-audio'),
+        BatchInput('a', audio), BatchInput('b', audio, prompt='voxmux-test:fail'),
+        BatchInput('c', audio, prompt='voxmux-test:bad-audio'),
     ])
-    assert isinstance(results[0], RequestOutput)
-    assert [(r.request_id, r.code) for r in results[1:] if isinstance(r, RequestFailure)] == [
-        ('b', 'model_failed'), ('c', 'invalid_audio')]
+    assert isinstance(results[0], Transcript)
+    assert [r.code for r in results[1:] if isinstance(r, ItemFailure)] == ['model_failed', 'invalid_audio']
 
 
 def test_stats_count_batches_and_probe_follows_wedge_probe() -> None:
     adapter = loaded(wedgeProbe=True)
-    adapter.run_batch([RequestInput('a', np.zeros(1, dtype=np.int16))])
+    adapter.run_batch([BatchInput('a', np.zeros(1, dtype=np.int16))])
     assert adapter.stats().eager_batches == 1
     assert adapter.probe() is False
     assert loaded().probe() is True
@@ -76,5 +75,5 @@ def test_invalid_options_fail_the_load(options: Dict[str, Any]) -> None:
 def test_item_delay_applies_per_request() -> None:
     adapter = loaded(itemDelayMs=30)
     started = time.monotonic()
-    adapter.run_batch([RequestInput(str(i), np.zeros(1, dtype=np.int16)) for i in range(3)])
+    adapter.run_batch([BatchInput(str(i), np.zeros(1, dtype=np.int16)) for i in range(3)])
     assert time.monotonic() - started >= 0.09

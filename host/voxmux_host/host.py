@@ -1,23 +1,15 @@
-"""The instance process: protocol loop, heartbeats and health probe around one model adapter.
+"""The instance process: the protocol around one model adapter.
 
-Threads, and what each one owns:
+``InstanceHost`` handles Hello, LoadRequest, WarmupRequest and Close, turns the other controller
+frames into work for the pipeline (``pipeline.py``: the reader, stager, main and finisher threads) and
+the pipeline's results into host frames, answers heartbeats, and runs the health probe:
 
-- **main** runs every controller message except Heartbeat, one at a time in arrival order:
-  LoadRequest, WarmupRequest, RunBatch and Close. Only this thread calls the adapter's
-  ``load``, ``warmup``, ``run_batch`` (or ``begin_batch``) and ``close``. Every
-  ``pipeline_log_every`` batches or ``pipeline_log_interval_s`` seconds it logs where its time
-  went ('batch pipeline', see ``pipeline_stats.py``).
-- **reader** decodes frames from fd 3. It answers Heartbeat itself, at once, without waiting
-  for the model, and queues every other message for the stager. A malformed frame ends
-  the process with exit code 3; end of input ends it with exit code 0.
-- **stager** passes those messages on to the main thread in the same order. For a RunBatch it
-  first slices the body into requests and, for an adapter with ``stage_batch``, lets it copy the
-  audio where the model reads it, so that this copy overlaps the batch the main thread is
-  running. It may wait there (for a free staging buffer); the reader never does.
-- **finisher** builds each batch's results and sends its BatchResult, in the order the batches
-  ran. For an adapter with ``begin_batch`` it runs the function that call returned, so the main
-  thread starts the next batch while the last one's texts are still being built; for any other
-  adapter it only encodes and sends what ``run_batch`` returned.
+- **reader** (the pipeline's) reads and decodes frames from fd 3 through :meth:`InstanceHost._receive`.
+  Heartbeat is answered there, at once, without waiting for the model; StreamCredit and CancelStream
+  go to the pipeline's stream controls at once too; every other message becomes work, in arrival
+  order. A malformed frame ends the process with exit code 3; end of input ends it with exit code 0.
+- **main** (the pipeline's) runs the work in arrival order; only it calls the adapter's ``load``,
+  ``warmup``, ``begin``, ``run_sequence``, stream generators, resource calls and ``close``.
 - **probe** (after a successful load) calls ``adapter.probe()`` every ``probe_interval_ms`` on
   a helper thread and waits at most ``probe_timeout_ms``. A False, an exception or a timeout
   marks the instance wedged for good: every later HeartbeatAck says ``state: wedged`` and the
@@ -34,44 +26,32 @@ so the host runs with GIL_SWITCH_INTERVAL_S instead (``__main__`` sets it;
 each frame part off its socket in one read (``input_stream.py``), not one socket buffer at a time.
 
 End of input without a Close means the supervisor is gone or is destroying the instance:
-queued work is dropped, and a running batch is abandoned (the process exits at once). After a
-Close, end of input changes nothing: queued batches still finish and Closed is still sent.
+queued work is dropped, and running work is abandoned (the process exits at once). After a
+Close, end of input changes nothing: queued work still finishes and Closed is still sent.
 """
 from __future__ import annotations
 
 import fcntl
 import os
-import queue
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import BinaryIO, Callable, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union, cast
+from typing import Any, BinaryIO, Callable, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import __version__
 from .errors import InstanceError
 from .log import Logger
-from .pipeline_stats import DEFAULT_EVERY, DEFAULT_INTERVAL_S, PipelineStats
-from .model_api import (
-    AdapterStats,
-    BatchFinish,
-    LoadContext,
-    ModelAdapter,
-    RequestFailure,
-    RequestInput,
-    RequestOutput,
-    StagedBatch,
-)
 from .messages import (
     CONTROLLER_TAGS,
+    LOAD_RESULT_WORK_KIND_VALUES,
     WIRE_ERROR_CODE_VALUES,
     BatchResult,
     CancelStream,
     Close,
     Closed,
-    ControllerMessage,
     EndSessions,
     Error,
     EvictResource,
@@ -84,63 +64,86 @@ from .messages import (
     LoadRequest,
     LoadResource,
     LoadResult,
+    LoadResultWorkKind,
+    ResourceEvicted,
+    ResourceInfo,
+    ResourceLoaded,
     RunBatch,
     RunSequenceBatch,
-    Segment,
+    SequenceItemResult,
+    SequenceResult,
+    SessionsEnded,
     StartStream,
+    StreamChunk,
     StreamCredit,
-    Transcript,
+    StreamEnd,
     WarmupRequest,
     WarmupResult,
     WireError,
     WireErrorCode,
-    Word,
 )
-from .protocol import PROTOCOL_VERSION, ByteInput, ProtocolError, encode_message, from_frame, read_frame
+from .model_api import (
+    Adapter,
+    AdapterStats,
+    BatchInput,
+    BatchOutput,
+    ItemFailure,
+    LoadContext,
+    ResourceLoad,
+    SequenceOutput,
+    StreamPiece,
+    StreamRequest,
+)
+from .pipeline import (
+    EXIT_CRASHED,
+    EXIT_OK,
+    FINISHER_DRAIN_TIMEOUT_S,
+    BatchWork,
+    CallWork,
+    CloseWork,
+    EndSessionsWork,
+    EvictResourceWork,
+    LoadResourceWork,
+    Pipeline,
+    PipelineDeps,
+    PipelineOptions,
+    SequenceResultItem,
+    SequenceWork,
+    SequenceWorkItem,
+    StreamWork,
+    Work,
+    code_for_exception,
+    work_kinds_of,
+)
+from .pipeline_stats import DEFAULT_EVERY, DEFAULT_INTERVAL_S
+from .protocol import (
+    PROTOCOL_VERSION,
+    ByteInput,
+    ProtocolError,
+    encode_message,
+    from_frame,
+    join_states,
+    read_frame,
+    split_sequence_body,
+)
 from .registry import ADAPTERS, AdapterFactory, adapter_names, create_adapter
 
-EXIT_OK = 0
+__all__ = [
+    'DEFAULT_PROBE_INTERVAL_MS', 'DEFAULT_PROBE_TIMEOUT_MS', 'EXIT_BAD_ARGUMENTS', 'EXIT_BAD_FRAME', 'EXIT_CRASHED',
+    'EXIT_OK', 'FINISHER_DRAIN_TIMEOUT_S', 'GIL_SWITCH_INTERVAL_S', 'HostDeps', 'HostOptions', 'InstanceHost',
+    'split_batch', 'split_sequence',
+]
+
 EXIT_BAD_ARGUMENTS = 2
 EXIT_BAD_FRAME = 3
 EXIT_LOAD_FAILED = 4  # reserved by the protocol; this host reports load failures as Error frames
-EXIT_CRASHED = 1  # a bug in the host itself (an uncaught exception)
 
 DEFAULT_PROBE_INTERVAL_MS = 5000
 DEFAULT_PROBE_TIMEOUT_MS = 2000
 
-_INPUT_CLOSED = object()  # queue sentinel: end of input on fd 3
-#: Controller messages of protocol 3 that this host does not handle yet: each is answered with an
-#: Error (unsupported_option) carrying its correlation id.
-_UNSUPPORTED = (RunSequenceBatch, EndSessions, StartStream, StreamCredit, CancelStream, LoadResource, EvictResource)
-_QueueItem = Union[Tuple[int, ControllerMessage], object]
 #: sys.setswitchinterval for the host process: how long a thread that wakes (the main thread, to queue
 #: the next decode chunk) may wait for the GIL while another thread runs Python (the finisher).
 GIL_SWITCH_INTERVAL_S = 0.0005
-#: How long closing waits for the finisher to send the results of batches that already ran.
-FINISHER_DRAIN_TIMEOUT_S = 60.0
-
-
-@dataclass
-class _Ready:
-    """A controller message for the main thread; a RunBatch comes split, and staged where the adapter can."""
-
-    correlation_id: int
-    message: ControllerMessage
-    inputs: Optional[List[RequestInput]] = None
-    staged: Optional[StagedBatch] = None
-
-
-_ReadyItem = Union[_Ready, object]
-
-
-@dataclass
-class _Finishing:
-    """A batch whose model part is done: the finisher builds its results and sends them."""
-
-    correlation_id: int
-    batch: RunBatch
-    started: float  # clock seconds when the batch started
-    finish: BatchFinish
 
 
 @dataclass(frozen=True)
@@ -174,101 +177,35 @@ class InstanceHost:
         self._clock = deps.clock
 
         self._write_lock = threading.Lock()
-        self._state_lock = threading.Lock()
-        self._queue: 'queue.Queue[_QueueItem]' = queue.Queue()
-        self._ready: 'queue.Queue[_ReadyItem]' = queue.Queue()
-        self._finishing: 'queue.Queue[Optional[_Finishing]]' = queue.Queue()
-        self._finisher: Optional[threading.Thread] = None
-        self._stopped = threading.Event()
+        self._wedged_lock = threading.Lock()
+        self._is_wedged = False  # guarded by _wedged_lock
 
-        # Guarded by _state_lock.
-        self._queued_batches = 0
-        self._batch_started: Optional[float] = None
-        self._is_main_busy = False
-        self._is_close_requested = False
-        self._is_input_closed = False
-        self._is_wedged = False
-
-        self._adapter: Optional[ModelAdapter] = None
+        self._adapter: Optional[Adapter] = None
         self._model = ''
-        self._pipeline = PipelineStats(options.pipeline_log_every, options.pipeline_log_interval_s)  # main thread only
+        self._load_lock_file: Optional[BinaryIO] = None
+        self._pipeline = Pipeline(
+            PipelineOptions(options.pipeline_log_every, options.pipeline_log_interval_s),
+            PipelineDeps(receive=self._receive, sink=self, log=self._log, exit=self._flush_and_exit,
+                         clock=self._clock))
 
     # -- entry point -----------------------------------------------------------------------
 
     def run(self) -> int:
-        """Send Hello, start the reader, run controller messages until Close or end of input."""
+        """Send Hello, then run the pipeline until Close or end of input."""
         self._send(Hello(PROTOCOL_VERSION, __version__, os.getpid(), tuple(adapter_names(self._registry))))
         self._log.info('instance started', adapter=self._options.adapter, pid=os.getpid())
-        threading.Thread(target=self._read_main, name='reader', daemon=True).start()
-        threading.Thread(target=self._stage_main, name='stager', daemon=True).start()
-        self._finisher = threading.Thread(target=self._finish_main, name='finisher', daemon=True)
-        self._finisher.start()
-        while True:
-            item = self._ready.get()
-            if item is _INPUT_CLOSED:
-                self._log.info('input closed')
-                self._shutdown()
-                return EXIT_OK
-            assert isinstance(item, _Ready)
-            message = item.message
-            with self._state_lock:
-                if isinstance(message, RunBatch):
-                    self._queued_batches -= 1
-                is_dropped = self._is_input_closed and not self._is_close_requested
-                if not is_dropped:
-                    self._is_main_busy = True
-            if is_dropped:  # the supervisor is gone: nobody waits for this result
-                _release_staged(item.staged)
-                continue
-            try:
-                if isinstance(message, Close):
-                    self._shutdown()
-                    self._send(Closed(), item.correlation_id)
-                    self._log.info('instance closed')
-                    return EXIT_OK
-                self._handle(item)
-            finally:
-                with self._state_lock:
-                    self._is_main_busy = False
-                    self._batch_started = None
+        return self._pipeline.run()
 
-    def _handle(self, item: _Ready) -> None:
-        correlation_id, message = item.correlation_id, item.message
-        if isinstance(message, LoadRequest):
-            self._load(correlation_id, message)
-        elif isinstance(message, WarmupRequest):
-            self._warmup(correlation_id)
-        elif isinstance(message, RunBatch):
-            self._run_batch(correlation_id, message, item.inputs, item.staged)
-        else:  # Heartbeat is answered by the reader and Close by run(); nothing else is queued
-            raise AssertionError(f'Unexpected message on the main thread: {message!r}')
+    # -- reader thread: frames to work -----------------------------------------------------
 
-    def _shutdown(self) -> None:
-        self._drain_finisher()
-        self._stopped.set()
-        adapter, self._adapter = self._adapter, None
-        if adapter is not None:
-            try:
-                adapter.close()
-            except Exception as err:  # noqa: BLE001 - closing must not stop the process from exiting
-                self._log.error('adapter close failed', err=err)
-
-    # -- reader thread ---------------------------------------------------------------------
-
-    def _read_main(self) -> None:
-        try:
-            self._read_loop()
-        except BaseException as err:  # noqa: BLE001 - without its reader the instance is deaf: end it
-            self._log.fatal('reader failed', err=err)
-            self._flush_and_exit(EXIT_CRASHED)
-
-    def _read_loop(self) -> None:
+    def _receive(self) -> Optional[Work]:
+        """The next work item from fd 3; None at end of input. Heartbeats, grants and cancels are
+        handled here, at once."""
         while True:
             try:
                 frame = read_frame(self._input)
                 if frame is None:
-                    self._on_input_closed()
-                    return
+                    return None
                 if frame.type not in CONTROLLER_TAGS:
                     raise ProtocolError(f'Expected a controller message: got type 0x{frame.type:02X}')
                 message = from_frame(frame)
@@ -276,55 +213,40 @@ class InstanceHost:
                 self._fail_bad_frame(err)
             except OSError as err:
                 self._log.warn('input failed', err=err)
-                self._on_input_closed()
-                return
-            if isinstance(message, Heartbeat):
-                self._answer_heartbeat(frame.correlation_id, message)
-                continue
-            if isinstance(message, _UNSUPPORTED):
-                self._send(Error('unsupported_option', f'This instance does not handle {message.NAME} messages', None),
-                           frame.correlation_id)
-                continue
-            with self._state_lock:
-                if isinstance(message, RunBatch):
-                    self._queued_batches += 1
-                elif isinstance(message, Close):
-                    self._is_close_requested = True
-                self._queue.put((frame.correlation_id, message))
-
-    # -- stager thread ---------------------------------------------------------------------
-
-    def _stage_main(self) -> None:
-        try:
-            while True:
-                item = self._queue.get()
-                if item is _INPUT_CLOSED:
-                    self._ready.put(item)
-                    return
-                assert isinstance(item, tuple)
-                correlation_id, message = item
-                ready = _Ready(correlation_id, message)
-                if isinstance(message, RunBatch):
-                    ready.inputs = split_batch(message)
-                    ready.staged = self._stage(ready.inputs)
-                self._ready.put(ready)
-        except BaseException as err:  # noqa: BLE001 - without its stager the main thread starves: end it
-            self._log.fatal('stager failed', err=err)
-            self._flush_and_exit(EXIT_CRASHED)
-
-    def _stage(self, inputs: List[RequestInput]) -> Optional[StagedBatch]:
-        """The adapter's staging of a batch; None without one, or when it fails (begin_batch then
-        reads the requests' audio itself)."""
-        stage = cast(Optional[Callable[[Sequence[RequestInput]], Optional[StagedBatch]]],
-                     getattr(self._adapter, 'stage_batch', None))
-        with self._state_lock:
-            if stage is None or (self._is_input_closed and not self._is_close_requested):
                 return None
-        try:
-            return stage(inputs)
-        except Exception as err:  # noqa: BLE001 - staging is an optimisation: run the batch without it
-            self._log.warn('staging failed', err=err)
-            return None
+            correlation_id = frame.correlation_id
+            if isinstance(message, Heartbeat):
+                self._answer_heartbeat(correlation_id, message)
+            elif isinstance(message, (StreamCredit, CancelStream)):
+                if self._pipeline.kinds.stream is None:
+                    self._send(Error('unsupported_option', f'This instance does not handle {message.NAME} messages',
+                                     None), correlation_id)
+                elif isinstance(message, StreamCredit):
+                    self._pipeline.grant(message.stream_id, message.chunks)
+                else:
+                    self._pipeline.cancel(message.stream_id)
+            elif isinstance(message, RunBatch):
+                return BatchWork(correlation_id, message.batch_id, split_batch(message))
+            elif isinstance(message, RunSequenceBatch):
+                return SequenceWork(correlation_id, message.batch_id, split_sequence(message))
+            elif isinstance(message, StartStream):
+                request = StreamRequest(message.stream_id, message.request_id, message.resource, dict(message.params),
+                                        bytes(message.body))
+                return StreamWork(correlation_id, request, message.credit_chunks)
+            elif isinstance(message, EndSessions):
+                return EndSessionsWork(correlation_id, message.session_ids)
+            elif isinstance(message, LoadResource):
+                return LoadResourceWork(correlation_id, message.name, message.kind, dict(message.source))
+            elif isinstance(message, EvictResource):
+                return EvictResourceWork(correlation_id, message.name)
+            elif isinstance(message, LoadRequest):
+                return CallWork(correlation_id, _bind(self._load, correlation_id, message))
+            elif isinstance(message, WarmupRequest):
+                return CallWork(correlation_id, _bind(self._warmup, correlation_id))
+            elif isinstance(message, Close):
+                return CloseWork(correlation_id)
+            else:
+                raise AssertionError(f'Unexpected controller message: {message!r}')
 
     def _fail_bad_frame(self, err: ProtocolError) -> NoReturn:
         self._log.error('bad frame', code=err.code, err=err)
@@ -334,33 +256,21 @@ class InstanceHost:
             pass
         self._flush_and_exit(EXIT_BAD_FRAME)
 
-    def _on_input_closed(self) -> None:
-        with self._state_lock:
-            self._is_input_closed = True
-            if self._is_close_requested:
-                return  # the main thread finishes the queued batches and exits after Closed
-            is_busy = self._is_main_busy
-            if not is_busy:
-                self._queue.put(_INPUT_CLOSED)
-        if is_busy:
-            self._log.info('input closed while busy')
-            self._flush_and_exit(EXIT_OK)
-
     def _answer_heartbeat(self, correlation_id: int, beat: Heartbeat) -> None:
-        now = self._clock()
+        snapshot = self._pipeline.snapshot()
         state: HeartbeatAckState
-        with self._state_lock:
-            if self._is_wedged:
-                state = 'wedged'
-            elif self._batch_started is not None:
-                state = 'busy'
-            else:
-                state = 'idle'
-            busy_ms = 0 if self._batch_started is None else int((now - self._batch_started) * 1000)
-            queued = self._queued_batches
+        with self._wedged_lock:
+            is_wedged = self._is_wedged
+        if is_wedged:
+            state = 'wedged'
+        elif snapshot.busy_ms is not None:
+            state = 'busy'
+        else:
+            state = 'idle'
         stats = self._adapter_stats()
-        self._send(HeartbeatAck(beat.seq, state, busy_ms, queued, stats.memory_bytes, stats.eager_batches,
-                                stats.graph_replays, 0, 0, ()), correlation_id)
+        self._send(HeartbeatAck(beat.seq, state, snapshot.busy_ms or 0, snapshot.queued_batches, stats.memory_bytes,
+                                stats.eager_batches, stats.graph_replays, snapshot.sessions, snapshot.streams,
+                                self._adapter_resources()), correlation_id)
 
     def _adapter_stats(self) -> AdapterStats:
         adapter = self._adapter
@@ -372,7 +282,17 @@ class InstanceHost:
             self._log.warn('adapter stats failed', err=err)
             return AdapterStats()
 
-    # -- main thread: load, warmup, batches ------------------------------------------------
+    def _adapter_resources(self) -> Tuple[ResourceInfo, ...]:
+        adapter = self._pipeline.kinds.resources
+        if adapter is None:
+            return ()
+        try:
+            return tuple(adapter.resources())
+        except Exception as err:  # noqa: BLE001 - a heartbeat must be answered even if this fails
+            self._log.warn('adapter resources failed', err=err)
+            return ()
+
+    # -- main thread: load, warmup ---------------------------------------------------------
 
     def _load(self, correlation_id: int, request: LoadRequest) -> None:
         log = self._log.child(model=request.model, instanceId=request.instance_id)
@@ -390,6 +310,7 @@ class InstanceHost:
                 lock_file = self._acquire_load_lock(request.load_lock_path, log)
             started = self._clock()
             adapter = create_adapter(request.adapter, self._registry)
+            kinds = work_kinds_of(adapter)
             info = adapter.load(LoadContext(request.instance_id, request.model, dict(request.options)))
             load_ms = int((self._clock() - started) * 1000)
         except InstanceError as err:
@@ -412,8 +333,12 @@ class InstanceHost:
         self._load_lock_file = lock_file
         self._adapter = adapter
         self._model = request.model
-        log.info('model loaded', device=info.device, durationMs=load_ms, memoryBytes=info.memory_bytes)
-        self._send(LoadResult(request.model, info.device, info.parameters, info.memory_bytes, load_ms, ('batch',)),
+        self._pipeline.bind(kinds)
+        log.info('model loaded', device=info.device, durationMs=load_ms, memoryBytes=info.memory_bytes,
+                 workKinds=list(kinds.names))
+        work_kinds: Tuple[LoadResultWorkKind, ...] = tuple(
+            kind for kind in LOAD_RESULT_WORK_KIND_VALUES if kind in kinds.names)
+        self._send(LoadResult(request.model, info.device, info.parameters, info.memory_bytes, load_ms, work_kinds),
                    correlation_id)
         if self._options.probe_interval_ms > 0:
             threading.Thread(target=self._probe_loop, args=(adapter,), name='probe', daemon=True).start()
@@ -449,7 +374,7 @@ class InstanceHost:
             return
         except Exception as err:  # noqa: BLE001 - reported as model_failed, traceback logged
             self._release_load_lock()
-            code = _code_for_exception(err)
+            code = _wire_code(code_for_exception(err))
             self._log.error('warmup failed', code=code, err=err)
             self._send(Error(code, f'Warmup failed: {type(err).__name__}', None), correlation_id)
             return
@@ -458,115 +383,74 @@ class InstanceHost:
         self._log.info('model warmed up', durationMs=warmup_ms, graphsCaptured=info.graphs_captured)
         self._send(WarmupResult(warmup_ms, info.graphs_captured), correlation_id)
 
-    def _run_batch(self, correlation_id: int, batch: RunBatch, inputs: Optional[List[RequestInput]],
-                   staged: Optional[StagedBatch]) -> None:
-        adapter = self._adapter
-        if adapter is None:
-            _release_staged(staged)
-            self._send(Error('model_failed', 'Expected a loaded model before RunBatch: got none', None),
-                       correlation_id)
-            return
-        if inputs is None:
-            inputs = split_batch(batch)
-        started = self._clock()
-        self._pipeline.began(started, len(inputs))
-        with self._state_lock:
-            self._batch_started = started
-        # An adapter with begin_batch (SplitBatchAdapter) leaves building the results to the finisher;
-        # one with stage_batch too (StagingAdapter) gets back what it staged, and owns it from here.
-        begin = cast(Optional[Callable[..., BatchFinish]], getattr(adapter, 'begin_batch', None))
-        try:
-            if begin is not None and staged is not None:
-                finish = begin(inputs, staged)
-            elif begin is not None:
-                finish = begin(inputs)
+    # -- results to frames (the pipeline's Sink) -------------------------------------------
+
+    def batch_done(self, work: BatchWork, outputs: Sequence[BatchOutput], compute_ms: float) -> None:
+        results = [ItemResult(given.request_id, _wire_error(output), None) if isinstance(output, ItemFailure)
+                   else ItemResult(given.request_id, None, output) for given, output in zip(work.inputs, outputs)]
+        self._send(BatchResult(work.batch_id, tuple(results), compute_ms), work.correlation_id)
+
+    def sequence_done(self, work: SequenceWork, outputs: Sequence[SequenceResultItem], compute_ms: float) -> None:
+        results: List[SequenceItemResult] = []
+        states: List[bytes] = []
+        for item, output in zip(work.items, outputs):
+            if isinstance(output, SequenceOutput):
+                results.append(SequenceItemResult(item.request_id, item.session_id, item.seq, None, output.output,
+                                                  len(output.state)))
+                states.append(output.state)
             else:
-                outputs = adapter.run_batch(inputs)
-                finish = _returning(outputs)
-        except Exception as err:  # noqa: BLE001 - reported per request by the finisher, in batch order
-            finish = _raising(err)
-        with self._state_lock:
-            # Cleared before the result goes out: a heartbeat that follows the result says idle.
-            self._batch_started = None
-        self._finishing.put(_Finishing(correlation_id, batch, started, finish))
-        summary = self._pipeline.ended(self._clock(), next_is_ready=not self._ready.empty())
-        if summary is not None:
-            self._log.info('batch pipeline', **summary)
+                results.append(SequenceItemResult(item.request_id, item.session_id, item.seq, _wire_error(output),
+                                                  None, 0))
+        self._send(SequenceResult(work.batch_id, tuple(results), compute_ms, join_states(states)), work.correlation_id)
 
-    # -- finisher thread -------------------------------------------------------------------
+    def sessions_ended(self, work: EndSessionsWork) -> None:
+        self._send(SessionsEnded(work.session_ids), work.correlation_id)
 
-    def _finish_main(self) -> None:
-        try:
-            while True:
-                item = self._finishing.get()
-                if item is None:
-                    return
-                self._finish_batch(item)
-        except BaseException as err:  # noqa: BLE001 - results would stop going out: end the process
-            self._log.fatal('finisher failed', err=err)
-            self._flush_and_exit(EXIT_CRASHED)
+    def stream_chunk(self, work: StreamWork, index: int, piece: StreamPiece) -> None:
+        self._send(StreamChunk(work.request.stream_id, index, piece.meta, piece.data), work.correlation_id)
 
-    def _finish_batch(self, item: _Finishing) -> None:
-        batch = item.batch
-        try:
-            results = self._to_results(batch, item.finish())
-        except InstanceError as err:
-            self._log.warn('batch failed', batchId=batch.batch_id, code=err.code, err=err)
-            error = WireError(_wire_code(err.code), err.message)
-            results = [ItemResult(request.request_id, error, None) for request in batch.requests]
-        except Exception as err:  # noqa: BLE001 - per the contract: model_failed, traceback logged
-            code = _code_for_exception(err)
-            self._log.error('batch failed', batchId=batch.batch_id, code=code, err=err)
-            message = f'The model failed on this batch: {type(err).__name__}'
-            results = [ItemResult(request.request_id, WireError(code, message), None) for request in batch.requests]
-        compute_ms = round((self._clock() - item.started) * 1000, 3)
-        self._log.debug('batch done', batchId=batch.batch_id, batchSize=len(batch.requests), durationMs=compute_ms)
-        self._send(BatchResult(batch.batch_id, tuple(results), compute_ms), item.correlation_id)
+    def stream_end(self, work: StreamWork, chunks: int, usage: Optional[Dict[str, Any]],
+                   failure: Optional[ItemFailure]) -> None:
+        error = None if failure is None else _wire_error(failure)
+        self._send(StreamEnd(work.request.stream_id, chunks, usage if error is None else None, error),
+                   work.correlation_id)
 
-    def _drain_finisher(self) -> None:
-        """Let the finisher send every result of the batches that already ran, then stop it."""
-        finisher, self._finisher = self._finisher, None
-        if finisher is None:
-            return
-        self._finishing.put(None)
-        finisher.join(FINISHER_DRAIN_TIMEOUT_S)
-        if finisher.is_alive():
-            self._log.error('finisher did not drain', timeoutS=FINISHER_DRAIN_TIMEOUT_S)
+    def resource_loaded(self, work: LoadResourceWork, load: ResourceLoad) -> None:
+        self._send(ResourceLoaded(work.name, work.kind, load.residency, load.bytes, load.load_ms, load.source),
+                   work.correlation_id)
 
-    def _to_results(self, batch: RunBatch,
-                    outputs: Sequence[Union[RequestOutput, RequestFailure]]) -> List[ItemResult]:
-        ids = [item.request_id for item in batch.requests]
-        got = [output.request_id for output in outputs]
-        if got != ids:
-            raise RuntimeError(f'Expected one adapter result per request, in order: {ids}; got {got}')
-        results: List[ItemResult] = []
-        for item, output in zip(batch.requests, outputs):
-            if isinstance(output, RequestFailure):
-                results.append(ItemResult(item.request_id, WireError(_wire_code(output.code), output.message), None))
-                continue
-            segments = None if output.segments is None else tuple(
-                Segment(_seconds(s.start), _seconds(s.end), s.text) for s in output.segments)
-            words = None
-            if item.word_timestamps and output.words is not None:
-                words = tuple(Word(w.word, _seconds(w.start), _seconds(w.end)) for w in output.words)
-            transcript = Transcript(output.text, output.language, _seconds(output.duration_s), segments, words)
-            results.append(ItemResult(item.request_id, None, transcript))
-        return results
+    def resource_evicted(self, work: EvictResourceWork, bytes_freed: int) -> None:
+        self._send(ResourceEvicted(work.name, bytes_freed), work.correlation_id)
+
+    def rejected(self, work: Work, failure: ItemFailure) -> None:
+        request_id = work.request.request_id if isinstance(work, StreamWork) else None
+        self._send(Error(_wire_code(failure.code), failure.message, request_id), work.correlation_id)
+
+    def stopped(self, work: Optional[CloseWork]) -> None:
+        adapter, self._adapter = self._adapter, None
+        if adapter is not None:
+            try:
+                adapter.close()
+            except Exception as err:  # noqa: BLE001 - closing must not stop the process from exiting
+                self._log.error('adapter close failed', err=err)
+        if work is not None:
+            self._send(Closed(), work.correlation_id)
+            self._log.info('instance closed')
 
     # -- probe thread ----------------------------------------------------------------------
 
-    def _probe_loop(self, adapter: ModelAdapter) -> None:
+    def _probe_loop(self, adapter: Adapter) -> None:
         interval_s = self._options.probe_interval_ms / 1000
-        while not self._stopped.wait(interval_s):
+        while not self._pipeline.stopped.wait(interval_s):
             reason = self._probe_once(adapter)
             if reason is None:
                 continue
-            with self._state_lock:
+            with self._wedged_lock:
                 self._is_wedged = True
             self._log.error('instance wedged', code='instance_wedged', reason=reason)
             return
 
-    def _probe_once(self, adapter: ModelAdapter) -> Optional[str]:
+    def _probe_once(self, adapter: Adapter) -> Optional[str]:
         """None when healthy, otherwise why the probe failed."""
         done = threading.Event()
         outcome: List[Union[bool, BaseException]] = []
@@ -609,41 +493,38 @@ class InstanceHost:
         self._exit(code)
 
 
-def split_batch(batch: RunBatch) -> List[RequestInput]:
+def split_batch(batch: RunBatch) -> List[BatchInput]:
     """Slice the int16 PCM body into one array per request (views of the body, not copies).
 
     The views share the body's buffer: a bytearray from ``read_frame`` gives writable arrays.
     """
     # NOTE: astype is a no-op on little-endian machines; a big-endian one would get one copy.
     audio = np.frombuffer(batch.body, dtype='<i2').astype(np.int16, copy=False)
-    inputs: List[RequestInput] = []
+    inputs: List[BatchInput] = []
     offset = 0
     for item in batch.requests:
-        inputs.append(RequestInput(item.request_id, audio[offset:offset + item.samples], item.language, item.prompt,
-                                   item.word_timestamps))
+        inputs.append(BatchInput(item.request_id, audio[offset:offset + item.samples], item.language, item.prompt,
+                                 item.word_timestamps))
         offset += item.samples
     return inputs
 
 
-def _release_staged(staged: Optional[StagedBatch]) -> None:
-    if staged is not None:
-        staged.release()
+def split_sequence(batch: RunSequenceBatch) -> List[SequenceWorkItem]:
+    """Each item of a sequence batch with its audio (an int16 view of the body) and attached state (a copy)."""
+    items: List[SequenceWorkItem] = []
+    for item, part in zip(batch.items, split_sequence_body(batch)):
+        audio = np.frombuffer(part.audio, dtype=np.int16) if len(part.audio) else np.zeros(0, dtype=np.int16)
+        items.append(SequenceWorkItem(item.request_id, item.session_id, item.seq, audio, item.state_in, part.state,
+                                      item.is_last, dict(item.options)))
+    return items
 
 
-def _returning(outputs: List[Union[RequestOutput, RequestFailure]]) -> BatchFinish:
-    return lambda: outputs
+def _bind(function: Callable[..., None], *args: Any) -> Callable[[], None]:
+    return lambda: function(*args)
 
 
-def _raising(err: Exception) -> BatchFinish:
-    def finish() -> List[Union[RequestOutput, RequestFailure]]:
-        raise err
-
-    return finish
-
-
-def _seconds(value: float) -> float:
-    """Times travel rounded to the millisecond: short decimals print the same in Python and JS."""
-    return round(float(value), 3)
+def _wire_error(failure: ItemFailure) -> WireError:
+    return WireError(_wire_code(failure.code), failure.message)
 
 
 def _wire_code(code: str) -> WireErrorCode:
@@ -651,14 +532,6 @@ def _wire_code(code: str) -> WireErrorCode:
     for known in WIRE_ERROR_CODE_VALUES:
         if code == known:
             return known
-    return 'model_failed'
-
-
-def _code_for_exception(err: BaseException) -> WireErrorCode:
-    # NOTE: matched by class name so that torch.cuda.OutOfMemoryError maps to out_of_memory
-    # without this module importing torch.
-    if isinstance(err, MemoryError) or type(err).__name__ == 'OutOfMemoryError':
-        return 'out_of_memory'
     return 'model_failed'
 
 

@@ -1,79 +1,68 @@
-"""The contract between the host loop and a model adapter.
+"""The contract between the host and a model adapter: one interface per work kind.
 
-An adapter turns batches of 16 kHz mono 16-bit PCM audio into transcripts. The audio is the
-RunBatch body as it arrived (int16 views, no conversion); an adapter that needs floats
-converts it itself, as float value = int16 / 32768. The host (``host.py``) owns the protocol,
-threads and heartbeats; an adapter owns only the model.
+Every adapter implements :class:`Adapter` (``load``, ``warmup``, ``stats``, ``probe``, ``close``) and
+declares the work kinds it serves in the class attribute ``work_kinds`` (a subset of 'batch',
+'sequence', 'stream'; reported in LoadResult.workKinds). For each kind it declares it implements
+that kind's interface, which the host checks once, at load:
 
-Threads: ``load``, ``warmup``, ``run_batch`` and ``close`` are called from one thread, one at a
-time. ``stats`` is called from the heartbeat thread and ``probe`` from the probe thread, both
-while ``run_batch`` may be running, so they must be cheap, thread-safe and must not wait for
-the model.
+- **batch** (:class:`BatchAdapter`): ``stage`` on the host's stager thread, ``begin`` on its main
+  thread, and the :data:`BatchFinish` that ``begin`` returns on its finisher thread.
+  :class:`SimpleBatchAdapter` is a base class for an adapter that runs a batch in one call.
+- **sequence** (:class:`SequenceAdapter`): ``run_sequence`` on the main thread. The host keeps each
+  session's state; the adapter gets it in and returns the new one.
+- **stream** (:class:`StreamAdapter`): ``open_stream`` returns a generator that the host steps on its
+  main thread, one piece at a time, interleaved with other streams and with batches.
+- **resources** (:class:`ResourceAdapter`), optional with any kind: named weights held resident.
 
-An adapter may also offer ``begin_batch(batch) -> BatchFinish`` (see :class:`SplitBatchAdapter`);
-the host then calls it instead of ``run_batch``. It runs the model's part of the batch on the main
-thread and returns the rest (texts, words, segments) as a function that the host calls once, on
-its finisher thread, while the main thread already starts the next batch. That function may use
-only what it was given and adapter state that no longer changes after ``load``.
+Threads: ``load``, ``warmup``, ``close``, ``begin``, ``run_sequence``, the stream generators and the
+resource calls run on the host's main thread, one at a time. ``stats`` and ``resources`` are called on
+the heartbeat thread and ``probe`` on the probe thread while the model may run: they must be cheap,
+thread-safe, and must not wait for the model.
 
-An adapter with ``begin_batch`` may also offer ``stage_batch(batch) -> StagedBatch | None`` (see
-:class:`StagingAdapter`). The host calls it on its stager thread as each batch arrives, in arrival
-order, while the main thread may still run an earlier batch: it copies the batch's audio to where
-the model reads it (pinned host memory, for example). The host then calls ``begin_batch(batch,
-staged)`` with what it returned. It may block (until a staging buffer is free), but only on
-batches that arrived before it. A batch the host drops after staging (its supervisor is gone)
-gets ``staged.release()`` instead of ``begin_batch``. Raise ``errors.InstanceError(code, message)`` for a failure with a wire code; any
-other exception from ``run_batch`` fails every request of the batch with ``model_failed``
-(``out_of_memory`` for ``MemoryError`` or an exception class named ``OutOfMemoryError``).
+Audio is the frame body as it arrived: 16 kHz mono 16-bit PCM, int16 views of the body (no
+conversion); an adapter that needs floats converts it itself, as float value = int16 / 32768.
+
+Failures: an item that fails alone is an :class:`ItemFailure` with a wire code (``errors.WIRE_ERROR_CODES``)
+in the item's place. ``errors.InstanceError(code, message)`` raised from a call fails every item of that
+call with its code; any other exception fails them with ``model_failed`` (``out_of_memory`` for
+``MemoryError`` or an exception class named ``OutOfMemoryError``), its traceback in the instance log.
+
+Transcripts are the protocol's own :class:`~voxmux_host.messages.Transcript` (with ``Word`` and
+``Segment``), which the host sends as they are: times in seconds, rounded to the millisecond
+(:func:`seconds`), ``words`` only for a request that asked for them (``word_timestamps``).
 """
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Union
+from typing import (Any, Callable, ClassVar, Dict, Iterator, List, Literal, Optional, Protocol, Sequence, Tuple, Union,
+                    runtime_checkable)
 
 import numpy as np
 from numpy.typing import NDArray
 
+from .messages import ResourceInfo, Segment, Transcript, Word
 
-@dataclass
-class RequestInput:
-    request_id: str
-    #: 16 kHz mono 16-bit PCM, shape [samples]; a view of the batch body (float value = int16 / 32768).
-    audio: NDArray[np.int16]
-    language: Optional[str] = None
-    prompt: Optional[str] = None
-    word_timestamps: bool = False
+__all__ = [
+    'Adapter', 'AdapterStats', 'BatchAdapter', 'BatchFinish', 'BatchInput', 'BatchOutput', 'ItemFailure',
+    'LoadContext', 'LoadInfo', 'ResourceAdapter', 'ResourceInfo', 'ResourceLoad', 'Segment', 'SequenceAdapter',
+    'SequenceInput', 'SequenceOutput', 'SimpleBatchAdapter', 'StagedBatch', 'StreamAdapter', 'StreamPiece',
+    'StreamRequest', 'Transcript', 'WORK_KINDS', 'WarmupInfo', 'Word', 'seconds',
+]
 
-
-@dataclass
-class Word:
-    word: str
-    start: float  # seconds
-    end: float  # seconds
+#: The work kinds an adapter may declare in ``work_kinds`` (LoadResult.workKinds).
+WORK_KINDS: Tuple[str, ...] = ('batch', 'sequence', 'stream')
 
 
-@dataclass
-class Segment:
-    start: float  # seconds
-    end: float  # seconds
-    text: str
+# ---------------------------------------------------------------------------------------------
+# Common
 
 
 @dataclass
-class RequestOutput:
-    request_id: str
-    text: str
-    language: str
-    duration_s: float
-    segments: Optional[List[Segment]] = None
-    words: Optional[List[Word]] = None
-
-
-@dataclass
-class RequestFailure:
-    request_id: str
-    code: str  # a wire code, see errors.WIRE_ERROR_CODES
-    message: str
+class LoadContext:
+    instance_id: str
+    model: str
+    options: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -97,61 +86,209 @@ class AdapterStats:
     graph_replays: int = 0
 
 
-@dataclass
-class LoadContext:
-    instance_id: str
-    model: str
-    options: Dict[str, Any] = field(default_factory=dict)
+@dataclass(frozen=True)
+class ItemFailure:
+    """One item's failure, in its place among the results; the others still succeed."""
+
+    code: str  # a wire code, see errors.WIRE_ERROR_CODES
+    message: str
 
 
-class ModelAdapter(Protocol):
+def seconds(value: float) -> float:
+    """A time as it travels: seconds rounded to the millisecond (short decimals print the same in Python
+    and JavaScript)."""
+    return round(float(value), 3)
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """What every adapter implements, whatever it serves."""
+
+    work_kinds: ClassVar[Tuple[str, ...]]
+
     def load(self, ctx: LoadContext) -> LoadInfo: ...
 
     def warmup(self) -> WarmupInfo: ...
 
-    def run_batch(self, batch: Sequence[RequestInput]) -> List[RequestOutput | RequestFailure]:
-        """One result per input, in input order; per-request failures do not fail the batch."""
-        ...
-
     def stats(self) -> AdapterStats:
-        """Called on the heartbeat thread, concurrently with run_batch: read counters only."""
+        """Heartbeat thread, while the model may run: read counters only."""
         ...
 
     def probe(self) -> bool:
         """A cheap device health check run on a timer; False marks the instance wedged.
 
-        Called on its own thread, concurrently with run_batch, only after a successful load. A
-        probe that does not return within the host's probe timeout also marks it wedged.
+        Called on its own thread, while the model may run, only after a successful load. A probe
+        that does not return within the host's probe timeout also marks it wedged.
         """
         ...
 
     def close(self) -> None: ...
 
 
-#: What ``begin_batch`` leaves to do: one result per input, in input order (as ``run_batch`` returns).
-BatchFinish = Callable[[], List[Union[RequestOutput, RequestFailure]]]
+# ---------------------------------------------------------------------------------------------
+# batch
 
 
-class SplitBatchAdapter(ModelAdapter, Protocol):
-    def begin_batch(self, batch: Sequence[RequestInput]) -> BatchFinish:
-        """Run the model on the batch (main thread); return the function that builds the results."""
-        ...
+@dataclass
+class BatchInput:
+    """One request of a RunBatch."""
+
+    request_id: str
+    #: 16 kHz mono 16-bit PCM, shape [samples]; a view of the batch body (float value = int16 / 32768).
+    audio: NDArray[np.int16]
+    language: Optional[str] = None
+    prompt: Optional[str] = None
+    word_timestamps: bool = False
+
+
+#: One request's result: its transcript, or its failure.
+BatchOutput = Union[Transcript, ItemFailure]
+#: What ``begin`` leaves to do, called once on the finisher thread: one result per input, in input order.
+#: It may use only what it was given and adapter state that no longer changes after ``load``.
+BatchFinish = Callable[[], List[BatchOutput]]
 
 
 class StagedBatch(Protocol):
-    """What ``stage_batch`` prepared for one batch; opaque to the host."""
+    """What ``stage`` prepared for one batch; opaque to the host."""
 
     def release(self) -> None:
         """Give back what staging holds, for a batch that will never begin. Idempotent."""
         ...
 
 
-class StagingAdapter(ModelAdapter, Protocol):
-    def stage_batch(self, batch: Sequence[RequestInput]) -> Optional[StagedBatch]:
-        """Copy the batch's audio ahead of ``begin_batch`` (stager thread); None: nothing staged."""
+@runtime_checkable
+class BatchAdapter(Adapter, Protocol):
+    """Independent requests that run together: RunBatch → BatchResult."""
+
+    def stage(self, inputs: Sequence[BatchInput]) -> Optional[StagedBatch]:
+        """Stager thread, as each batch arrives, in arrival order, while the main thread may still run
+        an earlier one: copy the audio where the model reads it (pinned memory, say); None when
+        nothing is staged. It may block (for a free staging buffer), but only on earlier batches. An
+        exception here is logged and the batch begins unstaged."""
         ...
 
-    def begin_batch(self, batch: Sequence[RequestInput], staged: Optional[StagedBatch] = None) -> BatchFinish:
-        """As :meth:`SplitBatchAdapter.begin_batch`, reading the audio from ``staged`` where given;
-        it then owns ``staged`` and releases it."""
+    def begin(self, inputs: Sequence[BatchInput], staged: Optional[StagedBatch]) -> BatchFinish:
+        """Main thread: run the model's part of the batch, reading the audio from ``staged`` where
+        given (it owns ``staged`` from here and releases it); return what builds the results. A batch
+        the host drops after staging (its supervisor is gone) gets ``staged.release()`` instead."""
+        ...
+
+
+class SimpleBatchAdapter(abc.ABC):
+    """A batch adapter that runs a batch in one call on the main thread: override :meth:`run` only
+    (plus the common methods of :class:`Adapter`)."""
+
+    work_kinds: ClassVar[Tuple[str, ...]] = ('batch',)
+
+    @abc.abstractmethod
+    def run(self, inputs: Sequence[BatchInput]) -> List[BatchOutput]:
+        """One result per input, in input order."""
+
+    def stage(self, inputs: Sequence[BatchInput]) -> Optional[StagedBatch]:
+        return None
+
+    def begin(self, inputs: Sequence[BatchInput], staged: Optional[StagedBatch]) -> BatchFinish:
+        if staged is not None:
+            staged.release()
+        outputs = self.run(inputs)
+        return lambda: outputs
+
+
+# ---------------------------------------------------------------------------------------------
+# sequence
+
+
+@dataclass
+class SequenceInput:
+    """One item of a RunSequenceBatch: the next piece of one session."""
+
+    request_id: str
+    session_id: str
+    seq: int  # the item's position in its session, from 0
+    #: 16 kHz mono 16-bit PCM, a view of the frame body.
+    audio: NDArray[np.int16]
+    #: The session's state after its previous item; None for a new session.
+    state: Optional[bytes]
+    is_last: bool
+    options: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SequenceOutput:
+    """An item's result (a JSON object) and the session's state after it (at most MAX_STATE_BYTES)."""
+
+    output: Dict[str, Any]
+    state: bytes
+
+
+@runtime_checkable
+class SequenceAdapter(Adapter, Protocol):
+    """Ordered items of sessions: RunSequenceBatch → SequenceResult."""
+
+    def run_sequence(self, items: Sequence[SequenceInput]) -> List[Union[SequenceOutput, ItemFailure]]:
+        """Main thread; at most one item per session. One result per item, in item order."""
+        ...
+
+
+# ---------------------------------------------------------------------------------------------
+# stream
+
+
+@dataclass
+class StreamRequest:
+    stream_id: str
+    request_id: str
+    resource: Optional[str]  # resident when the stream opens (the host loads it first)
+    params: Dict[str, Any]
+    body: bytes
+
+
+@dataclass
+class StreamPiece:
+    """One chunk of a stream's output: adapter-specific facts (``meta``) and bytes."""
+
+    meta: Dict[str, Any]
+    data: bytes
+
+
+@runtime_checkable
+class StreamAdapter(Adapter, Protocol):
+    """One request, many ordered chunks: StartStream → StreamChunk… → StreamEnd."""
+
+    def open_stream(self, request: StreamRequest) -> Iterator[StreamPiece]:
+        """Main thread: a generator of the stream's pieces, whose return value is the usage (a JSON
+        object). The host calls ``next()`` once per step, only while the stream has credit, between
+        other streams' steps and batches; it calls ``close()`` on a cancelled stream. Keep each step
+        short: a cancel or a frame waits for the step that runs."""
+        ...
+
+
+# ---------------------------------------------------------------------------------------------
+# resources
+
+
+@dataclass
+class ResourceLoad:
+    """Where a loaded resource lives, its size, and where it came from ('resident': it already was)."""
+
+    residency: Literal['device', 'host']
+    bytes: int
+    source: Literal['disk', 'host', 'resident']
+    load_ms: int = 0
+
+
+@runtime_checkable
+class ResourceAdapter(Protocol):
+    """Named resources an adapter holds (voices); optional with any work kind."""
+
+    def load_resource(self, name: str, kind: str, source: Dict[str, Any]) -> ResourceLoad:
+        """Main thread, in arrival order with the other work."""
+        ...
+
+    def evict_resource(self, name: str) -> int:
+        """Main thread: free the resource; the bytes freed (0 when it was not resident)."""
+        ...
+
+    def resources(self) -> List[ResourceInfo]:
+        """Heartbeat thread: what is resident now. Cheap and thread-safe."""
         ...

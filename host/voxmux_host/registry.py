@@ -6,25 +6,25 @@ from __future__ import annotations
 from typing import Callable, Dict, Mapping
 
 from .errors import InstanceError
-from .model_api import ModelAdapter
+from .model_api import Adapter
 
-AdapterFactory = Callable[[], ModelAdapter]
+AdapterFactory = Callable[[], Adapter]
 
 
-def _parakeet() -> ModelAdapter:
+def _parakeet() -> Adapter:
     from .models.parakeet.adapter import ParakeetAdapter
 
-    adapter: ModelAdapter = ParakeetAdapter()
+    adapter: Adapter = ParakeetAdapter()
     return adapter
 
 
-def _pocketsphinx() -> ModelAdapter:
+def _pocketsphinx() -> Adapter:
     from .models.pocketsphinx_asr import PocketsphinxAdapter
 
     return PocketsphinxAdapter()
 
 
-def _test() -> ModelAdapter:
+def _test() -> Adapter:
     from .fakes.test_engine import TestEngineAdapter
 
     return TestEngineAdapter()
@@ -41,7 +41,7 @@ def adapter_names(registry: Mapping[str, AdapterFactory] = ADAPTERS) -> list[str
     return sorted(registry)
 
 
-def create_adapter(name: str, registry: Mapping[str, AdapterFactory] = ADAPTERS) -> ModelAdapter:
+def create_adapter(name: str, registry: Mapping[str, AdapterFactory] = ADAPTERS) -> Adapter:
     """Import and construct the named adapter.
 
     Raises InstanceError('load_failed') when the name is unknown or its module cannot be

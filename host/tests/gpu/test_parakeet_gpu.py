@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from voxmux_host.model_api import LoadContext, RequestInput, RequestOutput
+from voxmux_host.model_api import LoadContext, BatchInput, Transcript
 from voxmux_host.models.parakeet.adapter import ParakeetAdapter, ParakeetStats
 from voxmux_host.models.parakeet.config import (
     TINY,
@@ -116,17 +116,17 @@ def test_graph_replay_of_int16_equals_replay_of_the_equivalent_float32(graphed: 
 
 def test_adapter_replays_graphs_and_falls_back_to_eager(graphed: ParakeetAdapter) -> None:
     before = graphed.stats()
-    requests = [RequestInput(f"r{i}", clip, word_timestamps=True) for i, clip in enumerate(_clips([2.0, 4.0, 11.0], 7))]
+    requests = [BatchInput(f"r{i}", clip, word_timestamps=True) for i, clip in enumerate(_clips([2.0, 4.0, 11.0], 7))]
     outputs = graphed.run_batch(requests)
-    assert all(isinstance(o, RequestOutput) and o.text for o in outputs)
+    assert all(isinstance(o, Transcript) and o.text for o in outputs)
     mid = graphed.stats()
     assert mid.graph_replays == before.graph_replays + 1  # 3 clips -> batch 4, bucket 15 s
     assert mid.eager_batches == before.eager_batches
-    long_clip = RequestInput("long", _pcm(16.5, 1))
+    long_clip = BatchInput("long", _pcm(16.5, 1))
     graphed.run_batch([long_clip])
     after = graphed.stats()
     assert after.eager_batches == mid.eager_batches + 1  # longer than the largest bucket
-    many = [RequestInput(f"m{i}", clip) for i, clip in enumerate(_clips([1.0] * 6, 20))]
+    many = [BatchInput(f"m{i}", clip) for i, clip in enumerate(_clips([1.0] * 6, 20))]
     graphed.run_batch(many)
     assert graphed.stats().graph_replays == after.graph_replays + 2  # split 4 + 2
     assert isinstance(after, ParakeetStats) and after.memory_bytes > 0
@@ -137,7 +137,7 @@ def test_graph_results_match_eager_adapter_text() -> None:
     eager = _load({"cudaGraphs": False, "dtype": "fp32"})
     graph = _load({"dtype": "fp32", "batchSizes": [2], "lengthBucketsMs": [5000]})
     graph.warmup()
-    requests = [RequestInput(f"r{i}", c) for i, c in enumerate(clips)]
+    requests = [BatchInput(f"r{i}", c) for i, c in enumerate(clips)]
     a = eager.run_batch(requests)
     b = graph.run_batch(requests)
     assert [o.text for o in a] == [o.text for o in b]  # type: ignore[union-attr]
@@ -149,7 +149,7 @@ def test_graph_results_match_eager_adapter_text() -> None:
 def _assert_same_tokens_through_replay(reference: Dict[str, Any], candidate: Dict[str, Any], seed: int) -> None:
     """Two adapters (fp32, tiny) warmed up with CUDA graphs give the same texts for one batch of 3,
     the candidate by a single graph replay."""
-    requests = [RequestInput(f"r{i}", c) for i, c in enumerate(_clips([2.5, 3.5, 1.2], seed=seed))]
+    requests = [BatchInput(f"r{i}", c) for i, c in enumerate(_clips([2.5, 3.5, 1.2], seed=seed))]
     plain, other = _load(reference), _load(candidate)
     plain.warmup()
     other.warmup()
@@ -203,8 +203,8 @@ def test_load_compiles_and_runs_every_shape_and_warmup_only_captures() -> None:
     # Nothing was left to compile under the warmup gate.
     assert counters["stats"]["unique_graphs"] == compiled_graphs
     clips = _clips([2.5, 1.5], seed=90)
-    outputs = adapter.run_batch([RequestInput(f"r{i}", c) for i, c in enumerate(clips)])
-    assert all(isinstance(o, RequestOutput) for o in outputs)
+    outputs = adapter.run_batch([BatchInput(f"r{i}", c) for i, c in enumerate(clips)])
+    assert all(isinstance(o, Transcript) for o in outputs)
     assert adapter.stats().graph_replays == 1
     adapter.close()
 
@@ -233,8 +233,8 @@ def test_full_configuration_smoke() -> None:
     assert 1.0e9 < info.memory_bytes < 2.0e9  # bf16 weights
     warm = a.warmup()
     assert warm.graphs_captured == 2 * 1 + 2
-    outputs = a.run_batch([RequestInput(f"r{i}", c) for i, c in enumerate(_clips([12.0, 14.0, 9.0], 80))])
-    assert all(isinstance(o, RequestOutput) and o.text for o in outputs)
+    outputs = a.run_batch([BatchInput(f"r{i}", c) for i, c in enumerate(_clips([12.0, 14.0, 9.0], 80))])
+    assert all(isinstance(o, Transcript) and o.text for o in outputs)
     stats = a.stats()
     assert isinstance(stats, ParakeetStats) and stats.graph_replays == 1
     assert 1.5 < stats.tokens_per_audio_second < 6.5, stats

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from voxmux_host.model_api import LoadContext, RequestInput, RequestOutput
+from voxmux_host.model_api import LoadContext, BatchInput, Transcript
 from voxmux_host.models.parakeet.adapter import ParakeetAdapter
 from voxmux_host.models.parakeet.config import FULL, TINY
 from voxmux_host.models.parakeet.encoder import MASK_SCORE, ConformerConvolution, time_mask
@@ -128,7 +128,7 @@ def test_graph_replay_with_the_kernels_equals_eager() -> None:
         replayed = runner.run_graph(clips, 4, runner.buckets[0])
         eager, _ = runner.run_eager_padded(clips, 4, runner.buckets[0])
         assert [r.tokens for r in replayed] == [e.tokens for e in eager]
-        outputs = adapter.run_batch([RequestInput(f"r{i}", c) for i, c in enumerate(clips)])
-        assert all(isinstance(o, RequestOutput) for o in outputs)
+        outputs = adapter.run_batch([BatchInput(f"r{i}", c) for i, c in enumerate(clips)])
+        assert all(isinstance(o, Transcript) for o in outputs)
     finally:
         adapter.close()

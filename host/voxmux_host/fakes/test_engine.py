@@ -1,5 +1,7 @@
 """The ``test`` adapter: a deterministic test double whose behaviour the tests control.
 
+It serves every work kind (``work_kinds = ('batch', 'sequence', 'stream')``) and holds resources.
+
 Load options (all optional; unknown keys fail the load so that typos surface):
 
 | option | type | effect |
@@ -15,31 +17,67 @@ Load options (all optional; unknown keys fail the load so that typos surface):
 | ``failLoad`` | bool | ``load`` raises ``InstanceError('load_failed')`` |
 | ``crashAfterBatches`` | int | ``os._exit(70)`` when a batch starts after this many batches ran |
 | ``wedgeProbe`` | bool | ``probe`` returns False |
+| ``resourceBudgetBytes`` | int | resources held at most (their ``bytes``); past it the least recently used go |
 
-A request's text is ``echo samples=<n> crc=<crc32 of its int16 LE bytes, 8 hex digits>``,
+**batch.** A request's text is ``echo samples=<n> crc=<crc32 of its int16 LE bytes, 8 hex digits>``,
 so a result identifies its input exactly. A request prompt may hold a command:
 
 | prompt | effect |
 | --- | --- |
 | ``voxmux-test:crash`` | ``os._exit(70)`` when the batch reaches that request |
-| ``voxmux-test:hang`` | ``run_batch`` never returns |
+| ``voxmux-test:hang`` | the batch never returns |
 | ``voxmux-test:fail`` | that request fails with ``model_failed``; the others succeed |
 | ``voxmux-test:bad-audio`` | that request fails with ``invalid_audio`` |
 | ``voxmux-test:fail-finish`` | building the batch's results raises: every request of it fails |
 
-The adapter splits each batch (``begin_batch``): the sleeps, crashes and hangs above happen in the
-model's part, on the host's main thread; the results are built, after ``finishDelayMs``, by the
-function it returns. It also stages each batch (``stage_batch``, on the host's stager thread, after
-``stageDelayMs``): it copies the requests' audio, and the echo then reads those copies.
+The adapter splits each batch: the sleeps, crashes and hangs above happen in ``begin``, on the host's
+main thread; the results are built, after ``finishDelayMs``, by the function it returns. It also
+stages each batch (``stage``, on the host's stager thread, after ``stageDelayMs``): it copies the
+requests' audio, and the echo then reads those copies.
+
+**sequence.** A running sum per session: an item's output is ``{"sum": <the previous sum + the sum of
+the item's int16 samples>, "items": <items so far, this one included>}``, and its state is that sum and
+count as ``struct.pack('<qq', sum, items)`` (16 bytes). Item options (all optional; others fail the
+item with ``unsupported_option``):
+
+| item option | type | effect |
+| --- | --- | --- |
+| ``itemDelayMs`` | int | sleep this long for the item |
+| ``command`` | ``'crash'``, ``'hang'`` or ``'fail'`` | ``os._exit(70)``; never return; the item fails with ``model_failed`` |
+| ``padStateBytes`` | int | append this many zero bytes to the item's state (past 1 MiB in all: ``state_too_large``) |
+
+A state that is not at least 16 bytes fails the item with ``invalid_audio``.
+
+**stream.** ``StartStream.params`` (all optional; others end the stream with ``unsupported_option``):
+
+| param | type | default | effect |
+| --- | --- | --- | --- |
+| ``chunks`` | int | 1 | how many chunks |
+| ``chunkBytes`` | int | 16 | bytes per chunk: chunk ``i`` is the byte ``i % 256``, repeated |
+| ``chunkDelayMs`` | int | 0 | sleep this long before each chunk (in slices of at most 5 ms) |
+| ``failAfterChunks`` | int | none | after this many chunks the stream raises (it ends with ``model_failed``) |
+
+Each chunk's ``meta`` is ``{"chunk": i, "resource": <the stream's resource or null>}``; the usage at
+the end is ``{"chunks": N}``.
+
+**resources.** ``LoadResource.source`` is ``{"bytes": n, "loadDelayMs": d}`` (both optional, 0 by
+default; other keys fail the load with ``unsupported_option``); any ``kind``. A resource lives on
+the ``device``. Loading a resident one is a hit (``source: 'resident'``, no delay); otherwise it is a
+load (``source: 'disk'``, after ``loadDelayMs``), and past ``resourceBudgetBytes`` the least recently
+used others are evicted (one larger than the budget alone fails with ``out_of_memory``). A stream
+that names a resource uses it (most recently used). ``stats().memory_bytes`` is the bytes of resident
+resources; the counts of loads, hits and evictions are in :meth:`TestEngineAdapter.resource_counts`.
 """
 from __future__ import annotations
 
 import os
+import struct
 import threading
 import time
 import zlib
-from dataclasses import replace
-from typing import Any, Dict, List, Optional, Sequence, Union
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Dict, Generator, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from numpy.typing import NDArray
@@ -48,19 +86,30 @@ from ..errors import InstanceError
 from ..model_api import (
     AdapterStats,
     BatchFinish,
+    BatchInput,
+    BatchOutput,
+    ItemFailure,
     LoadContext,
     LoadInfo,
-    RequestFailure,
-    RequestInput,
-    RequestOutput,
+    ResourceInfo,
+    ResourceLoad,
     Segment,
+    SequenceInput,
+    SequenceOutput,
+    StagedBatch,
+    StreamPiece,
+    StreamRequest,
+    Transcript,
     WarmupInfo,
     Word,
+    seconds,
 )
 
 SAMPLE_RATE_HZ = 16000
 CRASH_EXIT_CODE = 70
 SLOW_BATCH_DELAY_MS = 500
+#: The longest sleep of a stream step at a time.
+SLEEP_SLICE_S = 0.005
 
 PROMPT_CRASH = 'voxmux-test:crash'
 PROMPT_HANG = 'voxmux-test:hang'
@@ -68,15 +117,25 @@ PROMPT_FAIL = 'voxmux-test:fail'
 PROMPT_BAD_AUDIO = 'voxmux-test:bad-audio'
 PROMPT_FAIL_FINISH = 'voxmux-test:fail-finish'
 
+#: A sequence session's state: the running sum and the item count.
+SEQUENCE_STATE = struct.Struct('<qq')
+
 _INT_OPTIONS = ('batchDelayMs', 'itemDelayMs', 'finishDelayMs', 'stageDelayMs', 'loadDelayMs', 'probeDelayMs',
-                'crashAfterBatches')
+                'crashAfterBatches', 'resourceBudgetBytes')
 _BOOL_OPTIONS = ('crashOnLoad', 'failLoad', 'wedgeProbe')
+_SEQUENCE_COMMANDS = ('crash', 'hang', 'fail')
+_STREAM_PARAMS = ('chunks', 'chunkBytes', 'chunkDelayMs', 'failAfterChunks')
 
 
 def echo_text(audio: NDArray[np.int16]) -> str:
     """``echo samples=<n> crc=<crc32 of the int16 LE bytes>``: the bytes as they crossed the wire."""
     data = np.ascontiguousarray(audio, dtype='<i2').tobytes()
     return f'echo samples={audio.shape[0]} crc={zlib.crc32(data):08x}'
+
+
+def chunk_data(index: int, chunk_bytes: int) -> bytes:
+    """The bytes of a test stream's chunk ``index``."""
+    return bytes((index % 256,)) * chunk_bytes
 
 
 class _StagedAudio:
@@ -90,13 +149,33 @@ class _StagedAudio:
         self.released = True
 
 
+@dataclass
+class ResourceCounts:
+    loads: int = 0
+    hits: int = 0
+    evictions: int = 0
+
+
+@dataclass
+class _Resource:
+    kind: str
+    bytes: int
+
+
 class TestEngineAdapter:
     __test__ = False  # not a pytest test class
+
+    work_kinds: ClassVar[Tuple[str, ...]] = ('batch', 'sequence', 'stream')
 
     def __init__(self) -> None:
         self._options: Dict[str, Any] = {}
         self._batches_run = 0
         self._is_loaded = False
+        self._resources_lock = threading.Lock()
+        self._resources: 'OrderedDict[str, _Resource]' = OrderedDict()  # least recently used first
+        self._counts = ResourceCounts()
+
+    # -- common ----------------------------------------------------------------------------
 
     def load(self, ctx: LoadContext) -> LoadInfo:
         self._options = _parse_options(ctx.options)
@@ -112,69 +191,10 @@ class TestEngineAdapter:
     def warmup(self) -> WarmupInfo:
         return WarmupInfo(graphs_captured=0)
 
-    def run_batch(self, batch: Sequence[RequestInput]) -> List[Union[RequestOutput, RequestFailure]]:
-        return self.begin_batch(batch)()
-
-    def stage_batch(self, batch: Sequence[RequestInput]) -> _StagedAudio:
-        if self._options['stageDelayMs'] > 0:
-            time.sleep(self._options['stageDelayMs'] / 1000)
-        return _StagedAudio([request.audio.copy() for request in batch])
-
-    def begin_batch(self, batch: Sequence[RequestInput], staged: Optional[_StagedAudio] = None) -> BatchFinish:
-        if staged is not None:
-            if staged.released or len(staged.audio) != len(batch):
-                raise RuntimeError('The test adapter got staged audio that is released or of another batch')
-            batch = [replace(request, audio=audio) for request, audio in zip(batch, staged.audio)]
-            staged.release()
-        crash_after = self._options['crashAfterBatches']
-        if crash_after is not None and self._batches_run >= crash_after:
-            os._exit(CRASH_EXIT_CODE)
-        if self._options['batchDelayMs'] > 0:
-            time.sleep(self._options['batchDelayMs'] / 1000)
-        results: List[Union[RequestOutput, RequestFailure]] = []
-        for request in batch:
-            if self._options['itemDelayMs'] > 0:
-                time.sleep(self._options['itemDelayMs'] / 1000)
-            results.append(self._run_one(request))
-        self._batches_run += 1
-        finish_delay_s = self._options['finishDelayMs'] / 1000
-        must_fail = any(request.prompt == PROMPT_FAIL_FINISH for request in batch)
-
-        def finish() -> List[Union[RequestOutput, RequestFailure]]:
-            if finish_delay_s > 0:
-                time.sleep(finish_delay_s)
-            if must_fail:
-                raise RuntimeError('The test adapter was asked to fail building this batch (fail-finish)')
-            return results
-
-        return finish
-
-    def _run_one(self, request: RequestInput) -> Union[RequestOutput, RequestFailure]:
-        if request.prompt == PROMPT_CRASH:
-            os._exit(CRASH_EXIT_CODE)
-        if request.prompt == PROMPT_HANG:
-            threading.Event().wait()  # never set: the batch never returns
-        if request.prompt == PROMPT_FAIL:
-            return RequestFailure(request.request_id, 'model_failed', 'The test adapter was asked to fail this request')
-        if request.prompt == PROMPT_BAD_AUDIO:
-            return RequestFailure(request.request_id, 'invalid_audio',
-                                  'The test adapter was asked to reject this audio')
-        text = echo_text(request.audio)
-        duration_s = request.audio.shape[0] / SAMPLE_RATE_HZ
-        tokens = text.split(' ')
-        step = duration_s / len(tokens)
-        words = [Word(token, i * step, (i + 1) * step) for i, token in enumerate(tokens)]
-        return RequestOutput(
-            request_id=request.request_id,
-            text=text,
-            language=request.language or 'en',
-            duration_s=duration_s,
-            segments=[Segment(0.0, duration_s, text)],
-            words=words if request.word_timestamps else None,
-        )
-
     def stats(self) -> AdapterStats:
-        return AdapterStats(memory_bytes=0, eager_batches=self._batches_run, graph_replays=0)
+        with self._resources_lock:
+            resident = sum(resource.bytes for resource in self._resources.values())
+        return AdapterStats(memory_bytes=resident, eager_batches=self._batches_run, graph_replays=0)
 
     def probe(self) -> bool:
         if self._options.get('probeDelayMs', 0) > 0:
@@ -184,11 +204,192 @@ class TestEngineAdapter:
     def close(self) -> None:
         self._is_loaded = False
 
+    # -- batch -----------------------------------------------------------------------------
+
+    def run_batch(self, inputs: Sequence[BatchInput]) -> List[BatchOutput]:
+        """The whole batch in one call (tests)."""
+        return self.begin(inputs, None)()
+
+    def stage(self, inputs: Sequence[BatchInput]) -> _StagedAudio:
+        if self._options['stageDelayMs'] > 0:
+            time.sleep(self._options['stageDelayMs'] / 1000)
+        return _StagedAudio([request.audio.copy() for request in inputs])
+
+    def begin(self, inputs: Sequence[BatchInput], staged: Optional[StagedBatch]) -> BatchFinish:
+        if staged is not None:
+            if not isinstance(staged, _StagedAudio) or staged.released or len(staged.audio) != len(inputs):
+                raise RuntimeError('The test adapter got staged audio that is released or of another batch')
+            inputs = [replace(request, audio=audio) for request, audio in zip(inputs, staged.audio)]
+            staged.release()
+        crash_after = self._options['crashAfterBatches']
+        if crash_after is not None and self._batches_run >= crash_after:
+            os._exit(CRASH_EXIT_CODE)
+        if self._options['batchDelayMs'] > 0:
+            time.sleep(self._options['batchDelayMs'] / 1000)
+        results: List[BatchOutput] = []
+        for request in inputs:
+            if self._options['itemDelayMs'] > 0:
+                time.sleep(self._options['itemDelayMs'] / 1000)
+            results.append(self._run_one(request))
+        self._batches_run += 1
+        finish_delay_s = self._options['finishDelayMs'] / 1000
+        must_fail = any(request.prompt == PROMPT_FAIL_FINISH for request in inputs)
+
+        def finish() -> List[BatchOutput]:
+            if finish_delay_s > 0:
+                time.sleep(finish_delay_s)
+            if must_fail:
+                raise RuntimeError('The test adapter was asked to fail building this batch (fail-finish)')
+            return results
+
+        return finish
+
+    def _run_one(self, request: BatchInput) -> BatchOutput:
+        if request.prompt == PROMPT_CRASH:
+            os._exit(CRASH_EXIT_CODE)
+        if request.prompt == PROMPT_HANG:
+            threading.Event().wait()  # never set: the batch never returns
+        if request.prompt == PROMPT_FAIL:
+            return ItemFailure('model_failed', 'The test adapter was asked to fail this request')
+        if request.prompt == PROMPT_BAD_AUDIO:
+            return ItemFailure('invalid_audio', 'The test adapter was asked to reject this audio')
+        text = echo_text(request.audio)
+        duration_s = request.audio.shape[0] / SAMPLE_RATE_HZ
+        tokens = text.split(' ')
+        step = duration_s / len(tokens)
+        words = tuple(Word(token, seconds(i * step), seconds((i + 1) * step)) for i, token in enumerate(tokens))
+        return Transcript(text, request.language or 'en', seconds(duration_s), (Segment(0.0, seconds(duration_s), text),),
+                          words if request.word_timestamps else None)
+
+    # -- sequence --------------------------------------------------------------------------
+
+    def run_sequence(self, items: Sequence[SequenceInput]) -> List[Union[SequenceOutput, ItemFailure]]:
+        return [self._sequence_item(item) for item in items]
+
+    def _sequence_item(self, item: SequenceInput) -> Union[SequenceOutput, ItemFailure]:
+        unknown = sorted(set(item.options) - {'itemDelayMs', 'command', 'padStateBytes'})
+        if unknown:
+            return ItemFailure('unsupported_option', f'Expected item options itemDelayMs, command or padStateBytes: '
+                                                     f'got {", ".join(unknown)}')
+        delay_ms = item.options.get('itemDelayMs', 0)
+        pad = item.options.get('padStateBytes', 0)
+        command = item.options.get('command')
+        if not _is_count(delay_ms) or not _is_count(pad) or (command is not None and command not in _SEQUENCE_COMMANDS):
+            return ItemFailure('unsupported_option', f'Expected itemDelayMs and padStateBytes to be non-negative '
+                                                     f'integers and command one of {", ".join(_SEQUENCE_COMMANDS)}: '
+                                                     f'got {item.options!r}')
+        if delay_ms > 0:
+            time.sleep(delay_ms / 1000)
+        if command == 'crash':
+            os._exit(CRASH_EXIT_CODE)
+        if command == 'hang':
+            threading.Event().wait()
+        if command == 'fail':
+            return ItemFailure('model_failed', 'The test adapter was asked to fail this item')
+        total, count = 0, 0
+        if item.state is not None:
+            if len(item.state) < SEQUENCE_STATE.size:
+                return ItemFailure('invalid_audio', f'Expected a state of at least {SEQUENCE_STATE.size} bytes: '
+                                                    f'got {len(item.state)}')
+            total, count = SEQUENCE_STATE.unpack_from(item.state)
+        total += int(np.asarray(item.audio, dtype=np.int64).sum())
+        count += 1
+        return SequenceOutput({'sum': total, 'items': count}, SEQUENCE_STATE.pack(total, count) + bytes(pad))
+
+    # -- stream ----------------------------------------------------------------------------
+
+    def open_stream(self, request: StreamRequest) -> Iterator[StreamPiece]:
+        params = request.params
+        unknown = sorted(set(params) - set(_STREAM_PARAMS))
+        bad = [key for key in _STREAM_PARAMS if key in params and not _is_count(params[key])]
+        if unknown or bad:
+            raise InstanceError('unsupported_option', f'Expected stream params {", ".join(_STREAM_PARAMS)} as '
+                                                      f'non-negative integers: got {params!r}')
+        if request.resource is not None:
+            self._use_resource(request.resource)
+        return self._stream(request.resource, int(params.get('chunks', 1)), int(params.get('chunkBytes', 16)),
+                            int(params.get('chunkDelayMs', 0)), params.get('failAfterChunks'))
+
+    def _stream(self, resource: Optional[str], chunks: int, chunk_bytes: int, delay_ms: int,
+                fail_after: Optional[int]) -> Generator[StreamPiece, None, Dict[str, Any]]:
+        for index in range(chunks):
+            if fail_after is not None and index >= fail_after:
+                raise RuntimeError('The test adapter was asked to fail this stream (failAfterChunks)')
+            _sleep_in_slices(delay_ms / 1000)
+            yield StreamPiece({'chunk': index, 'resource': resource}, chunk_data(index, chunk_bytes))
+        return {'chunks': chunks}
+
+    # -- resources -------------------------------------------------------------------------
+
+    def load_resource(self, name: str, kind: str, source: Dict[str, Any]) -> ResourceLoad:
+        unknown = sorted(set(source) - {'bytes', 'loadDelayMs'})
+        size, delay_ms = source.get('bytes', 0), source.get('loadDelayMs', 0)
+        if unknown or not _is_count(size) or not _is_count(delay_ms):
+            raise InstanceError('unsupported_option', f'Expected a resource source {{bytes, loadDelayMs}} of '
+                                                      f'non-negative integers: got {source!r}')
+        with self._resources_lock:
+            held = self._resources.get(name)
+            if held is not None:
+                self._resources.move_to_end(name)
+                self._counts.hits += 1
+                return ResourceLoad('device', held.bytes, 'resident', 0)
+        budget = self._options.get('resourceBudgetBytes')
+        if budget is not None and size > budget:
+            raise InstanceError('out_of_memory', f'Expected a resource of at most resourceBudgetBytes ({budget}): '
+                                                 f"'{name}' has {size} bytes")
+        started = time.monotonic()
+        if delay_ms > 0:
+            time.sleep(delay_ms / 1000)
+        with self._resources_lock:
+            self._resources[name] = _Resource(kind, size)
+            self._counts.loads += 1
+            if budget is not None:
+                while sum(r.bytes for r in self._resources.values()) > budget:
+                    oldest = next(iter(self._resources))
+                    del self._resources[oldest]
+                    self._counts.evictions += 1
+        return ResourceLoad('device', size, 'disk', int((time.monotonic() - started) * 1000))
+
+    def evict_resource(self, name: str) -> int:
+        with self._resources_lock:
+            held = self._resources.pop(name, None)
+            if held is None:
+                return 0
+            self._counts.evictions += 1
+            return held.bytes
+
+    def resources(self) -> List[ResourceInfo]:
+        with self._resources_lock:
+            return [ResourceInfo(name, held.kind, 'device', held.bytes) for name, held in self._resources.items()]
+
+    def resource_counts(self) -> ResourceCounts:
+        with self._resources_lock:
+            return replace(self._counts)
+
+    def _use_resource(self, name: str) -> None:
+        with self._resources_lock:
+            if name not in self._resources:
+                raise InstanceError('resource_not_found', f"Expected resource '{name}' to be resident: it is not")
+            self._resources.move_to_end(name)
+
+
+def _sleep_in_slices(duration_s: float) -> None:
+    deadline = time.monotonic() + duration_s
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(left, SLEEP_SLICE_S))
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
 
 def _parse_options(options: Dict[str, Any]) -> Dict[str, Any]:
     parsed: Dict[str, Any] = {
         'mode': 'echo', 'batchDelayMs': None, 'itemDelayMs': 0, 'finishDelayMs': 0, 'stageDelayMs': 0, 'loadDelayMs': 0,
-        'probeDelayMs': 0,
+        'probeDelayMs': 0, 'resourceBudgetBytes': None,
         'crashAfterBatches': None, 'crashOnLoad': False, 'failLoad': False, 'wedgeProbe': False,
     }
     for key, value in options.items():
@@ -196,7 +397,7 @@ def _parse_options(options: Dict[str, Any]) -> Dict[str, Any]:
             if value not in ('echo', 'slow'):
                 raise InstanceError('load_failed', f"Expected option mode to be 'echo' or 'slow': got {value!r}")
         elif key in _INT_OPTIONS:
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            if not _is_count(value):
                 raise InstanceError('load_failed', f'Expected option {key} to be a non-negative integer: got {value!r}')
         elif key in _BOOL_OPTIONS:
             if not isinstance(value, bool):

@@ -13,7 +13,7 @@ import os
 import zlib
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,14 +21,17 @@ from numpy.typing import NDArray
 from ..errors import InstanceError
 from ..model_api import (
     AdapterStats,
+    BatchInput,
+    BatchOutput,
+    ItemFailure,
     LoadContext,
     LoadInfo,
-    RequestFailure,
-    RequestInput,
-    RequestOutput,
     Segment,
+    SimpleBatchAdapter,
+    Transcript,
     WarmupInfo,
     Word,
+    seconds,
 )
 
 MODEL_DIR = '/usr/share/pocketsphinx/model/en-us'
@@ -91,10 +94,14 @@ def split_segments(words: Sequence[_TimedWord], pause_s: float = SEGMENT_PAUSE_S
 
 
 def _segment(words: Sequence[_TimedWord]) -> Segment:
-    return Segment(words[0].start_s, words[-1].end_s, ' '.join(w.word for w in words))
+    return Segment(seconds(words[0].start_s), seconds(words[-1].end_s), ' '.join(w.word for w in words))
 
 
-class PocketsphinxAdapter:
+class PocketsphinxAdapter(SimpleBatchAdapter):
+    """A batch adapter: one request after another, on the host's main thread."""
+
+    work_kinds: ClassVar[Tuple[str, ...]] = ('batch',)
+
     def __init__(self) -> None:
         self._decoder: Any = None
         self._frame_s = 0.01
@@ -128,27 +135,25 @@ class PocketsphinxAdapter:
         self._decode(np.zeros(SAMPLE_RATE_HZ // 10, dtype=np.int16))
         return WarmupInfo(graphs_captured=0)
 
-    def run_batch(self, batch: Sequence[RequestInput]) -> List[Union[RequestOutput, RequestFailure]]:
-        results = [self._run_one(request) for request in batch]
+    def run(self, inputs: Sequence[BatchInput]) -> List[BatchOutput]:
+        results = [self._run_one(request) for request in inputs]
         self._batches_run += 1
         return results
 
-    def _run_one(self, request: RequestInput) -> Union[RequestOutput, RequestFailure]:
+    def _run_one(self, request: BatchInput) -> BatchOutput:
         if request.language is not None and request.language != LANGUAGE:
-            return RequestFailure(request.request_id, 'unsupported_option',
-                                  f"Expected language '{LANGUAGE}' or none: got '{request.language}'")
+            return ItemFailure('unsupported_option', f"Expected language '{LANGUAGE}' or none: got '{request.language}'")
         if request.audio.ndim != 1 or request.audio.dtype != np.int16:
-            return RequestFailure(request.request_id, 'invalid_audio',
-                                  f'Expected mono 16-bit PCM (a 1-D int16 array): got {request.audio.dtype} '
-                                  f'of shape {request.audio.shape}')
+            return ItemFailure('invalid_audio', f'Expected mono 16-bit PCM (a 1-D int16 array): got {request.audio.dtype} '
+                                                f'of shape {request.audio.shape}')
         words = self._decode(request.audio) if request.audio.size else []
-        return RequestOutput(
-            request_id=request.request_id,
+        return Transcript(
             text=' '.join(w.word for w in words),
             language=LANGUAGE,
-            duration_s=request.audio.shape[0] / SAMPLE_RATE_HZ,
-            segments=split_segments(words),
-            words=[Word(w.word, w.start_s, w.end_s) for w in words] if request.word_timestamps else None,
+            duration_s=seconds(request.audio.shape[0] / SAMPLE_RATE_HZ),
+            segments=tuple(split_segments(words)),
+            words=tuple(Word(w.word, seconds(w.start_s), seconds(w.end_s)) for w in words)
+            if request.word_timestamps else None,
         )
 
     def _decode(self, audio: NDArray[np.int16]) -> List[_TimedWord]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -38,14 +38,17 @@ from voxmux_host.errors import InstanceError
 from voxmux_host.model_api import (
     AdapterStats,
     BatchFinish,
+    BatchInput,
+    BatchOutput,
+    ItemFailure,
     LoadContext,
     LoadInfo,
-    RequestFailure,
-    RequestInput,
-    RequestOutput,
     Segment,
+    StagedBatch,
+    Transcript,
     WarmupInfo,
     Word,
+    seconds,
 )
 
 from .config import PRESETS, ParakeetConfig, count_parameters
@@ -226,7 +229,10 @@ def _is_oom(exc: BaseException) -> bool:
 
 
 class ParakeetAdapter:
-    """Implements ``voxmux_host.model_api.ModelAdapter`` (load, warmup, run_batch, stats, probe, close)."""
+    """A ``voxmux_host.model_api.BatchAdapter``: ``stage`` (pinned staging), ``begin`` (the model) and the
+    finish it returns (texts, words, segments)."""
+
+    work_kinds: ClassVar[Tuple[str, ...]] = ("batch",)
 
     def __init__(self) -> None:
         self._options: Dict[str, Any] = {}
@@ -343,13 +349,14 @@ class ParakeetAdapter:
             torch.cuda.empty_cache()
 
     # ---------------------------------------------------------------- batches
-    def run_batch(self, batch: Sequence[RequestInput]) -> List[RequestOutput | RequestFailure]:
-        return self.begin_batch(batch)()
+    def run_batch(self, batch: Sequence[BatchInput]) -> List[BatchOutput]:
+        """The whole batch in one call (tests, benchmarks)."""
+        return self.begin(batch)()
 
-    def stage_batch(self, batch: Sequence[RequestInput]) -> Optional[StagedClips]:
+    def stage(self, batch: Sequence[BatchInput]) -> Optional[StagedClips]:
         """On the host's stager thread: the batch's clips copied into a pinned staging buffer, in the
         layout the graphs read (see ``ParakeetRunner.stage``). None when a request would fail
-        validation (begin_batch then copies the valid ones itself) or before load."""
+        validation (begin then copies the valid ones itself) or before load."""
         runner = self._runner
         if runner is None:
             return None
@@ -361,10 +368,10 @@ class ParakeetAdapter:
             clips.append(clip)
         return runner.stage(clips)
 
-    def begin_batch(self, batch: Sequence[RequestInput], staged: Optional[StagedClips] = None) -> BatchFinish:
+    def begin(self, batch: Sequence[BatchInput], staged: Optional[StagedBatch] = None) -> BatchFinish:
         """The model's part on this thread; the texts, words and segments in the function returned.
 
-        ``staged``: what :meth:`stage_batch` made of this batch (released here in every case). The
+        ``staged``: what :meth:`stage` made of this batch (released here in every case). The
         function returned reads only the decoded tokens, the clips' lengths and the tokenizer and
         config, which do not change after load: the host calls it on its finisher thread, while the
         next batch runs here.
@@ -375,13 +382,16 @@ class ParakeetAdapter:
             if staged is not None:
                 staged.release()
             raise
-        results: List[Optional[RequestOutput | RequestFailure]] = [None] * len(batch)
+        if staged is not None and not isinstance(staged, StagedClips):
+            staged.release()
+            staged = None
+        results: List[Optional[BatchOutput]] = [None] * len(batch)
         clips: List[npt.NDArray[np.int16]] = []
         indices: List[int] = []
         for i, request in enumerate(batch):
             clip, problem = self._validate(request)
             if problem is not None:
-                results[i] = RequestFailure(request_id=request.request_id, code="invalid_audio", message=problem)
+                results[i] = ItemFailure(code="invalid_audio", message=problem)
             else:
                 clips.append(clip)  # type: ignore[arg-type]
                 indices.append(i)
@@ -397,7 +407,7 @@ class ParakeetAdapter:
                 self._fail_out_of_memory(batch, indices, results)
             else:
 
-                def finish() -> List[RequestOutput | RequestFailure]:
+                def finish() -> List[BatchOutput]:
                     try:
                         decoded = complete()
                     except Exception as exc:  # noqa: BLE001 - only OOM becomes per-request failures
@@ -417,20 +427,19 @@ class ParakeetAdapter:
 
     def _fail_out_of_memory(
         self,
-        batch: Sequence[RequestInput],
+        batch: Sequence[BatchInput],
         indices: List[int],
-        results: List[Optional[RequestOutput | RequestFailure]],
+        results: List[Optional[BatchOutput]],
     ) -> None:
         if self._device.type == "cuda":
             torch.cuda.empty_cache()
         for i in indices:
-            results[i] = RequestFailure(
-                request_id=batch[i].request_id,
+            results[i] = ItemFailure(
                 code="out_of_memory",
                 message=f"Out of device memory running a batch of {len(indices)} clips",
             )
 
-    def _validate(self, request: RequestInput) -> Tuple[Optional[npt.NDArray[np.int16]], Optional[str]]:
+    def _validate(self, request: BatchInput) -> Tuple[Optional[npt.NDArray[np.int16]], Optional[str]]:
         """The clip as the runner takes it (int16, contiguous), or why the request fails with invalid_audio.
 
         int16 samples are always finite, so there is nothing to check in the values themselves.
@@ -445,19 +454,18 @@ class ParakeetAdapter:
             return None, "Expected at least one sample: got 0"
         return np.ascontiguousarray(audio), None
 
-    def _to_output(self, request: RequestInput, clip: npt.NDArray[np.int16], item: DecodedItem) -> RequestOutput:
+    def _to_output(self, request: BatchInput, clip: npt.NDArray[np.int16], item: DecodedItem) -> Transcript:
         tokenizer, config = self._tokenizer, self._config
         assert tokenizer is not None and config is not None
         duration_s = clip.shape[0] / config.sample_rate_hz
         text = tokenizer.decode(item.tokens)
         words = words_from_tokens(tokenizer, item, config.frame_seconds, duration_s)
-        return RequestOutput(
-            request_id=request.request_id,
+        return Transcript(
             text=text,
             language=LANGUAGE,
-            duration_s=duration_s,
-            segments=segments_from_words(words, text, duration_s),
-            words=words if request.word_timestamps else None,
+            duration_s=seconds(duration_s),
+            segments=tuple(segments_from_words(words, text, duration_s)),
+            words=tuple(words) if request.word_timestamps else None,
         )
 
     # ---------------------------------------------------------------- health
