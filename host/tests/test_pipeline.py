@@ -1,0 +1,528 @@
+"""The pipeline (pipeline.py) in process, with a fake adapter for each work kind: work goes in as the host
+would make it of frames, and results come out through a recording sink."""
+from __future__ import annotations
+
+import io
+import queue
+import struct
+import threading
+import time
+from typing import Any, ClassVar, Dict, Iterator, List, NoReturn, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import pytest
+
+from voxmux_host.errors import InstanceError
+from voxmux_host.log import Logger
+from voxmux_host.messages import ResourceInfo, Transcript
+from voxmux_host.model_api import (
+    AdapterStats,
+    BatchFinish,
+    BatchInput,
+    BatchOutput,
+    ItemFailure,
+    LoadContext,
+    LoadInfo,
+    ResourceLoad,
+    SequenceInput,
+    SequenceOutput,
+    SimpleBatchAdapter,
+    StagedBatch,
+    StreamPiece,
+    StreamRequest,
+    WarmupInfo,
+)
+from voxmux_host.pipeline import (
+    BatchWork,
+    CallWork,
+    CloseWork,
+    EndSessionsWork,
+    EvictResourceWork,
+    LoadResourceWork,
+    Pipeline,
+    PipelineDeps,
+    PipelineOptions,
+    SequenceResultItem,
+    SequenceWork,
+    SequenceWorkItem,
+    StreamWork,
+    Work,
+    work_kinds_of,
+)
+
+WAIT_S = 5.0
+
+
+class _Common:
+    """The common part of every fake adapter."""
+
+    def load(self, ctx: LoadContext) -> LoadInfo:
+        return LoadInfo('cpu')
+
+    def warmup(self) -> WarmupInfo:
+        return WarmupInfo()
+
+    def stats(self) -> AdapterStats:
+        return AdapterStats()
+
+    def probe(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+def transcript(text: str) -> Transcript:
+    return Transcript(text, 'en', 0.0, None, None)
+
+
+class EchoBatch(_Common, SimpleBatchAdapter):
+    """A batch adapter: each request's text is its sample count; a prompt 'raise' raises, 'fail' fails it."""
+
+    def __init__(self) -> None:
+        self.threads: List[str] = []
+
+    def run(self, inputs: Sequence[BatchInput]) -> List[BatchOutput]:
+        self.threads.append(threading.current_thread().name)
+        if any(i.prompt == 'raise' for i in inputs):
+            raise RuntimeError('asked to raise')
+        if any(i.prompt == 'oom' for i in inputs):
+            raise MemoryError()
+        if any(i.prompt == 'instance-error' for i in inputs):
+            raise InstanceError('invalid_audio', 'asked to fail')
+        if any(i.prompt == 'short' for i in inputs):
+            return []
+        return [ItemFailure('model_failed', 'asked') if i.prompt == 'fail' else transcript(str(len(i.audio)))
+                for i in inputs]
+
+
+class _Staged:
+    def __init__(self) -> None:
+        self.releases = 0
+
+    def release(self) -> None:
+        self.releases += 1
+
+
+class StagingBatch(_Common):
+    work_kinds: ClassVar[Tuple[str, ...]] = ('batch',)
+
+    def __init__(self) -> None:
+        self.log: List[Tuple[str, str]] = []
+
+    def stage(self, inputs: Sequence[BatchInput]) -> Optional[StagedBatch]:
+        self.log.append(('stage', threading.current_thread().name))
+        return _Staged()
+
+    def begin(self, inputs: Sequence[BatchInput], staged: Optional[StagedBatch]) -> BatchFinish:
+        self.log.append(('begin', threading.current_thread().name))
+        assert staged is not None
+        staged.release()
+        outputs: List[BatchOutput] = [transcript(i.request_id) for i in inputs]
+
+        def finish() -> List[BatchOutput]:
+            self.log.append(('finish', threading.current_thread().name))
+            return outputs
+
+        return finish
+
+
+class Summing(_Common):
+    """A sequence adapter: the state is the running sum of the samples (8 bytes); option 'fail', 'raise',
+    'big' (a state over 1 MiB)."""
+
+    work_kinds: ClassVar[Tuple[str, ...]] = ('sequence',)
+
+    def __init__(self) -> None:
+        self.states_in: List[Optional[bytes]] = []
+
+    def run_sequence(self, items: Sequence[SequenceInput]) -> List[Union[SequenceOutput, ItemFailure]]:
+        outputs: List[Union[SequenceOutput, ItemFailure]] = []
+        for item in items:
+            self.states_in.append(item.state)
+            if item.options.get('raise'):
+                raise RuntimeError('asked to raise')
+            if item.options.get('fail'):
+                outputs.append(ItemFailure('model_failed', 'asked'))
+                continue
+            total = (0 if item.state is None else struct.unpack('<q', item.state[:8])[0]) + int(item.audio.sum())
+            pad = bytes((1 << 20) + 1) if item.options.get('big') else b''
+            outputs.append(SequenceOutput({'sum': total}, struct.pack('<q', total) + pad))
+        return outputs
+
+
+class Counting(_Common):
+    """A stream adapter: params {'chunks': n, 'delayMs': d, 'failAt': k}; also holds resources."""
+
+    work_kinds: ClassVar[Tuple[str, ...]] = ('stream',)
+
+    def __init__(self) -> None:
+        self.closed: List[str] = []
+        self.held: Dict[str, int] = {}
+        self.loads: List[str] = []
+
+    def open_stream(self, request: StreamRequest) -> Iterator[StreamPiece]:
+        return self._pieces(request)
+
+    def _pieces(self, request: StreamRequest) -> Iterator[StreamPiece]:
+        params = request.params
+        try:
+            for index in range(int(params.get('chunks', 3))):
+                if params.get('failAt') == index:
+                    raise RuntimeError('asked to fail')
+                time.sleep(params.get('delayMs', 0) / 1000)
+                yield StreamPiece({'i': index}, bytes([index % 256]))
+        except GeneratorExit:
+            self.closed.append(request.stream_id)
+            raise
+        return {'chunks': params.get('chunks', 3)}  # type: ignore[misc]
+
+    def load_resource(self, name: str, kind: str, source: Dict[str, Any]) -> ResourceLoad:
+        if name in self.held:
+            return ResourceLoad('device', self.held[name], 'resident')
+        if source.get('fail'):
+            raise InstanceError('out_of_memory', 'asked to fail')
+        self.loads.append(name)
+        self.held[name] = int(source.get('bytes', 0))
+        return ResourceLoad('device', self.held[name], 'disk', 1)
+
+    def evict_resource(self, name: str) -> int:
+        return self.held.pop(name, 0)
+
+    def resources(self) -> List[ResourceInfo]:
+        return [ResourceInfo(name, 'voice', 'device', size) for name, size in self.held.items()]
+
+
+class Recorder:
+    """The sink: every result as a tuple, in the order it came."""
+
+    def __init__(self) -> None:
+        self.events: List[Tuple[Any, ...]] = []
+        self._changed = threading.Condition()
+
+    def _add(self, *event: Any) -> None:
+        with self._changed:
+            self.events.append(event)
+            self._changed.notify_all()
+
+    def wait_for(self, count: int, timeout_s: float = WAIT_S) -> List[Tuple[Any, ...]]:
+        with self._changed:
+            assert self._changed.wait_for(lambda: len(self.events) >= count, timeout_s), self.events
+            return list(self.events)
+
+    def batch_done(self, work: BatchWork, outputs: Sequence[BatchOutput], compute_ms: float) -> None:
+        self._add('batch', work.batch_id, [o.text if isinstance(o, Transcript) else o.code for o in outputs])
+
+    def sequence_done(self, work: SequenceWork, outputs: Sequence[SequenceResultItem], compute_ms: float) -> None:
+        self._add('sequence', work.batch_id, [o.output if isinstance(o, SequenceOutput) else o.code for o in outputs])
+
+    def sessions_ended(self, work: EndSessionsWork) -> None:
+        self._add('ended', work.session_ids)
+
+    def stream_chunk(self, work: StreamWork, index: int, piece: StreamPiece) -> None:
+        self._add('chunk', work.request.stream_id, index)
+
+    def stream_end(self, work: StreamWork, chunks: int, usage: Optional[Dict[str, Any]],
+                   failure: Optional[ItemFailure]) -> None:
+        self._add('end', work.request.stream_id, chunks, usage, None if failure is None else failure.code)
+
+    def resource_loaded(self, work: LoadResourceWork, load: ResourceLoad) -> None:
+        self._add('loaded', work.name, load.source, load.bytes)
+
+    def resource_evicted(self, work: EvictResourceWork, bytes_freed: int) -> None:
+        self._add('evicted', work.name, bytes_freed)
+
+    def rejected(self, work: Work, failure: ItemFailure) -> None:
+        self._add('rejected', work.NAME, failure.code)
+
+    def stopped(self, work: Optional[CloseWork]) -> None:
+        self._add('stopped', work is not None)
+
+
+class _Exited(Exception):
+    pass
+
+
+def _exit(code: int) -> NoReturn:
+    raise _Exited(code)
+
+
+class Running:
+    """A pipeline on its own thread, fed from a queue as the reader would be."""
+
+    def __init__(self, adapter: Any, is_loaded: bool = True) -> None:
+        self.inbox: 'queue.Queue[Optional[Work]]' = queue.Queue()
+        self.sink = Recorder()
+        self.log = io.StringIO()
+        self.pipeline = Pipeline(PipelineOptions(), PipelineDeps(receive=self.inbox.get, sink=self.sink,
+                                                                 log=Logger(self.log), exit=_exit,
+                                                                 clock=time.monotonic))
+        self.exit_code: Optional[int] = None
+        bound = threading.Event()
+
+        def bind() -> None:
+            self.pipeline.bind(work_kinds_of(adapter))
+            bound.set()
+
+        if is_loaded:
+            self.inbox.put(CallWork(0, bind))
+            self.sink._add('bound')
+        self._thread = threading.Thread(target=self._run, name='pipeline-main', daemon=True)
+        self._thread.start()
+        if is_loaded:  # as the host, which sends LoadResult after the bind
+            assert bound.wait(WAIT_S)
+
+    def _run(self) -> None:
+        self.exit_code = self.pipeline.run()
+
+    def put(self, *works: Work) -> None:
+        for work in works:
+            self.inbox.put(work)
+
+    def close(self) -> None:
+        self.inbox.put(CloseWork(999))
+        self._thread.join(WAIT_S)
+        assert self.exit_code == 0
+
+
+def batch(batch_id: str, *prompts: Optional[str]) -> BatchWork:
+    return BatchWork(1, batch_id, [BatchInput(f'{batch_id}-{i}', np.zeros(i + 1, dtype=np.int16), None, prompt)
+                                   for i, prompt in enumerate(prompts)])
+
+
+def sequence(batch_id: str, *items: Tuple[str, str, bytes, bool, Dict[str, Any]]) -> SequenceWork:
+    """items: (sessionId, stateIn, attached state, isLast, options); each item's audio is [1, 2, 3]."""
+    return SequenceWork(1, batch_id, [
+        SequenceWorkItem(f'{batch_id}-{i}', session, 0, np.array([1, 2, 3], dtype=np.int16), state_in,  # type: ignore[arg-type]
+                         attached, is_last, options)
+        for i, (session, state_in, attached, is_last, options) in enumerate(items)])
+
+
+def stream(stream_id: str, credit: int, resource: Optional[str] = None, **params: Any) -> StreamWork:
+    return StreamWork(1, StreamRequest(stream_id, f'r-{stream_id}', resource, params, b''), credit)
+
+
+# -- work kinds ------------------------------------------------------------------------------
+
+
+def test_work_kinds_are_checked_against_the_interfaces() -> None:
+    kinds = work_kinds_of(Counting())
+    assert (kinds.names, kinds.batch, kinds.sequence) == (('stream',), None, None)
+    assert kinds.stream is not None and kinds.resources is not None
+    assert work_kinds_of(EchoBatch()).resources is None
+
+    class Liar(Summing):
+        work_kinds = ('sequence', 'stream')
+
+    class Nothing(Summing):
+        work_kinds = ()
+
+    for adapter in (Liar(), Nothing()):
+        with pytest.raises(InstanceError) as caught:
+            work_kinds_of(adapter)
+        assert caught.value.code == 'load_failed'
+
+
+def test_work_an_adapter_does_not_serve_is_rejected_with_unsupported_option() -> None:
+    running = Running(EchoBatch())
+    running.put(sequence('s', ('a', 'new', b'', False, {})), EndSessionsWork(1, ('a',)), stream('st', 1),
+                LoadResourceWork(1, 'v', 'voice', {}), EvictResourceWork(1, 'v'))
+    assert running.sink.wait_for(6)[1:] == [
+        ('rejected', name, 'unsupported_option')
+        for name in ('RunSequenceBatch', 'EndSessions', 'StartStream', 'LoadResource', 'EvictResource')]
+    running.close()
+
+
+def test_work_before_the_load_is_rejected_with_model_failed() -> None:
+    running = Running(EchoBatch(), is_loaded=False)
+    running.put(batch('b', None), stream('st', 1), sequence('s', ('a', 'new', b'', False, {})))
+    assert running.sink.wait_for(3) == [('rejected', name, 'model_failed')
+                                        for name in ('RunBatch', 'StartStream', 'RunSequenceBatch')]
+    running.close()
+
+
+# -- batch -----------------------------------------------------------------------------------
+
+
+def test_batches_run_on_the_main_thread_and_their_results_come_in_order() -> None:
+    adapter = EchoBatch()
+    running = Running(adapter)
+    running.put(batch('b1', None, None), batch('b2', 'fail', None), batch('b3', None))
+    assert running.sink.wait_for(4)[1:] == [('batch', 'b1', ['1', '2']), ('batch', 'b2', ['model_failed', '2']),
+                                        ('batch', 'b3', ['1'])]
+    assert set(adapter.threads) == {'pipeline-main'}
+    running.close()
+
+
+@pytest.mark.parametrize('prompt, code', [('raise', 'model_failed'), ('oom', 'out_of_memory'),
+                                          ('instance-error', 'invalid_audio'), ('short', 'model_failed')])
+def test_a_batch_that_raises_fails_every_request_with_its_code(prompt: str, code: str) -> None:
+    running = Running(EchoBatch())
+    running.put(batch('b', None, prompt), batch('ok', None))
+    assert running.sink.wait_for(3)[1:] == [('batch', 'b', [code, code]), ('batch', 'ok', ['1'])]
+    running.close()
+
+
+def test_a_staging_adapter_stages_on_the_stager_and_finishes_on_the_finisher() -> None:
+    adapter = StagingBatch()
+    running = Running(adapter)
+    running.put(batch('b', None))
+    assert running.sink.wait_for(2)[1:] == [('batch', 'b', ['b-0'])]
+    assert adapter.log == [('stage', 'stager'), ('begin', 'pipeline-main'), ('finish', 'finisher')]
+    running.close()
+
+
+# -- sequence --------------------------------------------------------------------------------
+
+
+def test_sequence_state_new_resident_attached_and_missing() -> None:
+    adapter = Summing()
+    running = Running(adapter)
+    attached = struct.pack('<q', 100)
+    running.put(sequence('q1', ('a', 'new', b'', False, {}), ('b', 'attached', attached, False, {})))
+    running.put(sequence('q2', ('a', 'resident', b'', False, {}), ('b', 'resident', b'', True, {}),
+                         ('c', 'resident', b'', False, {})))
+    events = running.sink.wait_for(3)
+    assert events[1:] == [('sequence', 'q1', [{'sum': 6}, {'sum': 106}]),
+                          ('sequence', 'q2', [{'sum': 12}, {'sum': 112}, 'session_state_missing'])]
+    assert adapter.states_in == [None, attached, struct.pack('<q', 6), struct.pack('<q', 106)]
+    # a's state is held; b's went with its last item; c never had one.
+    assert running.pipeline.snapshot().sessions == 1
+    running.put(EndSessionsWork(1, ('a', 'zzz')))
+    assert running.sink.wait_for(4)[3] == ('ended', ('a', 'zzz'))
+    assert running.pipeline.snapshot().sessions == 0
+    running.close()
+
+
+def test_a_failed_item_keeps_the_state_a_raising_batch_fails_all_and_big_states_are_refused() -> None:
+    running = Running(Summing())
+    running.put(sequence('q1', ('a', 'new', b'', False, {})))
+    running.put(sequence('q2', ('a', 'resident', b'', False, {'fail': True}), ('b', 'new', b'', False, {'big': True})))
+    running.put(sequence('q3', ('a', 'resident', b'', False, {}), ('b', 'resident', b'', False, {})))
+    running.put(sequence('q4', ('a', 'resident', b'', False, {'raise': True})))
+    events = running.sink.wait_for(5)
+    assert events[1:] == [
+        ('sequence', 'q1', [{'sum': 6}]),
+        ('sequence', 'q2', ['model_failed', 'state_too_large']),
+        ('sequence', 'q3', [{'sum': 12}, 'session_state_missing']),
+        ('sequence', 'q4', ['model_failed']),
+    ]
+    running.close()
+
+
+# -- streams ---------------------------------------------------------------------------------
+
+
+def _chunks(events: List[Tuple[Any, ...]], stream_id: str) -> List[int]:
+    return [e[2] for e in events if e[0] == 'chunk' and e[1] == stream_id]
+
+
+def test_a_stream_sends_only_as_many_chunks_as_it_has_credit() -> None:
+    running = Running(Counting())
+    running.put(stream('s', 2, chunks=5))
+    running.sink.wait_for(3)  # the bind, then two chunks
+    time.sleep(0.1)
+    assert _chunks(running.sink.events, 's') == [0, 1]
+    running.pipeline.grant('s', 2)
+    running.sink.wait_for(5)
+    time.sleep(0.1)
+    assert _chunks(running.sink.events, 's') == [0, 1, 2, 3]
+    running.pipeline.grant('s', 5)  # the step that finds the end needs credit too
+    events = running.sink.wait_for(7)
+    assert events[-1] == ('end', 's', 5, {'chunks': 5}, None)
+    assert running.pipeline.snapshot().streams == 0
+    running.close()
+
+
+def test_streams_interleave_one_step_each() -> None:
+    running = Running(Counting())
+    running.put(stream('a', 10, chunks=8, delayMs=1), stream('b', 10, chunks=4))
+    events = running.sink.wait_for(1 + 12 + 2)
+    chunks = [e[1] for e in events if e[0] == 'chunk']
+    first_b = chunks.index('b')
+    assert first_b <= 3  # b opened at most a few steps after a
+    assert chunks[first_b - 1:first_b + 7] == ['a', 'b'] * 4
+    running.close()
+
+
+def test_frames_and_stream_steps_alternate() -> None:
+    running = Running(Counting())
+    running.put(stream('s', 101, chunks=100, delayMs=2))
+    running.sink.wait_for(3)
+    running.put(batch('b', None))  # the pipeline has no batch adapter: rejected, between two steps
+    events = running.sink.wait_for(1 + 100 + 2)
+    rejected_at = events.index(('rejected', 'RunBatch', 'unsupported_option'))
+    assert rejected_at < 60  # not after the stream
+    running.close()
+
+
+def test_a_cancel_closes_the_generator_and_ends_the_stream_before_its_next_step() -> None:
+    adapter = Counting()
+    running = Running(adapter)
+    running.put(stream('a', 1000, chunks=1000, delayMs=5), stream('b', 1000, chunks=1000, delayMs=5))
+    running.sink.wait_for(6)
+    sent = time.monotonic()
+    running.pipeline.cancel('a')
+    with running.sink._changed:
+        assert running.sink._changed.wait_for(lambda: any(e[0] == 'end' for e in running.sink.events), WAIT_S)
+        ended_after_s = time.monotonic() - sent
+        events = list(running.sink.events)
+    end = [e for e in events if e[0] == 'end'][0]
+    assert end == ('end', 'a', len(_chunks(events, 'a')), None, 'stream_cancelled')
+    assert ended_after_s < 0.05
+    assert adapter.closed == ['a']
+    running.pipeline.cancel('a')  # ended already: nothing more
+    running.pipeline.cancel('b')
+    final = running.sink.wait_for(len(events) + 1)
+    assert [e for e in final if e[0] == 'end'][1][1:] == ('b', len(_chunks(final, 'b')), None, 'stream_cancelled')
+    running.close()
+
+
+def test_a_stream_cancelled_before_it_opens_ends_with_no_chunks() -> None:
+    adapter = Counting()
+    running = Running(adapter)
+    running.put(CallWork(1, lambda: time.sleep(0.3)), stream('a', 5))
+    deadline = time.monotonic() + WAIT_S
+    while not running.pipeline.controls.cancel('a'):  # once the reader has registered it
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    assert running.sink.wait_for(2)[1] == ('end', 'a', 0, None, 'stream_cancelled')
+    assert adapter.closed == []
+    running.close()
+
+
+def test_a_second_start_of_a_running_stream_is_rejected() -> None:
+    running = Running(Counting())
+    running.put(stream('a', 0), stream('a', 0))
+    assert running.sink.wait_for(2)[1] == ('rejected', 'StartStream', 'model_failed')
+    running.close()
+
+
+def test_a_stream_that_raises_ends_with_model_failed_and_close_cancels_open_streams() -> None:
+    running = Running(Counting())
+    running.put(stream('bad', 10, chunks=5, failAt=2), stream('open', 1, chunks=5))
+    events = running.sink.wait_for(1 + 2 + 1 + 1)
+    assert ('end', 'bad', 2, None, 'model_failed') in events
+    running.close()
+    assert running.sink.events[-2:] == [('end', 'open', 1, None, 'stream_cancelled'), ('stopped', True)]
+
+
+# -- resources -------------------------------------------------------------------------------
+
+
+def test_resources_load_evict_and_reload_for_a_stream() -> None:
+    adapter = Counting()
+    running = Running(adapter)
+    running.put(LoadResourceWork(1, 'v', 'voice', {'bytes': 10}), LoadResourceWork(1, 'v', 'voice', {'bytes': 10}),
+                LoadResourceWork(1, 'x', 'voice', {'fail': True}))
+    assert running.sink.wait_for(4)[1:] == [('loaded', 'v', 'disk', 10), ('loaded', 'v', 'resident', 10),
+                                            ('rejected', 'LoadResource', 'out_of_memory')]
+    running.put(EvictResourceWork(1, 'v'), EvictResourceWork(1, 'v'))
+    assert running.sink.wait_for(6)[4:] == [('evicted', 'v', 10), ('evicted', 'v', 0)]
+    # Not resident, but loaded once: the stream loads it again from the same source.
+    running.put(stream('s', 5, resource='v', chunks=1), stream('t', 5, resource='never', chunks=1))
+    events = running.sink.wait_for(9)
+    assert ('end', 's', 1, {'chunks': 1}, None) in events
+    assert ('end', 't', 0, None, 'resource_not_found') in events
+    assert adapter.loads == ['v', 'v']
+    running.close()
