@@ -271,7 +271,8 @@ function inSchemaOrder(schema: TSchema, value: unknown): unknown {
 /** 16-bit PCM bytes as an Int16Array: a view when aligned, a copy otherwise. Little-endian hosts only. */
 export function int16Of(bytes: Uint8Array): Int16Array {
   if (bytes.byteOffset % 2 === 0) return new Int16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 2);
-  return new Int16Array(bytes.slice().buffer);
+  // NOTE: not bytes.slice(): on a Buffer that is a view of the whole (pooled) ArrayBuffer, not a copy.
+  return new Int16Array(new Uint8Array(bytes).buffer);
 }
 
 function uint8Of(audio: Int16Array): Uint8Array {

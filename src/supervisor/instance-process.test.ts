@@ -3,8 +3,18 @@ import { describe, it } from 'node:test';
 import { advanceSettling, FakeClock, settle } from '../../test/support/fake-clock.js';
 import { ScriptedChild, type ScriptedChildOptions } from '../../test/support/scripted-child.js';
 import { silentLogger } from '../../test/support/test-logger.js';
+import { errors } from '../core/error-catalog.js';
 import type { ServiceError } from '../core/errors.js';
-import type { BatchInput, BatchItemOutcome } from '../protocol/work.js';
+import type {
+  BatchInput,
+  BatchItemOutcome,
+  SequenceBatchInput,
+  SequenceStateIn,
+  StreamChunk,
+  StreamEnd,
+  StreamInput,
+  StreamSink,
+} from '../protocol/work.js';
 import { InstanceProcess, type InstanceEnd, type InstanceProcessOptions, type InstanceTimeouts } from './instance-process.js';
 import type { InstanceState } from './instance-state.js';
 import type { SpawnRequest } from './spawn.js';
@@ -244,7 +254,7 @@ describe('InstanceProcess batches', () => {
         { transcript: { text: 'hello', language: 'en', durationS: 0.01 } },
         { error: { code: 'invalid_audio', message: 'silence' } },
         { error: { code: 'out_of_memory' } },
-        { error: { code: 'not_a_wire_code' } },
+        { error: { code: 'model_failed' } },
       ],
     });
     const outcomes = await running;
@@ -491,5 +501,258 @@ describe('InstanceProcess close and destroy', () => {
     instance.destroy();
     await assert.rejects(started, { code: 'shutting_down' });
     assert.equal(instance.state, 'closed');
+  });
+});
+
+function sequenceBatch(batchId: string, items: readonly { sessionId: string; seq: number; state?: SequenceStateIn }[]): SequenceBatchInput {
+  return {
+    batchId,
+    items: items.map((item, i) => ({
+      requestId: `${item.sessionId}:${item.seq}`,
+      sessionId: item.sessionId,
+      seq: item.seq,
+      audio: Int16Array.from({ length: 80 * (i + 1) }, (_, k) => k - i),
+      state: item.state ?? { kind: 'new' },
+      isLast: false,
+      options: { speakers: 2 },
+    })),
+  };
+}
+
+const endCodes = (ends: readonly StreamEnd[]) => ends.map((e) => (e.ok ? 'ok' : e.error.code));
+
+/** A sink that records what reaches it. */
+function recordingSink() {
+  const chunks: StreamChunk[] = [];
+  const ends: StreamEnd[] = [];
+  const sink: StreamSink = { chunk: (c) => chunks.push(c), end: (e) => ends.push(e) };
+  return { sink, chunks, ends };
+}
+
+function streamInput(streamId: string, creditChunks = 4): StreamInput {
+  return { streamId, requestId: `req-${streamId}`, resource: 'alloy', params: { text: 'hi' }, body: Uint8Array.of(1, 2, 3), creditChunks };
+}
+
+describe('InstanceProcess sequence batches', () => {
+  it('sends RunSequenceBatch with each item, its audio and its attached state, and maps results with their state bytes', async () => {
+    const { child, instance } = await setupReady();
+    const finished: { batchSize: number; computeMs: number }[] = [];
+    instance.on('sequenceBatchFinished', (e) => finished.push(e));
+    const attached = Uint8Array.of(9, 8, 7, 6, 5);
+    const input = sequenceBatch('q1', [
+      { sessionId: 'a', seq: 0 },
+      { sessionId: 'b', seq: 3, state: { kind: 'attached', bytes: attached } },
+      { sessionId: 'c', seq: 1, state: { kind: 'resident' } },
+    ]);
+    const running = instance.runSequenceBatch(input);
+    const sent = child.expect('RunSequenceBatch');
+    assert.equal(sent.batchId, 'q1');
+    assert.deepEqual(
+      sent.items.map((item) => [item.sessionId, item.seq, item.stateIn, item.stateBytes, item.isLast, item.options]),
+      [
+        ['a', 0, 'new', 0, false, { speakers: 2 }],
+        ['b', 3, 'attached', 5, false, { speakers: 2 }],
+        ['c', 1, 'resident', 0, false, { speakers: 2 }],
+      ],
+    );
+    sent.items.forEach((item, i) => assert.deepEqual(item.audio, input.items[i]!.audio));
+    assert.deepEqual(sent.items[1]!.state, attached);
+    assert.equal(instance.facts.runningBatches, 1);
+    child.reply(sent, {
+      type: 'SequenceResult',
+      computeMs: 7,
+      items: [
+        { output: { sum: 1 }, state: Uint8Array.of(1) },
+        { output: { sum: 2 }, state: Uint8Array.of(2, 2, 2) },
+        { error: { code: 'session_state_missing' } },
+      ],
+    });
+    const outcomes = await running;
+    assert.deepEqual(
+      outcomes.slice(0, 2).map((o) => (o.ok ? { requestId: o.requestId, output: o.output, state: [...o.state] } : o.error.code)),
+      [
+        { requestId: 'a:0', output: { sum: 1 }, state: [1] },
+        { requestId: 'b:3', output: { sum: 2 }, state: [2, 2, 2] },
+      ],
+    );
+    assert.equal(outcomes[2]?.ok === false && outcomes[2].error.code, 'session_state_missing');
+    assert.deepEqual(finished, [{ batchSize: 3, computeMs: 7 }]);
+    assert.equal(instance.facts.runningBatches, 0);
+  });
+
+  it('rejects a running sequence batch with instance_crashed when the child exits mid-batch', async () => {
+    const { child, instance } = await setupReady();
+    const running = instance.runSequenceBatch(sequenceBatch('q1', [{ sessionId: 'a', seq: 0 }]));
+    child.expect('RunSequenceBatch');
+    child.exit(null, 'SIGKILL');
+    assert.deepEqual(await rejectionCodes([running]), ['instance_crashed']);
+  });
+
+  it('declares the instance wedged at the first beat after a sequence batch has run longer than batchTimeoutMs', async () => {
+    const { clock, instance } = await setupReady();
+    const running = track(instance.runSequenceBatch(sequenceBatch('q1', [{ sessionId: 'a', seq: 0 }])));
+    await advanceSettling(clock, 2_100, 100);
+    assert.equal(running.error?.code, 'instance_wedged');
+  });
+
+  it('sends EndSessions and settles on SessionsEnded', async () => {
+    const { child, instance } = await setupReady();
+    instance.endSessions(['a', 'b']);
+    const sent = child.expect('EndSessions');
+    assert.deepEqual(sent.sessionIds, ['a', 'b']);
+    assert.equal(instance.facts.runningBatches, 0, 'not batch work');
+    child.reply(sent, { type: 'SessionsEnded' });
+    await settle();
+    instance.endSessions([]);
+    child.expectNothing();
+    assert.equal(instance.state, 'ready');
+  });
+});
+
+describe('InstanceProcess streams', () => {
+  it('sends StartStream, delivers chunks in order, sends StreamCredit for grants, and ends the sink with the usage', async () => {
+    const { child, instance } = await setupReady();
+    const { sink, chunks, ends } = recordingSink();
+    const control = instance.openStream(streamInput('s1', 2), sink);
+    const start = child.expect('StartStream');
+    assert.deepEqual(
+      { streamId: start.streamId, requestId: start.requestId, resource: start.resource, params: start.params, credit: start.creditChunks },
+      { streamId: 's1', requestId: 'req-s1', resource: 'alloy', params: { text: 'hi' }, credit: 2 },
+    );
+    assert.deepEqual([...start.body], [1, 2, 3]);
+    assert.equal(instance.facts.runningStreams, 1);
+    child.reply(start, { type: 'StreamChunk', meta: { sampleRate: 24000 }, bytes: Uint8Array.of(10) });
+    child.reply(start, { type: 'StreamChunk', bytes: Uint8Array.of(11) });
+    await settle();
+    control.grant(1);
+    control.grant(2);
+    assert.deepEqual(
+      child.received('StreamCredit').map((c) => [c.streamId, c.chunks]),
+      [
+        ['s1', 1],
+        ['s1', 2],
+      ],
+    );
+    child.reply(start, { type: 'StreamChunk', bytes: Uint8Array.of(12) });
+    child.reply(start, { type: 'StreamEnd', usage: { chunks: 3 } });
+    await settle();
+    assert.deepEqual(
+      chunks.map((c) => [c.index, [...c.bytes]]),
+      [
+        [0, [10]],
+        [1, [11]],
+        [2, [12]],
+      ],
+    );
+    assert.deepEqual(chunks[0]?.meta, { sampleRate: 24000 });
+    assert.deepEqual(ends, [{ ok: true, chunks: 3, usage: { chunks: 3 } }]);
+    assert.equal(instance.facts.runningStreams, 0);
+    control.grant(1);
+    assert.equal(child.received('StreamCredit').length, 2, 'no credit for an ended stream');
+  });
+
+  it('cancel() sends CancelStream, drops later chunks, and ends the sink once with stream_cancelled when the host confirms', async () => {
+    const { child, instance } = await setupReady();
+    const { sink, chunks, ends } = recordingSink();
+    const control = instance.openStream(streamInput('s1'), sink);
+    const start = child.expect('StartStream');
+    child.reply(start, { type: 'StreamChunk' });
+    await settle();
+    control.cancel();
+    control.cancel();
+    assert.deepEqual(
+      child.received('CancelStream').map((c) => c.streamId),
+      ['s1'],
+    );
+    assert.equal(ends.length, 0, 'the sink ends when the host confirms');
+    assert.equal(instance.facts.runningStreams, 1);
+    child.reply(start, { type: 'StreamChunk' });
+    child.reply(start, { type: 'StreamEnd', error: { code: 'stream_cancelled' } });
+    await settle();
+    assert.equal(chunks.length, 1);
+    assert.deepEqual(endCodes(ends), ['stream_cancelled']);
+    assert.equal(instance.facts.runningStreams, 0);
+  });
+
+  it('ends every open stream with instance_crashed when the child exits mid-stream', async () => {
+    const { child, instance } = await setupReady();
+    const first = recordingSink();
+    const second = recordingSink();
+    instance.openStream(streamInput('s1'), first.sink);
+    const cancelled = instance.openStream(streamInput('s2'), second.sink);
+    child.reply(child.expect('StartStream'), { type: 'StreamChunk' });
+    child.expect('StartStream');
+    await settle();
+    cancelled.cancel();
+    child.exit(null, 'SIGKILL');
+    await settle();
+    assert.deepEqual(endCodes(first.ends), ['instance_crashed']);
+    assert.deepEqual(endCodes(second.ends), ['stream_cancelled']);
+    assert.equal(first.chunks.length, 1);
+  });
+
+  it('ends the sink at once with instance_crashed when the instance is not ready', async () => {
+    const { instance } = await setupReady();
+    instance.destroy(errors.instanceCrashed({ instanceId: 'm-0-g1', reason: 'test' }));
+    const { sink, ends } = recordingSink();
+    instance.openStream(streamInput('s1'), sink);
+    assert.deepEqual(endCodes(ends), ['instance_crashed']);
+  });
+
+  it('ends the stream with bad_frame and cancels it at the host when a chunk index skips', async () => {
+    const { child, instance } = await setupReady();
+    const { sink, chunks, ends } = recordingSink();
+    instance.openStream(streamInput('s1'), sink);
+    const start = child.expect('StartStream');
+    child.reply(start, { type: 'StreamChunk', index: 0 });
+    child.reply(start, { type: 'StreamChunk', index: 2 });
+    await settle();
+    assert.equal(chunks.length, 1);
+    assert.deepEqual(endCodes(ends), ['bad_frame']);
+    assert.equal(child.received('CancelStream').length, 1);
+    assert.equal(instance.state, 'ready');
+  });
+
+  it('does not time a stream waiting for credit by batchTimeoutMs; the host busyMs still wedges it', async () => {
+    const { clock, child, instance } = await setupReady();
+    const { sink, ends } = recordingSink();
+    instance.openStream(streamInput('s1'), sink);
+    child.expect('StartStream');
+    await advanceSettling(clock, 3_000, 100);
+    assert.equal(instance.state, 'ready');
+    child.heartbeat = { ...child.heartbeat, state: 'busy', busyMs: 2_001, streams: 1 };
+    await advanceSettling(clock, 100, 100);
+    assert.equal(instance.state, 'crashed');
+    assert.deepEqual(endCodes(ends), ['instance_wedged']);
+  });
+});
+
+describe('InstanceProcess resources', () => {
+  it('keeps the resources of HeartbeatAcks and emits resourcesChanged only when they change', async () => {
+    const { clock, child, instance } = await setupReady();
+    const changes: string[][] = [];
+    instance.on('resourcesChanged', ({ resources }) => changes.push(resources.map((r) => r.name)));
+    child.heartbeat = { ...child.heartbeat, resources: [{ name: 'alloy', kind: 'voice', residency: 'device', bytes: 100 }] };
+    await advanceSettling(clock, 300, 100);
+    assert.deepEqual(changes, [['alloy']]);
+    assert.deepEqual(instance.facts.resources, [{ name: 'alloy', kind: 'voice', residency: 'device', bytes: 100 }]);
+  });
+
+  it('loadResource sends LoadResource and resolves with the host answer; evictResource removes it', async () => {
+    const { child, instance } = await setupReady();
+    const changes: string[][] = [];
+    instance.on('resourcesChanged', ({ resources }) => changes.push(resources.map((r) => r.name)));
+    const loading = instance.loadResource('echo', 'voice', { bytes: 2048 });
+    const load = child.expect('LoadResource');
+    assert.deepEqual([load.name, load.kind, load.source], ['echo', 'voice', { bytes: 2048 }]);
+    child.reply(load, { type: 'ResourceLoaded', residency: 'host', bytes: 2048, loadMs: 3, source: 'disk' });
+    assert.deepEqual(await loading, { name: 'echo', kind: 'voice', residency: 'host', bytes: 2048, loadMs: 3, source: 'disk' });
+    const evicting = instance.evictResource('echo');
+    child.reply(child.expect('EvictResource'), { type: 'ResourceEvicted', bytes: 2048 });
+    assert.deepEqual(await evicting, { name: 'echo', bytes: 2048 });
+    assert.deepEqual(changes, [['echo'], []]);
+    const failing = instance.loadResource('nope', 'voice', {});
+    child.reply(child.expect('LoadResource'), { type: 'Error', code: 'resource_not_found' });
+    await assert.rejects(failing, { code: 'resource_not_found' });
   });
 });

@@ -5,7 +5,15 @@
  *   spawning → handshaking → loading → warming → ready ⇄ draining → closed; any → crashed.
  *
  * A batch is lost with its instance: when the child exits or is declared wedged, every running
- * batch is rejected with instance_crashed or instance_wedged so the scheduler can retry it once.
+ * batch (and sequence batch) is rejected with instance_crashed or instance_wedged so the scheduler
+ * can retry it once, and every open stream's sink ends with that error.
+ *
+ * Streams: chunks reach the sink in index order (a gap ends the stream with bad_frame and cancels
+ * it at the host); the sink ends exactly once, with the host's StreamEnd, or with the instance's
+ * error when it dies. A cancelled stream delivers no more chunks and stays open here until the host
+ * confirms with its StreamEnd, so the instance's count of streams stays true. A stream may wait
+ * for credit as long as its reader likes: it is not timed by batchTimeoutMs here; the host's own
+ * busyMs (HeartbeatAck, busy while it runs a stream step) is what declares it wedged.
  */
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { errors } from '../core/error-catalog.js';
@@ -17,12 +25,27 @@ import {
   decodeHostMessage,
   encodeMessage,
   runBatchMessage,
+  runSequenceBatchMessage,
+  splitStates,
   type ControllerMessage,
   type HostMessage,
   type ItemResult,
+  type MessageOf,
   type ResourceInfo,
+  type SequenceItemResult,
 } from '../protocol/codec.js';
-import type { BatchInput, BatchItemOutcome, WorkKind } from '../protocol/work.js';
+import type { JsonObject } from '../protocol/message-table.js';
+import type {
+  BatchInput,
+  BatchItemOutcome,
+  SequenceBatchInput,
+  SequenceItemOutcome,
+  StreamControl,
+  StreamEnd,
+  StreamInput,
+  StreamSink,
+  WorkKind,
+} from '../protocol/work.js';
 import type { Logger } from '../telemetry/logger.js';
 import { canTransition, type InstanceState } from './instance-state.js';
 import type { InstanceChild, SpawnInstance, SpawnRequest } from './spawn.js';
@@ -66,14 +89,21 @@ export interface InstanceFacts {
   graphsCaptured: number;
   eagerBatches: number;
   graphReplays: number;
+  /** Batches and sequence batches sent and not yet answered. */
   runningBatches: number;
+  /** Streams started here and not yet ended by the host (cancelled ones included). */
+  runningStreams: number;
   /** The work kinds the loaded model serves (LoadResult). */
   workKinds: readonly WorkKind[];
-  /** Session states the instance holds, streams it runs and resources it keeps (last HeartbeatAck). */
+  /** Session states the instance holds and streams it runs (last HeartbeatAck). */
   sessions: number;
   streams: number;
+  /** Resources the instance keeps: its last HeartbeatAck, updated by ResourceLoaded and ResourceEvicted since. */
   resources: readonly ResourceInfo[];
 }
+
+/** What the host said about a resource it loaded (ResourceLoaded). */
+export type ResourceLoad = Omit<MessageOf<'ResourceLoaded'>, 'type' | 'correlationId'>;
 
 export interface InstanceEnd {
   reason: 'exited' | 'wedged' | 'failed_to_start' | 'closed';
@@ -88,6 +118,11 @@ export type InstanceEvents = {
   batchFinished: { batchSize: number; computeMs: number };
   /** A batch's frame went into the socket: from the write's start until the kernel took its last byte. */
   batchSent: { bytes: number; sendMs: number };
+  sequenceBatchFinished: { batchSize: number; computeMs: number };
+  /** A stream's sink ended: `outcome` is 'ok' or the error code. */
+  streamEnded: { outcome: string; chunks: number };
+  /** The instance's resources changed (a heartbeat, a load or an eviction). */
+  resourcesChanged: { resources: readonly ResourceInfo[] };
 };
 
 interface Waiter {
@@ -95,7 +130,20 @@ interface Waiter {
   resolve: (message: HostMessage) => void;
   reject: (error: ServiceError) => void;
   startedMs: number;
-  batch?: BatchInput;
+  /** Batch work (a batch or a sequence batch): counted as running, timed by batchTimeoutMs, and let finish by a close. */
+  isWork: boolean;
+}
+
+interface OpenStream {
+  streamId: string;
+  requestId: string;
+  correlationId: number;
+  sink: StreamSink;
+  nextIndex: number;
+  /** cancel() was called: no more chunks reach the sink. */
+  isCancelled: boolean;
+  /** The sink has ended (its end was called). */
+  isSinkEnded: boolean;
 }
 
 export class InstanceProcess extends TypedEmitter<InstanceEvents> {
@@ -108,6 +156,8 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
   #decoder = new FrameDecoder();
   #nextCorrelationId = 1;
   #waiters = new Map<number, Waiter>();
+  /** Open streams by streamId, until the host ends them (or the instance ends). */
+  #streams = new Map<string, OpenStream>();
   #helloWaiter: { resolve: (m: HostMessage) => void; reject: (e: ServiceError) => void } | undefined;
   #heartbeatTimer: TimerHandle | undefined;
   #heartbeatSeq = 0;
@@ -126,6 +176,7 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
     eagerBatches: 0,
     graphReplays: 0,
     runningBatches: 0,
+    runningStreams: 0,
     workKinds: [],
     sessions: 0,
     streams: 0,
@@ -145,7 +196,11 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
   }
 
   get facts(): Readonly<InstanceFacts> {
-    return { ...this.#facts, runningBatches: [...this.#waiters.values()].filter((w) => w.batch).length };
+    return {
+      ...this.#facts,
+      runningBatches: [...this.#waiters.values()].filter((w) => w.isWork).length,
+      runningStreams: this.#streams.size,
+    };
   }
 
   get end(): InstanceEnd | undefined {
@@ -220,10 +275,124 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
     if (this.#state !== 'ready' && this.#state !== 'draining') {
       throw errors.instanceCrashed({ instanceId: this.instanceId, reason: `instance is ${this.#state}` });
     }
-    const reply = await this.#request(runBatchMessage(batch), 'BatchResult', undefined, batch);
+    const reply = await this.#request(runBatchMessage(batch), 'BatchResult', undefined, true);
     if (reply.type !== 'BatchResult') throw errors.badFrame({ reason: `expected BatchResult: got ${reply.type}` });
     this.emit('batchFinished', { batchSize: batch.requests.length, computeMs: reply.computeMs });
     return batch.requests.map((request, i) => this.#toOutcome(request.requestId, reply.results[i]));
+  }
+
+  /**
+   * Runs one batch of sequence items (at most one per session). Each item's PCM and attached state
+   * go into the frame uncopied; each successful outcome's state is a view of the reply's body.
+   * @throws instance_crashed, instance_wedged (the batch is lost with the instance); wire codes
+   *   from an Error frame for a rejected batch.
+   */
+  async runSequenceBatch(batch: SequenceBatchInput): Promise<SequenceItemOutcome[]> {
+    if (this.#state !== 'ready' && this.#state !== 'draining') {
+      throw errors.instanceCrashed({ instanceId: this.instanceId, reason: `instance is ${this.#state}` });
+    }
+    const reply = await this.#request(runSequenceBatchMessage(batch), 'SequenceResult', undefined, true);
+    if (reply.type !== 'SequenceResult') throw errors.badFrame({ reason: `expected SequenceResult: got ${reply.type}` });
+    this.emit('sequenceBatchFinished', { batchSize: batch.items.length, computeMs: reply.computeMs });
+    const states = splitStates(reply);
+    return batch.items.map((item, i) => this.#toSequenceOutcome(item.requestId, reply.results[i], states[i]));
+  }
+
+  /**
+   * Tells the host it may drop these sessions' states. Best effort: its SessionsEnded only settles,
+   * it is not batch work (not counted, not timed as a batch), and a closing instance is not asked.
+   */
+  endSessions(sessionIds: readonly string[]): void {
+    if (sessionIds.length === 0 || (this.#state !== 'ready' && this.#state !== 'draining')) return;
+    this.#request(
+      { type: 'EndSessions', correlationId: 0, sessionIds: [...sessionIds] },
+      'SessionsEnded',
+      this.#options.batchTimeoutMs,
+    ).catch((err: ServiceError) => this.#deps.log.debug({ code: err.code, sessions: sessionIds.length }, 'sessions not ended'));
+  }
+
+  /**
+   * Starts one stream. Chunks reach `sink` in order; `sink.end` is called exactly once: with the
+   * host's StreamEnd, with stream_cancelled after cancel(), or with instance_crashed or
+   * instance_wedged when the instance dies first (at once when it is not ready).
+   */
+  openStream(input: StreamInput, sink: StreamSink): StreamControl {
+    const stream: OpenStream = {
+      streamId: input.streamId,
+      requestId: input.requestId,
+      correlationId: this.#nextCorrelationId++,
+      sink,
+      nextIndex: 0,
+      isCancelled: false,
+      isSinkEnded: false,
+    };
+    const isOpen = this.#state === 'ready' || this.#state === 'draining';
+    if (!isOpen || this.#end !== undefined || this.#streams.has(input.streamId)) {
+      const reason = this.#streams.has(input.streamId) ? `stream ${input.streamId} is already open` : `instance is ${this.#state}`;
+      this.#endSink(stream, { ok: false, error: this.#end?.error ?? errors.instanceCrashed({ instanceId: this.instanceId, reason }) });
+      return { grant: () => undefined, cancel: () => undefined };
+    }
+    this.#streams.set(stream.streamId, stream);
+    this.#send({
+      type: 'StartStream',
+      correlationId: stream.correlationId,
+      streamId: input.streamId,
+      requestId: input.requestId,
+      resource: input.resource,
+      params: { ...input.params },
+      creditChunks: input.creditChunks,
+      body: input.body,
+    });
+    return {
+      grant: (chunks) => {
+        if (chunks <= 0 || stream.isCancelled || this.#streams.get(stream.streamId) !== stream) return;
+        this.#send({ type: 'StreamCredit', correlationId: stream.correlationId, streamId: stream.streamId, chunks });
+      },
+      cancel: () => this.#cancelStream(stream),
+    };
+  }
+
+  /**
+   * Asks the host to load a named resource (or confirm it is resident).
+   * @throws instance_crashed, instance_wedged, and wire codes from an Error frame
+   */
+  async loadResource(name: string, kind: string, source: JsonObject): Promise<ResourceLoad> {
+    if (this.#state !== 'ready' && this.#state !== 'draining') {
+      throw errors.instanceCrashed({ instanceId: this.instanceId, reason: `instance is ${this.#state}` });
+    }
+    const reply = await this.#request(
+      { type: 'LoadResource', correlationId: 0, name, kind, source },
+      'ResourceLoaded',
+      this.#options.loadTimeoutMs,
+    );
+    if (reply.type !== 'ResourceLoaded') throw errors.badFrame({ reason: `expected ResourceLoaded: got ${reply.type}` });
+    const loaded: ResourceLoad = {
+      name: reply.name,
+      kind: reply.kind,
+      residency: reply.residency,
+      bytes: reply.bytes,
+      loadMs: reply.loadMs,
+      source: reply.source,
+    };
+    this.#setResources([
+      ...this.#facts.resources.filter((r) => r.name !== name),
+      { name: loaded.name, kind: loaded.kind, residency: loaded.residency, bytes: loaded.bytes },
+    ]);
+    return loaded;
+  }
+
+  /**
+   * Asks the host to free a named resource; resolves with the bytes it freed.
+   * @throws instance_crashed, instance_wedged, and wire codes from an Error frame
+   */
+  async evictResource(name: string): Promise<{ name: string; bytes: number }> {
+    if (this.#state !== 'ready' && this.#state !== 'draining') {
+      throw errors.instanceCrashed({ instanceId: this.instanceId, reason: `instance is ${this.#state}` });
+    }
+    const reply = await this.#request({ type: 'EvictResource', correlationId: 0, name }, 'ResourceEvicted', this.#options.loadTimeoutMs);
+    if (reply.type !== 'ResourceEvicted') throw errors.badFrame({ reason: `expected ResourceEvicted: got ${reply.type}` });
+    this.#setResources(this.#facts.resources.filter((r) => r.name !== name));
+    return { name: reply.name, bytes: reply.bytes };
   }
 
   /** Stops taking work, lets running batches finish, then asks the child to exit. */
@@ -320,7 +489,7 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
   }
 
   #onData(chunk: Buffer): void {
-    let messages: HostMessage[];
+    let messages: HostMessage<Uint8Array>[];
     try {
       messages = this.#decoder.push(chunk).map(decodeHostMessage);
     } catch (err) {
@@ -331,7 +500,7 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
     for (const message of messages) this.#onMessage(message);
   }
 
-  #onMessage(message: HostMessage): void {
+  #onMessage(message: HostMessage<Uint8Array>): void {
     switch (message.type) {
       case 'Hello': {
         const waiter = this.#helloWaiter;
@@ -346,7 +515,7 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
         this.#facts.graphReplays = message.graphReplays;
         this.#facts.sessions = message.sessions;
         this.#facts.streams = message.streams;
-        this.#facts.resources = message.resources;
+        this.#setResources(message.resources);
         if (message.state === 'wedged') this.#wedge('the instance probe failed');
         else if (message.busyMs > this.#options.batchTimeoutMs) this.#wedge(`a batch ran ${message.busyMs} ms`);
         return;
@@ -379,9 +548,10 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
         return;
       }
       case 'StreamChunk':
+        this.#onStreamChunk(message);
+        return;
       case 'StreamEnd':
-        // This supervisor starts no streams yet: a stream message answers nothing it sent.
-        this.#deps.log.warn({ type: message.type, streamId: message.streamId }, 'instance sent a message for an unknown stream');
+        this.#onStreamEnd(message);
         return;
       default:
         assertNever(message, 'host message');
@@ -399,6 +569,96 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
       return { requestId, ok: false, error: errors.badFrame({ reason: `no transcript for request ${requestId}` }) };
     }
     return { requestId, ok: true, result: result.transcript };
+  }
+
+  #toSequenceOutcome(requestId: string, result: SequenceItemResult | undefined, state: Uint8Array | undefined): SequenceItemOutcome {
+    if (result === undefined || result.requestId !== requestId) {
+      return { requestId, ok: false, error: errors.badFrame({ reason: `no result for sequence item ${requestId}` }) };
+    }
+    if (result.error !== null) {
+      return { requestId, ok: false, error: errors.fromWire({ ...result.error, instanceId: this.instanceId }) };
+    }
+    if (result.output === null || state === undefined) {
+      return { requestId, ok: false, error: errors.badFrame({ reason: `no output for sequence item ${requestId}` }) };
+    }
+    return { requestId, ok: true, output: result.output, state };
+  }
+
+  #streamOf(message: { streamId: string; correlationId: number; type: string }): OpenStream | undefined {
+    const stream = this.#streams.get(message.streamId);
+    if (stream === undefined || stream.correlationId !== message.correlationId) {
+      this.#deps.log.warn({ type: message.type, streamId: message.streamId }, 'instance sent a message for an unknown stream');
+      return undefined;
+    }
+    return stream;
+  }
+
+  #onStreamChunk(message: MessageOf<'StreamChunk', Uint8Array>): void {
+    const stream = this.#streamOf(message);
+    if (stream === undefined || stream.isSinkEnded) return;
+    if (message.index !== stream.nextIndex) {
+      // The host broke the stream's order: the reader cannot be given a hole, so the stream ends here.
+      this.#deps.log.error({ streamId: stream.streamId, index: message.index, expected: stream.nextIndex }, 'stream chunk out of order');
+      this.#endSink(stream, {
+        ok: false,
+        error: errors.badFrame({ reason: `stream chunk ${message.index}: expected ${stream.nextIndex}` }),
+      });
+      this.#cancelStream(stream);
+      return;
+    }
+    stream.nextIndex += 1;
+    if (stream.isCancelled) return;
+    stream.sink.chunk({ index: message.index, meta: message.meta, bytes: message.body });
+  }
+
+  #onStreamEnd(message: MessageOf<'StreamEnd'>): void {
+    const stream = this.#streamOf(message);
+    if (stream === undefined) return;
+    this.#streams.delete(stream.streamId);
+    if (message.error !== null) {
+      this.#endSink(stream, {
+        ok: false,
+        error:
+          message.error.code === 'stream_cancelled'
+            ? errors.streamCancelled({ requestId: stream.requestId })
+            : errors.fromWire({ ...message.error, instanceId: this.instanceId }),
+      });
+    } else if (stream.isCancelled) {
+      // It finished before the cancel reached the host: the consumer asked to stop, so it stays cancelled.
+      this.#endSink(stream, { ok: false, error: errors.streamCancelled({ requestId: stream.requestId }) });
+    } else {
+      this.#endSink(stream, { ok: true, chunks: message.chunks, usage: message.usage ?? {} });
+    }
+  }
+
+  #cancelStream(stream: OpenStream): void {
+    if (stream.isCancelled) return;
+    stream.isCancelled = true;
+    if (this.#streams.get(stream.streamId) !== stream) return; // already ended by the host
+    if (this.#end !== undefined) {
+      this.#streams.delete(stream.streamId);
+      this.#endSink(stream, { ok: false, error: errors.streamCancelled({ requestId: stream.requestId }) });
+      return;
+    }
+    this.#send({ type: 'CancelStream', correlationId: stream.correlationId, streamId: stream.streamId });
+  }
+
+  #endSink(stream: OpenStream, end: StreamEnd): void {
+    if (stream.isSinkEnded) return;
+    stream.isSinkEnded = true;
+    this.emit('streamEnded', { outcome: end.ok ? 'ok' : end.error.code, chunks: stream.nextIndex });
+    stream.sink.end(end);
+  }
+
+  #setResources(resources: readonly ResourceInfo[]): void {
+    const before = this.#facts.resources;
+    this.#facts.resources = resources;
+    const key = (list: readonly ResourceInfo[]) =>
+      list
+        .map((r) => `${r.name}\u0000${r.kind}\u0000${r.residency}\u0000${r.bytes}`)
+        .sort()
+        .join('\u0001');
+    if (key(before) !== key(resources)) this.emit('resourcesChanged', { resources });
   }
 
   #awaitHello(): Promise<HostMessage> {
@@ -420,15 +680,10 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
     });
   }
 
-  #request(
-    message: ControllerMessage,
-    expect: HostMessage['type'],
-    timeoutMs: number | undefined,
-    batch?: BatchInput,
-  ): Promise<HostMessage> {
+  #request(message: ControllerMessage, expect: HostMessage['type'], timeoutMs: number | undefined, isWork = false): Promise<HostMessage> {
     if (this.#end !== undefined) return Promise.reject(this.#end.error ?? errors.shuttingDown());
     // A closing instance finishes its batches; it is not asked to load or warm up any more.
-    if (this.#isCloseRequested && batch === undefined) return Promise.reject(errors.shuttingDown());
+    if (this.#isCloseRequested && !isWork) return Promise.reject(errors.shuttingDown());
     const correlationId = this.#nextCorrelationId++;
     return new Promise<HostMessage>((resolve, reject) => {
       let timer: TimerHandle | undefined;
@@ -442,7 +697,7 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
       this.#waiters.set(correlationId, {
         expect,
         startedMs: this.#deps.clock.nowMs(),
-        batch,
+        isWork,
         resolve: (m) => {
           timer?.cancel();
           resolve(m);
@@ -452,7 +707,7 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
           reject(e);
         },
       });
-      this.#send({ ...message, correlationId } as ControllerMessage, batch === undefined ? undefined : this.#timeSend());
+      this.#send({ ...message, correlationId } as ControllerMessage, isWork ? this.#timeSend() : undefined);
     });
   }
 
@@ -485,7 +740,7 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
       }
       const now = this.#deps.clock.nowMs();
       for (const w of this.#waiters.values()) {
-        if (w.batch !== undefined && now - w.startedMs > this.#options.batchTimeoutMs) {
+        if (w.isWork && now - w.startedMs > this.#options.batchTimeoutMs) {
           this.#wedge(`a batch ran longer than ${this.#options.batchTimeoutMs} ms`);
           return;
         }
@@ -521,6 +776,11 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
     const waiters = [...this.#waiters.values()];
     this.#waiters.clear();
     for (const w of waiters) w.reject(error);
+    const streams = [...this.#streams.values()];
+    this.#streams.clear();
+    for (const stream of streams) {
+      this.#endSink(stream, { ok: false, error: stream.isCancelled ? errors.streamCancelled({ requestId: stream.requestId }) : error });
+    }
     this.#helloWaiter?.reject(error);
     this.#helloWaiter = undefined;
     if (canTransition(this.#state, state)) this.#transition(state);

@@ -5,7 +5,7 @@ import { ScriptedSpawn, type ScriptedChild, type ScriptedChildOptions } from '..
 import { supervisorOptions, testModel } from '../../test/support/supervisor-fixture.js';
 import { silentLogger } from '../../test/support/test-logger.js';
 import type { ServiceError } from '../core/errors.js';
-import type { BatchInput, BatchItemOutcome } from '../protocol/work.js';
+import type { BatchInput, BatchItemOutcome, SequenceBatchInput, StreamInput, StreamSink } from '../protocol/work.js';
 import { createMetrics } from '../telemetry/metrics.js';
 import type { SpawnRequest } from './spawn.js';
 import { createSupervisor, type SupervisedModel, type SupervisorOptions } from './supervisor.js';
@@ -287,6 +287,138 @@ describe('Supervisor dispatch', () => {
     await settle();
     assert.deepEqual(seen, []);
     assert.equal(supervisor.availability('m'), 'ready');
+    supervisor.destroy();
+  });
+});
+
+describe('Supervisor sequence, stream and resource work', () => {
+  const sequenceBatch = (): SequenceBatchInput => ({
+    batchId: 'q1',
+    items: [
+      {
+        requestId: 'a:1',
+        sessionId: 'a',
+        seq: 1,
+        audio: new Int16Array(160),
+        state: { kind: 'attached', bytes: Uint8Array.of(4, 2) },
+        isLast: false,
+        options: {},
+      },
+    ],
+  });
+  const streamInput = (): StreamInput => ({
+    streamId: 's1',
+    requestId: 'r1',
+    resource: null,
+    params: {},
+    body: new Uint8Array(),
+    creditChunks: 2,
+  });
+  const recordingSink = () => {
+    const chunks: number[] = [];
+    const ends: string[] = [];
+    const sink: StreamSink = { chunk: (c) => chunks.push(c.index), end: (e) => ends.push(e.ok ? 'ok' : e.error.code) };
+    return { sink, chunks, ends };
+  };
+
+  it('runs a sequence batch on the instance it names, with state in and out, and counts it', async () => {
+    const { spawner, supervisor, metrics } = await setupStarted({ m: {} });
+    const running = supervisor.runSequenceBatch('m-0-g1', sequenceBatch());
+    const sent = spawner.last().expect('RunSequenceBatch');
+    assert.deepEqual([...sent.items[0]!.state], [4, 2]);
+    spawner.last().reply(sent, { type: 'SequenceResult', items: [{ output: { n: 1 }, state: Uint8Array.of(7) }] });
+    const [outcome] = await running;
+    assert.ok(outcome?.ok);
+    assert.deepEqual([outcome.output, [...outcome.state]], [{ n: 1 }, [7]]);
+    assert.equal((await metrics.sequenceExecutions.get()).values[0]?.value, 1);
+    assert.equal((await metrics.sequenceItemsExecuted.get()).values[0]?.value, 1);
+    supervisor.destroy();
+  });
+
+  it('fails a running sequence batch with instance_crashed when its instance dies, and refuses one for a gone instance', async () => {
+    const { spawner, supervisor } = await setupStarted({ m: {} });
+    const running = supervisor.runSequenceBatch('m-0-g1', sequenceBatch());
+    spawner.last().expect('RunSequenceBatch');
+    spawner.last().exit(null, 'SIGKILL');
+    await assert.rejects(running, { code: 'instance_crashed' });
+    await assert.rejects(supervisor.runSequenceBatch('m-0-g1', sequenceBatch()), { code: 'instance_crashed' });
+    supervisor.endSessions('m-0-g1', ['a']);
+    supervisor.destroy();
+  });
+
+  it('passes endSessions to the instance', async () => {
+    const { spawner, supervisor } = await setupStarted({ m: {} });
+    supervisor.endSessions('m-0-g1', ['a', 'b']);
+    assert.deepEqual(spawner.last().expect('EndSessions').sessionIds, ['a', 'b']);
+    supervisor.destroy();
+  });
+
+  it('streams chunks to the sink, and ends it with instance_crashed when the instance dies mid-stream', async () => {
+    const { spawner, supervisor, metrics } = await setupStarted({ m: {} });
+    const { sink, chunks, ends } = recordingSink();
+    const control = supervisor.openStream('m-0-g1', streamInput(), sink);
+    const start = spawner.last().expect('StartStream');
+    spawner.last().reply(start, { type: 'StreamChunk' });
+    spawner.last().reply(start, { type: 'StreamChunk' });
+    await settle();
+    control.grant(2);
+    assert.equal(spawner.last().expect('StreamCredit').chunks, 2);
+    spawner.last().exit(null, 'SIGKILL');
+    await settle();
+    assert.deepEqual(chunks, [0, 1]);
+    assert.deepEqual(ends, ['instance_crashed']);
+    const streams = (await metrics.instanceStreams.get()).values.find((v) => v.labels.outcome === 'instance_crashed');
+    assert.equal(streams?.value, 1);
+    supervisor.destroy();
+  });
+
+  it('ends the sink of a stream opened on a gone instance with instance_crashed at once', async () => {
+    const { spawner, supervisor } = await setupStarted({ m: {} });
+    spawner.last().exit(1);
+    await settle();
+    const { sink, ends } = recordingSink();
+    const control = supervisor.openStream('m-0-g1', streamInput(), sink);
+    control.cancel();
+    assert.deepEqual(ends, ['instance_crashed']);
+    supervisor.destroy();
+  });
+
+  it('cancel ends the sink once with stream_cancelled when the host confirms', async () => {
+    const { spawner, supervisor } = await setupStarted({ m: {} });
+    const { sink, ends } = recordingSink();
+    const control = supervisor.openStream('m-0-g1', streamInput(), sink);
+    const start = spawner.last().expect('StartStream');
+    control.cancel();
+    assert.equal(spawner.last().expect('CancelStream').streamId, 's1');
+    spawner.last().reply(start, { type: 'StreamEnd', error: { code: 'stream_cancelled' } });
+    await settle();
+    assert.deepEqual(ends, ['stream_cancelled']);
+    supervisor.destroy();
+  });
+
+  it('puts heartbeat resources into readyInstances and notifies onInstancesChanged when they change', async () => {
+    const { clock, spawner, supervisor, changes, metrics } = await setupStarted({ m: {} });
+    const before = changes();
+    spawner.last().heartbeat = {
+      ...spawner.last().heartbeat,
+      resources: [{ name: 'alloy', kind: 'voice', residency: 'device', bytes: 512 }],
+    };
+    await advanceSettling(clock, 60_000, 60_000);
+    assert.deepEqual(supervisor.readyInstances('m'), [
+      { instanceId: 'm-0-g1', resources: [{ name: 'alloy', residency: 'device', bytes: 512 }] },
+    ]);
+    assert.equal(changes(), before + 1);
+    assert.equal((await metrics.instanceResources.get()).values[0]?.value, 1);
+    await advanceSettling(clock, 60_000, 60_000);
+    assert.equal(changes(), before + 1, 'an unchanged report does not notify');
+    const loading = supervisor.loadResource('m-0-g1', 'echo', 'voice', {});
+    spawner.last().reply(spawner.last().expect('LoadResource'), { type: 'ResourceLoaded', bytes: 64 });
+    assert.equal((await loading).bytes, 64);
+    assert.deepEqual(
+      supervisor.readyInstances('m')[0]?.resources.map((r) => r.name),
+      ['alloy', 'echo'],
+    );
+    assert.equal(changes(), before + 2);
     supervisor.destroy();
   });
 });

@@ -1,5 +1,6 @@
 /**
- * The supervisor: starts, watches and restarts every model instance, and runs batches on them.
+ * The supervisor: starts, watches and restarts every model instance, and runs work on them
+ * (batches, sequence batches, streams) and loads resources into them.
  * It satisfies the scheduler's Executor port structurally (wired in app/).
  *
  * Each model has `instances` slots. A slot holds one InstanceProcess at a time; when it ends
@@ -24,10 +25,11 @@ import type {
   StreamInput,
   StreamSink,
 } from '../protocol/work.js';
+import type { JsonObject } from '../protocol/message-table.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { INSTANCE_STATES, type InstanceState } from './instance-state.js';
-import { InstanceProcess, type InstanceEnd, type InstanceTimeouts } from './instance-process.js';
+import { InstanceProcess, type InstanceEnd, type InstanceTimeouts, type ResourceLoad } from './instance-process.js';
 import { decideRestart, type RestartPolicy } from './restart-policy.js';
 import { placeInstances, type Placement } from './placement.js';
 import { findHostPath } from './host-path.js';
@@ -113,8 +115,15 @@ export interface Supervisor {
   runBatch(instanceId: string, batch: BatchInput): Promise<BatchItemOutcome[]>;
   /** @throws instance_crashed, instance_wedged, and wire codes from the instance */
   runSequenceBatch(instanceId: string, batch: SequenceBatchInput): Promise<SequenceItemOutcome[]>;
+  /** Best effort: nothing happens when the instance is gone (its states went with it). */
   endSessions(instanceId: string, sessionIds: readonly string[]): void;
+  /** The sink ends with instance_crashed at once when the instance is gone. */
   openStream(instanceId: string, input: StreamInput, sink: StreamSink): StreamControl;
+  /** @throws instance_crashed, instance_wedged, and wire codes from the instance (resource_not_found, out_of_memory...) */
+  loadResource(instanceId: string, name: string, kind: string, source: JsonObject): Promise<ResourceLoad>;
+  /** Resolves with the bytes freed. @throws instance_crashed, instance_wedged, and wire codes from the instance */
+  evictResource(instanceId: string, name: string): Promise<{ name: string; bytes: number }>;
+  /** Called whenever an instance becomes ready, leaves the ready set or changes its resources. */
   onInstancesChanged(listener: () => void): () => void;
   stats(): SupervisorStats;
   /** Lets running batches finish, then stops every instance. */
@@ -159,6 +168,10 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     metrics.executions.inc({ model }, 0);
     metrics.audioProcessed.inc({ model }, 0);
     metrics.computeDuration.zero({ model });
+    metrics.sequenceItemsExecuted.inc({ model }, 0);
+    metrics.sequenceExecutions.inc({ model }, 0);
+    metrics.streamChunks.inc({ model }, 0);
+    metrics.instanceStreams.inc({ model, outcome: 'ok' }, 0);
   }
 
   const notify = () => {
@@ -174,6 +187,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
       let graphs = 0;
       let eager = 0;
       let replays = 0;
+      let resources = 0;
       for (const slot of slots.filter((s) => s.model === model)) {
         const state = slotState(slot);
         counts.set(state, (counts.get(state) ?? 0) + 1);
@@ -183,6 +197,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
           graphs += facts.graphsCaptured;
           eager += facts.eagerBatches;
           replays += facts.graphReplays;
+          resources += facts.resources.length;
         }
       }
       for (const [state, n] of counts) metrics.instances.set({ model, state }, n);
@@ -190,6 +205,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
       metrics.graphsCaptured.set({ model }, graphs);
       metrics.eagerBatches.set({ model }, eager);
       metrics.graphReplays.set({ model }, replays);
+      metrics.instanceResources.set({ model }, resources);
     }
   }
 
@@ -272,6 +288,17 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
       metrics.computeDuration.observe({ model: slot.model }, computeMs / 1000);
     });
     instance.on('batchSent', ({ sendMs }) => metrics.batchSendDuration.observe({ model: slot.model }, sendMs / 1000));
+    instance.on('sequenceBatchFinished', ({ batchSize, computeMs }) => {
+      metrics.sequenceItemsExecuted.inc({ model: slot.model }, batchSize);
+      metrics.sequenceExecutions.inc({ model: slot.model });
+      metrics.sequenceComputeDuration.observe({ model: slot.model }, computeMs / 1000);
+    });
+    instance.on('streamEnded', ({ outcome, chunks }) => {
+      metrics.instanceStreams.inc({ model: slot.model, outcome });
+      metrics.streamChunks.inc({ model: slot.model }, chunks);
+    });
+    // Routing prefers instances holding a stream's resource: the scheduler looks again.
+    instance.on('resourcesChanged', () => notify());
     instance.on('ended', (end) => onEnded(slot, instance, end));
     return instance.start().catch((err: ServiceError) => {
       log.error({ instanceId, model: slot.model, code: err.code, err }, 'instance failed to start');
@@ -328,6 +355,10 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     notify();
   }
 
+  function gone(instanceId: string): ServiceError {
+    return errors.instanceCrashed({ instanceId, reason: 'the instance is gone' });
+  }
+
   return {
     async start() {
       await Promise.all(slots.map((slot) => launch(slot)));
@@ -338,7 +369,10 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
       const out: InstanceView[] = [];
       if (isGateHeld) return out;
       for (const slot of slots) {
-        if (slot.model === model && slot.current?.state === 'ready') out.push({ instanceId: slot.current.instanceId, resources: [] });
+        const instance = slot.current;
+        if (slot.model !== model || instance?.state !== 'ready') continue;
+        const resources = instance.facts.resources.map(({ name, residency, bytes }) => ({ name, residency, bytes }));
+        out.push({ instanceId: instance.instanceId, resources });
       }
       return out;
     },
@@ -352,9 +386,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
 
     runBatch(instanceId, batch) {
       const instance = byId.get(instanceId);
-      if (instance === undefined) {
-        return Promise.reject(errors.instanceCrashed({ instanceId, reason: 'the instance is gone' }));
-      }
+      if (instance === undefined) return Promise.reject(gone(instanceId));
       return instance.runBatch(batch).then((outcomes) => {
         for (const o of outcomes) {
           if (o.ok) metrics.audioProcessed.inc({ model: instance.model }, o.result.durationS);
@@ -363,18 +395,35 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
       });
     },
 
-    // TODO(#15): sequence and stream work on instances (protocol v3).
-    runSequenceBatch(instanceId) {
-      return Promise.reject(errors.internal({ cause: new Error(`Sequence work is not wired to instance ${instanceId} yet`) }));
+    runSequenceBatch(instanceId, batch) {
+      const instance = byId.get(instanceId);
+      if (instance === undefined) return Promise.reject(gone(instanceId));
+      return instance.runSequenceBatch(batch);
     },
 
-    endSessions() {
-      return undefined;
+    endSessions(instanceId, sessionIds) {
+      byId.get(instanceId)?.endSessions(sessionIds);
     },
 
-    openStream(instanceId, _input, sink) {
-      sink.end({ ok: false, error: errors.internal({ cause: new Error(`Streams are not wired to instance ${instanceId} yet`) }) });
-      return { grant: () => undefined, cancel: () => undefined };
+    openStream(instanceId, input, sink) {
+      const instance = byId.get(instanceId);
+      if (instance === undefined) {
+        sink.end({ ok: false, error: gone(instanceId) });
+        return { grant: () => undefined, cancel: () => undefined };
+      }
+      return instance.openStream(input, sink);
+    },
+
+    loadResource(instanceId, name, kind, source) {
+      const instance = byId.get(instanceId);
+      if (instance === undefined) return Promise.reject(gone(instanceId));
+      return instance.loadResource(name, kind, source);
+    },
+
+    evictResource(instanceId, name) {
+      const instance = byId.get(instanceId);
+      if (instance === undefined) return Promise.reject(gone(instanceId));
+      return instance.evictResource(name);
     },
 
     onInstancesChanged(listener) {

@@ -143,6 +143,43 @@ export function createMetrics() {
       buckets: LATENCY_BUCKETS_S,
       registers: r,
     }),
+    sequenceItemsExecuted: new Counter({
+      name: 'voxmux_instance_sequence_items_total',
+      help: 'Sequence items executed by instances, by model; divided by sequence executions it gives the mean sequence batch size.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    sequenceExecutions: new Counter({
+      name: 'voxmux_instance_sequence_executions_total',
+      help: 'Sequence batches executed by instances, by model.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    sequenceComputeDuration: new Histogram({
+      name: 'voxmux_instance_sequence_compute_seconds',
+      help: 'Time an instance spent computing one sequence batch, by model.',
+      labelNames: ['model'] as const,
+      buckets: LATENCY_BUCKETS_S,
+      registers: r,
+    }),
+    instanceStreams: new Counter({
+      name: 'voxmux_instance_streams_total',
+      help: 'Streams ended on instances, by model and outcome (ok or the error code).',
+      labelNames: ['model', 'outcome'] as const,
+      registers: r,
+    }),
+    streamChunks: new Counter({
+      name: 'voxmux_instance_stream_chunks_total',
+      help: 'Stream chunks received from instances, by model.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    instanceResources: new Gauge({
+      name: 'voxmux_instance_resources',
+      help: 'Named resources (voices) held by the live instances of a model, summed, as last reported.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
     instances: new Gauge({
       name: 'voxmux_instances',
       help: 'Instances by model and state.',

@@ -14,20 +14,45 @@
  */
 import assert from 'node:assert/strict';
 import { Readable, Writable } from 'node:stream';
-import { encodeFrame, FRAME_MAGIC, FrameDecoder, MessageTag, messageNameOf, PROTOCOL_VERSION } from '../../src/protocol/frame.js';
-import type { ControllerMessage } from '../../src/protocol/messages.js';
-import type { TranscriptResult } from '../../src/protocol/work.js';
+import {
+  decodeControllerMessage,
+  encodeMessageBuffer,
+  splitPcm16Body,
+  splitSequenceBody,
+  type BatchItem,
+  type ControllerMessage,
+  type HostMessage,
+  type MessageOf,
+  type ResourceInfo,
+  type SequenceItem,
+} from '../../src/protocol/codec.js';
+import { encodeFrame, FRAME_MAGIC, FrameDecoder, MessageTag, PROTOCOL_VERSION } from '../../src/protocol/frame.js';
+import type { WireErrorCode } from '../../src/core/error-catalog.js';
+import type { TranscriptResult, WorkKind } from '../../src/protocol/work.js';
 import type { InstanceChild, SpawnInstance, SpawnRequest } from '../../src/supervisor/spawn.js';
 import { settle } from './fake-clock.js';
 
+/** A RunBatch as the child read it: each request with its audio (copied out of the frame). */
+export type DownRunBatch = Omit<MessageOf<'RunBatch', Uint8Array>, 'requests' | 'body'> & {
+  requests: (BatchItem & { audio: Int16Array })[];
+};
+/** A RunSequenceBatch as the child read it: each item with its audio and attached state (copied). */
+export type DownRunSequenceBatch = Omit<MessageOf<'RunSequenceBatch', Uint8Array>, 'items' | 'body'> & {
+  items: (SequenceItem & { audio: Int16Array; state: Uint8Array })[];
+};
 /** A frame the supervisor wrote, decoded. */
-export type DownMessage = ControllerMessage;
+export type DownMessage =
+  Exclude<ControllerMessage<Uint8Array>, { type: 'RunBatch' | 'RunSequenceBatch' }> | DownRunBatch | DownRunSequenceBatch;
 export type DownType = DownMessage['type'];
 export type DownMessageOf<K extends DownType> = Extract<DownMessage, { type: K }>;
 
 /** One request's answer inside a batch result: a transcript (defaults filled in) or an error. */
 export type ScriptedItem =
-  { requestId?: string; transcript?: Partial<TranscriptResult> } | { requestId?: string; error: { code: string; message?: string } };
+  { requestId?: string; transcript?: Partial<TranscriptResult> } | { requestId?: string; error: { code: WireErrorCode; message?: string } };
+
+/** One item's answer inside a sequence result: an output and new state (defaults filled in) or an error. */
+export type ScriptedSequenceItem =
+  { output?: Record<string, unknown>; state?: Uint8Array } | { error: { code: WireErrorCode; message?: string } };
 
 export interface HeartbeatFields {
   state: 'idle' | 'busy' | 'wedged';
@@ -36,16 +61,29 @@ export interface HeartbeatFields {
   memoryBytes: number;
   eagerBatches: number;
   graphReplays: number;
+  sessions: number;
+  streams: number;
+  resources: ResourceInfo[];
 }
 
 /** What the host can send up, in a shape that does not depend on the wire version. */
 export type HostReply =
-  | { type: 'LoadResult'; device?: string; parameters?: number; memoryBytes?: number; loadMs?: number }
+  | { type: 'LoadResult'; device?: string; parameters?: number; memoryBytes?: number; loadMs?: number; workKinds?: WorkKind[] }
   | { type: 'WarmupResult'; warmupMs?: number; graphsCaptured?: number }
   /** Without `items`, every request of the RunBatch answered succeeds. */
   | { type: 'BatchResult'; items?: readonly ScriptedItem[]; computeMs?: number }
+  /** Without `items`, every item of the RunSequenceBatch answered succeeds with output {} and state 'state of <sessionId>'. */
+  | { type: 'SequenceResult'; items?: readonly ScriptedSequenceItem[]; computeMs?: number }
+  /** Without `sessionIds`, those of the EndSessions answered. */
+  | { type: 'SessionsEnded'; sessionIds?: string[] }
+  /** A chunk of the stream that the StartStream answered started; `index` defaults to the stream's next one. */
+  | { type: 'StreamChunk'; index?: number; meta?: Record<string, unknown>; bytes?: Uint8Array }
+  /** The stream's end: `usage` (default {}) or `error`; `chunks` defaults to the chunks sent. */
+  | { type: 'StreamEnd'; chunks?: number; usage?: Record<string, unknown>; error?: { code: WireErrorCode; message?: string } }
+  | { type: 'ResourceLoaded'; residency?: 'device' | 'host'; bytes?: number; loadMs?: number; source?: 'disk' | 'host' | 'resident' }
+  | { type: 'ResourceEvicted'; bytes?: number }
   | ({ type: 'HeartbeatAck'; seq?: number } & Partial<HeartbeatFields>)
-  | { type: 'Error'; code: string; message?: string; requestId?: string | null }
+  | { type: 'Error'; code: WireErrorCode; message?: string; requestId?: string | null }
   | { type: 'Closed' };
 
 export interface ScriptedChildOptions {
@@ -61,7 +99,17 @@ export interface ScriptedChildOptions {
 
 type ExitListener = (exitCode: number | null, signal: NodeJS.Signals | null) => void;
 
-const IDLE_HEARTBEAT: HeartbeatFields = { state: 'idle', busyMs: 0, queuedBatches: 0, memoryBytes: 0, eagerBatches: 0, graphReplays: 0 };
+const IDLE_HEARTBEAT: HeartbeatFields = {
+  state: 'idle',
+  busyMs: 0,
+  queuedBatches: 0,
+  memoryBytes: 0,
+  eagerBatches: 0,
+  graphReplays: 0,
+  sessions: 0,
+  streams: 0,
+  resources: [],
+};
 
 export class ScriptedChild implements InstanceChild {
   readonly pid: number | undefined;
@@ -83,6 +131,8 @@ export class ScriptedChild implements InstanceChild {
   #errorListeners: ((err: Error) => void)[] = [];
   #exit: { exitCode: number | null; signal: NodeJS.Signals | null } | undefined;
   #isSilent = false;
+  /** Chunks sent per stream, by streamId. */
+  #streamChunks = new Map<string, number>();
 
   constructor(options: ScriptedChildOptions = {}) {
     this.#options = {
@@ -158,22 +208,24 @@ export class ScriptedChild implements InstanceChild {
 
   /** Sends Hello, as a host does on start; `protocolVersion` defaults to the supervisor's own. */
   hello(overrides: { protocolVersion?: number } = {}): void {
-    this.#sendUp(MessageTag.Hello, 0, {
+    this.#sendUp({
+      type: 'Hello',
+      correlationId: 0,
       protocolVersion: overrides.protocolVersion ?? PROTOCOL_VERSION,
       hostVersion: 'scripted',
-      pid: this.#options.pid,
+      pid: this.#options.pid ?? 0,
       adapters: ['test'],
     });
   }
 
   /** Answers a message the supervisor sent (same correlation). */
   reply(to: DownMessage, answer: HostReply): void {
-    this.#sendUp(...this.#encode(answer, to));
+    this.#sendUp(this.#encode(answer, to));
   }
 
   /** Sends a message that answers nothing (correlation 0), such as an Error about no request. */
   send(answer: HostReply): void {
-    this.#sendUp(...this.#encode(answer, undefined));
+    this.#sendUp(this.#encode(answer, undefined));
   }
 
   /** Writes a frame whose header is not the protocol's (a wrong magic). */
@@ -227,11 +279,11 @@ export class ScriptedChild implements InstanceChild {
     this[stream].push(`${line}\n`);
   }
 
-  // -- wire format (v2) ---------------------------------------------------------------------------
+  // -- wire format (v3) ---------------------------------------------------------------------------
 
   #onDown(chunk: Buffer): void {
     for (const frame of this.#decoder.push(chunk)) {
-      const message = toDownMessage(frame.type, frame.correlationId, frame.meta, frame.body);
+      const message = toDownMessage(decodeControllerMessage(frame));
       this.#received.push(message);
       if (!this.#answerByItself(message)) this.#inbox.push(message);
     }
@@ -261,61 +313,143 @@ export class ScriptedChild implements InstanceChild {
         });
         return true;
       case 'RunBatch':
+      case 'RunSequenceBatch':
+      case 'EndSessions':
+      case 'StartStream':
+      case 'StreamCredit':
+      case 'CancelStream':
+      case 'LoadResource':
+      case 'EvictResource':
         return false;
     }
   }
 
-  #encode(answer: HostReply, to: DownMessage | undefined): [number, number, Record<string, unknown>] {
+  #encode(answer: HostReply, to: DownMessage | undefined): HostMessage {
     const correlationId = to?.correlationId ?? 0;
     switch (answer.type) {
       case 'LoadResult':
-        return [
-          MessageTag.LoadResult,
+        return {
+          type: 'LoadResult',
           correlationId,
-          {
-            model: to?.type === 'LoadRequest' ? to.model : 'm',
-            device: answer.device ?? 'cpu',
-            parameters: answer.parameters ?? 1000,
-            memoryBytes: answer.memoryBytes ?? 1 << 20,
-            loadMs: answer.loadMs ?? 10,
-          },
-        ];
+          model: to?.type === 'LoadRequest' ? to.model : 'm',
+          device: answer.device ?? 'cpu',
+          parameters: answer.parameters ?? 1000,
+          memoryBytes: answer.memoryBytes ?? 1 << 20,
+          loadMs: answer.loadMs ?? 10,
+          workKinds: answer.workKinds ?? ['batch', 'sequence', 'stream'],
+        };
       case 'WarmupResult':
-        return [MessageTag.WarmupResult, correlationId, { warmupMs: answer.warmupMs ?? 5, graphsCaptured: answer.graphsCaptured ?? 0 }];
+        return { type: 'WarmupResult', correlationId, warmupMs: answer.warmupMs ?? 5, graphsCaptured: answer.graphsCaptured ?? 0 };
       case 'BatchResult': {
         const requests = to?.type === 'RunBatch' ? to.requests : [];
         const items = answer.items ?? requests.map((): ScriptedItem => ({}));
-        return [
-          MessageTag.BatchResult,
+        return {
+          type: 'BatchResult',
           correlationId,
-          {
-            batchId: to?.type === 'RunBatch' ? to.batchId : 'unknown',
-            results: items.map((item, i) => toWireItem(item, item.requestId ?? requests[i]?.requestId ?? `r${i}`)),
-            computeMs: answer.computeMs ?? 1,
-          },
-        ];
+          batchId: to?.type === 'RunBatch' ? to.batchId : 'unknown',
+          results: items.map((item, i) => toWireItem(item, item.requestId ?? requests[i]?.requestId ?? `r${i}`)),
+          computeMs: answer.computeMs ?? 1,
+        };
       }
+      case 'SequenceResult': {
+        const sent = to?.type === 'RunSequenceBatch' ? to.items : [];
+        const items = answer.items ?? sent.map((): ScriptedSequenceItem => ({}));
+        const states: Uint8Array[] = [];
+        const results = items.map((item, i) => {
+          const of = sent[i];
+          const ids = { requestId: of?.requestId ?? `r${i}`, sessionId: of?.sessionId ?? `s${i}`, seq: of?.seq ?? 0 };
+          if ('error' in item) {
+            return {
+              ...ids,
+              error: { code: item.error.code, message: item.error.message ?? `scripted ${item.error.code}` },
+              output: null,
+              stateBytes: 0,
+            };
+          }
+          const state = item.state ?? new TextEncoder().encode(`state of ${ids.sessionId}`);
+          states.push(state);
+          return { ...ids, error: null, output: item.output ?? {}, stateBytes: state.byteLength };
+        });
+        return {
+          type: 'SequenceResult',
+          correlationId,
+          batchId: to?.type === 'RunSequenceBatch' ? to.batchId : 'unknown',
+          results,
+          computeMs: answer.computeMs ?? 1,
+          body: states,
+        };
+      }
+      case 'SessionsEnded':
+        return { type: 'SessionsEnded', correlationId, sessionIds: answer.sessionIds ?? (to?.type === 'EndSessions' ? to.sessionIds : []) };
+      case 'StreamChunk': {
+        const streamId = to?.type === 'StartStream' ? to.streamId : 'unknown';
+        const sent = this.#streamChunks.get(streamId) ?? 0;
+        this.#streamChunks.set(streamId, sent + 1);
+        return {
+          type: 'StreamChunk',
+          correlationId,
+          streamId,
+          index: answer.index ?? sent,
+          meta: answer.meta ?? {},
+          body: answer.bytes ?? Uint8Array.of(sent & 0xff),
+        };
+      }
+      case 'StreamEnd': {
+        const streamId = to?.type === 'StartStream' ? to.streamId : 'unknown';
+        const error =
+          answer.error === undefined ? null : { code: answer.error.code, message: answer.error.message ?? `scripted ${answer.error.code}` };
+        return {
+          type: 'StreamEnd',
+          correlationId,
+          streamId,
+          chunks: answer.chunks ?? this.#streamChunks.get(streamId) ?? 0,
+          usage: error === null ? (answer.usage ?? {}) : null,
+          error,
+        };
+      }
+      case 'ResourceLoaded':
+        return {
+          type: 'ResourceLoaded',
+          correlationId,
+          name: to?.type === 'LoadResource' ? to.name : 'unknown',
+          kind: to?.type === 'LoadResource' ? to.kind : 'unknown',
+          residency: answer.residency ?? 'device',
+          bytes: answer.bytes ?? 1024,
+          loadMs: answer.loadMs ?? 1,
+          source: answer.source ?? 'disk',
+        };
+      case 'ResourceEvicted':
+        return {
+          type: 'ResourceEvicted',
+          correlationId,
+          name: to?.type === 'EvictResource' ? to.name : 'unknown',
+          bytes: answer.bytes ?? 1024,
+        };
       case 'HeartbeatAck': {
         const fields = Object.fromEntries(Object.entries(answer).filter(([key, value]) => key in IDLE_HEARTBEAT && value !== undefined));
-        return [
-          MessageTag.HeartbeatAck,
+        return {
+          type: 'HeartbeatAck',
           correlationId,
-          { seq: answer.seq ?? (to?.type === 'Heartbeat' ? to.seq : 0), ...this.heartbeat, ...fields },
-        ];
+          seq: answer.seq ?? (to?.type === 'Heartbeat' ? to.seq : 0),
+          ...this.heartbeat,
+          ...fields,
+        };
       }
       case 'Error':
-        return [
-          MessageTag.Error,
+        return {
+          type: 'Error',
           correlationId,
-          { code: answer.code, message: answer.message ?? `scripted ${answer.code}`, requestId: answer.requestId ?? null },
-        ];
+          code: answer.code,
+          message: answer.message ?? `scripted ${answer.code}`,
+          requestId: answer.requestId ?? null,
+        };
       case 'Closed':
-        return [MessageTag.Closed, correlationId, {}];
+        return { type: 'Closed', correlationId };
     }
   }
 
-  #sendUp(type: number, correlationId: number, meta: Record<string, unknown>): void {
-    this.#pushUp(encodeFrame({ type: type as (typeof MessageTag)[keyof typeof MessageTag], correlationId, meta, body: new Uint8Array() }));
+  #sendUp(message: HostMessage): void {
+    this.#pushUp(encodeMessageBuffer(message));
   }
 
   #pushUp(bytes: Buffer): void {
@@ -331,65 +465,47 @@ export class ScriptedChild implements InstanceChild {
   }
 }
 
-function toWireItem(item: ScriptedItem, requestId: string): Record<string, unknown> {
-  if ('error' in item) return { requestId, ok: false, code: item.error.code, message: item.error.message ?? `scripted ${item.error.code}` };
+function toWireItem(item: ScriptedItem, requestId: string): MessageOf<'BatchResult'>['results'][number] {
+  if ('error' in item) {
+    return { requestId, error: { code: item.error.code, message: item.error.message ?? `scripted ${item.error.code}` }, transcript: null };
+  }
   const transcript = item.transcript ?? {};
   return {
     requestId,
-    ok: true,
-    text: transcript.text ?? `text of ${requestId}`,
-    language: transcript.language ?? 'en',
-    durationS: transcript.durationS ?? 1,
-    segments: transcript.segments ?? null,
-    words: transcript.words ?? null,
+    error: null,
+    transcript: {
+      text: transcript.text ?? `text of ${requestId}`,
+      language: transcript.language ?? 'en',
+      durationS: transcript.durationS ?? 1,
+      segments: transcript.segments ?? null,
+      words: transcript.words ?? null,
+    },
   };
 }
 
-function toDownMessage(type: number, correlationId: number, meta: Record<string, unknown>, body: Uint8Array): DownMessage {
-  const name = messageNameOf(type);
-  switch (name) {
-    case 'LoadRequest':
-      return {
-        type: name,
-        correlationId,
-        instanceId: meta.instanceId as string,
-        model: meta.model as string,
-        adapter: meta.adapter as string,
-        options: meta.options as Record<string, unknown>,
-        loadLockPath: meta.loadLockPath as string | null,
-      };
-    case 'WarmupRequest':
-    case 'Close':
-      return { type: name, correlationId };
-    case 'Heartbeat':
-      return { type: name, correlationId, seq: meta.seq as number };
+/** Copies each request's or item's audio (and attached state) out of the frame body. */
+function toDownMessage(message: ControllerMessage<Uint8Array>): DownMessage {
+  // eslint-disable-next-line @typescript-eslint/switch-exhaustiveness-check -- every other message is kept as decoded
+  switch (message.type) {
     case 'RunBatch': {
-      const wire = meta.requests as {
-        requestId: string;
-        samples: number;
-        language: string | null;
-        prompt: string | null;
-        wordTimestamps: boolean;
-      }[];
-      let offsetBytes = 0;
-      const requests = wire.map(({ samples, ...rest }) => {
-        // Copied out of the frame: a frame body need not be aligned for an Int16Array view.
-        const bytes = new Uint8Array(body.subarray(offsetBytes, offsetBytes + 2 * samples));
-        offsetBytes += 2 * samples;
-        return { ...rest, audio: new Int16Array(bytes.buffer, bytes.byteOffset, samples) };
-      });
-      assert.equal(offsetBytes, body.byteLength, 'RunBatch body length matches its samples');
-      return { type: name, correlationId, batchId: meta.batchId as string, requests };
+      const { body, ...rest } = message;
+      const audio = splitPcm16Body({ requests: message.requests, body });
+      return { ...rest, requests: message.requests.map((request, i) => ({ ...request, audio: new Int16Array(audio[i]!) })) };
     }
-    case 'Hello':
-    case 'LoadResult':
-    case 'WarmupResult':
-    case 'BatchResult':
-    case 'HeartbeatAck':
-    case 'Closed':
-    case 'Error':
-    case undefined:
-      assert.fail(`the supervisor sent a frame of type 0x${type.toString(16)}, which is not a controller message (${name})`);
+    case 'RunSequenceBatch': {
+      const { body, ...rest } = message;
+      const parts = splitSequenceBody({ items: message.items, body });
+      return {
+        ...rest,
+        items: message.items.map((item, i) => ({
+          ...item,
+          audio: new Int16Array(parts[i]!.audio),
+          state: new Uint8Array(parts[i]!.state),
+        })),
+      };
+    }
+    default:
+      return message;
   }
 }
 
