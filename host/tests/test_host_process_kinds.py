@@ -210,6 +210,23 @@ def test_a_cancel_is_taken_within_50_ms(spawn: Spawn) -> None:
     assert took[len(took) // 2] < CANCEL_BOUND_S, took
 
 
+def test_a_cancel_ends_a_step_that_is_running(spawn: Spawn) -> None:
+    """A step that waits 2 s for its chunk ends at once on a cancel: the host sets the request's
+    cancelled event from its reader thread, and the test adapter's wait returns on it."""
+    host = start_loaded(spawn, {})
+    host.send(StartStream('slow', 'r', None, {'chunks': 3, 'chunkBytes': 4, 'chunkDelayMs': 2000}, 8, b''), 2)
+    assert heartbeat(host, 1).streams == 1
+    time.sleep(0.1)  # NOTE: a real process: let its main thread enter the first step's 2 s wait
+    sent = time.monotonic()
+    host.send(CancelStream('slow'))
+    message, _ = next_of(host, StreamChunk, StreamEnd)
+    took_s = elapsed_since(sent)
+    assert isinstance(message, StreamEnd) and message.chunks == 0
+    assert message.error is not None and message.error.code == 'stream_cancelled'
+    assert took_s < CANCEL_BOUND_SLOW_S, took_s
+    host.request(Close(), 9, Closed)
+
+
 def test_two_streams_interleave_and_a_batch_runs_between_their_steps(spawn: Spawn) -> None:
     host = start_loaded(spawn, {})
     params = {'chunks': 30, 'chunkBytes': 2, 'chunkDelayMs': 5}

@@ -34,6 +34,7 @@ Transcripts are the protocol's own :class:`~voxmux_host.messages.Transcript` (wi
 from __future__ import annotations
 
 import abc
+import threading
 from dataclasses import dataclass, field
 from typing import (Any, Callable, ClassVar, Dict, Iterator, List, Literal, Optional, Protocol, Sequence, Tuple, Union,
                     runtime_checkable)
@@ -241,6 +242,10 @@ class StreamRequest:
     resource: Optional[str]  # resident when the stream opens (the host loads it first)
     params: Dict[str, Any]
     body: bytes
+    #: Set by the host's reader thread the moment a CancelStream arrives, while a step may be running:
+    #: an adapter whose steps take long checks it and returns early. The host then ends the stream with
+    #: stream_cancelled, whatever the generator returned.
+    cancelled: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass

@@ -271,6 +271,7 @@ class _OpenStream:
 @dataclass
 class _StreamControl:
     credit: int
+    cancelled: threading.Event
     is_cancelled: bool = False
 
 
@@ -285,12 +286,12 @@ class StreamControls:
         #: A hint read without the lock: some stream was cancelled since the last take_cancels().
         self.has_cancels = False
 
-    def register(self, stream_id: str, credit: int) -> bool:
-        """False when a stream of that id has not ended."""
+    def register(self, stream_id: str, credit: int, cancelled: threading.Event) -> bool:
+        """False when a stream of that id has not ended. ``cancelled`` is set by ``cancel``."""
         with self._lock:
             if stream_id in self._streams:
                 return False
-            self._streams[stream_id] = _StreamControl(credit)
+            self._streams[stream_id] = _StreamControl(credit, cancelled)
             return True
 
     def grant(self, stream_id: str, chunks: int) -> bool:
@@ -308,6 +309,7 @@ class StreamControls:
             if control is None or control.is_cancelled:
                 return False
             control.is_cancelled = True
+            control.cancelled.set()  # seen by a step that is running now (StreamRequest.cancelled)
             self._cancels.append(stream_id)
             self.has_cancels = True
             return True
@@ -423,7 +425,8 @@ class Pipeline:
                     self._on_input_closed()
                     return
                 if isinstance(work, StreamWork) and not self.controls.register(work.request.stream_id,
-                                                                                work.credit_chunks):
+                                                                                work.credit_chunks,
+                                                                                work.request.cancelled):
                     self._sink.rejected(work, ItemFailure(
                         'model_failed', f"Expected a streamId that is not running: got '{work.request.stream_id}'"))
                     continue
@@ -806,6 +809,9 @@ class Pipeline:
                 raise TypeError(f'Expected a StreamPiece from the stream: got {type(piece).__name__}')
         except StopIteration as stop:
             self._end_work()
+            if stream.work.request.cancelled.is_set():  # the adapter returned early on the cancel
+                self._end_stream(stream, None, _cancelled())
+                return
             usage = stop.value if isinstance(stop.value, dict) else {}
             self._end_stream(stream, usage, None)
             return
@@ -815,6 +821,10 @@ class Pipeline:
                                                          streamId=stream.work.request.stream_id))
             return
         self._end_work()
+        if stream.work.request.cancelled.is_set():  # cancelled during the step: its piece is dropped
+            self._close_stream(stream)
+            self._end_stream(stream, None, _cancelled())
+            return
         self.controls.spend(stream.work.request.stream_id)
         self._sink.stream_chunk(stream.work, stream.chunks, piece)
         stream.chunks += 1

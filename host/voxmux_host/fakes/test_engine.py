@@ -54,7 +54,7 @@ A state that is not at least 16 bytes fails the item with ``invalid_audio``.
 | --- | --- | --- | --- |
 | ``chunks`` | int | 1 | how many chunks |
 | ``chunkBytes`` | int | 16 | bytes per chunk: chunk ``i`` is the byte ``i % 256``, repeated |
-| ``chunkDelayMs`` | int | 0 | sleep this long before each chunk (in slices of at most 5 ms) |
+| ``chunkDelayMs`` | int | 0 | wait this long before each chunk; a cancel ends the wait (and the stream) at once |
 | ``failAfterChunks`` | int | none | after this many chunks the stream raises (it ends with ``model_failed``) |
 
 Each chunk's ``meta`` is ``{"chunk": i, "resource": <the stream's resource or null>}``; the usage at
@@ -108,8 +108,6 @@ from ..model_api import (
 SAMPLE_RATE_HZ = 16000
 CRASH_EXIT_CODE = 70
 SLOW_BATCH_DELAY_MS = 500
-#: The longest sleep of a stream step at a time.
-SLEEP_SLICE_S = 0.005
 
 PROMPT_CRASH = 'voxmux-test:crash'
 PROMPT_HANG = 'voxmux-test:hang'
@@ -307,15 +305,17 @@ class TestEngineAdapter:
                                                       f'non-negative integers: got {params!r}')
         if request.resource is not None:
             self._use_resource(request.resource)
-        return self._stream(request.resource, int(params.get('chunks', 1)), int(params.get('chunkBytes', 16)),
+        return self._stream(request, int(params.get('chunks', 1)), int(params.get('chunkBytes', 16)),
                             int(params.get('chunkDelayMs', 0)), params.get('failAfterChunks'))
 
-    def _stream(self, resource: Optional[str], chunks: int, chunk_bytes: int, delay_ms: int,
+    def _stream(self, request: StreamRequest, chunks: int, chunk_bytes: int, delay_ms: int,
                 fail_after: Optional[int]) -> Generator[StreamPiece, None, Dict[str, Any]]:
+        resource = request.resource
         for index in range(chunks):
             if fail_after is not None and index >= fail_after:
                 raise RuntimeError('The test adapter was asked to fail this stream (failAfterChunks)')
-            _sleep_in_slices(delay_ms / 1000)
+            if request.cancelled.wait(delay_ms / 1000):  # a cancel ends the wait, and the stream, at once
+                return {'chunks': index}
             yield StreamPiece({'chunk': index, 'resource': resource}, chunk_data(index, chunk_bytes))
         return {'chunks': chunks}
 
@@ -371,15 +371,6 @@ class TestEngineAdapter:
             if name not in self._resources:
                 raise InstanceError('resource_not_found', f"Expected resource '{name}' to be resident: it is not")
             self._resources.move_to_end(name)
-
-
-def _sleep_in_slices(duration_s: float) -> None:
-    deadline = time.monotonic() + duration_s
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return
-        time.sleep(min(left, SLEEP_SLICE_S))
 
 
 def _is_count(value: Any) -> bool:
