@@ -215,8 +215,11 @@ def test_a_cancel_ends_a_step_that_is_running(spawn: Spawn) -> None:
     cancelled event from its reader thread, and the test adapter's wait returns on it."""
     host = start_loaded(spawn, {})
     host.send(StartStream('slow', 'r', None, {'chunks': 3, 'chunkBytes': 4, 'chunkDelayMs': 2000}, 8, b''), 2)
-    assert heartbeat(host, 1).streams == 1
-    time.sleep(0.1)  # NOTE: a real process: let its main thread enter the first step's 2 s wait
+    seq = 1
+    while heartbeat(host, seq).streams != 1:  # the main thread opens the stream, then waits in its first step
+        seq += 1
+        assert seq < 200, 'the stream never opened'
+    time.sleep(0.05)  # NOTE: a real process: let its main thread enter the first step's 2 s wait
     sent = time.monotonic()
     host.send(CancelStream('slow'))
     message, _ = next_of(host, StreamChunk, StreamEnd)

@@ -40,14 +40,15 @@ def frame(correlation_id: int, body_bytes: int = BODY_BYTES) -> Frame:
     return Frame(TAG_RUN_BATCH, correlation_id, {'batchId': f'b-{correlation_id}'}, body)
 
 
-def send_in_pieces(sock: socket.socket, data: bytes, piece: int = 65_537) -> threading.Thread:
-    """Sends ``data`` in pieces with short pauses (a writer slower than the reader), then shuts down."""
+def send_in_pieces(sock: socket.socket, data: bytes, piece: int = 65_537, pause_every: int = 16) -> threading.Thread:
+    """Sends ``data`` in pieces, with a short pause after every ``pause_every`` pieces (a writer slower
+    than the reader), then shuts down."""
 
     def write() -> None:
         view = memoryview(data)
         for start in range(0, len(view), piece):
             sock.sendall(view[start : start + piece])
-            if start // piece % 16 == 0:
+            if start // piece % pause_every == 0:
                 time.sleep(0.001)
         sock.shutdown(socket.SHUT_WR)
 
@@ -73,7 +74,8 @@ def test_a_frame_larger_than_the_socket_buffer_is_read_in_one_read_per_part(pair
 def test_plain_reads_of_the_same_socket_take_many_reads(pair: Tuple[socket.socket, socket.socket]) -> None:
     # What SocketInput avoids (and why: every read hands the GIL back and forth).
     ours, theirs = pair
-    writer = send_in_pieces(theirs, encode_frame(frame(1)))
+    # A pause after every piece: even a reader slowed by a busy machine then finds a piece at a time.
+    writer = send_in_pieces(theirs, encode_frame(frame(1)), pause_every=1)
     reads = 0
     with os.fdopen(ours.detach(), 'rb', buffering=0) as raw:
 

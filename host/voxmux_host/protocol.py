@@ -273,8 +273,7 @@ class Record:
 
     def to_meta(self) -> Dict[str, Any]:
         """The meta as JSON: camelCase keys in wire order, nested records and tuples written out."""
-        values = (getattr(self, f.name) for f in fields(cast(Any, self)))
-        return {key: _to_json(value) for (key, _), value in zip(self.FIELDS, values)}
+        return {key: _to_json(getattr(self, attr)) for key, attr in _keys_and_attributes(type(self))}
 
     @classmethod
     def from_meta(cls: Type[R], value: Any, where: str = '', body: Optional[Body] = None) -> R:
@@ -285,6 +284,19 @@ class Record:
         if body is not None:
             values.append(body)
         return cls(*values)
+
+
+#: Per record class, its wire keys with their dataclass attributes (results go out on every batch: the
+#: pairs are worked out once per class, not on every call).
+_KEYS_AND_ATTRIBUTES: Dict[type, Tuple[Tuple[str, str], ...]] = {}
+
+
+def _keys_and_attributes(cls: type) -> Tuple[Tuple[str, str], ...]:
+    pairs = _KEYS_AND_ATTRIBUTES.get(cls)
+    if pairs is None:
+        keys = [key for key, _ in cast(Any, cls).FIELDS]
+        pairs = _KEYS_AND_ATTRIBUTES[cls] = tuple(zip(keys, (f.name for f in fields(cls))))
+    return pairs
 
 
 def _to_json(value: Any) -> Any:
