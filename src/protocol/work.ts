@@ -167,3 +167,38 @@ export interface InstanceView {
 
 /** 'starting' means instances exist that are not ready yet (spawning, loading, restarting). */
 export type ModelAvailability = 'ready' | 'starting' | 'unavailable';
+
+// ---------------------------------------------------------------------------------------------
+// running work
+
+/**
+ * Runs work on instances. The scheduler's Executor port (scheduler/executor.ts) is this interface;
+ * the supervisor provides it (its Supervisor extends it), and tests use a FakeExecutor. Declared
+ * here, in the shared vocabulary, so that both components read one declaration.
+ */
+export interface WorkExecutor {
+  /** Instances of the model that accept work now. */
+  readyInstances(model: string): readonly InstanceView[];
+  availability(model: string): ModelAvailability;
+  /**
+   * Runs one batch on one instance. Resolves with one outcome per request, in order.
+   * @throws instance_crashed, instance_wedged when the whole batch is lost with its instance; a
+   *   wire error code when the instance refuses the whole batch with an Error frame.
+   */
+  runBatch(instanceId: string, batch: BatchInput): Promise<BatchItemOutcome[]>;
+  /**
+   * Runs one batch of sequence items (at most one per session) on one instance. Resolves with one
+   * outcome per item, in order; a successful outcome carries the session's new state.
+   * @throws instance_crashed, instance_wedged when the batch is lost with its instance.
+   */
+  runSequenceBatch(instanceId: string, batch: SequenceBatchInput): Promise<SequenceItemOutcome[]>;
+  /** Tells an instance that it may drop these sessions' state (ended or expired). Best effort. */
+  endSessions(instanceId: string, sessionIds: readonly string[]): void;
+  /**
+   * Starts one stream on one instance. Chunks reach `sink` in order and `sink.end` is called
+   * exactly once (with instance_crashed when the instance dies mid-stream).
+   */
+  openStream(instanceId: string, input: StreamInput, sink: StreamSink): StreamControl;
+  /** Called whenever an instance becomes ready, leaves the ready set or changes its resources. */
+  onInstancesChanged(listener: () => void): () => void;
+}

@@ -88,13 +88,8 @@ export interface ModelStats {
   streamsRunning: number;
 }
 
-export interface SchedulerStats {
-  queued: number;
-  running: number;
-  pending: number;
-  sessions: number;
-  streamsQueued: number;
-  streamsRunning: number;
+/** The sums over every model, and each model's own. */
+export interface SchedulerStats extends ModelStats {
   models: Readonly<Record<string, ModelStats>>;
 }
 

@@ -14,17 +14,7 @@ import { fileURLToPath } from 'node:url';
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { errors } from '../core/error-catalog.js';
 import type { ServiceError } from '../core/errors.js';
-import type {
-  BatchInput,
-  BatchItemOutcome,
-  InstanceView,
-  ModelAvailability,
-  SequenceBatchInput,
-  SequenceItemOutcome,
-  StreamControl,
-  StreamInput,
-  StreamSink,
-} from '../protocol/work.js';
+import type { InstanceView, WorkExecutor } from '../protocol/work.js';
 import type { JsonObject } from '../protocol/message-table.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
@@ -106,25 +96,14 @@ interface Slot {
 
 const BUNDLED_HOST_PATH = findHostPath(dirname(fileURLToPath(import.meta.url)));
 
-export interface Supervisor {
+/** The supervisor runs work on its instances (WorkExecutor, the scheduler's Executor port) and more. */
+export interface Supervisor extends WorkExecutor {
   /** Starts every instance; resolves when each has become ready or failed its first start. */
   start(): Promise<void>;
-  readyInstances(model: string): readonly InstanceView[];
-  availability(model: string): ModelAvailability;
-  /** @throws instance_crashed, instance_wedged, and wire codes from the instance */
-  runBatch(instanceId: string, batch: BatchInput): Promise<BatchItemOutcome[]>;
-  /** @throws instance_crashed, instance_wedged, and wire codes from the instance */
-  runSequenceBatch(instanceId: string, batch: SequenceBatchInput): Promise<SequenceItemOutcome[]>;
-  /** Best effort: nothing happens when the instance is gone (its states went with it). */
-  endSessions(instanceId: string, sessionIds: readonly string[]): void;
-  /** The sink ends with instance_crashed at once when the instance is gone. */
-  openStream(instanceId: string, input: StreamInput, sink: StreamSink): StreamControl;
   /** @throws instance_crashed, instance_wedged, and wire codes from the instance (resource_not_found, out_of_memory...) */
   loadResource(instanceId: string, name: string, kind: string, source: JsonObject): Promise<ResourceLoad>;
   /** Resolves with the bytes freed. @throws instance_crashed, instance_wedged, and wire codes from the instance */
   evictResource(instanceId: string, name: string): Promise<{ name: string; bytes: number }>;
-  /** Called whenever an instance becomes ready, leaves the ready set or changes its resources. */
-  onInstancesChanged(listener: () => void): () => void;
   stats(): SupervisorStats;
   /** Lets running batches finish, then stops every instance. */
   close(): Promise<void>;
