@@ -33,15 +33,17 @@ from voxmux_host.model_api import (
     WarmupInfo,
 )
 from voxmux_host.pipeline import (
+    Pipeline,
+    PipelineDeps,
+    PipelineOptions,
+)
+from voxmux_host.work import (
     BatchWork,
     CallWork,
     CloseWork,
     EndSessionsWork,
     EvictResourceWork,
     LoadResourceWork,
-    Pipeline,
-    PipelineDeps,
-    PipelineOptions,
     SequenceResultItem,
     SequenceWork,
     SequenceWorkItem,

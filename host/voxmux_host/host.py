@@ -98,21 +98,23 @@ from .pipeline import (
     EXIT_CRASHED,
     EXIT_OK,
     FINISHER_DRAIN_TIMEOUT_S,
+    Pipeline,
+    PipelineDeps,
+    PipelineOptions,
+    code_for_exception,
+)
+from .work import (
     BatchWork,
     CallWork,
     CloseWork,
     EndSessionsWork,
     EvictResourceWork,
     LoadResourceWork,
-    Pipeline,
-    PipelineDeps,
-    PipelineOptions,
     SequenceResultItem,
     SequenceWork,
     SequenceWorkItem,
     StreamWork,
     Work,
-    code_for_exception,
     work_kinds_of,
 )
 from .pipeline_stats import DEFAULT_EVERY, DEFAULT_INTERVAL_S

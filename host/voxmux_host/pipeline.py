@@ -1,6 +1,6 @@
 """The work pipeline of an instance: the reader, stager, main and finisher threads around one adapter.
 
-``host.py`` turns frames into :data:`Work` and results into frames (a :class:`Sink`); this module runs
+``host.py`` turns frames into work items and results into frames (a ``Sink``; both in ``work.py``); this module runs
 the work. Threads, and what each one owns:
 
 - **reader** takes work from the host's ``receive`` (which reads and decodes frames, and answers
@@ -32,158 +32,44 @@ import collections.abc
 import queue
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Dict, List, NoReturn, Optional, Protocol, Sequence, Tuple, Union, cast
-
-import numpy as np
-from numpy.typing import NDArray
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple, Union, cast
 
 from .errors import InstanceError
 from .log import Logger
-from .messages import SequenceItemStateIn, Transcript
+from .messages import Transcript
 from .model_api import (
-    WORK_KINDS,
-    Adapter,
-    BatchAdapter,
     BatchFinish,
     BatchInput,
     BatchOutput,
     ItemFailure,
-    ResourceAdapter,
-    ResourceLoad,
-    SequenceAdapter,
     SequenceInput,
     SequenceOutput,
     StagedBatch,
-    StreamAdapter,
     StreamPiece,
-    StreamRequest,
 )
 from .pipeline_stats import DEFAULT_EVERY, DEFAULT_INTERVAL_S, PipelineStats
 from .protocol import MAX_STATE_BYTES
+from .stream_controls import StreamControls
+from .work import (
+    BatchWork,
+    CallWork,
+    CloseWork,
+    EndSessionsWork,
+    EvictResourceWork,
+    LoadResourceWork,
+    SequenceResultItem,
+    SequenceWork,
+    Sink,
+    StreamWork,
+    Work,
+    WorkKinds,
+)
 
 #: How long closing waits for the finisher to send the results of batches that already ran.
 FINISHER_DRAIN_TIMEOUT_S = 60.0
 
 EXIT_OK = 0
 EXIT_CRASHED = 1  # a bug in the host itself (an uncaught exception)
-
-
-# ---------------------------------------------------------------------------------------------
-# Work: what the host makes of the controller frames
-
-
-@dataclass
-class BatchWork:
-    """A RunBatch: its requests' audio are views of the frame body."""
-
-    NAME: ClassVar[str] = 'RunBatch'
-    correlation_id: int
-    batch_id: str
-    inputs: List[BatchInput]
-    staged: Optional[StagedBatch] = None  # set by the stager
-
-
-@dataclass
-class SequenceWorkItem:
-    request_id: str
-    session_id: str
-    seq: int
-    audio: NDArray[np.int16]
-    state_in: SequenceItemStateIn
-    attached_state: bytes  # empty unless state_in is 'attached'
-    is_last: bool
-    options: Dict[str, Any]
-
-
-@dataclass
-class SequenceWork:
-    """A RunSequenceBatch: at most one item per session."""
-
-    NAME: ClassVar[str] = 'RunSequenceBatch'
-    correlation_id: int
-    batch_id: str
-    items: List[SequenceWorkItem]
-
-
-@dataclass
-class EndSessionsWork:
-    NAME: ClassVar[str] = 'EndSessions'
-    correlation_id: int
-    session_ids: Tuple[str, ...]
-
-
-@dataclass
-class StreamWork:
-    """A StartStream; its chunks and its end carry this correlation id."""
-
-    NAME: ClassVar[str] = 'StartStream'
-    correlation_id: int
-    request: StreamRequest
-    credit_chunks: int
-
-
-@dataclass
-class LoadResourceWork:
-    NAME: ClassVar[str] = 'LoadResource'
-    correlation_id: int
-    name: str
-    kind: str
-    source: Dict[str, Any]
-
-
-@dataclass
-class EvictResourceWork:
-    NAME: ClassVar[str] = 'EvictResource'
-    correlation_id: int
-    name: str
-
-
-@dataclass
-class CallWork:
-    """The host's own work on the main thread, in order with the rest (a load, a warmup)."""
-
-    correlation_id: int
-    run: Callable[[], None]
-    NAME: ClassVar[str] = 'call'
-
-
-@dataclass
-class CloseWork:
-    NAME: ClassVar[str] = 'Close'
-    correlation_id: int
-
-
-Work = Union[BatchWork, SequenceWork, EndSessionsWork, StreamWork, LoadResourceWork, EvictResourceWork, CallWork,
-             CloseWork]
-SequenceResultItem = Union[SequenceOutput, ItemFailure]
-
-
-class Sink(Protocol):
-    """Where results go (``host.py`` turns them into frames). Called on the main thread, except
-    ``batch_done`` (finisher) and ``rejected`` (main or reader)."""
-
-    def batch_done(self, work: BatchWork, outputs: Sequence[BatchOutput], compute_ms: float) -> None: ...
-
-    def sequence_done(self, work: SequenceWork, outputs: Sequence[SequenceResultItem], compute_ms: float) -> None: ...
-
-    def sessions_ended(self, work: EndSessionsWork) -> None: ...
-
-    def stream_chunk(self, work: StreamWork, index: int, piece: StreamPiece) -> None: ...
-
-    def stream_end(self, work: StreamWork, chunks: int, usage: Optional[Dict[str, Any]],
-                   failure: Optional[ItemFailure]) -> None: ...
-
-    def resource_loaded(self, work: LoadResourceWork, load: ResourceLoad) -> None: ...
-
-    def resource_evicted(self, work: EvictResourceWork, bytes_freed: int) -> None: ...
-
-    def rejected(self, work: Work, failure: ItemFailure) -> None:
-        """The whole work item failed (an Error frame)."""
-        ...
-
-    def stopped(self, work: Optional[CloseWork]) -> None:
-        """The pipeline has stopped: after a Close (``work``) or at end of input (None)."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -213,39 +99,6 @@ class PipelineSnapshot:
     streams: int
 
 
-@dataclass(frozen=True)
-class WorkKinds:
-    """The interfaces of a loaded adapter, checked once against its declared ``work_kinds``."""
-
-    names: Tuple[str, ...]
-    batch: Optional[BatchAdapter]
-    sequence: Optional[SequenceAdapter]
-    stream: Optional[StreamAdapter]
-    resources: Optional[ResourceAdapter]
-
-
-def work_kinds_of(adapter: Adapter) -> WorkKinds:
-    """The adapter's work kinds and the interface of each; InstanceError('load_failed') when it declares
-    a kind it does not implement, or none."""
-    names = tuple(adapter.work_kinds)
-    unknown = [name for name in names if name not in WORK_KINDS]
-    if not names or unknown:
-        raise InstanceError('load_failed', f'Expected work_kinds to be a non-empty subset of {", ".join(WORK_KINDS)}: '
-                                           f'got {names!r}')
-    interfaces: Dict[str, type] = {'batch': BatchAdapter, 'sequence': SequenceAdapter, 'stream': StreamAdapter}
-    missing = [name for name in names if not isinstance(adapter, interfaces[name])]
-    if missing:
-        raise InstanceError('load_failed', f'Expected the adapter to implement the interface of each of its work '
-                                           f'kinds: {type(adapter).__name__} lacks {", ".join(missing)}')
-    return WorkKinds(
-        names,
-        cast(BatchAdapter, adapter) if 'batch' in names else None,
-        cast(SequenceAdapter, adapter) if 'sequence' in names else None,
-        cast(StreamAdapter, adapter) if 'stream' in names else None,
-        cast(ResourceAdapter, adapter) if isinstance(adapter, ResourceAdapter) else None,
-    )
-
-
 _NO_KINDS = WorkKinds((), None, None, None, None)
 _INPUT_CLOSED = object()  # queue sentinel: end of input
 _WAKE = object()  # ready-queue token: a stream got credit or was cancelled
@@ -266,79 +119,6 @@ class _OpenStream:
     work: StreamWork
     pieces: collections.abc.Iterator[StreamPiece]
     chunks: int = 0
-
-
-@dataclass
-class _StreamControl:
-    credit: int
-    cancelled: threading.Event
-    is_cancelled: bool = False
-
-
-class StreamControls:
-    """The credit and cancels of each stream from its StartStream until its end. The reader registers,
-    grants and cancels; the main thread spends credit, takes cancels and removes ended streams."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._streams: Dict[str, _StreamControl] = {}
-        self._cancels: List[str] = []
-        #: A hint read without the lock: some stream was cancelled since the last take_cancels().
-        self.has_cancels = False
-
-    def register(self, stream_id: str, credit: int, cancelled: threading.Event) -> bool:
-        """False when a stream of that id has not ended. ``cancelled`` is set by ``cancel``."""
-        with self._lock:
-            if stream_id in self._streams:
-                return False
-            self._streams[stream_id] = _StreamControl(credit, cancelled)
-            return True
-
-    def grant(self, stream_id: str, chunks: int) -> bool:
-        """False when no such stream runs (it ended already)."""
-        with self._lock:
-            control = self._streams.get(stream_id)
-            if control is None:
-                return False
-            control.credit += chunks
-            return True
-
-    def cancel(self, stream_id: str) -> bool:
-        with self._lock:
-            control = self._streams.get(stream_id)
-            if control is None or control.is_cancelled:
-                return False
-            control.is_cancelled = True
-            control.cancelled.set()  # seen by a step that is running now (StreamRequest.cancelled)
-            self._cancels.append(stream_id)
-            self.has_cancels = True
-            return True
-
-    def take_cancels(self) -> List[str]:
-        with self._lock:
-            cancels, self._cancels = self._cancels, []
-            self.has_cancels = False
-            return cancels
-
-    def is_cancelled(self, stream_id: str) -> bool:
-        with self._lock:
-            control = self._streams.get(stream_id)
-            return control is not None and control.is_cancelled
-
-    def has_credit(self, stream_id: str) -> bool:
-        with self._lock:
-            control = self._streams.get(stream_id)
-            return control is not None and control.credit > 0
-
-    def spend(self, stream_id: str) -> None:
-        with self._lock:
-            control = self._streams.get(stream_id)
-            if control is not None:
-                control.credit -= 1
-
-    def remove(self, stream_id: str) -> None:
-        with self._lock:
-            self._streams.pop(stream_id, None)
 
 
 class Pipeline:
@@ -882,9 +662,3 @@ def code_for_exception(err: BaseException) -> str:
         return 'out_of_memory'
     return 'model_failed'
 
-
-__all__ = [
-    'BatchWork', 'CallWork', 'CloseWork', 'EndSessionsWork', 'EvictResourceWork', 'LoadResourceWork', 'Pipeline',
-    'PipelineDeps', 'PipelineOptions', 'PipelineSnapshot', 'SequenceWork', 'SequenceWorkItem', 'Sink',
-    'StreamControls', 'StreamWork', 'Work', 'WorkKinds', 'code_for_exception', 'work_kinds_of',
-]
