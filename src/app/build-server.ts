@@ -114,6 +114,8 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       requestTimeoutMs: gateway.requestTimeoutMs,
       apiKeys: gateway.apiKeys,
       uploadPoolBytes: gateway.uploadPoolBytes,
+      uploadPoolIdleMs: gateway.uploadPoolIdleMs,
+      bodyTimeoutMs: gateway.bodyTimeoutMs,
     },
     {
       transcribe: (model, request, options) => scheduler.submit(model, request, options),

@@ -26,6 +26,17 @@ export const GatewaySchema = Type.Object(
       default: 512 * 1024 * 1024,
       minimum: 0,
     }),
+    // issue 16: malformed input and memory
+    uploadPoolIdleMs: Ms(
+      'How long the upload pool keeps its memory while no upload arrives, in milliseconds; then it frees all of it.',
+      10_000,
+      1,
+    ),
+    bodyTimeoutMs: Ms(
+      "Longest time from a call's arrival until its whole body is received, in milliseconds (then body_timeout, 408).",
+      60_000,
+      1,
+    ),
   },
   { additionalProperties: false, default: {} },
 );

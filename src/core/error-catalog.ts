@@ -54,6 +54,16 @@ export const ERROR_CATALOG = {
   session_expired: { kind: 'not_found', remedy: 'Start the session again from sequence number 0, or send items more often.' },
   sequence_gap: { kind: 'invalid_argument', remedy: 'Send the missing sequence number first.' },
   sequence_out_of_order: { kind: 'invalid_argument', remedy: 'Send each sequence number once, in order.' },
+  // gateway: the HTTP layer (requests the server cannot read)
+  malformed_request: {
+    kind: 'invalid_argument',
+    remedy: 'Send a well-formed HTTP/1.1 request: printable header values, valid chunked encoding, a body of the declared length.',
+  },
+  headers_too_large: { kind: 'headers_too_large', remedy: 'Send fewer or shorter headers (at most 16 KiB in all).' },
+  body_timeout: {
+    kind: 'request_timeout',
+    remedy: 'Send the whole request within gateway.bodyTimeoutMs, with a body as long as its Content-Length, or raise the limit.',
+  },
 } as const satisfies Record<string, CatalogEntry>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOG;
@@ -175,6 +185,13 @@ export const errors = {
     }),
   streamCancelled: (p: { requestId: string }) =>
     make('stream_cancelled', 'The stream was cancelled', { details: { requestId: p.requestId } }),
+  // gateway: the HTTP layer
+  malformedRequest: (p: { reason: string }) => make('malformed_request', `The HTTP request is malformed: ${p.reason}`),
+  headersTooLarge: () => make('headers_too_large', 'The request headers exceed the server limit'),
+  bodyTimeout: (p: { bodyTimeoutMs: number }) =>
+    make('body_timeout', `The request was not received within ${p.bodyTimeoutMs} ms`, {
+      details: { bodyTimeoutMs: p.bodyTimeoutMs },
+    }),
 };
 
 function describe(value: unknown): string {

@@ -15,6 +15,9 @@ export const ERROR_KINDS = [
   'deadline_exceeded',
   'cancelled',
   'internal',
+  // the HTTP layer: a request that did not arrive in time, or whose headers are too large
+  'request_timeout',
+  'headers_too_large',
 ] as const;
 
 export type ErrorKind = (typeof ERROR_KINDS)[number];

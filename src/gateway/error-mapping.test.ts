@@ -20,6 +20,8 @@ const EXPECTED: Record<ErrorKind, [number, string]> = {
   deadline_exceeded: [504, 'server_error'],
   cancelled: [499, 'server_error'],
   internal: [500, 'server_error'],
+  request_timeout: [408, 'invalid_request_error'],
+  headers_too_large: [431, 'invalid_request_error'],
 };
 
 /** A ServiceError of any kind, for kinds the catalogue has no factory with retryAfterMs for. */

@@ -2,6 +2,7 @@
  * The only module that knows HTTP status numbers, WebSocket close codes and the OpenAI error
  * envelope. Everything else raises a ServiceError with a kind.
  */
+import { STATUS_CODES } from 'node:http';
 import type { OpenAiErrorEnvelope } from '../api/transcription.js';
 import { errors } from '../core/error-catalog.js';
 import { ServiceError, type ErrorKind } from '../core/errors.js';
@@ -17,6 +18,8 @@ export const HTTP_STATUS: Readonly<Record<ErrorKind, number>> = {
   deadline_exceeded: 504,
   cancelled: 499, // recorded in logs and metrics only: the client is gone
   internal: 500,
+  request_timeout: 408,
+  headers_too_large: 431,
 };
 
 export const OPENAI_TYPE: Readonly<Record<ErrorKind, string>> = {
@@ -30,6 +33,8 @@ export const OPENAI_TYPE: Readonly<Record<ErrorKind, string>> = {
   deadline_exceeded: 'server_error',
   cancelled: 'server_error',
   internal: 'server_error',
+  request_timeout: 'invalid_request_error',
+  headers_too_large: 'invalid_request_error',
 };
 
 export const WS_CLOSE_CODE: Readonly<Record<ErrorKind, number>> = {
@@ -43,6 +48,8 @@ export const WS_CLOSE_CODE: Readonly<Record<ErrorKind, number>> = {
   deadline_exceeded: 1011,
   cancelled: 1000,
   internal: 1011,
+  request_timeout: 1008,
+  headers_too_large: 1009,
 };
 
 export interface HttpError {
@@ -82,7 +89,8 @@ function fromFrameworkError(err: Error & { code?: string; statusCode?: number },
       break;
   }
   // busboy reports a malformed multipart body with plain Errors.
-  if (/multipart|boundary|Unexpected end of form|Malformed part header/i.test(err.message) && (err.statusCode ?? 400) < 500) {
+  // (busboy's boundary search also throws "The needle cannot have a length bigger than 256".)
+  if (/multipart|boundary|needle|Unexpected end of form|Malformed part header/i.test(err.message) && (err.statusCode ?? 400) < 500) {
     return errors.invalidParameter({ param: 'body', expected: 'a well-formed multipart/form-data body', got: err.message });
   }
   if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
@@ -118,4 +126,51 @@ export function toHttpError(error: ServiceError): HttpError {
       error: { message: error.message, type: OPENAI_TYPE[error.kind], param: error.param ?? null, code: error.code },
     },
   };
+}
+
+/**
+ * Maps an error that Node's HTTP server reports through `clientError` (a request it could not
+ * parse or did not receive in time) into the catalogue; undefined when the connection is gone and
+ * nothing can be answered.
+ */
+export function fromClientError(err: Error & { code?: string }, context: { bodyTimeoutMs: number }): ServiceError | undefined {
+  switch (err.code) {
+    case 'ECONNRESET':
+    case 'EPIPE':
+      return undefined;
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return errors.bodyTimeout({ bodyTimeoutMs: context.bodyTimeoutMs });
+    case 'HPE_HEADER_OVERFLOW':
+      return errors.headersTooLarge();
+    case 'HPE_INVALID_CHUNK_SIZE':
+      return errors.malformedRequest({ reason: 'the chunked encoding is invalid' });
+    case 'HPE_INVALID_HEADER_TOKEN':
+      return errors.malformedRequest({ reason: 'a header holds a character that is not allowed' });
+    case 'HPE_UNEXPECTED_CONTENT_LENGTH':
+    case 'HPE_INVALID_CONTENT_LENGTH':
+      return errors.malformedRequest({ reason: 'the Content-Length is invalid' });
+    case 'HPE_INVALID_METHOD':
+      return errors.malformedRequest({ reason: 'the method is invalid (or bytes follow a request past its Content-Length)' });
+    case undefined:
+    default:
+      return errors.malformedRequest({ reason: `the request could not be parsed (${err.code ?? 'unknown'})` });
+  }
+}
+
+/**
+ * A whole HTTP/1.1 response for `error`, for answering on a bare socket (the client-error path,
+ * where no request object exists). It always closes the connection: the bytes after an
+ * unreadable request cannot be framed.
+ */
+export function toRawHttpResponse(error: ServiceError): string {
+  const http = toHttpError(error);
+  const body = JSON.stringify(http.body);
+  const lines = [
+    `HTTP/1.1 ${http.status} ${STATUS_CODES[http.status] ?? 'Error'}`,
+    'Content-Type: application/json; charset=utf-8',
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    'Connection: close',
+    ...Object.entries(http.headers).map(([name, value]) => `${name}: ${value}`),
+  ];
+  return `${lines.join('\r\n')}\r\n\r\n${body}`;
 }

@@ -10,6 +10,10 @@ export interface GatewayOptions {
   requestTimeoutMs: number;
   /** Memory kept for reuse by uploaded files (see upload-pool.ts); 0 turns the pool off. */
   uploadPoolBytes: number;
+  /** How long the pool keeps its memory with no upload taking any, in milliseconds (then it frees all of it). */
+  uploadPoolIdleMs: number;
+  /** Longest time from a call's arrival until its whole body is received, in milliseconds: body_timeout (408) after it. */
+  bodyTimeoutMs: number;
   apiKeys: readonly string[];
 }
 

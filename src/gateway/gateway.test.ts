@@ -35,6 +35,8 @@ async function setup(options: { apiKeys?: string[]; maxBodyBytes?: number } = {}
       requestTimeoutMs: 30_000,
       apiKeys: options.apiKeys ?? [],
       uploadPoolBytes: 1024 * 1024,
+      uploadPoolIdleMs: 10_000,
+      bodyTimeoutMs: 60_000,
     },
     {
       transcribe: async () => {
@@ -53,6 +55,7 @@ async function setup(options: { apiKeys?: string[]; maxBodyBytes?: number } = {}
           format: 'wav',
           sourceSampleRateHz: 16000,
           sourceChannels: 1,
+          isTruncated: false,
         }),
       },
       clock: new FakeClock(),

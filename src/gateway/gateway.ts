@@ -7,7 +7,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequ
 import { errors } from '../core/error-catalog.js';
 import type { ServiceError } from '../core/errors.js';
 import { createKeyChecker } from './auth.js';
-import { toErrorKind, toHttpError, toServiceError } from './error-mapping.js';
+import { fromClientError, toErrorKind, toHttpError, toRawHttpResponse, toServiceError } from './error-mapping.js';
 import type { GatewayDeps, GatewayOptions } from './gateway-types.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerMetricsRoute } from './routes/metrics.js';
@@ -17,6 +17,8 @@ import { registerTranscriptionRoute } from './routes/transcriptions.js';
 const OPEN_PATHS = ['/health/live', '/health/ready', '/metrics'];
 /** Multipart framing and form fields on top of the file itself. */
 const FORM_OVERHEAD_BYTES = 256 * 1024;
+/** How long a connection answered on the client-error path may take to read the answer. */
+const CLIENT_ERROR_LINGER_MS = 1000;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -26,13 +28,31 @@ declare module 'fastify' {
 
 export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): Promise<FastifyInstance> {
   const { log, metrics, clock } = deps;
+  const gatewayLog = log.child({ component: 'gateway' });
   const app = Fastify({
-    loggerInstance: log.child({ component: 'gateway' }) as FastifyBaseLogger,
+    loggerInstance: gatewayLog as FastifyBaseLogger,
     disableRequestLogging: true,
     bodyLimit: options.maxBodyBytes + FORM_OVERHEAD_BYTES,
     requestIdHeader: 'x-request-id',
     genReqId: () => crypto.randomUUID(),
     return503OnClosing: true,
+    // A request Node's HTTP parser rejects (control characters in a header, broken chunked
+    // encoding, headers over the size limit, a header timeout) never reaches a route: answer it
+    // here, on the bare socket, with the same envelope and catalogued code as everything else.
+    clientErrorHandler(err: Error & { code?: string }, socket) {
+      const error = fromClientError(err, { bodyTimeoutMs: options.bodyTimeoutMs });
+      // Node keeps the response in flight on the socket as `_httpMessage`: once it has sent its
+      // head, another answer would corrupt the stream, so the connection is only closed.
+      const inFlight: unknown = Reflect.get(socket, '_httpMessage');
+      const isAnswered = typeof inFlight === 'object' && inFlight !== null && Reflect.get(inFlight, 'headersSent') === true;
+      if (error !== undefined && !socket.destroyed && socket.writable && !isAnswered) {
+        metrics.gatewayCalls.inc({ endpoint: 'unparsed', outcome: error.kind });
+        gatewayLog.debug({ code: error.code, err }, 'client error');
+        socket.end(toRawHttpResponse(error));
+      }
+      // end() lets the answer out first; the timer makes sure a peer that never reads goes too.
+      clock.setTimeout(() => socket.destroy(), CLIENT_ERROR_LINGER_MS);
+    },
   });
   await app.register(multipart, {
     throwFileSizeLimit: true,
@@ -90,6 +110,8 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
     if (error.kind === 'internal')
       request.log.error({ err: error.cause ?? err, code: error.code, requestId: request.id }, 'request failed');
     if (error.kind === 'cancelled' || reply.raw.destroyed) return;
+    // The rest of an unread body cannot be told from the next request on this connection.
+    if (!request.raw.complete) reply.header('connection', 'close');
     const http = toHttpError(error);
     return reply.code(http.status).headers(http.headers).type('application/json; charset=utf-8').send(http.body);
   });

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { FakeClock } from '../../test/support/fake-clock.js';
 import { UploadPool, readIntoPool } from './upload-pool.js';
 
 async function* chunksOf(...parts: number[][]): AsyncIterable<Buffer> {
@@ -7,8 +8,33 @@ async function* chunksOf(...parts: number[][]): AsyncIterable<Buffer> {
 }
 
 describe('UploadPool', () => {
+  it('lets go of all its memory once no upload has taken a buffer for idleMs, and not before (#16)', () => {
+    const clock = new FakeClock();
+    const changes: number[] = [];
+    const pool = new UploadPool(
+      { maxPooledBytes: 1024 * 1024, idleMs: 1000 },
+      { clock, onChange: ({ pooledBytes }) => changes.push(pooledBytes) },
+    );
+    pool.giveBack(pool.take(100_000));
+    assert.equal(pool.pooledBytes, 128 * 1024);
+    clock.advance(600);
+    // A take at 600 ms restarts the idle period.
+    const again = pool.take(100_000);
+    pool.giveBack(again);
+    clock.advance(999);
+    assert.equal(pool.pooledBytes, 128 * 1024);
+    clock.advance(1);
+    assert.equal(pool.pooledBytes, 0);
+    assert.equal(changes.at(-1), 0);
+    // The pool works as before afterwards, and releases again.
+    pool.giveBack(pool.take(10));
+    assert.equal(pool.pooledBytes, 64 * 1024);
+    clock.advance(1000);
+    assert.equal(pool.pooledBytes, 0);
+  });
+
   it('hands out buffers of the size asked, and reuses one given back for the next of its size class', () => {
-    const pool = new UploadPool(1024 * 1024);
+    const pool = new UploadPool({ maxPooledBytes: 1024 * 1024 });
     const first = pool.take(100_000);
     assert.equal(first.length, 100_000);
     assert.equal(first.byteOffset, 0);
@@ -24,7 +50,7 @@ describe('UploadPool', () => {
 
   it('reports each allocation and the pooled bytes after each change', () => {
     const changes: Array<{ pooledBytes: number; allocatedBytes: number }> = [];
-    const pool = new UploadPool(1024 * 1024, (change) => changes.push(change));
+    const pool = new UploadPool({ maxPooledBytes: 1024 * 1024 }, { onChange: (change) => changes.push(change) });
     const taken = pool.take(100);
     pool.giveBack(taken);
     pool.take(200);
@@ -36,7 +62,7 @@ describe('UploadPool', () => {
   });
 
   it('ignores a second give-back and buffers it did not hand out', () => {
-    const pool = new UploadPool(1024 * 1024);
+    const pool = new UploadPool({ maxPooledBytes: 1024 * 1024 });
     const taken = pool.take(1000);
     pool.giveBack(taken);
     pool.giveBack(taken);
@@ -47,13 +73,13 @@ describe('UploadPool', () => {
   });
 
   it('keeps no more than its limit, and nothing with a limit of 0', () => {
-    const pool = new UploadPool(128 * 1024);
+    const pool = new UploadPool({ maxPooledBytes: 128 * 1024 });
     const a = pool.take(64 * 1024);
     const b = pool.take(64 * 1024);
     const c = pool.take(64 * 1024);
     for (const buffer of [a, b, c]) pool.giveBack(buffer);
     assert.equal(pool.pooledBytes, 128 * 1024);
-    const off = new UploadPool(0);
+    const off = new UploadPool({ maxPooledBytes: 0 });
     const taken = off.take(10);
     off.giveBack(taken);
     assert.equal(off.pooledBytes, 0);
@@ -63,7 +89,7 @@ describe('UploadPool', () => {
 
 describe('readIntoPool', () => {
   it('reads the chunks into a pooled buffer and returns a view of exactly what was read', async () => {
-    const pool = new UploadPool(1024 * 1024);
+    const pool = new UploadPool({ maxPooledBytes: 1024 * 1024 });
     const read = await readIntoPool(chunksOf([1, 2, 3], [4], [5, 6]), 100, pool);
     assert.deepEqual([...read], [1, 2, 3, 4, 5, 6]);
     assert.equal(read.buffer.byteLength, 64 * 1024);
@@ -72,7 +98,7 @@ describe('readIntoPool', () => {
   });
 
   it('gathers the bytes in a fresh buffer when more arrive than the capacity said, giving the pooled one back', async () => {
-    const pool = new UploadPool(1024 * 1024);
+    const pool = new UploadPool({ maxPooledBytes: 1024 * 1024 });
     const big = Array.from({ length: 40_000 }, (_, i) => i % 251);
     const read = await readIntoPool(chunksOf(big, big), 70_000, pool);
     assert.equal(read.length, 80_000);

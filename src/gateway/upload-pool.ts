@@ -11,7 +11,14 @@
  * Buffers come in power-of-two sizes from 64 KiB; a given-back buffer is kept for the next upload
  * of its size while the pool holds less than `maxPooledBytes`, and left to the garbage collector
  * otherwise. Only give back a buffer nothing will read again: the pool hands it out as is.
+ *
+ * Memory bound: the pool keeps its high-water mark, at most `maxPooledBytes` (config
+ * `gateway.uploadPoolBytes`), for as long as uploads keep coming. Once no upload has taken a
+ * buffer for `idleMs` (config `gateway.uploadPoolIdleMs`), it lets go of all of it, so that a
+ * gateway's memory returns to its idle level after a burst (issue 16: a fuzz run left the pool,
+ * and so the process, 70 MiB above idle for good).
  */
+import type { Clock, TimerHandle } from '../core/clock.js';
 
 const MIN_CLASS_BYTES = 64 * 1024;
 
@@ -22,21 +29,37 @@ export interface PoolChange {
   allocatedBytes: number;
 }
 
+export interface UploadPoolOptions {
+  /** Most memory kept for reuse, in bytes; 0 turns pooling off (every take allocates). */
+  maxPooledBytes: number;
+  /** How long the pool keeps its memory while no upload takes any, in milliseconds. @default never let go */
+  idleMs?: number;
+}
+
+export interface UploadPoolDeps {
+  /** Drives the idle release; required with `idleMs`. */
+  clock?: Clock;
+  /** Hears of each allocation and of the pooled bytes after each take, give-back and release. */
+  onChange?: (change: PoolChange) => void;
+}
+
 export class UploadPool {
   readonly #maxPooledBytes: number;
+  readonly #idleMs: number | undefined;
+  readonly #clock: Clock | undefined;
   readonly #free = new Map<number, ArrayBuffer[]>();
   /** Buffers handed out and not given back, so that a stray or second release is ignored. */
   readonly #out = new WeakSet<ArrayBuffer>();
   readonly #onChange: (change: PoolChange) => void;
   #pooledBytes = 0;
+  #lastTakeMs = 0;
+  #idleTimer: TimerHandle | undefined;
 
-  /**
-   * `maxPooledBytes` 0 turns pooling off: every take allocates, every give-back is dropped.
-   * `onChange` hears of each allocation and of the pooled bytes after each take and give-back.
-   */
-  constructor(maxPooledBytes: number, onChange: (change: PoolChange) => void = () => {}) {
-    this.#maxPooledBytes = maxPooledBytes;
-    this.#onChange = onChange;
+  constructor(options: UploadPoolOptions, deps: UploadPoolDeps = {}) {
+    this.#maxPooledBytes = options.maxPooledBytes;
+    this.#idleMs = options.idleMs;
+    this.#clock = deps.clock;
+    this.#onChange = deps.onChange ?? (() => {});
   }
 
   /** Bytes held for reuse now. */
@@ -51,6 +74,7 @@ export class UploadPool {
     if (reused !== undefined) this.#pooledBytes -= size;
     const memory = reused ?? new ArrayBuffer(size);
     this.#out.add(memory);
+    if (this.#clock !== undefined) this.#lastTakeMs = this.#clock.nowMs();
     this.#onChange({ pooledBytes: this.#pooledBytes, allocatedBytes: reused === undefined ? size : 0 });
     return Buffer.from(memory, 0, bytes);
   }
@@ -66,6 +90,33 @@ export class UploadPool {
     this.#free.set(memory.byteLength, list);
     this.#pooledBytes += memory.byteLength;
     this.#onChange({ pooledBytes: this.#pooledBytes, allocatedBytes: 0 });
+    this.#armIdleRelease();
+  }
+
+  /** Lets go of every pooled buffer (the garbage collector frees them). */
+  release(): void {
+    this.#idleTimer?.cancel();
+    this.#idleTimer = undefined;
+    if (this.#pooledBytes === 0) return;
+    this.#free.clear();
+    this.#pooledBytes = 0;
+    this.#onChange({ pooledBytes: 0, allocatedBytes: 0 });
+  }
+
+  #armIdleRelease(): void {
+    const clock = this.#clock;
+    const idleMs = this.#idleMs;
+    if (clock === undefined || idleMs === undefined || this.#idleTimer !== undefined) return;
+    const check = (): void => {
+      const idleForMs = clock.nowMs() - this.#lastTakeMs;
+      if (idleForMs >= idleMs) {
+        this.#idleTimer = undefined;
+        this.release();
+      } else {
+        this.#idleTimer = clock.setTimeout(check, idleMs - idleForMs);
+      }
+    };
+    this.#idleTimer = clock.setTimeout(check, Math.max(0, idleMs - (clock.nowMs() - this.#lastTakeMs)));
   }
 }
 

@@ -168,3 +168,41 @@ describe('createAudioDecoder: WAV, in process', () => {
     [0.5, 0.25, 0.75].forEach((amplitude, i) => assert.ok(maxErrorFrom1kHz(results[i]?.samples ?? new Int16Array(), amplitude) < 1e-3));
   });
 });
+
+describe('createAudioDecoder: truncated WAV, the same for every layout (#16)', () => {
+  const LAYOUTS: Array<{ name: string; sampleRateHz: number; encoding: WavSampleEncoding; channels: number }> = [
+    { name: '16 kHz mono 16-bit', sampleRateHz: 16000, encoding: 's16', channels: 1 },
+    { name: '44.1 kHz stereo 16-bit', sampleRateHz: 44100, encoding: 's16', channels: 2 },
+    { name: '48 kHz stereo 24-bit', sampleRateHz: 48000, encoding: 's24', channels: 2 },
+    { name: '22.05 kHz mono 32-bit float', sampleRateHz: 22050, encoding: 'f32', channels: 1 },
+  ];
+  const bytesPerSample: Record<WavSampleEncoding, number> = { u8: 1, s16: 2, s24: 3, s32: 4, f32: 4, f64: 8 };
+
+  for (const layout of LAYOUTS) {
+    it(`decodes the whole frames present and says so, whatever share is cut, for ${layout.name}`, async () => {
+      const tone = sine(440, layout.sampleRateHz, 2, 0.5);
+      const whole = encodeWav({
+        sampleRateHz: layout.sampleRateHz,
+        encoding: layout.encoding,
+        channelData: Array(layout.channels).fill(tone),
+      });
+      const blockAlign = layout.channels * bytesPerSample[layout.encoding];
+      const dataOffset = whole.length - tone.length * blockAlign;
+      const complete = await decoder().decode(whole);
+      assert.equal(complete.isTruncated, false);
+      // A cut on a frame boundary and one inside a frame, keeping 90 %, 40 % and 10 % of the data.
+      for (const share of [0.9, 0.4, 0.1]) {
+        for (const extraBytes of [0, 1]) {
+          const frames = Math.floor(tone.length * share);
+          const cut = whole.subarray(0, dataOffset + frames * blockAlign + extraBytes);
+          const audio = await decoder().decode(cut);
+          assert.equal(audio.isTruncated, true, `${share} +${extraBytes}`);
+          const expected = Math.round((frames * 16000) / layout.sampleRateHz);
+          assert.ok(Math.abs(audio.samples.length - expected) <= 1, `${share} +${extraBytes}: ${audio.samples.length} vs ${expected}`);
+        }
+      }
+      // Cut before the first whole frame: nothing to decode.
+      await rejectsWithCode(decoder().decode(whole.subarray(0, dataOffset + blockAlign - 1)), 'invalid_audio');
+    });
+  }
+});

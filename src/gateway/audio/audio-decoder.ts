@@ -26,6 +26,8 @@ export interface DecodedAudio {
   sourceSampleRateHz: number;
   /** The channel count of the uploaded audio (mixed down to mono); 0 if ffmpeg did not report it. */
   sourceChannels: number;
+  /** A WAV held fewer samples than its header declared: what was there was decoded (wav-parser.ts). */
+  isTruncated: boolean;
 }
 
 export interface AudioDecoderOptions {
@@ -83,12 +85,12 @@ export function createAudioDecoder(options: AudioDecoderOptions, deps: AudioDeco
 
   const finish = (
     samples: Int16Array,
-    source: { format: AudioFormat; sourceSampleRateHz: number; sourceChannels: number },
+    source: { format: AudioFormat; sourceSampleRateHz: number; sourceChannels: number; isTruncated?: boolean },
   ): DecodedAudio => {
     if (samples.length === 0) throw errors.emptyAudio();
     const durationMs = (samples.length * 1000) / DECODED_SAMPLE_RATE_HZ;
     if (samples.length > maxSamples) throw tooLong(durationMs);
-    return { samples, sampleRateHz: DECODED_SAMPLE_RATE_HZ, durationMs, ...source };
+    return { samples, sampleRateHz: DECODED_SAMPLE_RATE_HZ, durationMs, ...source, isTruncated: source.isTruncated ?? false };
   };
 
   const decodeWithFfmpegAs = async (
@@ -127,7 +129,12 @@ export function createAudioDecoder(options: AudioDecoderOptions, deps: AudioDeco
         const layout = parseWav(bytes);
         if (layout.kind === 'pcm') {
           const samples = await decodePcmWav(bytes, layout, { kernel, signal, maxDurationMs: options.maxDurationMs });
-          return finish(samples, { format, sourceSampleRateHz: layout.sampleRateHz, sourceChannels: layout.channels });
+          return finish(samples, {
+            format,
+            sourceSampleRateHz: layout.sampleRateHz,
+            sourceChannels: layout.channels,
+            isTruncated: layout.isTruncated,
+          });
         }
         const known = { sampleRateHz: layout.sampleRateHz, channels: layout.channels };
         return decodeWithFfmpegAs(bytes, format, known, signal);

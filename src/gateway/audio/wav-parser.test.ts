@@ -58,6 +58,7 @@ describe('parseWav', () => {
           blockAlign: 2 * bytesPerSample,
           dataOffset: encoding.startsWith('f') ? 46 : 44, // float fmt chunks carry a cbSize field
           frames: 100,
+          isTruncated: false,
         },
         encoding,
       );

@@ -5,10 +5,13 @@
  * Data-size policy. A data chunk whose declared size is 0 or 0xFFFFFFFF (RF64 without a ds64
  * size) has an unknown length: the writer was streaming or did not finish; the data runs to the
  * end of the file, and so does a placeholder of about 2 GiB or more (sox and arecord write one
- * while streaming). Any other declared size larger than the bytes present is clamped to them
- * when at least half is there (a slightly short upload decodes, as ffmpeg, sox and libsndfile
- * would); with less than half present the file is truncated and rejected as invalid_audio.
- * The duration limit applies to the samples decoded. A partial trailing frame is dropped.
+ * while streaming). Any other declared size larger than the bytes present means the file is
+ * truncated: the whole frames present are decoded, as ffmpeg, sox and libsndfile would, and the
+ * layout says `isTruncated` (the gateway answers `voxmux-audio-truncated: true`). This holds the
+ * same for every layout, however much is missing (issue 16: a fraction threshold made the same
+ * cut decode a 16 kHz mono file and reject a 44.1 kHz stereo one). A truncated file without one
+ * whole frame is invalid_audio. A partial trailing frame is dropped. The duration limit applies
+ * to the samples decoded.
  * No size read from a header is ever used to allocate memory; every allocation is bounded by
  * the bytes actually received.
  */
@@ -29,6 +32,8 @@ export interface PcmWavLayout {
   dataOffset: number;
   /** Whole frames present (after the data-size policy above). */
   frames: number;
+  /** The data chunk holds fewer bytes than its header declares (see the data-size policy). */
+  isTruncated: boolean;
 }
 
 /** A codec inside WAV (A-law, µ-law, ADPCM, GSM, MPEG) that ffmpeg decodes. */
@@ -54,8 +59,6 @@ const SUBFORMAT_GUID_TAIL = [0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80, 0x00, 0x0
 const UNKNOWN_SIZE = 0xffffffff;
 /** Streaming writers (sox, arecord) put a placeholder of about 2 GiB or more in the size field. */
 const STREAMING_PLACEHOLDER_BYTES = 0x7fff0000;
-/** Below this share of its declared data a file is truncated, not a stream: invalid_audio. */
-const MIN_PRESENT_FRACTION = 0.5;
 
 /**
  * Parses the header and locates the samples; reads nothing but headers.
@@ -161,19 +164,13 @@ function layoutFor(
   let declared: number = data.size;
   if (data.size === UNKNOWN_SIZE && data.ds64DataBytes !== undefined) declared = data.ds64DataBytes;
   const isLengthUnknown = declared === 0 || declared === UNKNOWN_SIZE || declared >= STREAMING_PLACEHOLDER_BYTES;
-  if (!isLengthUnknown && available < declared * MIN_PRESENT_FRACTION) {
-    throw invalid(`the data chunk declares ${declared} bytes but holds ${available}: the file is truncated`);
-  }
+  const isTruncated = !isLengthUnknown && available < declared;
   const dataBytes = isLengthUnknown ? available : Math.min(declared, available);
-  return {
-    kind: 'pcm',
-    encoding,
-    channels,
-    sampleRateHz,
-    blockAlign,
-    dataOffset: data.bodyAt,
-    frames: Math.floor(dataBytes / blockAlign),
-  };
+  const frames = Math.floor(dataBytes / blockAlign);
+  if (isTruncated && frames === 0) {
+    throw invalid(`the data chunk declares ${declared} bytes but holds ${available}: the file is truncated before its first frame`);
+  }
+  return { kind: 'pcm', encoding, channels, sampleRateHz, blockAlign, dataOffset: data.bodyAt, frames, isTruncated };
 }
 
 function sampleEncoding(formatTag: number, bitsPerSample: number): WavSampleEncoding {

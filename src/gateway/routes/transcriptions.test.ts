@@ -58,6 +58,7 @@ async function setup(
     decode?: AudioDecoder['decode'];
     onRequest?: (raw: ServerResponse) => void;
     uploadPoolBytes?: number;
+    bodyTimeoutMs?: number;
   } = {},
 ): Promise<Harness> {
   const clock = new FakeClock();
@@ -78,11 +79,19 @@ async function setup(
           format: 'wav',
           sourceSampleRateHz: 16000,
           sourceChannels: 1,
+          isTruncated: false,
         };
       }),
   };
   const app = await buildGateway(
-    { maxBodyBytes: 64 * 1024, requestTimeoutMs: 30_000, apiKeys: [], uploadPoolBytes: options.uploadPoolBytes ?? 1024 * 1024 },
+    {
+      maxBodyBytes: 64 * 1024,
+      requestTimeoutMs: 30_000,
+      apiKeys: [],
+      uploadPoolBytes: options.uploadPoolBytes ?? 1024 * 1024,
+      uploadPoolIdleMs: 10_000,
+      bodyTimeoutMs: options.bodyTimeoutMs ?? 60_000,
+    },
     {
       transcribe: async (model, request, submitOptions) => {
         const call = { model, request, options: submitOptions };
@@ -508,7 +517,15 @@ describe('POST /v1/audio/transcriptions: upload memory', () => {
   /** The real decoder's fast path: the samples are a view of the upload itself. */
   const viewDecode: AudioDecoder['decode'] = async (bytes) => {
     const samples = new Int16Array(bytes.buffer, bytes.byteOffset, bytes.length / 2);
-    return { samples, sampleRateHz: 16000, durationMs: samples.length / 16, format: 'wav', sourceSampleRateHz: 16000, sourceChannels: 1 };
+    return {
+      samples,
+      sampleRateHz: 16000,
+      durationMs: samples.length / 16,
+      format: 'wav',
+      sourceSampleRateHz: 16000,
+      sourceChannels: 1,
+      isTruncated: false,
+    };
   };
 
   it("gives an upload's memory to the next upload once its result is in, and not when its call failed", async () => {

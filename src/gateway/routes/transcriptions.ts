@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Value } from '@sinclair/typebox/value';
 import { TranscriptionFieldsSchema, type TranscriptionFields } from '../../api/transcription.js';
 import { errors } from '../../core/error-catalog.js';
+import type { Clock, TimerHandle } from '../../core/clock.js';
 import type { Priority } from '../../scheduler/index.js';
 import type { GatewayDeps, GatewayOptions } from '../gateway-types.js';
 import { renderTranscript, toStreamEvents } from '../transcript-formats.js';
@@ -17,8 +18,24 @@ interface ParsedForm {
   fields: Map<string, string[]>;
 }
 
+/** RFC 2046 allows boundaries of 1 to 70 characters; busboy throws a plain Error past 256. */
+const MAX_BOUNDARY_CHARS = 70;
+
+function checkBoundary(contentType: string | undefined): void {
+  const match = /;\s*boundary\s*=\s*(?:"([^"]*)"|([^;\s]*))/i.exec(contentType ?? '');
+  const boundary = match?.[1] ?? match?.[2];
+  if (boundary !== undefined && boundary.length > MAX_BOUNDARY_CHARS) {
+    throw errors.invalidParameter({
+      param: 'content-type',
+      expected: `a multipart boundary of 1 to ${MAX_BOUNDARY_CHARS} characters`,
+      got: `${boundary.length} characters`,
+    });
+  }
+}
+
 async function readForm(request: FastifyRequest, uploads: UploadPool, maxBodyBytes: number): Promise<ParsedForm> {
   if (!request.isMultipart()) throw errors.invalidContentType({ contentType: request.headers['content-type'] });
+  checkBoundary(request.headers['content-type']);
   const fields = new Map<string, string[]>();
   let file: Buffer | undefined;
   for await (const part of request.parts()) {
@@ -44,6 +61,35 @@ async function readForm(request: FastifyRequest, uploads: UploadPool, maxBodyByt
     }
   }
   return { file, fields };
+}
+
+/**
+ * readForm, bounded by the body timeout counted from the call's arrival. A client that stalls, or
+ * declares a longer Content-Length than it sends, gets body_timeout; the error handler then closes
+ * the connection, which ends the read left behind (its upload, if any, goes back to the pool).
+ */
+async function readFormWithin(
+  request: FastifyRequest,
+  context: { uploads: UploadPool; options: GatewayOptions; clock: Clock; arrivedMs: number },
+): Promise<ParsedForm> {
+  const { uploads, options, clock } = context;
+  const reading = readForm(request, uploads, options.maxBodyBytes);
+  let timer: TimerHandle | undefined;
+  const expired = new Promise<never>((_resolve, reject) => {
+    const leftMs = options.bodyTimeoutMs - (clock.nowMs() - context.arrivedMs);
+    timer = clock.setTimeout(() => reject(errors.bodyTimeout({ bodyTimeoutMs: options.bodyTimeoutMs })), leftMs);
+  });
+  try {
+    return await Promise.race([reading, expired]);
+  } catch (err) {
+    reading.then(
+      (form) => form.file !== undefined && uploads.giveBack(form.file),
+      () => {},
+    );
+    throw err;
+  } finally {
+    timer?.cancel();
+  }
 }
 
 /** Coerces form strings to the schema's types, then validates with TypeBox. */
@@ -106,6 +152,8 @@ function describeSchema(param: string): string {
 
 /** Callers that share a server can mark latency-critical calls; everything else is `normal`. */
 export const PRIORITY_HEADER = 'voxmux-priority';
+/** Set to `true` on a response whose WAV upload held fewer samples than its header declared. */
+export const AUDIO_TRUNCATED_HEADER = 'voxmux-audio-truncated';
 
 function priorityOf(value: string | string[] | undefined): Priority {
   if (value === undefined) return 'normal';
@@ -114,10 +162,16 @@ function priorityOf(value: string | string[] | undefined): Priority {
 }
 
 export function registerTranscriptionRoute(app: FastifyInstance, options: GatewayOptions, deps: GatewayDeps): void {
-  const uploads = new UploadPool(options.uploadPoolBytes, ({ pooledBytes, allocatedBytes }) => {
-    deps.metrics.uploadPoolBytes.set(pooledBytes);
-    if (allocatedBytes > 0) deps.metrics.uploadAllocatedBytes.inc(allocatedBytes);
-  });
+  const uploads = new UploadPool(
+    { maxPooledBytes: options.uploadPoolBytes, idleMs: options.uploadPoolIdleMs },
+    {
+      clock: deps.clock,
+      onChange: ({ pooledBytes, allocatedBytes }) => {
+        deps.metrics.uploadPoolBytes.set(pooledBytes);
+        if (allocatedBytes > 0) deps.metrics.uploadAllocatedBytes.inc(allocatedBytes);
+      },
+    },
+  );
   app.post('/v1/audio/transcriptions', async (request: FastifyRequest, reply: FastifyReply) => {
     // The client may leave at any time: its queued request is then dropped by the scheduler.
     // The reason is a cancelled-kind error, so whatever was waiting on the signal (a decode, the
@@ -128,7 +182,7 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
     });
     const arrivedMs = deps.clock.nowMs();
     const priority = priorityOf(request.headers[PRIORITY_HEADER]);
-    const form = await readForm(request, uploads, options.maxBodyBytes);
+    const form = await readFormWithin(request, { uploads, options, clock: deps.clock, arrivedMs });
     const fields = parseFields(form.fields);
     const model = deps.models.resolve(fields.model);
     if (model === undefined) throw errors.modelNotFound({ model: fields.model });
@@ -151,10 +205,18 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
     // The result is in, so the host has read the audio: nothing reads the upload any more. (A call
     // that fails leaves its upload to the garbage collector: its batch may still be on its way.)
     uploads.giveBack(form.file);
+    // NOTE: a truncated WAV is decoded up to its last whole frame (wav-parser.ts); the caller learns
+    // it from this header, on every response format.
+    const truncatedHeader: Record<string, string> = audio.isTruncated ? { [AUDIO_TRUNCATED_HEADER]: 'true' } : {};
     if (fields.stream) {
       reply.hijack();
       const res = reply.raw;
-      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+      res.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache',
+        connection: 'keep-alive',
+        ...truncatedHeader,
+      });
       for (const event of toStreamEvents(result)) res.write(`data: ${JSON.stringify(event)}\n\n`);
       res.end();
       return reply;
@@ -163,6 +225,6 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
       includeWords: shouldIncludeWords,
       includeSegments: fields.timestamp_granularities.includes('segment') || !shouldIncludeWords,
     });
-    return reply.type(rendered.contentType).send(rendered.body);
+    return reply.headers(truncatedHeader).type(rendered.contentType).send(rendered.body);
   });
 }
