@@ -373,18 +373,15 @@ def read_array(parser: Callable[[Any, str], T]) -> Callable[[Any, str], Tuple[T,
 
 def expected_body_length(message: Message) -> Optional[int]:
     """The body length a message's meta calls for (docs/protocol.md, Body layouts); None for 'bytes'."""
-    layout = wire_of(message).body_layout
-    if layout == 'none':
-        return 0
-    if layout == 'pcm16':
-        return int(sum(BYTES_PER_SAMPLE * item.samples for item in getattr(message, 'requests')))
-    if layout == 'sequence':
-        return int(sum(BYTES_PER_SAMPLE * item.samples + item.state_bytes for item in getattr(message, 'items')))
-    if layout == 'states':
-        return int(sum(result.state_bytes for result in getattr(message, 'results')))
-    if layout == 'bytes':
-        return None
-    raise AssertionError(f'Unknown body layout {layout!r}')
+    from .messages import RunBatch, RunSequenceBatch, SequenceResult
+
+    if isinstance(message, RunBatch):
+        return sum(BYTES_PER_SAMPLE * item.samples for item in message.requests)
+    if isinstance(message, RunSequenceBatch):
+        return sum(BYTES_PER_SAMPLE * item.samples + item.state_bytes for item in message.items)
+    if isinstance(message, SequenceResult):
+        return sum(result.state_bytes for result in message.results)
+    return None if wire_of(message).body_layout == 'bytes' else 0
 
 
 def check_message(message: Message) -> None:
@@ -410,37 +407,35 @@ def wire_of(message: Union[Message, Type[Any]]) -> Wire:
 
 
 def _broken_rule(message: Message) -> Optional[str]:
-    name = wire_of(message).name
-    if name == 'RunBatch':
-        requests = getattr(message, 'requests')
-        if not requests:
+    from .messages import BatchResult, RunBatch, RunSequenceBatch, SequenceResult, StreamEnd
+
+    if isinstance(message, RunBatch):
+        if not message.requests:
             return 'requests is empty'
-        return _duplicate([item.request_id for item in requests], 'requestId')
-    if name == 'RunSequenceBatch':
-        items = getattr(message, 'items')
-        if not items:
+        return _duplicate([item.request_id for item in message.requests], 'requestId')
+    if isinstance(message, RunSequenceBatch):
+        if not message.items:
             return 'items is empty'
-        for i, item in enumerate(items):
+        for i, item in enumerate(message.items):
             if item.state_bytes > MAX_STATE_BYTES:
                 return f'items[{i}].stateBytes {item.state_bytes} is over {MAX_STATE_BYTES}'
             if item.state_in != 'attached' and item.state_bytes != 0:
                 return f'items[{i}].stateBytes is {item.state_bytes} with stateIn {item.state_in}'
-        return _duplicate([item.session_id for item in items], 'sessionId')
-    if name == 'BatchResult':
-        for i, result in enumerate(getattr(message, 'results')):
-            if (result.error is None) == (result.transcript is None):
+        return _duplicate([item.session_id for item in message.items], 'sessionId')
+    if isinstance(message, BatchResult):
+        for i, batch_result in enumerate(message.results):
+            if (batch_result.error is None) == (batch_result.transcript is None):
                 return f'results[{i}] needs exactly one of error and transcript'
-    if name == 'SequenceResult':
-        for i, result in enumerate(getattr(message, 'results')):
+    if isinstance(message, SequenceResult):
+        for i, result in enumerate(message.results):
             if (result.error is None) == (result.output is None):
                 return f'results[{i}] needs exactly one of error and output'
             if result.state_bytes > MAX_STATE_BYTES:
                 return f'results[{i}].stateBytes {result.state_bytes} is over {MAX_STATE_BYTES}'
             if result.error is not None and result.state_bytes != 0:
                 return f'results[{i}] has an error and {result.state_bytes} state bytes'
-    if name == 'StreamEnd':
-        if (getattr(message, 'usage') is None) == (getattr(message, 'error') is None):
-            return 'needs exactly one of usage and error'
+    if isinstance(message, StreamEnd) and (message.usage is None) == (message.error is None):
+        return 'needs exactly one of usage and error'
     return None
 
 
