@@ -175,6 +175,12 @@ export const errors = {
     }),
   streamCancelled: (p: { requestId: string }) =>
     make('stream_cancelled', 'The stream was cancelled', { details: { requestId: p.requestId } }),
+  // gateway: a language the model does not recognise (GET /v1/models lists each model's)
+  unsupportedLanguage: (p: { model: string; language: string; languages: readonly string[] }) =>
+    make('unsupported_option', `Model '${p.model}' recognises ${p.languages.join(', ')} only: got language ${describe(p.language)}`, {
+      param: 'language',
+      details: { model: p.model, languages: p.languages },
+    }),
 };
 
 function describe(value: unknown): string {
