@@ -7,6 +7,8 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { runBenchCli } from '../bench/cli/cli.js';
 import { runCli } from '../src/app/cli.js';
+// esbuild inlines the JSON, so the bundle needs no package.json beside it.
+import packageJson from '../package.json' with { type: 'json' };
 
 const BENCH_BUNDLE = new URL('./voxmux-bench.mjs', import.meta.url);
 
@@ -15,4 +17,5 @@ async function loadBench(): Promise<typeof runBenchCli> {
   return bench.runBenchCli;
 }
 
-process.exit(await runCli(process.argv.slice(2), existsSync(fileURLToPath(BENCH_BUNDLE)) ? { loadBench } : {}));
+const version = packageJson.version;
+process.exit(await runCli(process.argv.slice(2), existsSync(fileURLToPath(BENCH_BUNDLE)) ? { version, loadBench } : { version }));

@@ -1,36 +1,81 @@
 // Makes a fresh clone runnable: installs the Debian packages voxmux needs (as root; otherwise it
 // prints the exact command and stops) and the npm dependencies when they are missing or stale.
 // Node built-ins only: it runs before `npm ci`.
+//
+//   node scripts/setup.mjs [--for serve|test] [--config FILE] [--list]
+//
+// --for serve (the default; `npm start`): what serving needs with the configured engines only: the
+//   config file named by --config or VOXMUX_CONFIG (models.*.adapter), else the default config,
+//   whose pocketsphinx engine needs no PyTorch.
+// --for test (`npm test`): every engine's packages and the test tooling (pytest, mypy, pyflakes,
+//   PyYAML, flite).
+// --list: print the Debian packages the purpose needs, one a line, and exit without installing.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-export const DEBIAN_PACKAGES = [
-  'ffmpeg', // decodes FLAC, MP3, M4A/AAC, Ogg and WebM uploads
-  'python3',
-  'python3-numpy',
-  'python3-torch',
-  'python3-yaml',
-  'python3-sentencepiece', // model hosts
-  'python3-pytest', // host tests
-  'python3-mypy',
-  'python3-pyflakes', // host typecheck and lint
-  'pocketsphinx',
-  'pocketsphinx-en-us',
-  'python3-pocketsphinx', // the CPU default ASR engine
-  'flite', // synthesizes test speech
-];
 
-function missingPackages() {
-  return DEBIAN_PACKAGES.filter((name) => {
+/** What every model host needs, and ffmpeg, which decodes FLAC, MP3, M4A/AAC, Ogg and WebM uploads. */
+const BASE_PACKAGES = ['ffmpeg', 'python3', 'python3-numpy'];
+/** What each adapter's model host imports (docs/adapters.md). An adapter not listed needs nothing more. */
+const ADAPTER_PACKAGES = {
+  pocketsphinx: ['pocketsphinx', 'pocketsphinx-en-us', 'python3-pocketsphinx'],
+  parakeet: ['python3-torch', 'python3-sentencepiece'],
+  test: [],
+};
+/** The default config's engine (src/config/schema.ts, DEFAULT_MODELS). */
+const DEFAULT_ADAPTERS = ['pocketsphinx'];
+/** Test tooling: host tests, typecheck and lint, and the speech synthesizer of the accuracy tests. */
+const TEST_PACKAGES = ['python3-pytest', 'python3-mypy', 'python3-pyflakes', 'python3-yaml', 'flite'];
+
+/** The adapters a config file names; the default config's when there is no file or it names no models. */
+function configuredAdapters(configPath) {
+  if (configPath === undefined) return DEFAULT_ADAPTERS;
+  let config;
+  try {
+    config = JSON.parse(readFileSync(configPath, 'utf8'));
+  } catch (err) {
+    // The server reports a config it cannot read (exit 78): install for the default engine meanwhile.
+    process.stderr.write(`setup: cannot read ${configPath} (${err.message}): installing for the default engine\n`);
+    return DEFAULT_ADAPTERS;
+  }
+  const models = config?.models;
+  if (models === undefined || models === null || typeof models !== 'object') return DEFAULT_ADAPTERS;
+  return Object.values(models).map((model) => String(model?.adapter ?? ''));
+}
+
+export function packagesFor(purpose, adapters) {
+  const names = purpose === 'test' ? Object.keys(ADAPTER_PACKAGES) : adapters;
+  const packages = [...BASE_PACKAGES, ...names.flatMap((name) => ADAPTER_PACKAGES[name] ?? [])];
+  if (purpose === 'test') packages.push(...TEST_PACKAGES);
+  return [...new Set(packages)];
+}
+
+function missingPackages(packages) {
+  return packages.filter((name) => {
     const r = spawnSync('dpkg-query', ['-W', '-f=${Status}', name], { encoding: 'utf8' });
     return r.status !== 0 || !r.stdout.includes('install ok installed');
   });
 }
 
-const missing = missingPackages();
+const { values } = parseArgs({
+  options: { for: { type: 'string', default: 'serve' }, config: { type: 'string' }, list: { type: 'boolean', default: false } },
+  strict: true,
+});
+if (values.for !== 'serve' && values.for !== 'test') {
+  process.stderr.write(`setup: expected --for serve or test: got '${values.for}'\n`);
+  process.exit(2);
+}
+const packages = packagesFor(values.for, configuredAdapters(values.config ?? process.env.VOXMUX_CONFIG));
+if (values.list) {
+  process.stdout.write(`${packages.join('\n')}\n`);
+  process.exit(0);
+}
+
+const missing = missingPackages(packages);
 if (missing.length > 0) {
   const install = `apt-get install -y --no-install-recommends ${missing.join(' ')}`;
   if (process.getuid?.() !== 0) {

@@ -50,6 +50,12 @@ export interface VerboseTranscription {
   segments: VerboseSegment[];
   words?: { word: string; start: number; end: number }[];
   usage: { type: 'duration'; seconds: number };
+  /**
+   * voxmux's extension. `language_source`: `requested` (the call named the language), `assumed`
+   * (the model recognises one language and the call named none: it was not detected) or `reported`
+   * (the engine said so).
+   */
+  voxmux?: { language_source: 'requested' | 'assumed' | 'reported' };
 }
 
 export interface JsonTranscription {

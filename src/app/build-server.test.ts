@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { gpuHealth } from './build-server.js';
+import { loadConfig } from '../config/load.js';
+import { createModelCatalog, gpuHealth } from './build-server.js';
 
 describe('gpuHealth', () => {
   it('takes a GPU whose instances are all down out of rotation and names it', () => {
@@ -22,5 +23,20 @@ describe('gpuHealth', () => {
 
   it('is empty on a node without GPUs', () => {
     assert.deepEqual(gpuHealth([], [{ instanceId: 'a', gpu: null, state: 'ready' }]), {});
+  });
+});
+
+describe('createModelCatalog', () => {
+  it("gives each model and alias its adapter's languages, and none for an adapter that declares none (#16)", () => {
+    const config = loadConfig({
+      file: { models: { sphinx: { adapter: 'pocketsphinx', aliases: ['whisper-1'] }, echo: { adapter: 'test' } } },
+    });
+    const catalog = createModelCatalog(config, 7);
+    assert.deepEqual(catalog.list(), [
+      { id: 'sphinx', created: 7, ownedBy: 'voxmux', languages: ['en'] },
+      { id: 'whisper-1', created: 7, ownedBy: 'voxmux', languages: ['en'] },
+      { id: 'echo', created: 7, ownedBy: 'voxmux' },
+    ]);
+    assert.equal(catalog.resolve('whisper-1'), 'sphinx');
   });
 });

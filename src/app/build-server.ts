@@ -36,11 +36,21 @@ export interface Server {
   metrics: Metrics;
   /** Starts MPS (when enabled) and every instance; resolves when each is ready or failed to start. */
   startInstances(): Promise<void>;
-  /** Drains: refuses new calls, finishes pending requests, then closes the instances. */
+  /** Drains: answers new calls 503 shutting_down while pending requests finish, then closes the listener and the instances. */
   close(): Promise<void>;
   /** Stops now: queued requests fail with shutting_down, instances are killed. */
   destroy(): Promise<void>;
 }
+
+/**
+ * The languages each adapter recognises, as its model host enforces them (LANGUAGE in
+ * host/voxmux_host/models/pocketsphinx_asr.py and parakeet/adapter.py; docs/adapters.md). The test
+ * adapter declares none.
+ */
+export const ADAPTER_LANGUAGES: Readonly<Record<string, readonly string[]>> = {
+  pocketsphinx: ['en'],
+  parakeet: ['en'],
+};
 
 export function createModelCatalog(config: Config, createdS: number): ModelCatalog {
   const names = new Map<string, string>();
@@ -48,7 +58,10 @@ export function createModelCatalog(config: Config, createdS: number): ModelCatal
     names.set(name, name);
     for (const alias of model.aliases) names.set(alias, name);
   }
-  const entries = [...names.keys()].map((id) => ({ id, created: createdS, ownedBy: 'voxmux' }));
+  const entries = [...names].map(([id, name]) => {
+    const languages = ADAPTER_LANGUAGES[config.models[name]!.adapter];
+    return { id, created: createdS, ownedBy: 'voxmux', ...(languages === undefined ? {} : { languages }) };
+  });
   return { list: () => entries, resolve: (name) => names.get(name) };
 }
 
@@ -108,6 +121,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
     return { isReady, body: { models: body, gpus: gpuHealth(nodeGpus, instances), scheduler: scheduler.stats() } };
   };
   const gateway = config.gateway;
+  let isDraining = false;
   const app = await buildGateway(
     {
       maxBodyBytes: gateway.maxBodyBytes,
@@ -132,6 +146,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       clock,
       log,
       metrics,
+      isDraining: () => isDraining,
     },
   );
   return {
@@ -144,7 +159,11 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       await supervisor.start();
     },
     async close() {
-      await Promise.all([app.close(), scheduler.close()]);
+      // The listener stays open while pending requests finish: new calls get 503 shutting_down
+      // with Retry-After (the gateway reads isDraining), then it closes (docs/operations.md).
+      isDraining = true;
+      await scheduler.close();
+      await app.close();
       await supervisor.close();
       await mps?.stop();
     },

@@ -10,6 +10,7 @@ import type { Config } from '../config/schema.js';
 import { spawnInstance } from '../supervisor/index.js';
 import { createLogger } from '../telemetry/logger.js';
 import { buildServer } from './build-server.js';
+import { modelReadiness, readyMessage } from './ready-message.js';
 
 export const EXIT_CONFIG = 78;
 
@@ -21,6 +22,7 @@ export function parseServeArgs(argv: readonly string[]): { config: Config; print
       port: { type: 'string' },
       config: { type: 'string' },
       'log-level': { type: 'string' },
+      'log-format': { type: 'string' },
       'print-config': { type: 'boolean', default: false },
       set: { type: 'string', multiple: true },
     },
@@ -33,6 +35,7 @@ export function parseServeArgs(argv: readonly string[]): { config: Config; print
   if (values.host !== undefined) flags['gateway.host'] = values.host;
   if (values.port !== undefined) flags['gateway.port'] = values.port;
   if (values['log-level'] !== undefined) flags['telemetry.logLevel'] = values['log-level'];
+  if (values['log-format'] !== undefined) flags['telemetry.logFormat'] = values['log-format'];
   for (const pair of values.set ?? []) {
     const eq = pair.indexOf('=');
     if (eq <= 0) throw new ConfigError([`--set ${pair}: expected path=value`]);
@@ -60,7 +63,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stdout.write(`${JSON.stringify(redact(config), null, 2)}\n`);
     return 0;
   }
-  const log = createLogger({ level: config.telemetry.logLevel });
+  const log = createLogger({ level: config.telemetry.logLevel, format: config.telemetry.logFormat, isTTY: process.stdout.isTTY === true });
   let server: Awaited<ReturnType<typeof buildServer>>;
   try {
     server = await buildServer(config, { log, clock: systemClock, spawn: spawnInstance, baseEnv: readProcessEnvironment() });
@@ -93,17 +96,27 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
   });
+  let address: string;
   try {
-    const address = await server.app.listen({ host: config.gateway.host, port: config.gateway.port });
+    address = await server.app.listen({ host: config.gateway.host, port: config.gateway.port });
     log.info({ address, models: Object.keys(config.models) }, 'listening');
   } catch (err) {
     log.fatal({ err }, 'listen failed');
     await server.destroy();
     return 1;
   }
-  void server.startInstances().catch((err: unknown) => {
-    log.fatal({ err }, 'instances failed to start');
-    void server.destroy().finally(() => process.exit(1));
-  });
+  server.startInstances().then(
+    () => {
+      if (signals > 0) return;
+      const models = modelReadiness(config, server.supervisor.stats().instances);
+      // NOTE: the one message with values in its text: it is the line a person starting voxmux
+      // looks for. The same values are in its fields for collectors.
+      log.info({ url: address, models }, readyMessage(address, models));
+    },
+    (err: unknown) => {
+      log.fatal({ err }, 'instances failed to start');
+      void server.destroy().finally(() => process.exit(1));
+    },
+  );
   return done;
 }

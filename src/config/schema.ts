@@ -187,6 +187,11 @@ export const TelemetrySchema = Type.Object(
       ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
       { description: 'Lowest log level written.', default: 'info' },
     ),
+    logFormat: Type.Union([Type.Literal('auto'), Type.Literal('json'), Type.Literal('pretty')], {
+      description:
+        'Log line format: json (one object a line), pretty (for people), or auto: pretty when stdout is a terminal, JSON otherwise.',
+      default: 'auto',
+    }),
   },
   { additionalProperties: false, default: {} },
 );

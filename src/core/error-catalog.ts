@@ -192,6 +192,12 @@ export const errors = {
     make('body_timeout', `The request was not received within ${p.bodyTimeoutMs} ms`, {
       details: { bodyTimeoutMs: p.bodyTimeoutMs },
     }),
+  // gateway: a language the model does not recognise (GET /v1/models lists each model's)
+  unsupportedLanguage: (p: { model: string; language: string; languages: readonly string[] }) =>
+    make('unsupported_option', `Model '${p.model}' recognises ${p.languages.join(', ')} only: got language ${describe(p.language)}`, {
+      param: 'language',
+      details: { model: p.model, languages: p.languages },
+    }),
 };
 
 function describe(value: unknown): string {

@@ -21,6 +21,12 @@ export interface ModelEntry {
   id: string;
   created: number;
   ownedBy: string;
+  /**
+   * The languages the model recognises (ISO-639-1 codes). A call that asks for another gets 400
+   * unsupported_option; one that asks for none gets the model's only language, marked as assumed
+   * in verbose_json. Absent where the adapter does not declare them (the engine decides).
+   */
+  languages?: readonly string[];
 }
 
 export interface ModelCatalog {
@@ -44,4 +50,10 @@ export interface GatewayDeps {
   clock: Clock;
   log: Logger;
   metrics: Metrics;
+  /**
+   * Whether the server is draining (it closes once pending requests finish): every call but
+   * /health/live and /metrics then gets 503 shutting_down with Retry-After while the listener is
+   * still open. @default never
+   */
+  isDraining?: () => boolean;
 }

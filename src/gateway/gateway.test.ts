@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { afterEach, describe, it } from 'node:test';
 import { FakeClock, settle } from '../../test/support/fake-clock.js';
-import type { TranscriptResult } from '../scheduler/index.js';
+import type { TranscriptionRequest, TranscriptResult } from '../scheduler/index.js';
 import { createLogger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { buildGateway, type ModelCatalog, type ReadinessSnapshot } from './index.js';
@@ -14,7 +14,7 @@ const RESULT: TranscriptResult = { text: 'hello', language: 'en', durationS: 1, 
 const catalog: ModelCatalog = {
   list: () => [
     { id: 'echo', created: 1_700_000_000, ownedBy: 'voxmux' },
-    { id: 'whisper-1', created: 1_700_000_000, ownedBy: 'voxmux' },
+    { id: 'whisper-1', created: 1_700_000_000, ownedBy: 'voxmux', languages: ['en'] },
   ],
   resolve: (name) => (name === 'echo' || name === 'whisper-1' ? 'echo' : undefined),
 };
@@ -25,10 +25,11 @@ afterEach(async () => {
   current = undefined;
 });
 
-async function setup(options: { apiKeys?: string[]; maxBodyBytes?: number } = {}) {
+async function setup(options: { apiKeys?: string[]; maxBodyBytes?: number; isDraining?: () => boolean; models?: ModelCatalog } = {}) {
   const metrics = createMetrics();
   let readiness: ReadinessSnapshot = { isReady: false, body: { models: { echo: { isReady: false } } } };
   let transcribeCalls = 0;
+  const requests: TranscriptionRequest[] = [];
   const app = await buildGateway(
     {
       maxBodyBytes: options.maxBodyBytes ?? 64 * 1024,
@@ -39,11 +40,12 @@ async function setup(options: { apiKeys?: string[]; maxBodyBytes?: number } = {}
       bodyTimeoutMs: 60_000,
     },
     {
-      transcribe: async () => {
+      transcribe: async (_model, request) => {
         transcribeCalls += 1;
+        requests.push(request);
         return RESULT;
       },
-      models: catalog,
+      models: options.models ?? catalog,
       readiness: () => readiness,
       metricsText: async () => '# HELP fake_metric A fake metric.\nfake_metric 1\n',
       metricsContentType: 'text/plain; version=0.0.4; charset=utf-8',
@@ -61,6 +63,7 @@ async function setup(options: { apiKeys?: string[]; maxBodyBytes?: number } = {}
       clock: new FakeClock(),
       log: createLogger({ level: 'silent' }),
       metrics,
+      ...(options.isDraining === undefined ? {} : { isDraining: options.isDraining }),
     },
   );
   current = app;
@@ -68,15 +71,21 @@ async function setup(options: { apiKeys?: string[]; maxBodyBytes?: number } = {}
     app,
     metrics,
     transcribeCalls: () => transcribeCalls,
+    requests,
     setReadiness: (snapshot: ReadinessSnapshot) => {
       readiness = snapshot;
     },
   };
 }
 
-async function upload(app: FastifyInstance, headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
+async function upload(
+  app: FastifyInstance,
+  headers: Record<string, string> = {},
+  fields: Record<string, string> = {},
+): Promise<LightMyRequestResponse> {
   const form = new FormData();
   form.append('model', 'echo');
+  for (const [name, value] of Object.entries(fields)) form.append(name, value);
   form.append('file', new Blob([new Uint8Array(320)]), 'a.wav');
   const encoded = new Response(form);
   return app.inject({
@@ -197,18 +206,24 @@ describe('buildGateway routing', () => {
     assert.equal(await callCount(metrics, 'unmatched', 'not_found'), 2);
   });
 
-  it('lists the models, aliases included, in the OpenAI list shape', async () => {
+  it('lists the models, aliases included, in the OpenAI list shape with their languages under voxmux (#16)', async () => {
     const { app } = await setup();
     const list = await app.inject({ method: 'GET', url: '/v1/models' });
     assert.deepEqual(list.json(), {
       object: 'list',
       data: [
-        { id: 'echo', object: 'model', created: 1_700_000_000, owned_by: 'voxmux' },
-        { id: 'whisper-1', object: 'model', created: 1_700_000_000, owned_by: 'voxmux' },
+        { id: 'echo', object: 'model', created: 1_700_000_000, owned_by: 'voxmux', voxmux: { languages: null } },
+        { id: 'whisper-1', object: 'model', created: 1_700_000_000, owned_by: 'voxmux', voxmux: { languages: ['en'] } },
       ],
     });
     const one = await app.inject({ method: 'GET', url: '/v1/models/whisper-1' });
-    assert.deepEqual(one.json(), { id: 'whisper-1', object: 'model', created: 1_700_000_000, owned_by: 'voxmux' });
+    assert.deepEqual(one.json(), {
+      id: 'whisper-1',
+      object: 'model',
+      created: 1_700_000_000,
+      owned_by: 'voxmux',
+      voxmux: { languages: ['en'] },
+    });
     const unknown = await app.inject({ method: 'GET', url: '/v1/models/nope' });
     assert.deepEqual([unknown.statusCode, errorCode(unknown)], [404, 'model_not_found']);
   });
@@ -238,5 +253,66 @@ describe('buildGateway routing', () => {
     assert.equal(await callCount(metrics, '/v1/audio/transcriptions', 'unauthenticated'), 1);
     assert.equal(await callCount(metrics, '/v1/models', 'ok'), 1);
     assert.equal(await callCount(metrics, '/v1/models/:model', 'not_found'), 1);
+  });
+});
+
+describe('buildGateway draining (#16)', () => {
+  it('answers every call but liveness and metrics 503 shutting_down with Retry-After and Connection: close while draining', async () => {
+    let isDraining = false;
+    const { app, transcribeCalls } = await setup({ isDraining: () => isDraining });
+    assert.equal((await upload(app)).statusCode, 200);
+    isDraining = true;
+    for (const res of [
+      await upload(app),
+      await app.inject({ method: 'GET', url: '/v1/models' }),
+      await app.inject({ method: 'GET', url: '/health/ready' }),
+    ]) {
+      assert.deepEqual(
+        [res.statusCode, errorCode(res), res.headers['retry-after'], res.headers.connection],
+        [503, 'shutting_down', '1', 'close'],
+      );
+    }
+    assert.equal(transcribeCalls(), 1);
+    assert.equal((await app.inject({ method: 'GET', url: '/health/live' })).statusCode, 200);
+    assert.equal((await app.inject({ method: 'GET', url: '/metrics' })).statusCode, 200);
+  });
+});
+
+describe('buildGateway languages (#16)', () => {
+  const english: ModelCatalog = {
+    list: () => [{ id: 'sphinx', created: 1, ownedBy: 'voxmux', languages: ['en'] }],
+    resolve: (name) => (name === 'echo' || name === 'sphinx' ? 'sphinx' : undefined),
+  };
+
+  it('answers 400 unsupported_option on language, before decoding, for a language the model does not list', async () => {
+    const { app, transcribeCalls } = await setup({ models: english });
+    const res = await upload(app, {}, { language: 'de' });
+    assert.deepEqual([res.statusCode, errorCode(res)], [400, 'unsupported_option']);
+    assert.equal((res.json() as { error: { param: string } }).error.param, 'language');
+    assert.equal(transcribeCalls(), 0);
+  });
+
+  it("says in verbose_json whether the language was requested or assumed from the model's only one", async () => {
+    const { app, requests } = await setup({ models: english });
+    const assumed = await upload(app, {}, { response_format: 'verbose_json' });
+    assert.deepEqual((assumed.json() as { voxmux: unknown }).voxmux, { language_source: 'assumed' });
+    const requested = await upload(app, {}, { response_format: 'verbose_json', language: 'en' });
+    assert.deepEqual((requested.json() as { voxmux: unknown }).voxmux, { language_source: 'requested' });
+    assert.deepEqual(
+      requests.map((r) => r.language),
+      [null, 'en'],
+    );
+  });
+
+  it('passes any language on to a model that declares none, and marks its answer reported', async () => {
+    const { app, requests } = await setup();
+    const res = await upload(app, {}, { response_format: 'verbose_json', language: 'de' });
+    assert.deepEqual((res.json() as { voxmux: unknown }).voxmux, { language_source: 'requested' });
+    const none = await upload(app, {}, { response_format: 'verbose_json' });
+    assert.deepEqual((none.json() as { voxmux: unknown }).voxmux, { language_source: 'reported' });
+    assert.deepEqual(
+      requests.map((r) => r.language),
+      ['de', null],
+    );
   });
 });

@@ -15,6 +15,8 @@ import { registerModelRoutes } from './routes/models.js';
 import { registerTranscriptionRoute } from './routes/transcriptions.js';
 
 const OPEN_PATHS = ['/health/live', '/health/ready', '/metrics'];
+/** Paths answered as usual while draining: liveness and metrics; readiness then answers 503 like the API. */
+const DRAIN_OPEN_PATHS = ['/health/live', '/metrics'];
 /** Multipart framing and form fields on top of the file itself. */
 const FORM_OVERHEAD_BYTES = 256 * 1024;
 /** How long a connection answered on the client-error path may take to read the answer. */
@@ -65,6 +67,9 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   app.addHook('onRequest', async (request) => {
     startedAt.set(request, clock.nowMs());
     const path = request.url.split('?')[0] ?? '';
+    // A draining node keeps listening until its pending requests finish, so that a new call learns
+    // at once to go elsewhere (503 with Retry-After) instead of finding the port closed.
+    if (deps.isDraining?.() === true && !DRAIN_OPEN_PATHS.includes(path)) throw errors.shuttingDown();
     if (!OPEN_PATHS.includes(path)) checkKey(request.headers.authorization);
     const declared = Number(request.headers['content-length']);
     if (Number.isFinite(declared) && declared > options.maxBodyBytes + FORM_OVERHEAD_BYTES) {
@@ -93,14 +98,15 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
     }
   });
 
-  // A call still running when close begins would otherwise leave a keep-alive connection open,
-  // and close waits for every connection: answer it with Connection: close instead.
+  // A call still running when close (or the drain before it) begins would otherwise leave a
+  // keep-alive connection open, and close waits for every connection: answer it with
+  // Connection: close instead.
   let isClosing = false;
   app.addHook('preClose', async () => {
     isClosing = true;
   });
   app.addHook('onSend', async (_request, reply, payload) => {
-    if (isClosing) reply.header('connection', 'close');
+    if (isClosing || deps.isDraining?.() === true) reply.header('connection', 'close');
     return payload;
   });
 

@@ -93,7 +93,18 @@ describe('renderTranscript', () => {
         { id: 1, start: 1.234, end: 3661.5, text: 'General Kenobi.', ...segment },
       ],
       usage: { type: 'duration', seconds: 3662 },
+      voxmux: { language_source: 'reported' },
     });
+  });
+
+  it("marks verbose_json's language as the call's own, or assumed where the model knows only that one (#16)", () => {
+    for (const languageSource of ['requested', 'assumed', 'reported'] as const) {
+      const body = JSON.parse(renderTranscript(result, 'verbose_json', { ...SEGMENTS_ONLY, languageSource }).body) as Record<
+        string,
+        unknown
+      >;
+      assert.deepEqual([body.language, body.voxmux], ['english', { language_source: languageSource }]);
+    }
   });
 
   it('adds words to verbose_json only when asked, rounded to milliseconds', () => {
@@ -129,6 +140,7 @@ describe('renderTranscript', () => {
       text: '',
       segments: [],
       usage: { type: 'duration', seconds: 1 },
+      voxmux: { language_source: 'reported' },
       words: [],
     });
   });

@@ -2,6 +2,9 @@
 import type { ResponseFormat, TranscriptStreamEvent, VerboseTranscription } from '../api/transcription.js';
 import type { TranscriptResult } from '../scheduler/index.js';
 
+/** verbose_json's `voxmux.language_source`: see languageSourceOf in routes/transcriptions.ts and docs/adapters.md. */
+export type LanguageSource = 'requested' | 'assumed' | 'reported';
+
 export interface RenderedBody {
   contentType: string;
   body: string;
@@ -10,7 +13,7 @@ export interface RenderedBody {
 export function renderTranscript(
   result: TranscriptResult,
   format: ResponseFormat,
-  options: { includeWords: boolean; includeSegments: boolean },
+  options: { includeWords: boolean; includeSegments: boolean; languageSource?: LanguageSource },
 ): RenderedBody {
   const text = result.text.trim();
   const usage = { type: 'duration' as const, seconds: Math.ceil(result.durationS) };
@@ -44,6 +47,7 @@ export function renderTranscript(
             }))
           : [],
         usage,
+        voxmux: { language_source: options.languageSource ?? 'reported' },
       };
       if (options.includeWords) {
         body.words = (result.words ?? []).map((w) => ({ word: w.word, start: round3(w.start), end: round3(w.end) }));

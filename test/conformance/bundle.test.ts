@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -51,7 +52,16 @@ describe('bundles', () => {
   it('runs `voxmux bench` from the bench bundle beside the server bundle', () => {
     const help = node([join(dir, 'voxmux.mjs'), '--help']);
     assert.equal(help.status, 0, help.stderr);
-    assert.match(help.stdout, /usage: voxmux serve/);
+    assert.match(help.stdout, /usage: voxmux <command>/);
+    const serveHelp = node([join(dir, 'voxmux.mjs'), 'serve', '--help']);
+    assert.equal(serveHelp.status, 0, serveHelp.stderr);
+    assert.match(serveHelp.stdout, /usage: voxmux serve/);
+    const version = node([join(dir, 'voxmux.mjs'), '--version']);
+    assert.equal(version.status, 0, version.stderr);
+    assert.equal(
+      version.stdout,
+      `voxmux ${(JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string }).version}\n`,
+    );
     const bench = node([join(dir, 'voxmux.mjs'), 'bench', '--help']);
     assert.equal(bench.status, 0, bench.stderr);
     assert.match(bench.stdout, /voxmux bench transcribe --url URL --model MODEL/);

@@ -3,7 +3,7 @@
  * (pocketsphinx), driven by the unmodified official `openai` SDK, in every input format.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -105,12 +105,28 @@ describe('transcription with the default engine through the openai SDK', () => {
       timestamp_granularities: ['word', 'segment'],
     });
     assert.equal(verbose.language, 'english');
+    // No language was asked for, and pocketsphinx does not detect one: the answer says English was assumed (#16).
+    assert.deepEqual((verbose as unknown as { voxmux: unknown }).voxmux, { language_source: 'assumed' });
     assert.ok(verbose.duration > 2 && verbose.duration < 5, `duration ${verbose.duration}`);
     assert.ok((verbose.segments ?? []).length >= 1);
     const words = verbose.words ?? [];
     assert.ok(words.length >= 6, `words ${JSON.stringify(words)}`);
     for (let i = 1; i < words.length; i++) assert.ok(words[i]!.start >= words[i - 1]!.start);
     assert.ok(words.at(-1)!.end <= verbose.duration + 0.05);
+  });
+
+  it("lists English as the default model's only language, and rejects another with 400 unsupported_option (#16)", async () => {
+    const models = await client.models.list();
+    for (const model of models.data) assert.deepEqual((model as unknown as { voxmux: unknown }).voxmux, { languages: ['en'] });
+    await assert.rejects(
+      client.audio.transcriptions.create({
+        file: await toFile(readFileSync(speech[0]!), 'speech.wav'),
+        model: 'whisper-1',
+        language: 'de',
+      }),
+      (err: unknown) =>
+        err instanceof OpenAI.BadRequestError && (err.error as { code?: string } | undefined)?.code === 'unsupported_option',
+    );
   });
 
   it('streams transcript.text.delta events, then transcript.text.done', async () => {

@@ -3,7 +3,14 @@ import type { FastifyInstance } from 'fastify';
 import { errors } from '../../core/error-catalog.js';
 import type { GatewayDeps, ModelEntry } from '../gateway-types.js';
 
-const toModel = (m: ModelEntry) => ({ id: m.id, object: 'model', created: m.created, owned_by: m.ownedBy });
+/** OpenAI's model object, with voxmux's own facts under `voxmux` (null languages: not declared by the adapter). */
+const toModel = (m: ModelEntry) => ({
+  id: m.id,
+  object: 'model',
+  created: m.created,
+  owned_by: m.ownedBy,
+  voxmux: { languages: m.languages ?? null },
+});
 
 export function registerModelRoutes(app: FastifyInstance, deps: GatewayDeps): void {
   app.get('/v1/models', async () => ({ object: 'list', data: deps.models.list().map(toModel) }));

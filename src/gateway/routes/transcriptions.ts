@@ -6,7 +6,7 @@ import { errors } from '../../core/error-catalog.js';
 import type { Clock, TimerHandle } from '../../core/clock.js';
 import type { Priority } from '../../scheduler/index.js';
 import type { GatewayDeps, GatewayOptions } from '../gateway-types.js';
-import { renderTranscript, toStreamEvents } from '../transcript-formats.js';
+import { renderTranscript, toStreamEvents, type LanguageSource } from '../transcript-formats.js';
 import { UploadPool, readIntoPool } from '../upload-pool.js';
 
 const KNOWN_FIELDS = new Set(['model', 'language', 'prompt', 'response_format', 'temperature', 'timestamp_granularities', 'stream']);
@@ -150,6 +150,16 @@ function describeSchema(param: string): string {
   }
 }
 
+/**
+ * Where verbose_json's language comes from: the call named it; the model knows one language and
+ * none was named, so it was assumed, not detected (speech in another language comes back as words
+ * of that one); or the engine reported it.
+ */
+export function languageSourceOf(requested: string | undefined, languages: readonly string[] | undefined): LanguageSource {
+  if (requested !== undefined) return 'requested';
+  return languages?.length === 1 ? 'assumed' : 'reported';
+}
+
 /** Callers that share a server can mark latency-critical calls; everything else is `normal`. */
 export const PRIORITY_HEADER = 'voxmux-priority';
 /** Set to `true` on a response whose WAV upload held fewer samples than its header declared. */
@@ -186,6 +196,10 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
     const fields = parseFields(form.fields);
     const model = deps.models.resolve(fields.model);
     if (model === undefined) throw errors.modelNotFound({ model: fields.model });
+    const languages = deps.models.list().find((m) => m.id === model)?.languages;
+    if (fields.language !== undefined && languages !== undefined && !languages.includes(fields.language)) {
+      throw errors.unsupportedLanguage({ model, language: fields.language, languages });
+    }
     if (form.file === undefined) throw errors.missingParameter({ param: 'file' });
     const decodeStartMs = deps.clock.nowMs();
     const audio = await deps.decoder.decode(form.file, abort.signal);
@@ -224,6 +238,7 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
     const rendered = renderTranscript(result, fields.response_format, {
       includeWords: shouldIncludeWords,
       includeSegments: fields.timestamp_granularities.includes('segment') || !shouldIncludeWords,
+      languageSource: languageSourceOf(fields.language, languages),
     });
     return reply.headers(truncatedHeader).type(rendered.contentType).send(rendered.body);
   });
