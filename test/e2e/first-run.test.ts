@@ -113,7 +113,9 @@ describe('voxmux serve first run (#16)', () => {
   });
 
   it('answers new calls 503 shutting_down with Retry-After while draining, finishes the running one, then exits 0', async () => {
-    const server = await startServer({ config: echoConfig({ batchDelayMs: 1500 }) });
+    // The running call takes 6 s: the drain stays open that long even on a busy machine, where the
+    // 'draining' line can take a while to reach the test.
+    const server = await startServer({ config: echoConfig({ batchDelayMs: 6000 }) });
     running.push(server);
     const first = transcribe(server.url);
     const deadline = Date.now() + 10_000;
