@@ -58,8 +58,8 @@ describe('decideAdmission', () => {
   it('spreads the work ahead over the ready instances', () => {
     const ahead = Array.from({ length: 8 }, () => item());
     const decision = decideAdmission(snapshot({ ahead, instanceFreeAtMs: [NOW, NOW] }), NOW);
-    // 4 batches over 2 instances: each busy 800 ms; the request's batch then ends at 800 + 10 + 300.
-    assert.deepEqual(decision, { kind: 'admit', predictedDoneMs: NOW + 1110 });
+    // 4 batches over 2 instances: each busy 800 ms; the request's batch then ends at 800 + 300.
+    assert.deepEqual(decision, { kind: 'admit', predictedDoneMs: NOW + 1100 });
   });
 
   it('keeps buckets apart: requests of another bucket never share the request batch', () => {
