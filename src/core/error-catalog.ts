@@ -54,6 +54,11 @@ export const ERROR_CATALOG = {
   session_expired: { kind: 'not_found', remedy: 'Start the session again from sequence number 0, or send items more often.' },
   sequence_gap: { kind: 'invalid_argument', remedy: 'Send the missing sequence number first.' },
   sequence_out_of_order: { kind: 'invalid_argument', remedy: 'Send each sequence number once, in order.' },
+  // scheduler: admission by predicted completion
+  deadline_unreachable: {
+    kind: 'resource_exhausted',
+    remedy: 'Retry after the Retry-After delay (the predicted drain time), send a longer voxmux-deadline-ms, or add instances.',
+  },
 } as const satisfies Record<string, CatalogEntry>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOG;
@@ -175,6 +180,16 @@ export const errors = {
     }),
   streamCancelled: (p: { requestId: string }) =>
     make('stream_cancelled', 'The stream was cancelled', { details: { requestId: p.requestId } }),
+  // scheduler: admission by predicted completion
+  deadlineUnreachable: (p: { model: string; timeoutMs: number; predictedMs: number; drainMs: number }) =>
+    make(
+      'deadline_unreachable',
+      `Model '${p.model}' cannot finish this request within its deadline of ${p.timeoutMs} ms: predicted ${Math.round(p.predictedMs)} ms`,
+      {
+        details: { model: p.model, timeoutMs: p.timeoutMs, predictedMs: Math.round(p.predictedMs), drainMs: Math.round(p.drainMs) },
+        retryAfterMs: Math.max(1, Math.round(p.drainMs)),
+      },
+    ),
 };
 
 function describe(value: unknown): string {

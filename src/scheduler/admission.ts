@@ -64,9 +64,9 @@ export function decideAdmission(snapshot: AdmissionSnapshot, nowMs: number): Adm
   const withRequest = planBatches([...snapshot.ahead, snapshot.request], snapshot.maxBatchSize, snapshot.ahead.length);
   const ownIndex = withRequest.findIndex((b) => b.hasRequest);
   const predictedDoneMs = replay(withRequest.slice(0, ownIndex + 1), [...freeAt], snapshot, nowMs).lastDoneMs;
-  const runsAtOnce = snapshot.ahead.length === 0 && freeAt.some((t) => t <= nowMs);
+  const canRunAtOnce = snapshot.ahead.length === 0 && freeAt.some((t) => t <= nowMs);
   const budgetMs = (snapshot.request.timeoutMs * (100 - snapshot.marginPercent)) / 100;
-  if (runsAtOnce || predictedDoneMs - nowMs <= budgetMs) return { kind: 'admit', predictedDoneMs };
+  if (canRunAtOnce || predictedDoneMs - nowMs <= budgetMs) return { kind: 'admit', predictedDoneMs };
   const drainDoneMs = replay(planBatches(snapshot.ahead, snapshot.maxBatchSize, -1), [...freeAt], snapshot, nowMs).allDoneMs;
   return { kind: 'reject', predictedDoneMs, drainMs: Math.max(0, drainDoneMs - nowMs) };
 }
