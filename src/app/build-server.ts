@@ -126,6 +126,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
     {
       maxBodyBytes: gateway.maxBodyBytes,
       requestTimeoutMs: gateway.requestTimeoutMs,
+      maxRequestTimeoutMs: gateway.maxRequestTimeoutMs,
       apiKeys: gateway.apiKeys,
       uploadPoolBytes: gateway.uploadPoolBytes,
       uploadPoolIdleMs: gateway.uploadPoolIdleMs,

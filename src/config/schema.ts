@@ -37,6 +37,12 @@ export const GatewaySchema = Type.Object(
       60_000,
       1,
     ),
+    // per-call deadlines (issue 16)
+    maxRequestTimeoutMs: Ms(
+      'Longest deadline a call may ask for with the voxmux-deadline-ms header, in milliseconds; longer ones get 400.',
+      600_000,
+      1,
+    ),
   },
   { additionalProperties: false, default: {} },
 );
@@ -59,6 +65,22 @@ export const SchedulerSchema = Type.Object(
       minimum: 1,
       maximum: 16,
     }),
+    // admission by predicted completion (issue 16)
+    admissionMarginPercent: Type.Integer({
+      description:
+        "Share of a request's deadline kept in reserve when predicting its completion, in percent: a batch request predicted to finish later than its deadline less this share gets 429 deadline_unreachable at once.",
+      default: 20,
+      minimum: 0,
+      maximum: 90,
+    }),
+    admissionPriorBatchMs: Ms(
+      'Service time assumed per batch before a model has completed one, in milliseconds (deliberately pessimistic; measured batches replace it).',
+      1000,
+    ),
+    admissionPriorMsPerAudioSecond: Ms(
+      'Service time assumed per second of audio in a batch before a model has completed one, in milliseconds (deliberately pessimistic; measured batches replace it).',
+      500,
+    ),
   },
   { additionalProperties: false, default: {} },
 );

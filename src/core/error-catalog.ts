@@ -64,6 +64,11 @@ export const ERROR_CATALOG = {
     kind: 'request_timeout',
     remedy: 'Send the whole request within gateway.bodyTimeoutMs, with a body as long as its Content-Length, or raise the limit.',
   },
+  // scheduler: admission by predicted completion
+  deadline_unreachable: {
+    kind: 'resource_exhausted',
+    remedy: 'Retry after the Retry-After delay (the predicted drain time), send a longer voxmux-deadline-ms, or add instances.',
+  },
 } as const satisfies Record<string, CatalogEntry>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOG;
@@ -198,6 +203,16 @@ export const errors = {
       param: 'language',
       details: { model: p.model, languages: p.languages },
     }),
+  // scheduler: admission by predicted completion
+  deadlineUnreachable: (p: { model: string; timeoutMs: number; predictedMs: number; drainMs: number }) =>
+    make(
+      'deadline_unreachable',
+      `Model '${p.model}' cannot finish this request within its deadline of ${p.timeoutMs} ms: predicted ${Math.round(p.predictedMs)} ms`,
+      {
+        details: { model: p.model, timeoutMs: p.timeoutMs, predictedMs: Math.round(p.predictedMs), drainMs: Math.round(p.drainMs) },
+        retryAfterMs: Math.max(1, Math.round(p.drainMs)),
+      },
+    ),
 };
 
 function describe(value: unknown): string {

@@ -8,6 +8,8 @@ import type { AudioDecoder } from './audio/index.js';
 export interface GatewayOptions {
   maxBodyBytes: number;
   requestTimeoutMs: number;
+  /** Longest deadline a call may ask for with the voxmux-deadline-ms header, in milliseconds. @default 600000 */
+  maxRequestTimeoutMs?: number;
   /** Memory kept for reuse by uploaded files (see upload-pool.ts); 0 turns the pool off. */
   uploadPoolBytes: number;
   /** How long the pool keeps its memory with no upload taking any, in milliseconds (then it frees all of it). */

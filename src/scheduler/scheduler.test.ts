@@ -79,9 +79,9 @@ describe('Scheduler', () => {
 
   it('groups requests by length bucket so short clips are not padded to long ones', async () => {
     const { clock, executor, scheduler } = setup();
-    void scheduler.submit('m', req(2), { timeoutMs: 10_000 });
-    void scheduler.submit('m', req(20), { timeoutMs: 10_000 });
-    void scheduler.submit('m', req(3), { timeoutMs: 10_000 });
+    void scheduler.submit('m', req(2), { timeoutMs: 60_000 });
+    void scheduler.submit('m', req(20), { timeoutMs: 60_000 });
+    void scheduler.submit('m', req(3), { timeoutMs: 60_000 });
     clock.advance(10);
     await settle();
     assert.deepEqual(executor.batchSizes(), [2]);

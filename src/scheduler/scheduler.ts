@@ -13,7 +13,7 @@ import { errors } from '../core/error-catalog.js';
 import { ServiceError } from '../core/errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import { canAdmit } from './admission.js';
+import { canAdmit, decideAdmission } from './admission.js';
 import { bucketOf, decideBatch, type BatchPolicy } from './dynamic-batcher.js';
 import type { Executor } from './executor.js';
 import type { BatchItemOutcome, TranscriptionRequest, TranscriptResult } from '../protocol/work.js';
@@ -21,6 +21,14 @@ import { selectInstance, type InstanceLoad, type RouteCandidate } from './router
 import { createSequenceBatcher, type SequenceItem, type SequenceResult } from './sequence-batcher/sequence-batcher.js';
 import type { StreamCall } from './stream-call.js';
 import { createStreamDispatcher, type StreamOpenInput } from './stream-dispatcher.js';
+import {
+  batchMs,
+  EMPTY_SERVICE_TIME,
+  observeBatch,
+  serviceTimeModel,
+  type ServiceTimeEstimate,
+  type ServiceTimeModel,
+} from './service-time.js';
 
 export const PRIORITIES = ['high', 'normal'] as const;
 export type Priority = (typeof PRIORITIES)[number];
@@ -48,7 +56,17 @@ export interface SchedulerOptions {
   lengthBucketsMs: readonly number[];
   maxRunningBatchesPerInstance: number;
   models: Readonly<Record<string, ModelPolicy>>;
+  /** Share of a deadline kept in reserve by admission, in percent. @default 20 */
+  admissionMarginPercent?: number;
+  /** Service time per batch assumed before a model's first batch, in milliseconds. @default 1000 */
+  admissionPriorBatchMs?: number;
+  /** Service time per audio second assumed before a model's first batch, in milliseconds. @default 500 */
+  admissionPriorMsPerAudioSecond?: number;
 }
+
+export const DEFAULT_ADMISSION_MARGIN_PERCENT = 20;
+export const DEFAULT_ADMISSION_PRIOR_BATCH_MS = 1000;
+export const DEFAULT_ADMISSION_PRIOR_MS_PER_AUDIO_SECOND = 500;
 
 export interface SchedulerDeps {
   executor: Executor;
@@ -95,8 +113,11 @@ export interface SchedulerStats extends ModelStats {
 
 export interface Scheduler {
   /**
-   * Queues one transcription request for a model (its canonical name).
-   * @throws model_not_found, queue_full, no_ready_instance, deadline_exceeded, client_disconnected,
+   * Queues one transcription request for a model (its canonical name). A request whose predicted
+   * completion (the work queued ahead of it at its priority or higher, the instances' running work
+   * and the model's measured service time) passes its deadline less the admission margin is
+   * refused at once with deadline_unreachable, its retry delay the predicted drain time.
+   * @throws model_not_found, queue_full, deadline_unreachable, no_ready_instance, deadline_exceeded, client_disconnected,
    *   shutting_down, and instance errors (instance_crashed after the retry, model_failed, invalid_audio...)
    */
   submit(model: string, request: TranscriptionRequest, options: SubmitOptions): Promise<TranscriptResult>;
@@ -140,9 +161,13 @@ interface Entry {
   model: string;
   request: TranscriptionRequest;
   bucket: number;
+  /** Seconds of audio. */
+  audioS: number;
   priority: number;
   enqueuedMs: number;
   timeoutMs: number;
+  /** When admission predicted the request would finish (absolute milliseconds). */
+  predictedDoneMs: number;
   attempts: number;
   state: 'queued' | 'running' | 'done';
   timer: TimerHandle;
@@ -153,6 +178,13 @@ interface Entry {
 
 const RETRYABLE_CODES = new Set(['instance_crashed', 'instance_wedged']);
 
+/** A batch on an instance, as admission sees it. */
+interface BatchRun {
+  model: string;
+  dispatchedMs: number;
+  audioS: number;
+}
+
 export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps): Scheduler {
   const { executor, clock, log, metrics } = deps;
   const queues = new Map<string, Entry[]>(Object.keys(options.models).map((m) => [m, []]));
@@ -161,6 +193,16 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
   const wakeTimers = new Map<string, { atMs: number; handle: TimerHandle }>();
   let isClosing = false;
   let drainWaiters: (() => void)[] = [];
+  // Admission's view: each model's learnt service time, each instance's batch work in dispatch
+  // order, and when an instance last finished a batch (a batch sent while another ran starts then).
+  const serviceTimes = new Map<string, ServiceTimeEstimate>(Object.keys(options.models).map((m) => [m, EMPTY_SERVICE_TIME]));
+  const batchRuns = new Map<string, BatchRun[]>();
+  const lastSettledMs = new Map<string, number>();
+  const prior: ServiceTimeModel = {
+    perBatchMs: options.admissionPriorBatchMs ?? DEFAULT_ADMISSION_PRIOR_BATCH_MS,
+    perAudioSecondMs: options.admissionPriorMsPerAudioSecond ?? DEFAULT_ADMISSION_PRIOR_MS_PER_AUDIO_SECOND,
+  };
+  const marginPercent = options.admissionMarginPercent ?? DEFAULT_ADMISSION_MARGIN_PERCENT;
   const policyOf = (model: string) => {
     const p = options.models[model]!;
     return {
@@ -199,6 +241,8 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
     metrics.batchSize.zero({ model });
     metrics.queueWait.zero({ model });
     metrics.retries.inc({ model }, 0);
+    metrics.admissionPredictionError.zero({ model });
+    for (const priority of PRIORITIES) metrics.admissionRejected.inc({ model, priority }, 0);
   }
 
   executor.onInstancesChanged(() => {
@@ -240,6 +284,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
     }
     if ('result' in outcome) {
       metrics.requests.inc({ model: entry.model, outcome: 'ok' });
+      metrics.admissionPredictionError.observe({ model: entry.model }, (clock.nowMs() - entry.predictedDoneMs) / 1000);
       entry.resolve(outcome.result);
     } else {
       metrics.requests.inc({ model: entry.model, outcome: outcome.error.code });
@@ -312,6 +357,47 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
     }
   }
 
+  /**
+   * A batch ended: its service time (from when the instance could start it) teaches the model's
+   * estimate. A failed batch teaches nothing: a crash says nothing about the service time.
+   */
+  function settleRun(model: string, instanceId: string, run: BatchRun, isCompleted: boolean): void {
+    const nowMs = clock.nowMs();
+    const runs = batchRuns.get(instanceId);
+    const i = runs?.indexOf(run) ?? -1;
+    if (runs !== undefined && i !== -1) runs.splice(i, 1);
+    if (runs?.length === 0) batchRuns.delete(instanceId);
+    const startedMs = Math.max(run.dispatchedMs, lastSettledMs.get(instanceId) ?? 0);
+    lastSettledMs.set(instanceId, nowMs);
+    if (isCompleted) {
+      serviceTimes.set(
+        model,
+        observeBatch(serviceTimes.get(model) ?? EMPTY_SERVICE_TIME, { audioS: run.audioS, durationMs: nowMs - startedMs }),
+      );
+    }
+  }
+
+  /**
+   * When each ready instance of the model is predicted to finish the batch work it holds. An
+   * instance whose batches belong to several models uses each model's estimate.
+   * NOTE: with no instance ready (all restarting), one instance free now is assumed: a request
+   * is not refused for a gap that the supervisor is already closing.
+   */
+  function instanceFreeAt(model: string, nowMs: number): number[] {
+    const ready = executor.readyInstances(model);
+    if (ready.length === 0) return [nowMs];
+    return ready.map((inst) => {
+      let freeMs = nowMs;
+      let previousEndMs = lastSettledMs.get(inst.instanceId) ?? 0;
+      for (const run of batchRuns.get(inst.instanceId) ?? []) {
+        const service = serviceTimeModel(serviceTimes.get(run.model) ?? EMPTY_SERVICE_TIME, prior);
+        previousEndMs = Math.max(run.dispatchedMs, previousEndMs) + batchMs(service, run.audioS);
+        freeMs = Math.max(freeMs, previousEndMs);
+      }
+      return freeMs;
+    });
+  }
+
   function dispatch(model: string, instanceId: string, batch: Entry[]): void {
     const q = queues.get(model)!;
     const nowMs = clock.nowMs();
@@ -328,9 +414,14 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
     loads.set(instanceId, load);
     metrics.batchSize.observe({ model }, batch.length);
     updateGauges(model);
+    const run: BatchRun = { model, dispatchedMs: nowMs, audioS: batch.reduce((sum, e) => sum + e.audioS, 0) };
+    const runs = batchRuns.get(instanceId) ?? [];
+    runs.push(run);
+    batchRuns.set(instanceId, runs);
     const batchId = randomUUID();
     log.debug({ model, instanceId, batchSize: batch.length, batchId }, 'batch dispatched');
     const settle = (outcomes: BatchItemOutcome[] | undefined, failure: ServiceError | undefined) => {
+      settleRun(model, instanceId, run, outcomes !== undefined);
       load.runningBatches -= 1;
       load.runningRequests -= batch.length;
       running.set(model, (running.get(model) ?? 0) - batch.length);
@@ -381,16 +472,52 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
         metrics.requests.inc({ model, outcome: 'no_ready_instance' });
         return Promise.reject(errors.noReadyInstance({ model, retryAfterMs: options.retryAfterMs }));
       }
+      const priorityName = submitOptions.priority ?? 'normal';
+      const priority = PRIORITIES.indexOf(priorityName);
+      const audioS = request.audio.length / 16_000;
+      const bucket = bucketOf(audioS * 1000, options.lengthBucketsMs);
+      const nowMs = clock.nowMs();
+      const policy = options.models[model]!;
+      const decision = decideAdmission(
+        {
+          // The queue is kept in priority order: the work ahead at this priority or higher is a prefix.
+          ahead: q.filter((e) => e.priority <= priority),
+          request: { bucket, audioS, timeoutMs: submitOptions.timeoutMs },
+          instanceFreeAtMs: instanceFreeAt(model, nowMs),
+          service: serviceTimeModel(serviceTimes.get(model) ?? EMPTY_SERVICE_TIME, prior),
+          maxBatchSize: policy.maxBatchSize,
+          maxQueueDelayMs: policy.maxQueueDelayMs,
+          marginPercent,
+        },
+        nowMs,
+      );
+      if (decision.kind === 'reject') {
+        metrics.requests.inc({ model, outcome: 'deadline_unreachable' });
+        metrics.admissionRejected.inc({ model, priority: priorityName });
+        log.debug(
+          { requestId, model, predictedMs: decision.predictedDoneMs - nowMs, drainMs: decision.drainMs },
+          'request refused by prediction',
+        );
+        return Promise.reject(
+          errors.deadlineUnreachable({
+            model,
+            timeoutMs: submitOptions.timeoutMs,
+            predictedMs: decision.predictedDoneMs - nowMs,
+            drainMs: decision.drainMs,
+          }),
+        );
+      }
       return new Promise<TranscriptResult>((resolve, reject) => {
-        const priority = PRIORITIES.indexOf(submitOptions.priority ?? 'normal');
         const entry: Entry = {
           requestId,
           model,
           request,
-          bucket: bucketOf((request.audio.length / 16_000) * 1000, options.lengthBucketsMs),
+          bucket,
+          audioS,
           priority,
-          enqueuedMs: clock.nowMs(),
+          enqueuedMs: nowMs,
           timeoutMs: submitOptions.timeoutMs,
+          predictedDoneMs: decision.predictedDoneMs,
           attempts: 0,
           state: 'queued',
           timer: clock.setTimeout(

@@ -229,6 +229,20 @@ export function createMetrics() {
       labelNames: ['model'] as const,
       registers: r,
     }),
+    // scheduler: admission by predicted completion
+    admissionRejected: new Counter({
+      name: 'voxmux_scheduler_admission_rejected_total',
+      help: 'Batch requests refused at once with deadline_unreachable because their predicted completion passed their deadline less the margin, by model and priority.',
+      labelNames: ['model', 'priority'] as const,
+      registers: r,
+    }),
+    admissionPredictionError: new Histogram({
+      name: 'voxmux_scheduler_admission_prediction_error_seconds',
+      help: 'Actual minus predicted completion time of admitted batch requests that finished with a result, by model (positive: later than predicted).',
+      labelNames: ['model'] as const,
+      buckets: [-30, -10, -5, -2, -1, -0.5, -0.25, -0.1, 0, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
+      registers: r,
+    }),
     eventLoopBusy: eventLoopBusyCounter(r),
   };
   collectDefaultMetrics({ register: registry, prefix: 'voxmux_process_' });

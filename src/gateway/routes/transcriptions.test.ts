@@ -180,6 +180,32 @@ describe('POST /v1/audio/transcriptions', () => {
     assert.equal(errorOf(bad).param, 'voxmux-priority');
   });
 
+  it('takes the deadline from the voxmux-deadline-ms header up to maxRequestTimeoutMs, and answers 400 for other values (#16)', async () => {
+    const { app, calls } = await setup();
+    assert.equal((await post(app, [['model', 'echo'], audioFile(320)], { 'voxmux-deadline-ms': '2000' })).statusCode, 200);
+    assert.equal(calls[0]!.options.timeoutMs, 2000 - 40); // counted from arrival, like the default
+    assert.equal((await post(app, [['model', 'echo'], audioFile(320)], { 'voxmux-deadline-ms': '600000' })).statusCode, 200);
+    for (const value of ['0', '-5', '1.5', 'soon', '600001', '99999999999', '']) {
+      const bad = await post(app, [['model', 'echo'], audioFile(320)], { 'voxmux-deadline-ms': value });
+      assert.equal(bad.statusCode, 400, value);
+      assert.equal(errorOf(bad).code, 'invalid_parameter', value);
+      assert.equal(errorOf(bad).param, 'voxmux-deadline-ms', value);
+    }
+    assert.equal(calls.length, 2);
+  });
+
+  it('answers 429 deadline_unreachable with Retry-After rounded up from the predicted drain time (#16)', async () => {
+    const { app } = await setup({
+      transcribe: () => {
+        throw errors.deadlineUnreachable({ model: 'echo', timeoutMs: 2000, predictedMs: 2400, drainMs: 1300 });
+      },
+    });
+    const res = await post(app, [['model', 'echo'], audioFile(320)]);
+    assert.equal(res.statusCode, 429);
+    assert.equal(res.headers['retry-after'], '2');
+    assert.deepEqual([errorOf(res).code, errorOf(res).type], ['deadline_unreachable', 'rate_limit_error']);
+  });
+
   it('sends null language and prompt when the form leaves them out, and ignores fields OpenAI defines that voxmux does not use', async () => {
     const { app, calls } = await setup();
     const res = await post(app, [['model', 'echo'], ['chunking_strategy', 'auto'], ['include[]', 'logprobs'], audioFile()]);

@@ -171,6 +171,27 @@ function priorityOf(value: string | string[] | undefined): Priority {
   throw errors.invalidParameter({ param: PRIORITY_HEADER, expected: 'high or normal', got: value });
 }
 
+/**
+ * A call may ask for its own deadline, in milliseconds from its arrival, up to
+ * gateway.maxRequestTimeoutMs; without the header, gateway.requestTimeoutMs applies.
+ */
+export const DEADLINE_HEADER = 'voxmux-deadline-ms';
+const DEFAULT_MAX_REQUEST_TIMEOUT_MS = 600_000;
+
+function deadlineOf(value: string | string[] | undefined, options: GatewayOptions): number {
+  if (value === undefined) return options.requestTimeoutMs;
+  const maxMs = options.maxRequestTimeoutMs ?? DEFAULT_MAX_REQUEST_TIMEOUT_MS;
+  const expected = `an integer number of milliseconds from 1 to ${maxMs}`;
+  if (typeof value !== 'string' || !/^[0-9]{1,10}$/.test(value.trim())) {
+    throw errors.invalidParameter({ param: DEADLINE_HEADER, expected, got: value });
+  }
+  const deadlineMs = Number(value.trim());
+  if (deadlineMs < 1 || deadlineMs > maxMs) {
+    throw errors.invalidParameter({ param: DEADLINE_HEADER, expected, got: value });
+  }
+  return deadlineMs;
+}
+
 export function registerTranscriptionRoute(app: FastifyInstance, options: GatewayOptions, deps: GatewayDeps): void {
   const uploads = new UploadPool(
     { maxPooledBytes: options.uploadPoolBytes, idleMs: options.uploadPoolIdleMs },
@@ -192,6 +213,7 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
     });
     const arrivedMs = deps.clock.nowMs();
     const priority = priorityOf(request.headers[PRIORITY_HEADER]);
+    const deadlineMs = deadlineOf(request.headers[DEADLINE_HEADER], options);
     const form = await readFormWithin(request, { uploads, options, clock: deps.clock, arrivedMs });
     const fields = parseFields(form.fields);
     const model = deps.models.resolve(fields.model);
@@ -210,7 +232,7 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
       { audio: audio.samples, language: fields.language ?? null, prompt: fields.prompt ?? null, wordTimestamps: shouldIncludeWords },
       {
         // The deadline counts from the call's arrival: upload and decoding time are part of it.
-        timeoutMs: Math.max(1, options.requestTimeoutMs - (deps.clock.nowMs() - arrivedMs)),
+        timeoutMs: Math.max(1, deadlineMs - (deps.clock.nowMs() - arrivedMs)),
         signal: abort.signal,
         requestId: String(request.id),
         priority,
