@@ -105,8 +105,11 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   app.addHook('preClose', async () => {
     isClosing = true;
   });
-  app.addHook('onSend', async (_request, reply, payload) => {
-    if (isClosing || deps.isDraining?.() === true) reply.header('connection', 'close');
+  // NOTE: only once the request's body is all in. Closing a connection whose client is still
+  // sending its body resets it, and the client sees the reset instead of the answer; Node reads and
+  // drops the rest of an unread body by itself, and close() then ends the idle connection.
+  app.addHook('onSend', async (request, reply, payload) => {
+    if ((isClosing || deps.isDraining?.() === true) && request.raw.complete) reply.header('connection', 'close');
     return payload;
   });
 
@@ -116,8 +119,9 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
     if (error.kind === 'internal')
       request.log.error({ err: error.cause ?? err, code: error.code, requestId: request.id }, 'request failed');
     if (error.kind === 'cancelled' || reply.raw.destroyed) return;
-    // The rest of an unread body cannot be told from the next request on this connection.
-    if (!request.raw.complete) reply.header('connection', 'close');
+    // A body that stopped arriving will not end: the connection goes with the answer. Any other
+    // unread body is read and dropped by Node, so the client still gets the answer (see onSend).
+    if (error.code === 'body_timeout' && !request.raw.complete) reply.header('connection', 'close');
     const http = toHttpError(error);
     return reply.code(http.status).headers(http.headers).type('application/json; charset=utf-8').send(http.body);
   });
