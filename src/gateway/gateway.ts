@@ -109,7 +109,7 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   // sending its body resets it, and the client sees the reset instead of the answer; Node reads and
   // drops the rest of an unread body by itself, and close() then ends the idle connection.
   app.addHook('onSend', async (request, reply, payload) => {
-    if ((isClosing || deps.isDraining?.() === true) && request.raw.complete) reply.header('connection', 'close');
+    if ((isClosing || deps.isDraining?.() === true) && isBodyIn(request)) reply.header('connection', 'close');
     return payload;
   });
 
@@ -135,4 +135,11 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   registerHealthRoutes(app, deps);
   registerMetricsRoute(app, deps);
   return app;
+}
+
+/** Whether a request's body has all arrived: it has none, or the parser has read it to its end. */
+function isBodyIn(request: FastifyRequest): boolean {
+  if (request.raw.complete) return true;
+  const hasBody = request.headers['transfer-encoding'] !== undefined || Number(request.headers['content-length'] ?? 0) > 0;
+  return !hasBody;
 }
