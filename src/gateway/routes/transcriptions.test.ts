@@ -7,7 +7,7 @@ import { errors } from '../../core/error-catalog.js';
 import type { SubmitOptions, TranscriptionRequest, TranscriptResult } from '../../scheduler/index.js';
 import { createLogger } from '../../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../../telemetry/metrics.js';
-import { buildGateway, type AudioDecoder, type ModelCatalog } from '../index.js';
+import { buildGateway, createEnergyDetector, type AudioDecoder, type ModelCatalog } from '../index.js';
 
 const URL_PATH = '/v1/audio/transcriptions';
 
@@ -91,6 +91,9 @@ async function setup(
       uploadPoolBytes: options.uploadPoolBytes ?? 1024 * 1024,
       uploadPoolIdleMs: 10_000,
       bodyTimeoutMs: options.bodyTimeoutMs ?? 60_000,
+      splitAboveMs: 0,
+      pieceTargetMs: 15_000,
+      maxPieceMs: 60_000,
     },
     {
       transcribe: async (model, request, submitOptions) => {
@@ -104,6 +107,7 @@ async function setup(
       metricsText: () => metrics.registry.metrics(),
       metricsContentType: metrics.registry.contentType,
       decoder,
+      voiceActivity: createEnergyDetector(),
       clock,
       log: createLogger({ level: 'silent' }),
       metrics,
