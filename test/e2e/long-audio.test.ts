@@ -56,12 +56,12 @@ describe('long recordings in pieces', () => {
     });
     running.push(server);
     let isPolling = true;
-    let sawBothBusy = false;
+    let hasSeenBothBusy = false;
     const polling = (async () => {
       while (isPolling) {
         const { body } = await server.readiness();
         const instances = (body.models as Record<string, { instances: { runningBatches: number }[] }>).echo!.instances;
-        if (instances.filter((i) => i.runningBatches > 0).length >= 2) sawBothBusy = true;
+        if (instances.filter((i) => i.runningBatches > 0).length >= 2) hasSeenBothBusy = true;
         await new Promise((r) => setTimeout(r, 20));
       }
     })();
@@ -73,7 +73,7 @@ describe('long recordings in pieces', () => {
     await polling;
     assert.equal(res.status, 200);
     const body = (await res.json()) as Verbose;
-    assert.ok(sawBothBusy, 'both instances ran pieces at once');
+    assert.ok(hasSeenBothBusy, 'both instances ran pieces at once');
     const pieces = await server.metric('voxmux_gateway_audio_pieces_total', { model: 'echo' });
     assert.equal(body.segments.length, pieces);
     assert.ok(pieces >= 20 && pieces <= 60, `${pieces} pieces`);
