@@ -43,8 +43,11 @@ interface Run {
 
 async function run(name: string, gateway: Record<string, unknown>, port: number): Promise<Run> {
   const stop = await startVoxmux({
+    // The whole file is one batch of several minutes on this machine: past the default 120 s call
+    // deadline and batch timeout, so both are raised for both runs.
     config: {
-      gateway: { maxAudioDurationMs: 700_000, ...gateway },
+      gateway: { maxAudioDurationMs: 700_000, requestTimeoutMs: 1_800_000, ...gateway },
+      supervisor: { batchTimeoutMs: 1_800_000 },
       models: { asr: { adapter: 'pocketsphinx', instances: 2, maxBatchSize: 1 } },
     },
     port,
@@ -86,7 +89,7 @@ const md = `# Long-audio latency: whole file vs pieces (${date})
 - commit: ${commit}
 - command: \`npm run build && npx tsx bench/long-audio.ts --duration-s ${durationS}\`
 - recording: ${durationS} s, ${recording.sentences.length} flite (slt) sentences with 1 s pauses, 16 kHz PCM16 WAV
-- engine: pocketsphinx (default engine), 2 instances, maxBatchSize 1; stream=true; pieces: splitAboveMs 30000, pieceTargetMs 15000, Silero VAD
+- engine: pocketsphinx (default engine), 2 instances, maxBatchSize 1; requestTimeoutMs and supervisor.batchTimeoutMs 1800000 (the whole file is one batch longer than the 120 s defaults); stream=true; pieces: splitAboveMs 30000, pieceTargetMs 15000, Silero VAD
 
 | run | first delta (s) | done (s) | deltas | WER |
 | --- | --- | --- | --- | --- |
