@@ -4,6 +4,7 @@
  * them. `onReady` hears each piece, in order, as soon as it and every piece before it are done:
  * that is what a streamed call sends as deltas.
  */
+import { setMaxListeners } from 'node:events';
 import type { SubmitOptions, TranscriptionRequest, TranscriptResult } from '../../scheduler/index.js';
 import { shiftPiece, stitchPieces, type PieceResult } from './stitch.js';
 
@@ -34,6 +35,8 @@ export interface PiecesInput {
 export function transcribeInPieces(input: PiecesInput): Promise<TranscriptResult> {
   const { request, ranges, sampleRateHz, options } = input;
   const controller = new AbortController();
+  // Each piece's queued request listens on this one signal: a 10-minute recording has 40 pieces.
+  setMaxListeners(ranges.length + 10, controller.signal);
   const forward = () => controller.abort(options.signal?.reason);
   options.signal?.addEventListener('abort', forward, { once: true });
   const done: (PieceResult | undefined)[] = ranges.map(() => undefined);
