@@ -23,7 +23,14 @@ const common = {
   },
 };
 
-const server = await build({ ...common, entryPoints: ['scripts/bundle-entry.ts'], outfile: join(outDir, 'voxmux.mjs') });
+// onnxruntime-node is a native addon: it stays outside the bundle. Where it is not installed, the
+// gateway finds pauses by frame energy instead of Silero VAD (gateway/pieces/silero-vad.ts).
+const server = await build({
+  ...common,
+  entryPoints: ['scripts/bundle-entry.ts'],
+  outfile: join(outDir, 'voxmux.mjs'),
+  external: ['onnxruntime-node'],
+});
 const benchInputs = Object.keys(server.metafile.inputs).filter((input) => input.startsWith('bench/'));
 if (benchInputs.length > 0) {
   process.stderr.write(`The server bundle must not contain the bench: it holds ${benchInputs.join(', ')}\n`);

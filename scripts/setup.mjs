@@ -91,5 +91,11 @@ const marker = join(root, 'node_modules', '.package-lock.json');
 const lock = join(root, 'package-lock.json');
 if (!existsSync(marker) || statSync(marker).mtimeMs < statSync(lock).mtimeMs) {
   process.stderr.write('installing npm dependencies (npm ci)\n');
-  execFileSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: root, stdio: 'inherit' });
+  // onnxruntime-node ships its CPU binaries in the package; its install script would download the
+  // CUDA ones, which voxmux does not use (voice activity detection runs on the CPU): skip it.
+  execFileSync('npm', ['ci', '--no-audit', '--no-fund'], {
+    cwd: root,
+    stdio: 'inherit',
+    env: { ...process.env, ONNXRUNTIME_NODE_INSTALL: 'skip' },
+  });
 }

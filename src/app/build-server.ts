@@ -6,7 +6,14 @@ import type { FastifyInstance } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import { ConfigError } from '../config/load.js';
 import type { Config } from '../config/schema.js';
-import { buildGateway, createAudioDecoder, type ModelCatalog, type ReadinessSnapshot } from '../gateway/index.js';
+import {
+  buildGateway,
+  createAudioDecoder,
+  createEnergyDetector,
+  createSileroDetector,
+  type ModelCatalog,
+  type ReadinessSnapshot,
+} from '../gateway/index.js';
 import { createScheduler, type Scheduler } from '../scheduler/index.js';
 import {
   checkPlacement,
@@ -122,6 +129,10 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
   };
   const gateway = config.gateway;
   let isDraining = false;
+  const voiceActivity = gateway.voiceActivity === 'energy' ? { detector: createEnergyDetector() } : await createSileroDetector();
+  if (voiceActivity.fallbackReason !== undefined) {
+    log.warn({ err: voiceActivity.fallbackReason }, 'silero vad unavailable: cutting long audio at energy minima');
+  }
   const app = await buildGateway(
     {
       maxBodyBytes: gateway.maxBodyBytes,
@@ -131,6 +142,9 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       uploadPoolBytes: gateway.uploadPoolBytes,
       uploadPoolIdleMs: gateway.uploadPoolIdleMs,
       bodyTimeoutMs: gateway.bodyTimeoutMs,
+      splitAboveMs: gateway.splitAboveMs,
+      pieceTargetMs: gateway.pieceTargetMs,
+      maxPieceMs: Math.max(...config.scheduler.lengthBucketsMs),
     },
     {
       transcribe: (model, request, options) => scheduler.submit(model, request, options),
@@ -144,6 +158,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
         ffmpegTimeoutMs: gateway.ffmpegTimeoutMs,
         tmpDir: gateway.tmpDir !== '' ? gateway.tmpDir : tmpdir(),
       }),
+      voiceActivity: voiceActivity.detector,
       clock,
       log,
       metrics,

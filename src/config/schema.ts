@@ -43,6 +43,22 @@ export const GatewaySchema = Type.Object(
       600_000,
       1,
     ),
+    // issue 16: long recordings in pieces
+    splitAboveMs: Ms(
+      'Audio longer than this is cut at pauses into pieces that run as separate requests and are stitched back, in milliseconds (0: never cut).',
+      30_000,
+      0,
+    ),
+    pieceTargetMs: Ms(
+      'Length each piece of a cut recording aims at, in milliseconds; no piece exceeds the largest scheduler.lengthBucketsMs.',
+      15_000,
+      1000,
+    ),
+    voiceActivity: Type.Union([Type.Literal('silero'), Type.Literal('energy')], {
+      description:
+        'How pauses are found before cutting: silero (Silero VAD on onnxruntime, CPU) or energy (frame energy; also the fallback where onnxruntime cannot load).',
+      default: 'silero',
+    }),
   },
   { additionalProperties: false, default: {} },
 );

@@ -4,6 +4,7 @@ import type { TranscriptionRequest, TranscriptResult, SubmitOptions } from '../s
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { AudioDecoder } from './audio/index.js';
+import type { VoiceActivityDetector } from './pieces/voice-activity.js';
 
 export interface GatewayOptions {
   maxBodyBytes: number;
@@ -17,6 +18,12 @@ export interface GatewayOptions {
   /** Longest time from a call's arrival until its whole body is received, in milliseconds: body_timeout (408) after it. */
   bodyTimeoutMs: number;
   apiKeys: readonly string[];
+  /** Audio longer than this is cut into pieces, in milliseconds (0: never). */
+  splitAboveMs: number;
+  /** Length a piece aims at, in milliseconds. */
+  pieceTargetMs: number;
+  /** Longest piece, in milliseconds: the scheduler's largest length bucket. */
+  maxPieceMs: number;
 }
 
 export interface ModelEntry {
@@ -49,6 +56,8 @@ export interface GatewayDeps {
   metricsText(): Promise<string>;
   metricsContentType: string;
   decoder: AudioDecoder;
+  /** Finds the pauses of recordings longer than splitAboveMs. */
+  voiceActivity: VoiceActivityDetector;
   clock: Clock;
   log: Logger;
   metrics: Metrics;

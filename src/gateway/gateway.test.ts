@@ -5,7 +5,7 @@ import { FakeClock, settle } from '../../test/support/fake-clock.js';
 import type { TranscriptionRequest, TranscriptResult } from '../scheduler/index.js';
 import { createLogger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
-import { buildGateway, type ModelCatalog, type ReadinessSnapshot } from './index.js';
+import { buildGateway, createEnergyDetector, type ModelCatalog, type ReadinessSnapshot } from './index.js';
 
 const KEYS = ['gateway-key-one', 'gateway-key-two'];
 
@@ -38,6 +38,9 @@ async function setup(options: { apiKeys?: string[]; maxBodyBytes?: number; isDra
       uploadPoolBytes: 1024 * 1024,
       uploadPoolIdleMs: 10_000,
       bodyTimeoutMs: 60_000,
+      splitAboveMs: 0,
+      pieceTargetMs: 15_000,
+      maxPieceMs: 60_000,
     },
     {
       transcribe: async (_model, request) => {
@@ -49,6 +52,7 @@ async function setup(options: { apiKeys?: string[]; maxBodyBytes?: number; isDra
       readiness: () => readiness,
       metricsText: async () => '# HELP fake_metric A fake metric.\nfake_metric 1\n',
       metricsContentType: 'text/plain; version=0.0.4; charset=utf-8',
+      voiceActivity: createEnergyDetector(),
       decoder: {
         decode: async (bytes) => ({
           samples: new Int16Array(bytes.length),

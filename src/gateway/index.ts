@@ -4,3 +4,6 @@ export type { GatewayDeps, GatewayOptions, ModelCatalog, ModelEntry, ReadinessSn
 export { HTTP_STATUS, OPENAI_TYPE, WS_CLOSE_CODE, toHttpError } from './error-mapping.js';
 export { createAudioDecoder } from './audio/index.js';
 export type { AudioDecoder, DecodedAudio } from './audio/index.js';
+export { createEnergyDetector } from './pieces/voice-activity.js';
+export type { VoiceActivityDetector } from './pieces/voice-activity.js';
+export { createSileroDetector } from './pieces/silero-vad.js';

@@ -243,6 +243,26 @@ export function createMetrics() {
       buckets: [-30, -10, -5, -2, -1, -0.5, -0.25, -0.1, 0, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
       registers: r,
     }),
+    // issue 16: long recordings in pieces
+    audioCuts: new Counter({
+      name: 'voxmux_gateway_audio_cuts_total',
+      help: 'Cuts made in long recordings, by kind: pause, short_pause (the longest pause in reach was short) or no_pause (cut inside speech).',
+      labelNames: ['kind'] as const,
+      registers: r,
+    }),
+    audioPieces: new Counter({
+      name: 'voxmux_gateway_audio_pieces_total',
+      help: 'Pieces that long recordings were cut into, each submitted as its own request, by model.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    voiceActivityDuration: new Histogram({
+      name: 'voxmux_gateway_voice_activity_seconds',
+      help: 'Time spent finding pauses in a recording longer than gateway.splitAboveMs, by detector (silero or energy).',
+      labelNames: ['detector'] as const,
+      buckets: LATENCY_BUCKETS_S,
+      registers: r,
+    }),
     eventLoopBusy: eventLoopBusyCounter(r),
   };
   collectDefaultMetrics({ register: registry, prefix: 'voxmux_process_' });

@@ -7,7 +7,7 @@ import { errors } from '../../core/error-catalog.js';
 import type { SubmitOptions, TranscriptionRequest, TranscriptResult } from '../../scheduler/index.js';
 import { createLogger } from '../../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../../telemetry/metrics.js';
-import { buildGateway, type AudioDecoder, type ModelCatalog } from '../index.js';
+import { buildGateway, createEnergyDetector, type AudioDecoder, type ModelCatalog } from '../index.js';
 
 const URL_PATH = '/v1/audio/transcriptions';
 
@@ -59,6 +59,7 @@ async function setup(
     onRequest?: (raw: ServerResponse) => void;
     uploadPoolBytes?: number;
     bodyTimeoutMs?: number;
+    splitAboveMs?: number;
   } = {},
 ): Promise<Harness> {
   const clock = new FakeClock();
@@ -91,6 +92,9 @@ async function setup(
       uploadPoolBytes: options.uploadPoolBytes ?? 1024 * 1024,
       uploadPoolIdleMs: 10_000,
       bodyTimeoutMs: options.bodyTimeoutMs ?? 60_000,
+      splitAboveMs: options.splitAboveMs ?? 0,
+      pieceTargetMs: 1000,
+      maxPieceMs: 2000,
     },
     {
       transcribe: async (model, request, submitOptions) => {
@@ -104,6 +108,7 @@ async function setup(
       metricsText: () => metrics.registry.metrics(),
       metricsContentType: metrics.registry.contentType,
       decoder,
+      voiceActivity: createEnergyDetector(),
       clock,
       log: createLogger({ level: 'silent' }),
       metrics,
@@ -330,6 +335,92 @@ describe('POST /v1/audio/transcriptions', () => {
       type: 'transcript.text.done',
       text: 'Hello there. General Kenobi.',
       usage: { type: 'duration', seconds: 3 },
+    });
+  });
+
+  describe('long audio in pieces', () => {
+    // The harness decodes N bytes to N samples of silence: 40,000 bytes are 2.5 s, cut in the middle of the pause within reach.
+    const long = (): Field => ['file', new Blob([new Uint8Array(40_000)])];
+    const pieceResult = (call: Call): TranscriptResult => {
+      const n = call.request.audio.length;
+      return {
+        text: `piece ${n}`,
+        language: 'en',
+        durationS: n / 16000,
+        segments: [{ start: 0, end: n / 16000, text: `piece ${n}` }],
+        words: null,
+      };
+    };
+
+    it('leaves audio up to splitAboveMs whole', async () => {
+      const { app, calls } = await setup({ splitAboveMs: 3000 });
+      const res = await post(app, [['model', 'echo'], long()]);
+      assert.equal(res.statusCode, 200);
+      assert.equal(calls.length, 1);
+      assert.equal(calls[0]!.request.audio.length, 40_000);
+    });
+
+    it('submits each piece as its own request and stitches segments with their offsets', async () => {
+      const { app, calls, metrics } = await setup({ splitAboveMs: 1000, transcribe: async (call) => pieceResult(call) });
+      const res = await post(app, [['model', 'echo'], ['response_format', 'verbose_json'], long()]);
+      assert.equal(res.statusCode, 200);
+      assert.deepEqual(
+        calls.map((c) => c.request.audio.length),
+        [19_920, 20_080],
+      );
+      assert.ok(calls.every((c) => c.options.requestId?.endsWith(`.${calls.indexOf(c)}`)));
+      const body = JSON.parse(res.body) as { text: string; segments: { start: number; end: number }[]; duration: number };
+      assert.equal(body.text, 'piece 19920 piece 20080');
+      assert.deepEqual(
+        body.segments.map((x) => [x.start, x.end]),
+        [
+          [0, 1.245],
+          [1.245, 2.5],
+        ],
+      );
+      assert.equal(body.duration, 2.5);
+      assert.match(await metrics.registry.metrics(), /voxmux_gateway_audio_pieces_total\{model="echo"\} 2/);
+    });
+
+    it('streams one delta per piece, then done', async () => {
+      const { app } = await setup({ splitAboveMs: 1000, transcribe: async (call) => pieceResult(call) });
+      const res = await post(app, [['model', 'echo'], ['stream', 'true'], long()]);
+      assert.equal(res.statusCode, 200);
+      assert.equal(res.headers['content-type'], 'text/event-stream; charset=utf-8');
+      const events = res.body
+        .slice(0, -2)
+        .split('\n\n')
+        .map((b) => JSON.parse(b.slice('data: '.length)) as { type: string; delta?: string; text?: string });
+      assert.deepEqual(events, [
+        { type: 'transcript.text.delta', delta: 'piece 19920' },
+        { type: 'transcript.text.delta', delta: ' piece 20080' },
+        { type: 'transcript.text.done', text: 'piece 19920 piece 20080', usage: { type: 'duration', seconds: 3 } },
+      ]);
+    });
+
+    it('answers the envelope when a piece fails before the stream opened, and an error event after', async () => {
+      const failing = (index: number) => async (call: Call) => {
+        if (call.options.requestId?.endsWith(`.${index}`))
+          throw errors.fromWire({ code: 'model_failed', message: 'Boom', instanceId: 'i0' });
+        return pieceResult(call);
+      };
+      const before = await setup({ splitAboveMs: 1000, transcribe: failing(0) });
+      const early = await post(before.app, [['model', 'echo'], ['stream', 'true'], long()]);
+      assert.equal(early.statusCode, 500);
+      assert.equal(errorOf(early).code, 'model_failed');
+      await current?.close();
+      const later = await setup({ splitAboveMs: 1000, transcribe: failing(1) });
+      const res = await post(later.app, [['model', 'echo'], ['stream', 'true'], long()]);
+      assert.equal(res.statusCode, 200);
+      const events = res.body
+        .slice(0, -2)
+        .split('\n\n')
+        .map((b) => JSON.parse(b.slice('data: '.length)) as { type: string; error?: { code: string } });
+      assert.deepEqual(
+        events.map((e) => e.type),
+        ['transcript.text.delta', 'error'],
+      );
+      assert.equal(events[1]!.error?.code, 'model_failed');
     });
   });
 

@@ -4,9 +4,12 @@ import { Value } from '@sinclair/typebox/value';
 import { TranscriptionFieldsSchema, type TranscriptionFields } from '../../api/transcription.js';
 import { errors } from '../../core/error-catalog.js';
 import type { Clock, TimerHandle } from '../../core/clock.js';
-import type { Priority } from '../../scheduler/index.js';
+import type { Priority, SubmitOptions, TranscriptionRequest } from '../../scheduler/index.js';
 import type { GatewayDeps, GatewayOptions } from '../gateway-types.js';
 import { renderTranscript, toStreamEvents, type LanguageSource } from '../transcript-formats.js';
+import { toHttpError, toServiceError } from '../error-mapping.js';
+import { DEFAULT_MIN_PAUSE_MS, DEFAULT_SPEECH_THRESHOLD, planCuts, toPieceRanges } from '../pieces/split-policy.js';
+import { transcribeInPieces, type PieceRange } from '../pieces/transcribe-in-pieces.js';
 import { UploadPool, readIntoPool } from '../upload-pool.js';
 
 const KNOWN_FIELDS = new Set(['model', 'language', 'prompt', 'response_format', 'temperature', 'timestamp_granularities', 'stream']);
@@ -192,6 +195,80 @@ function deadlineOf(value: string | string[] | undefined, options: GatewayOption
   return deadlineMs;
 }
 
+const SAMPLE_RATE_HZ = 16_000;
+
+/** The pieces of a recording longer than splitAboveMs, cut at pauses; [] for one left whole. */
+async function pieceRangesOf(
+  samples: Int16Array,
+  context: { options: GatewayOptions; deps: GatewayDeps; signal: AbortSignal },
+): Promise<PieceRange[]> {
+  const { options, deps } = context;
+  if (options.splitAboveMs === 0 || samples.length <= (options.splitAboveMs * SAMPLE_RATE_HZ) / 1000) return [];
+  const startMs = deps.clock.nowMs();
+  const activity = await deps.voiceActivity.detect(samples, context.signal);
+  deps.metrics.voiceActivityDuration.observe({ detector: deps.voiceActivity.name }, (deps.clock.nowMs() - startMs) / 1000);
+  const cuts = planCuts(activity, samples.length, {
+    sampleRateHz: SAMPLE_RATE_HZ,
+    splitAboveMs: options.splitAboveMs,
+    pieceTargetMs: options.pieceTargetMs,
+    maxPieceMs: options.maxPieceMs,
+    minPauseMs: DEFAULT_MIN_PAUSE_MS,
+    speechThreshold: DEFAULT_SPEECH_THRESHOLD,
+  });
+  for (const cut of cuts) deps.metrics.audioCuts.inc({ kind: cut.kind });
+  return cuts.length === 0 ? [] : toPieceRanges(cuts, samples.length);
+}
+
+/**
+ * A streamed call in pieces: the event stream opens with the first piece that has text (an error
+ * before then still answers with its status and envelope), each piece's text goes as a delta once
+ * it and every piece before it are done, then the done event. An error after the stream opened
+ * ends it with an `error` event that carries the OpenAI envelope.
+ */
+async function streamPieces(context: {
+  ranges: readonly PieceRange[];
+  transcription: TranscriptionRequest;
+  submitOptions: SubmitOptions;
+  model: string;
+  openStream: () => void;
+  writeEvent: (event: unknown) => void;
+  deps: GatewayDeps;
+  request: FastifyRequest;
+  reply: FastifyReply;
+}): Promise<void> {
+  const { deps, writeEvent } = context;
+  let isOpen = false;
+  const open = () => {
+    if (isOpen) return;
+    isOpen = true;
+    context.openStream();
+  };
+  try {
+    const result = await transcribeInPieces({
+      request: context.transcription,
+      ranges: context.ranges,
+      sampleRateHz: SAMPLE_RATE_HZ,
+      options: context.submitOptions,
+      submit: (piece, pieceOptions) => deps.transcribe(context.model, piece, pieceOptions),
+      onReady: ({ delta }) => {
+        if (delta === '') return;
+        open();
+        writeEvent({ type: 'transcript.text.delta', delta });
+      },
+    });
+    open();
+    writeEvent({ type: 'transcript.text.done', text: result.text, usage: { type: 'duration', seconds: Math.ceil(result.durationS) } });
+  } catch (err) {
+    if (!isOpen) throw err;
+    const error = toServiceError(err, { maxBodyBytes: 0, contentType: undefined });
+    context.request.voxmuxOutcome = error.kind;
+    if (error.kind === 'internal')
+      deps.log.error({ err: error.cause ?? err, code: error.code, requestId: context.request.id }, 'request failed');
+    if (error.kind !== 'cancelled') writeEvent({ type: 'error', ...toHttpError(error).body });
+  }
+  context.reply.raw.end();
+}
+
 export function registerTranscriptionRoute(app: FastifyInstance, options: GatewayOptions, deps: GatewayDeps): void {
   const uploads = new UploadPool(
     { maxPooledBytes: options.uploadPoolBytes, idleMs: options.uploadPoolIdleMs },
@@ -227,34 +304,58 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
     const audio = await deps.decoder.decode(form.file, abort.signal);
     deps.metrics.gatewayDecodeDuration.observe({ format: audio.format }, (deps.clock.nowMs() - decodeStartMs) / 1000);
     const shouldIncludeWords = fields.timestamp_granularities.includes('word');
-    const result = await deps.transcribe(
-      model,
-      { audio: audio.samples, language: fields.language ?? null, prompt: fields.prompt ?? null, wordTimestamps: shouldIncludeWords },
-      {
-        // The deadline counts from the call's arrival: upload and decoding time are part of it.
-        timeoutMs: Math.max(1, deadlineMs - (deps.clock.nowMs() - arrivedMs)),
-        signal: abort.signal,
-        requestId: String(request.id),
-        priority,
-      },
-    );
-    // The result is in, so the host has read the audio: nothing reads the upload any more. (A call
-    // that fails leaves its upload to the garbage collector: its batch may still be on its way.)
-    uploads.giveBack(form.file);
-    // NOTE: a truncated WAV is decoded up to its last whole frame (wav-parser.ts); the caller learns
-    // it from this header, on every response format.
+    const transcription = {
+      audio: audio.samples,
+      language: fields.language ?? null,
+      prompt: fields.prompt ?? null,
+      wordTimestamps: shouldIncludeWords,
+    };
+    const ranges = await pieceRangesOf(audio.samples, { options, deps, signal: abort.signal });
+    const submitOptions = {
+      // The deadline counts from the call's arrival: upload, decoding and pause finding are part of it.
+      timeoutMs: Math.max(1, deadlineMs - (deps.clock.nowMs() - arrivedMs)),
+      signal: abort.signal,
+      requestId: String(request.id),
+      priority,
+    };
     const truncatedHeader: Record<string, string> = audio.isTruncated ? { [AUDIO_TRUNCATED_HEADER]: 'true' } : {};
-    if (fields.stream) {
+    const openStream = () => {
       reply.hijack();
-      const res = reply.raw;
-      res.writeHead(200, {
+      reply.raw.writeHead(200, {
         'content-type': 'text/event-stream; charset=utf-8',
         'cache-control': 'no-cache',
         connection: 'keep-alive',
         ...truncatedHeader,
       });
-      for (const event of toStreamEvents(result)) res.write(`data: ${JSON.stringify(event)}\n\n`);
-      res.end();
+    };
+    const writeEvent = (event: unknown) => reply.raw.write(`data: ${JSON.stringify(event)}\n\n`);
+    if (ranges.length > 1) {
+      deps.metrics.audioPieces.inc({ model }, ranges.length);
+      if (fields.stream) {
+        await streamPieces({ ranges, transcription, submitOptions, model, openStream, writeEvent, deps, request, reply });
+        uploads.giveBack(form.file);
+        return reply;
+      }
+    }
+    const result =
+      ranges.length > 1
+        ? await transcribeInPieces({
+            request: transcription,
+            ranges,
+            sampleRateHz: SAMPLE_RATE_HZ,
+            options: submitOptions,
+            submit: (piece, pieceOptions) => deps.transcribe(model, piece, pieceOptions),
+          })
+        : await deps.transcribe(model, transcription, submitOptions);
+    // The result is in, so the host has read the audio: nothing reads the upload any more. (A call
+    // that fails leaves its upload to the garbage collector: its batch may still be on its way.)
+    uploads.giveBack(form.file);
+    // NOTE: a truncated WAV is decoded up to its last whole frame (wav-parser.ts); the caller learns
+    // it from the voxmux-audio-truncated header, on every response format.
+    if (fields.stream) {
+      openStream();
+      for (const event of toStreamEvents(result)) writeEvent(event);
+      reply.raw.end();
       return reply;
     }
     const rendered = renderTranscript(result, fields.response_format, {
