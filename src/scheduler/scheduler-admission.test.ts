@@ -73,6 +73,22 @@ describe('Scheduler admission by predicted completion', () => {
     assert.equal(rejected?.value, 1);
   });
 
+  it('skips the prediction for queueLimitOnly requests (earlier pieces of a call), which then count for the next one', async () => {
+    const { scheduler } = setup();
+    const outcomes: string[] = [];
+    const track = (p: Promise<unknown>) =>
+      p.then(
+        () => outcomes.push('ok'),
+        (e: ServiceError) => outcomes.push(e.code),
+      );
+    for (let i = 0; i < 3; i++) void track(scheduler.submit('m', req(1), { timeoutMs: 1500, admission: 'queueLimitOnly' }));
+    const last = scheduler.submit('m', req(1), { timeoutMs: 1500 });
+    await assert.rejects(last, { code: 'deadline_unreachable' });
+    await settle();
+    assert.equal(scheduler.stats().pending, 3);
+    assert.deepEqual(outcomes, []);
+  });
+
   it('learns the service time from completed batches and admits by it', async () => {
     const { clock, executor, scheduler, metrics } = setup();
     const first = submit(scheduler, 1000);

@@ -13,7 +13,7 @@ import { errors } from '../core/error-catalog.js';
 import { ServiceError } from '../core/errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import { canAdmit, decideAdmission } from './admission.js';
+import { canAdmit, decideAdmission, type AdmissionDecision } from './admission.js';
 import { bucketOf, decideBatch, type BatchPolicy } from './dynamic-batcher.js';
 import type { Executor } from './executor.js';
 import type { BatchItemOutcome, TranscriptionRequest, TranscriptResult } from '../protocol/work.js';
@@ -84,6 +84,13 @@ export interface SubmitOptions {
   timeoutMs: number;
   /** Id for logs; generated when absent. */
   requestId?: string;
+  /**
+   * `predict` judges the request by its predicted completion (deadline_unreachable); `queueLimitOnly`
+   * skips the prediction, for the earlier pieces of a long recording whose last piece is then judged
+   * with all of them ahead of it, so the call is judged as a whole. Queue limits apply either way.
+   * @default 'predict'
+   */
+  admission?: 'predict' | 'queueLimitOnly';
 }
 
 export interface StreamOptions {
@@ -166,8 +173,8 @@ interface Entry {
   priority: number;
   enqueuedMs: number;
   timeoutMs: number;
-  /** When admission predicted the request would finish (absolute milliseconds). */
-  predictedDoneMs: number;
+  /** When admission predicted the request would finish (absolute milliseconds); undefined when not predicted. */
+  predictedDoneMs: number | undefined;
   attempts: number;
   state: 'queued' | 'running' | 'done';
   timer: TimerHandle;
@@ -284,7 +291,9 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
     }
     if ('result' in outcome) {
       metrics.requests.inc({ model: entry.model, outcome: 'ok' });
-      metrics.admissionPredictionError.observe({ model: entry.model }, (clock.nowMs() - entry.predictedDoneMs) / 1000);
+      if (entry.predictedDoneMs !== undefined) {
+        metrics.admissionPredictionError.observe({ model: entry.model }, (clock.nowMs() - entry.predictedDoneMs) / 1000);
+      }
       entry.resolve(outcome.result);
     } else {
       metrics.requests.inc({ model: entry.model, outcome: outcome.error.code });
@@ -478,20 +487,23 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
       const bucket = bucketOf(audioS * 1000, options.lengthBucketsMs);
       const nowMs = clock.nowMs();
       const policy = options.models[model]!;
-      const decision = decideAdmission(
-        {
-          // The queue is kept in priority order: the work ahead at this priority or higher is a prefix.
-          ahead: q.filter((e) => e.priority <= priority),
-          request: { bucket, audioS, timeoutMs: submitOptions.timeoutMs },
-          instanceFreeAtMs: instanceFreeAt(model, nowMs),
-          service: serviceTimeModel(serviceTimes.get(model) ?? EMPTY_SERVICE_TIME, prior),
-          maxBatchSize: policy.maxBatchSize,
-          maxQueueDelayMs: policy.maxQueueDelayMs,
-          marginPercent,
-        },
-        nowMs,
-      );
-      if (decision.kind === 'reject') {
+      const decision: AdmissionDecision | undefined =
+        submitOptions.admission === 'queueLimitOnly'
+          ? undefined
+          : decideAdmission(
+              {
+                // The queue is kept in priority order: the work ahead at this priority or higher is a prefix.
+                ahead: q.filter((e) => e.priority <= priority),
+                request: { bucket, audioS, timeoutMs: submitOptions.timeoutMs },
+                instanceFreeAtMs: instanceFreeAt(model, nowMs),
+                service: serviceTimeModel(serviceTimes.get(model) ?? EMPTY_SERVICE_TIME, prior),
+                maxBatchSize: policy.maxBatchSize,
+                maxQueueDelayMs: policy.maxQueueDelayMs,
+                marginPercent,
+              },
+              nowMs,
+            );
+      if (decision?.kind === 'reject') {
         metrics.requests.inc({ model, outcome: 'deadline_unreachable' });
         metrics.admissionRejected.inc({ model, priority: priorityName });
         log.debug(
@@ -517,7 +529,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
           priority,
           enqueuedMs: nowMs,
           timeoutMs: submitOptions.timeoutMs,
-          predictedDoneMs: decision.predictedDoneMs,
+          predictedDoneMs: decision?.predictedDoneMs,
           attempts: 0,
           state: 'queued',
           timer: clock.setTimeout(

@@ -51,6 +51,9 @@ describe('long recordings in pieces', () => {
     const server = await startServer({
       config: {
         gateway: { maxAudioDurationMs: 700_000, splitAboveMs: 30_000, pieceTargetMs: 15_000 },
+        // Admission's prior service time for a server that has measured nothing yet: the test
+        // engine's (150 ms a batch), not the default, which is slow enough for a CPU recogniser.
+        scheduler: { admissionPriorBatchMs: 200, admissionPriorMsPerAudioSecond: 1 },
         models: { echo: { adapter: 'test', instances: 2, maxBatchSize: 4, options: { batchDelayMs: 150 } } },
       },
     });

@@ -40,6 +40,17 @@ const RANGES = [
 ];
 
 describe('transcribeInPieces', () => {
+  it('judges the call as a whole: only its last piece, submitted after the others, is predicted (#16)', () => {
+    const { pending, submit } = harness();
+    void transcribeInPieces({ request: REQUEST, ranges: RANGES, sampleRateHz: 16_000, options: { timeoutMs: 1000 }, submit }).catch(
+      () => undefined,
+    );
+    assert.deepEqual(
+      pending.map((p) => p.options.admission),
+      ['queueLimitOnly', 'queueLimitOnly', undefined],
+    );
+  });
+
   it('submits every piece at once and hears them in order as each and all before it are done', async () => {
     const { pending, submit } = harness();
     const ready: ReadyPiece[] = [];

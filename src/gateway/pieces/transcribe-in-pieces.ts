@@ -61,6 +61,9 @@ export function transcribeInPieces(input: PiecesInput): Promise<TranscriptResult
         ...options,
         signal: controller.signal,
         requestId: options.requestId === undefined ? undefined : `${options.requestId}.${index}`,
+        // The call is judged as a whole: the last piece is predicted with every other piece queued
+        // ahead of it; if it is refused, the call fails and the earlier pieces are dropped.
+        admission: index < ranges.length - 1 ? 'queueLimitOnly' : options.admission,
       };
       input.submit(piece, pieceOptions).then((result) => {
         if (isSettled) return;
