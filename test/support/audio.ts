@@ -4,26 +4,36 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { countWordErrors } from '../../bench/cli/word-error-rate.js';
 
-/** A float32 mono WAV at the given rate (no resampling happens for 16 kHz). */
-export function floatWav(samples: Float32Array, sampleRateHz = 16000): Buffer {
+/** A mono WAV of one sample format: 44-byte header, then the samples as they are in memory. */
+function monoWav(data: ArrayBufferView, format: { formatTag: 1 | 3; bitsPerSample: 16 | 32; sampleRateHz: number }): Buffer {
+  const bytesPerSample = format.bitsPerSample / 8;
   const header = Buffer.alloc(44);
   header.write('RIFF', 0);
-  header.writeUInt32LE(36 + samples.byteLength, 4);
+  header.writeUInt32LE(36 + data.byteLength, 4);
   header.write('WAVE', 8);
   header.write('fmt ', 12);
   header.writeUInt32LE(16, 16);
-  header.writeUInt16LE(3, 20);
+  header.writeUInt16LE(format.formatTag, 20);
   header.writeUInt16LE(1, 22);
-  header.writeUInt32LE(sampleRateHz, 24);
-  header.writeUInt32LE(sampleRateHz * 4, 28);
-  header.writeUInt16LE(4, 32);
-  header.writeUInt16LE(32, 34);
+  header.writeUInt32LE(format.sampleRateHz, 24);
+  header.writeUInt32LE(format.sampleRateHz * bytesPerSample, 28);
+  header.writeUInt16LE(bytesPerSample, 32);
+  header.writeUInt16LE(format.bitsPerSample, 34);
   header.write('data', 36);
-  header.writeUInt32LE(samples.byteLength, 40);
-  return Buffer.concat([header, Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength)]);
+  header.writeUInt32LE(data.byteLength, 40);
+  return Buffer.concat([header, Buffer.from(data.buffer, data.byteOffset, data.byteLength)]);
 }
 
-/** Deterministic pseudo-audio, distinct per seed. */
+/** A float32 mono WAV at the given rate (no resampling happens for 16 kHz). */
+export function floatWav(samples: Float32Array, sampleRateHz = 16000): Buffer {
+  return monoWav(samples, { formatTag: 3, bitsPerSample: 32, sampleRateHz });
+}
+
+/** A 16 kHz mono 16-bit PCM WAV: the format the model hosts read, passed through without conversion. */
+export function pcm16Wav(samples: Int16Array): Buffer {
+  return monoWav(samples, { formatTag: 1, bitsPerSample: 16, sampleRateHz: 16000 });
+}
+
 export function noise(samples: number, seed: number): Float32Array {
   const out = new Float32Array(samples);
   let x = (seed * 2654435761) >>> 0;

@@ -1,7 +1,7 @@
 /** A long recording synthesized from flite sentences with known pauses, for the pieces tests and bench. */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fliteWav } from './audio.js';
+import { fliteWav, pcm16Wav } from './audio.js';
 
 export interface SpokenSentence {
   text: string;
@@ -53,24 +53,6 @@ export function longRecording(options: { texts: readonly string[]; durationS: nu
     at += pcm.length + pause;
   }
   return { samples, sentences, wav: pcm16Wav(samples) };
-}
-
-export function pcm16Wav(samples: Int16Array): Buffer {
-  const header = Buffer.alloc(44);
-  header.write('RIFF', 0);
-  header.writeUInt32LE(36 + samples.byteLength, 4);
-  header.write('WAVE', 8);
-  header.write('fmt ', 12);
-  header.writeUInt32LE(16, 16);
-  header.writeUInt16LE(1, 20);
-  header.writeUInt16LE(1, 22);
-  header.writeUInt32LE(16000, 24);
-  header.writeUInt32LE(32000, 28);
-  header.writeUInt16LE(2, 32);
-  header.writeUInt16LE(16, 34);
-  header.write('data', 36);
-  header.writeUInt32LE(samples.byteLength, 40);
-  return Buffer.concat([header, Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength)]);
 }
 
 /** Reads a server-sent event stream: each event's arrival time (from `startMs`) and its data. */
