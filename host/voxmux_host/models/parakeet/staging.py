@@ -1,6 +1,6 @@
 """Staging buffers: a batch's int16 clips copied into host memory ahead of its run, off the main thread.
 
-The host stages each batch on its stager thread as it arrives (``ParakeetAdapter.stage_batch``), while
+The host stages each batch on its stager thread as it arrives (``ParakeetAdapter.stage``), while
 the main thread still runs the batch before it. The copy into pinned memory (about 46 MB for 32 x 45 s,
 5 ms of one CPU core) then no longer leaves the GPU waiting between batches: the main thread only
 enqueues one host-to-device copy out of the staged buffer.
