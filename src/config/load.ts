@@ -38,7 +38,7 @@ const ENV_ALIASES: Record<string, string> = {
   VOXMUX_LOG_LEVEL: 'telemetry.logLevel',
 };
 /** Environment variables that are not config paths. */
-const ENV_NON_PATHS = new Set(['VOXMUX_CONFIG']);
+const ENV_NON_PATHS = new Set(['VOXMUX_CONFIG', 'VOXMUX_GATEWAY_MALLOC']);
 
 export function toEnvName(path: string): string {
   return `VOXMUX_${path

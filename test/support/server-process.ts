@@ -3,7 +3,7 @@
  * 127.0.0.1 with a free port, and waits until /health/ready answers 200.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,6 +18,11 @@ export interface RunningServer {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
   readiness(): Promise<{ status: number; body: Record<string, unknown> }>;
   metric(name: string, labels?: Record<string, string>): Promise<number>;
+  /**
+   * The gateway's own process id: on Linux, `voxmux serve` runs the gateway in a child of the
+   * launcher (bin/voxmux.mjs); elsewhere, or with MALLOC_MMAP_THRESHOLD_ set, it is the launcher.
+   */
+  gatewayPid(): number;
 }
 
 export async function startServer(
@@ -75,6 +80,19 @@ export async function startServer(
     async readiness() {
       const res = await fetch(`${address}/health/ready`);
       return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    },
+    gatewayPid() {
+      const pid = child.pid!;
+      const children = `/proc/${pid}/task/${pid}/children`;
+      const ids = existsSync(children)
+        ? readFileSync(children, 'utf8')
+            .trim()
+            .split(/\s+/)
+            .filter((id) => id !== '')
+        : [];
+      // The gateway child runs the launcher's script too; model instances do not.
+      const gateway = ids.find((id) => readFileSync(`/proc/${id}/cmdline`, 'utf8').includes('voxmux.mjs'));
+      return gateway === undefined ? pid : Number(gateway);
     },
     async metric(name, labels = {}) {
       const text = await (await fetch(`${address}/metrics`)).text();
