@@ -97,6 +97,11 @@ export const SchedulerSchema = Type.Object(
       'Service time assumed per second of audio in a batch before a model has completed one, in milliseconds (deliberately pessimistic; measured batches replace it).',
       500,
     ),
+    admissionByPrediction: Type.Boolean({
+      description:
+        'Refuse at once a batch request predicted to miss its deadline (429 deadline_unreachable); false leaves only maxQueuedRequests (the behaviour before issue 16, kept for comparison runs).',
+      default: true,
+    }),
   },
   { additionalProperties: false, default: {} },
 );

@@ -89,6 +89,22 @@ describe('Scheduler admission by predicted completion', () => {
     assert.deepEqual(outcomes, []);
   });
 
+  it('admits by queue length only with admissionByPrediction false (the comparison baseline)', async () => {
+    const { scheduler, metrics } = setup({ admissionByPrediction: false, maxQueuedRequests: 3 });
+    const calls = Array.from({ length: 5 }, () => submit(scheduler, 2500));
+    await settle();
+    // One running and three queued, although the prior predicts the third queued one past its
+    // deadline; the fifth finds the queue full.
+    assert.deepEqual(
+      calls.map((c) => c.ended.error?.code),
+      [undefined, undefined, undefined, undefined, 'queue_full'],
+    );
+    assert.equal(
+      (await metrics.admissionRejected.get()).values.reduce((sum, v) => sum + v.value, 0),
+      0,
+    );
+  });
+
   it('learns the service time from completed batches and admits by it', async () => {
     const { clock, executor, scheduler, metrics } = setup();
     const first = submit(scheduler, 1000);

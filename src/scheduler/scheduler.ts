@@ -62,6 +62,8 @@ export interface SchedulerOptions {
   admissionPriorBatchMs?: number;
   /** Service time per audio second assumed before a model's first batch, in milliseconds. @default 500 */
   admissionPriorMsPerAudioSecond?: number;
+  /** false: admission by queue length only, as before issue 16. @default true */
+  admissionByPrediction?: boolean;
 }
 
 export const DEFAULT_ADMISSION_MARGIN_PERCENT = 20;
@@ -488,7 +490,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
       const nowMs = clock.nowMs();
       const policy = options.models[model]!;
       const decision: AdmissionDecision | undefined =
-        submitOptions.admission === 'queueLimitOnly'
+        submitOptions.admission === 'queueLimitOnly' || options.admissionByPrediction === false
           ? undefined
           : decideAdmission(
               {
