@@ -242,4 +242,21 @@ describe('Scheduler', () => {
     await closing;
     assert.equal(isClosed, true);
   });
+
+  it('close resolves when a running batch ends after every request in it passed its deadline', async () => {
+    const { clock, executor, scheduler } = setup();
+    const p = scheduler.submit('m', req(1), { timeoutMs: 100 });
+    clock.advance(10);
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [1]);
+    let isClosed = false;
+    const closing = scheduler.close().then(() => (isClosed = true));
+    clock.advance(100);
+    await assert.rejects(p, { code: 'deadline_exceeded' });
+    await settle();
+    assert.equal(isClosed, false, 'the batch still runs');
+    executor.complete(0);
+    await closing;
+    assert.equal(isClosed, true);
+  });
 });

@@ -456,6 +456,9 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
       pump(model);
       sequences.pump(model);
       streams.pump(model);
+      // A batch whose requests all passed their deadlines finished none of them here: its end is
+      // the last pending work a close may be waiting for.
+      checkDrained();
     };
     executor
       .runBatch(instanceId, {
