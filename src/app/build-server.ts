@@ -52,7 +52,8 @@ export interface Server {
 /**
  * The languages each adapter recognises, as its model host enforces them (LANGUAGE in
  * host/voxmux_host/models/pocketsphinx_asr.py and parakeet/adapter.py; docs/adapters.md). The test
- * adapter declares none.
+ * adapter declares none. test/conformance/adapter-languages.test.ts fails when this table and the
+ * host modules' LANGUAGE disagree, or when a registered adapter with a LANGUAGE is missing here.
  */
 export const ADAPTER_LANGUAGES: Readonly<Record<string, readonly string[]>> = {
   pocketsphinx: ['en'],
