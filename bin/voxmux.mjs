@@ -5,9 +5,9 @@
 // `voxmux serve` on Linux runs the gateway in a child process of this one, started with glibc's
 // mmap threshold fixed at 64 KiB (MALLOC_MMAP_THRESHOLD_). With glibc's default, the threshold
 // rises to the size of the largest block freed (up to 32 MiB), after which upload-sized blocks
-// (64 KiB to a few MiB) come from the main heap, and a burst of uploads leaves it 18 to 25 MiB larger
-// for good; with the threshold fixed, each such block is its own mapping and goes back to the
-// system when freed (issue 16, measured in test/e2e/memory-idle.test.ts). The setting must be in
+// (64 KiB to a few MiB) come from the main heap, and a burst of uploads leaves it 18 to 25 MiB
+// larger for good; with the threshold fixed, each such block is its own mapping and goes back to
+// the system when freed (issue 16, measured in test/e2e/memory-idle.test.ts). The setting must be in
 // the environment before the process starts, hence the child. It is dropped again from the
 // environment that model instances inherit (src/config/env.ts), where large tensors would pay a
 // mapping per allocation. The child is started in a session of its own, so that a terminal's
