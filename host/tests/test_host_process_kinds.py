@@ -310,3 +310,53 @@ def test_resources_load_hit_evict_and_the_lru_goes_past_the_budget(spawn: Spawn)
     assert host.request(LoadResource('bad', 'voice', {'size': 1}), 10, Error).code == 'unsupported_option'
     host.request(Close(), 11, Closed)
     assert host.wait() == 0
+
+
+# -- catalogue and resource counters (#18) ------------------------------------------------------
+
+
+def test_load_result_carries_the_catalogue_and_heartbeats_the_resource_counters(spawn: Spawn) -> None:
+    host = spawn(host_argv('test'))
+    host.expect(Hello)
+    assert heartbeat(host, 0).resource_counters is None  # no adapter yet: no counters
+    options = {'voices': ['alba', 'bruce'], 'voiceBytes': 40, 'resourceBudgetBytes': 100}
+    loaded = host.request(LoadRequest('test-0', 'speech', 'test', options, None), 1, LoadResult)
+    assert [(e.name, e.kind, e.language, e.sample_rate, e.gender) for e in loaded.catalog] == [
+        ('alba', 'voice', 'en-US', 16000, None), ('bruce', 'voice', 'en-US', 16000, None)]
+    counters = heartbeat(host, 1).resource_counters
+    assert counters is not None
+    assert (counters.hits, counters.misses, counters.loads_from_disk, counters.evictions, counters.budget_bytes,
+            counters.resident_bytes) == (0, 0, 0, 0, 100, 0)
+
+    # A stream naming a catalogue voice the host never loaded: loaded by name (a miss), then used (a hit).
+    for stream_id in ('s1', 's2'):
+        host.send(StartStream(stream_id, 'r', 'alba', {'chunks': 1}, 2, b''), 2)
+        assert host.expect(StreamChunk)[0].meta == {'chunk': 0, 'resource': 'alba'}
+        assert host.expect(StreamEnd)[0].usage == {'chunks': 1}
+    end = host.request(StartStream('s3', 'r', 'carol', {}, 2, b''), 3, StreamEnd)
+    assert end.error is not None and end.error.code == 'resource_not_found' and 'carol' in end.error.message
+    host.send(StartStream('s4', 'r', 'bruce', {'chunks': 1}, 2, b''), 4)
+    host.expect(StreamChunk)
+    host.expect(StreamEnd)
+    host.request(LoadResource('big', 'voice', {'bytes': 60}), 5, ResourceLoaded)  # 140 > 100: alba goes
+
+    ack = heartbeat(host, 2)
+    assert [(info.name, info.bytes) for info in ack.resources] == [('bruce', 40), ('big', 60)]
+    counters = ack.resource_counters
+    assert counters is not None
+    assert (counters.hits, counters.misses, counters.loads_from_disk, counters.loads_from_host,
+            counters.evictions, counters.budget_bytes, counters.resident_bytes) == (1, 3, 3, 0, 1, 100, 100)
+    assert counters.disk_load_ms >= 0 and counters.host_load_ms == 0
+    host.request(Close(), 6, Closed)
+    assert host.wait() == 0
+
+
+def test_a_malformed_catalogue_fails_the_load_with_load_failed(spawn: Spawn) -> None:
+    host = spawn(host_argv('test'))
+    host.expect(Hello)
+    bad = {'name': 'x', 'kind': 'voice', 'language': 'en-US', 'sampleRate': '16000', 'gender': None,
+           'description': ''}
+    error = host.request(LoadRequest('test-0', 'speech', 'test', {'voices': ['ok', bad]}, None), 1, Error)
+    assert error.code == 'load_failed' and 'catalog()[1]' in error.message and 'sampleRate' in error.message
+    host.close_input()
+    assert host.wait() == 0

@@ -154,14 +154,17 @@ class Summing(_Common):
 
 
 class Counting(_Common):
-    """A stream adapter: params {'chunks': n, 'delayMs': d, 'failAt': k}; also holds resources."""
+    """A stream adapter: params {'chunks': n, 'delayMs': d, 'failAt': k}; also holds resources, and loads the
+    voices of its catalogue (CATALOG) by name."""
 
     work_kinds: ClassVar[Tuple[str, ...]] = ('stream',)
+    CATALOG: ClassVar[Dict[str, int]] = {'known': 7}
 
     def __init__(self) -> None:
         self.closed: List[str] = []
         self.held: Dict[str, int] = {}
         self.loads: List[str] = []
+        self.asked: List[Tuple[str, str, Dict[str, Any]]] = []
 
     def open_stream(self, request: StreamRequest) -> Iterator[StreamPiece]:
         return self._pieces(request)
@@ -182,10 +185,13 @@ class Counting(_Common):
     def load_resource(self, name: str, kind: str, source: Dict[str, Any]) -> ResourceLoad:
         if name in self.held:
             return ResourceLoad('device', self.held[name], 'resident')
+        self.asked.append((name, kind, dict(source)))
         if source.get('fail'):
             raise InstanceError('out_of_memory', 'asked to fail')
+        if not source and name not in self.CATALOG:
+            raise InstanceError('resource_not_found', f'no voice {name}')
         self.loads.append(name)
-        self.held[name] = int(source.get('bytes', 0))
+        self.held[name] = int(source.get('bytes', self.CATALOG.get(name, 0)))
         return ResourceLoad('device', self.held[name], 'disk', 1)
 
     def evict_resource(self, name: str) -> int:
@@ -527,4 +533,19 @@ def test_resources_load_evict_and_reload_for_a_stream() -> None:
     assert ('end', 's', 1, {'chunks': 1}, None) in events
     assert ('end', 't', 0, None, 'resource_not_found') in events
     assert adapter.loads == ['v', 'v']
+    running.close()
+
+
+def test_a_stream_resource_the_host_never_loaded_is_asked_of_the_adapter_by_name() -> None:
+    adapter = Counting()
+    running = Running(adapter)
+    # 'known' is in the adapter's catalogue: loaded by name, then resident for the next stream.
+    running.put(stream('a', 5, resource='known', chunks=1), stream('b', 5, resource='known', chunks=1),
+                stream('c', 5, resource='unknown', chunks=1))
+    events = running.sink.wait_for(1 + 3 + 2)
+    assert ('end', 'a', 1, {'chunks': 1}, None) in events
+    assert ('end', 'b', 1, {'chunks': 1}, None) in events
+    assert ('end', 'c', 0, None, 'resource_not_found') in events
+    assert adapter.asked == [('known', 'voice', {}), ('unknown', 'voice', {})]
+    assert adapter.held == {'known': 7}
     running.close()

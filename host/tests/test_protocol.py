@@ -23,6 +23,7 @@ from voxmux_host.messages import (
     BatchItem,
     BatchResult,
     CancelStream,
+    CatalogEntry,
     Close,
     Closed,
     EndSessions,
@@ -36,6 +37,7 @@ from voxmux_host.messages import (
     LoadResource,
     LoadResult,
     Message,
+    ResourceCounters,
     ResourceEvicted,
     ResourceInfo,
     ResourceLoaded,
@@ -161,7 +163,7 @@ def test_sequence_goldens_split_into_audio_and_states() -> None:
 
 
 def test_encode_writes_the_documented_header_and_compact_meta() -> None:
-    expected = b'VXMX' + struct.pack('<HHIIII', 3, TAG_HEARTBEAT, 0, 9, 9, 0) + b'{"seq":5}'
+    expected = b'VXMX' + struct.pack('<HHIIII', 4, TAG_HEARTBEAT, 0, 9, 9, 0) + b'{"seq":5}'
     assert encode_message(Heartbeat(5), 9) == expected
 
 
@@ -216,13 +218,17 @@ MESSAGES: List[Message] = [
     LoadResource('v', 'voice', {'path': '/x'}),
     EvictResource('v'),
     Hello(1, '0.1.0', 1, ()),
-    LoadResult('m', 'cpu', 0, 0, 0, ('batch', 'stream')),
+    LoadResult('m', 'cpu', 0, 0, 0, ('batch', 'stream'),
+               (CatalogEntry('v', 'voice', 'en-US', 22050, None, 'a voice'),
+                CatalogEntry('w', 'voice', 'en-GB', 16000, 'female', ''))),
     WarmupResult(0, 0),
     BatchResult('b', (ItemResult('r1', None, Transcript('', 'en', 0.0, None, None)),
                       ItemResult('r2', None, Transcript('a b', 'en', 1.5, (Segment(0, 1.5, 'a b'),),
                                                         (Word('a', 0, 0.75), Word('b', 0.75, 1.5)))),
                       ItemResult('r3', WireError('out_of_memory', 'x'), None)), 0.125),
-    HeartbeatAck(1, 'wedged', 5, 2, 3, 4, 5, 6, 7, (ResourceInfo('v', 'voice', 'host', 9),)),
+    HeartbeatAck(1, 'wedged', 5, 2, 3, 4, 5, 6, 7, (ResourceInfo('v', 'voice', 'host', 9),),
+                 ResourceCounters(1, 2, 3, 4, 5, 6.5, 0.25, 100, 9)),
+    HeartbeatAck(2, 'idle', 0, 0, 0, 0, 0, 0, 0, (), None),
     Closed(),
     SequenceResult('b', (SequenceItemResult('r', 's', 2, None, {'x': 1}, 3),), 1.5, join_states([b'abc'])),
     SessionsEnded(('s',)),
@@ -261,7 +267,9 @@ BAD_HEADERS = {
     'version 0': header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=0) + HEARTBEAT_META,
     'version 1 (float32 audio)': header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=1) + HEARTBEAT_META,
     'version 2 (no sequences or streams)': header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=2) + HEARTBEAT_META,
-    'version 4': header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=4) + HEARTBEAT_META,
+    'version 3 (no catalogue or resource counters)':
+        header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=3) + HEARTBEAT_META,
+    'version 5': header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=5) + HEARTBEAT_META,
     'flags 1': header(TAG_HEARTBEAT, len(HEARTBEAT_META), flags=1) + HEARTBEAT_META,
     'flags high bit': header(TAG_HEARTBEAT, len(HEARTBEAT_META), flags=0x80000000) + HEARTBEAT_META,
     'type 0x00': header(0x00, len(HEARTBEAT_META)) + HEARTBEAT_META,

@@ -65,6 +65,8 @@ from .messages import (
     LoadResource,
     LoadResult,
     LoadResultWorkKind,
+    CatalogEntry,
+    ResourceCounters,
     ResourceEvicted,
     ResourceInfo,
     ResourceLoaded,
@@ -93,6 +95,8 @@ from .model_api import (
     SequenceOutput,
     StreamPiece,
     StreamRequest,
+    to_catalog,
+    to_resource_counters,
 )
 from .pipeline import (
     EXIT_CRASHED,
@@ -181,6 +185,7 @@ class InstanceHost:
         self._write_lock = threading.Lock()
         self._wedged_lock = threading.Lock()
         self._is_wedged = False  # guarded by _wedged_lock
+        self._has_warned_counters = False  # heartbeat thread only
 
         self._adapter: Optional[Adapter] = None
         self._model = ''
@@ -272,7 +277,7 @@ class InstanceHost:
         stats = self._adapter_stats()
         self._send(HeartbeatAck(beat.seq, state, snapshot.busy_ms or 0, snapshot.queued_batches, stats.memory_bytes,
                                 stats.eager_batches, stats.graph_replays, snapshot.sessions, snapshot.streams,
-                                self._adapter_resources()), correlation_id)
+                                self._adapter_resources(), self._resource_counters()), correlation_id)
 
     def _adapter_stats(self) -> AdapterStats:
         adapter = self._adapter
@@ -293,6 +298,20 @@ class InstanceHost:
         except Exception as err:  # noqa: BLE001 - a heartbeat must be answered even if this fails
             self._log.warn('adapter resources failed', err=err)
             return ()
+
+    def _resource_counters(self) -> Optional[ResourceCounters]:
+        """The adapter's ``resource_counters()``; None when it has none, or when they fail (warned once:
+        the heartbeat runs every few hundred milliseconds)."""
+        read = getattr(self._adapter, 'resource_counters', None)
+        if read is None:
+            return None
+        try:
+            return to_resource_counters(read())
+        except Exception as err:  # noqa: BLE001 - a heartbeat must be answered even if this fails
+            if not self._has_warned_counters:
+                self._has_warned_counters = True
+                self._log.warn('adapter resource counters failed', err=err)
+            return None
 
     # -- main thread: load, warmup ---------------------------------------------------------
 
@@ -315,6 +334,7 @@ class InstanceHost:
             kinds = work_kinds_of(adapter)
             info = adapter.load(LoadContext(request.instance_id, request.model, dict(request.options)))
             load_ms = int((self._clock() - started) * 1000)
+            catalog = _catalog_of(adapter)
         except InstanceError as err:
             log.error('load failed', code=err.code, err=err)
             self._send(Error(_wire_code(err.code), err.message, None), correlation_id)
@@ -337,11 +357,11 @@ class InstanceHost:
         self._model = request.model
         self._pipeline.bind(kinds)
         log.info('model loaded', device=info.device, durationMs=load_ms, memoryBytes=info.memory_bytes,
-                 workKinds=list(kinds.names))
+                 workKinds=list(kinds.names), catalogEntries=len(catalog))
         work_kinds: Tuple[LoadResultWorkKind, ...] = tuple(
             kind for kind in LOAD_RESULT_WORK_KIND_VALUES if kind in kinds.names)
-        self._send(LoadResult(request.model, info.device, info.parameters, info.memory_bytes, load_ms, work_kinds),
-                   correlation_id)
+        self._send(LoadResult(request.model, info.device, info.parameters, info.memory_bytes, load_ms, work_kinds,
+                              catalog), correlation_id)
         if self._options.probe_interval_ms > 0:
             threading.Thread(target=self._probe_loop, args=(adapter,), name='probe', daemon=True).start()
 
@@ -519,6 +539,24 @@ def split_sequence(batch: RunSequenceBatch) -> List[SequenceWorkItem]:
         items.append(SequenceWorkItem(item.request_id, item.session_id, item.seq, audio, item.state_in, part.state,
                                       item.is_last, dict(item.options)))
     return items
+
+
+def _catalog_of(adapter: Adapter) -> Tuple[CatalogEntry, ...]:
+    """The adapter's catalogue (its optional ``catalog()``), validated; InstanceError('load_failed') when it
+    is malformed or raises, after closing the adapter (the load has already succeeded)."""
+    read = getattr(adapter, 'catalog', None)
+    if read is None:
+        return ()
+    try:
+        return to_catalog(read())
+    except Exception as err:
+        try:
+            adapter.close()
+        except Exception:  # noqa: BLE001 - the load fails with the catalogue's error either way
+            pass
+        if isinstance(err, InstanceError):
+            raise
+        raise InstanceError('load_failed', f'The adapter catalogue failed: {type(err).__name__}: {err}') from err
 
 
 def _bind(function: Callable[..., None], *args: Any) -> Callable[[], None]:

@@ -1,5 +1,5 @@
 # Generated from src/protocol/message-table.ts by `npm run docs`: do not edit.
-"""The messages of the instance protocol, version 3 (docs/protocol.md).
+"""The messages of the instance protocol, version 4 (docs/protocol.md).
 
 One frozen dataclass per named struct and per message, fields in wire order with snake_case names;
 ``FIELDS`` pairs each wire key with its parser, and a message's ``WIRE`` gives its tag, name,
@@ -118,6 +118,27 @@ class SequenceItem(Record):
 
 
 @dataclass(frozen=True)
+class CatalogEntry(Record):
+    """Struct CatalogEntry (docs/protocol.md)."""
+
+    FIELDS: ClassVar[Fields] = (
+        ('name', read_string),
+        ('kind', read_string),
+        ('language', read_string),
+        ('sampleRate', read_integer),
+        ('gender', read_optional(read_string)),
+        ('description', read_string),
+    )
+
+    name: str
+    kind: str
+    language: str
+    sample_rate: int
+    gender: Optional[str]
+    description: str
+
+
+@dataclass(frozen=True)
 class WireError(Record):
     """Struct WireError (docs/protocol.md)."""
 
@@ -198,6 +219,33 @@ class ResourceInfo(Record):
     kind: str
     residency: ResourceInfoResidency
     bytes: int
+
+
+@dataclass(frozen=True)
+class ResourceCounters(Record):
+    """Struct ResourceCounters (docs/protocol.md)."""
+
+    FIELDS: ClassVar[Fields] = (
+        ('hits', read_integer),
+        ('misses', read_integer),
+        ('loadsFromDisk', read_integer),
+        ('loadsFromHost', read_integer),
+        ('evictions', read_integer),
+        ('diskLoadMs', read_number),
+        ('hostLoadMs', read_number),
+        ('budgetBytes', read_integer),
+        ('residentBytes', read_integer),
+    )
+
+    hits: int
+    misses: int
+    loads_from_disk: int
+    loads_from_host: int
+    evictions: int
+    disk_load_ms: float
+    host_load_ms: float
+    budget_bytes: int
+    resident_bytes: int
 
 
 @dataclass(frozen=True)
@@ -395,6 +443,7 @@ class LoadResult(Record):
         ('memoryBytes', read_integer),
         ('loadMs', read_integer),
         ('workKinds', read_array(read_enum(LOAD_RESULT_WORK_KIND_VALUES))),
+        ('catalog', read_array(CatalogEntry.from_meta)),
     )
 
     model: str
@@ -403,6 +452,7 @@ class LoadResult(Record):
     memory_bytes: int
     load_ms: int
     work_kinds: Tuple[LoadResultWorkKind, ...]
+    catalog: Tuple[CatalogEntry, ...]
 
 
 @dataclass(frozen=True)
@@ -448,6 +498,7 @@ class HeartbeatAck(Record):
         ('sessions', read_integer),
         ('streams', read_integer),
         ('resources', read_array(ResourceInfo.from_meta)),
+        ('resourceCounters', read_optional(ResourceCounters.from_meta)),
     )
 
     seq: int
@@ -460,6 +511,7 @@ class HeartbeatAck(Record):
     sessions: int
     streams: int
     resources: Tuple[ResourceInfo, ...]
+    resource_counters: Optional[ResourceCounters]
 
 
 @dataclass(frozen=True)
@@ -675,11 +727,13 @@ KNOWN_TAGS: FrozenSet[int] = CONTROLLER_TAGS | HOST_TAGS
 STRUCT_CLASSES: Tuple[Type[Any], ...] = (
     BatchItem,
     SequenceItem,
+    CatalogEntry,
     WireError,
     Segment,
     Word,
     Transcript,
     ItemResult,
     ResourceInfo,
+    ResourceCounters,
     SequenceItemResult,
 )

@@ -14,6 +14,17 @@ that kind's interface, which the host checks once, at load:
   main thread, one piece at a time, interleaved with other streams and with batches.
 - **resources** (:class:`ResourceAdapter`), optional with any kind: named weights held resident.
 
+Two optional methods, with any kind:
+
+- ``catalog(self) -> List[Dict[str, Any]]``: what the adapter can serve (its voices), called once on the
+  main thread right after ``load``; each entry ``{"name", "kind", "language", "sampleRate", "gender",
+  "description"}`` (:func:`to_catalog`; a malformed catalogue fails the load with ``load_failed``). The
+  host sends it in LoadResult.catalog; a resource that a stream names and the host never loaded is asked
+  of the adapter by name (``load_resource(name, 'voice', {})``).
+- ``resource_counters(self) -> Dict[str, float]``: cumulative residency counters (:data:`RESOURCE_COUNTER_KEYS`,
+  :func:`to_resource_counters`), read on the heartbeat thread for every HeartbeatAck: cheap and
+  thread-safe.
+
 Threads: ``load``, ``warmup``, ``close``, ``begin``, ``run_sequence``, the stream generators and the
 resource calls run on the host's main thread, one at a time. ``stats`` and ``resources`` are called on
 the heartbeat thread and ``probe`` on the probe thread while the model may run: they must be cheap,
@@ -42,13 +53,15 @@ from typing import (Any, Callable, ClassVar, Dict, Iterator, List, Literal, Opti
 import numpy as np
 from numpy.typing import NDArray
 
-from .messages import ResourceInfo, Segment, Transcript, Word
+from .errors import InstanceError
+from .messages import CatalogEntry, ResourceCounters, ResourceInfo, Segment, Transcript, Word
 
 __all__ = [
-    'Adapter', 'AdapterStats', 'BatchAdapter', 'BatchFinish', 'BatchInput', 'BatchOutput', 'ItemFailure',
-    'LoadContext', 'LoadInfo', 'ResourceAdapter', 'ResourceInfo', 'ResourceLoad', 'Segment', 'SequenceAdapter',
-    'SequenceInput', 'SequenceOutput', 'SimpleBatchAdapter', 'StagedBatch', 'StreamAdapter', 'StreamPiece',
-    'StreamRequest', 'Transcript', 'WORK_KINDS', 'WarmupInfo', 'Word', 'seconds',
+    'Adapter', 'AdapterStats', 'BatchAdapter', 'BatchFinish', 'BatchInput', 'BatchOutput', 'CatalogEntry',
+    'ItemFailure', 'LoadContext', 'LoadInfo', 'RESOURCE_COUNTER_KEYS', 'ResourceAdapter', 'ResourceCounters',
+    'ResourceInfo', 'ResourceLoad', 'Segment', 'SequenceAdapter', 'SequenceInput', 'SequenceOutput',
+    'SimpleBatchAdapter', 'StagedBatch', 'StreamAdapter', 'StreamPiece', 'StreamRequest', 'Transcript',
+    'WORK_KINDS', 'WarmupInfo', 'Word', 'seconds', 'to_catalog', 'to_resource_counters',
 ]
 
 #: The work kinds an adapter may declare in ``work_kinds`` (LoadResult.workKinds).
@@ -297,3 +310,68 @@ class ResourceAdapter(Protocol):
     def resources(self) -> List[ResourceInfo]:
         """Heartbeat thread: what is resident now. Cheap and thread-safe."""
         ...
+
+
+# ---------------------------------------------------------------------------------------------
+# catalogue and resource counters (optional methods, any kind)
+
+_CATALOG_KEYS: Tuple[str, ...] = ('name', 'kind', 'language', 'sampleRate', 'gender', 'description')
+
+#: The keys of ``resource_counters()``: counts, then cumulative load times in milliseconds, then bytes.
+RESOURCE_COUNTER_KEYS: Tuple[str, ...] = ('hits', 'misses', 'loadsFromDisk', 'loadsFromHost', 'evictions',
+                                          'diskLoadMs', 'hostLoadMs', 'budgetBytes', 'residentBytes')
+_COUNTER_TIMES = ('diskLoadMs', 'hostLoadMs')
+
+
+def to_catalog(raw: Any) -> Tuple[CatalogEntry, ...]:
+    """An adapter's ``catalog()`` as protocol records; InstanceError('load_failed') naming the first
+    problem: not a list, an entry that is not an object, a missing or unknown key, a value of the wrong
+    type, an empty name, or a name that appears twice."""
+    if not isinstance(raw, (list, tuple)):
+        raise InstanceError('load_failed', f'Expected catalog() to return a list of entries: got {type(raw).__name__}')
+    entries: List[CatalogEntry] = []
+    seen = set()
+    for index, item in enumerate(raw):
+        where = f'catalog()[{index}]'
+        if isinstance(item, CatalogEntry):
+            item = item.to_meta()
+        if not isinstance(item, dict):
+            raise InstanceError('load_failed', f'Expected {where} to be an object: got {type(item).__name__}')
+        missing = [key for key in _CATALOG_KEYS if key not in item]
+        unknown = sorted(set(item) - set(_CATALOG_KEYS))
+        if missing or unknown:
+            raise InstanceError('load_failed', f'Expected {where} to have exactly the keys {", ".join(_CATALOG_KEYS)}: '
+                                               f'missing {missing}, unknown {unknown}')
+        name, gender, rate = item['name'], item['gender'], item['sampleRate']
+        texts = ('name', 'kind', 'language', 'description')
+        bad = [key for key in texts if not isinstance(item[key], str)]
+        if not isinstance(rate, int) or isinstance(rate, bool) or rate <= 0:
+            bad.append('sampleRate')
+        if gender is not None and not isinstance(gender, str):
+            bad.append('gender')
+        if bad:
+            raise InstanceError('load_failed', f'Expected {where} to have string name, kind, language and description, '
+                                               f'a positive integer sampleRate and a string or null gender: '
+                                               f'{", ".join(bad)} are not ({item!r})')
+        if name == '' or name in seen:
+            raise InstanceError('load_failed', f'Expected {where} to have a unique non-empty name: got {name!r}')
+        seen.add(name)
+        entries.append(CatalogEntry(name, item['kind'], item['language'], rate, gender, item['description']))
+    return tuple(entries)
+
+
+def to_resource_counters(raw: Any) -> ResourceCounters:
+    """An adapter's ``resource_counters()`` as the protocol record: missing keys are 0; ValueError for an
+    unknown key or a value that is not a non-negative number. Counts and bytes are rounded to integers."""
+    if not isinstance(raw, dict):
+        raise ValueError(f'Expected resource_counters() to return a dict: got {type(raw).__name__}')
+    unknown = sorted(set(raw) - set(RESOURCE_COUNTER_KEYS))
+    if unknown:
+        raise ValueError(f'Expected resource counter keys among {", ".join(RESOURCE_COUNTER_KEYS)}: got {unknown}')
+    values: List[Union[int, float]] = []
+    for key in RESOURCE_COUNTER_KEYS:
+        value = raw.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float('inf'):
+            raise ValueError(f'Expected resource counter {key} to be a finite non-negative number: got {value!r}')
+        values.append(float(value) if key in _COUNTER_TIMES else int(round(value)))
+    return ResourceCounters(*values)  # type: ignore[arg-type]

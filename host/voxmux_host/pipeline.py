@@ -68,6 +68,9 @@ from .work import (
 #: How long closing waits for the finisher to send the results of batches that already ran.
 FINISHER_DRAIN_TIMEOUT_S = 60.0
 
+#: The kind a resource is asked for by name when the host never loaded it (a stream's voice).
+BY_NAME_KIND = 'voice'
+
 EXIT_OK = 0
 EXIT_CRASHED = 1  # a bug in the host itself (an uncaught exception)
 
@@ -510,18 +513,18 @@ class Pipeline:
         self._sink.resource_evicted(work, freed)
 
     def _ensure_resource(self, name: str) -> Optional[ItemFailure]:
-        """Load the named resource again when it is not resident (the adapter evicted it, say) from the
-        source of its last LoadResource; a failure when that is not possible."""
+        """Make the named resource resident for a stream: nothing when it is; otherwise load it again from
+        the source of its last LoadResource, or, for one the host never loaded, ask the adapter for it by
+        name (``load_resource(name, 'voice', {})``: the adapter finds it in its own catalogue and raises
+        InstanceError('resource_not_found') when it has no such resource). A failure when that fails."""
         adapter = self._kinds.resources
         if adapter is None:
             return ItemFailure('resource_not_found', f"Expected a resource '{name}': this adapter holds none")
         if any(info.name == name for info in adapter.resources()):
             return None
-        known = self._resource_sources.get(name)
-        if known is None:
-            return ItemFailure('resource_not_found', f"Expected resource '{name}' to be loaded: it never was")
+        kind, source = self._resource_sources.get(name, (BY_NAME_KIND, {}))
         try:
-            adapter.load_resource(name, known[0], known[1])
+            adapter.load_resource(name, kind, dict(source))
         except Exception as err:  # noqa: BLE001 - the stream ends with its code
             return self._failure('resource load failed', err, resource=name)
         return None

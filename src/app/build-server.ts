@@ -13,6 +13,7 @@ import {
   createSileroDetector,
   type ModelCatalog,
   type ReadinessSnapshot,
+  type VoiceDirectory,
 } from '../gateway/index.js';
 import { createScheduler, type Scheduler } from '../scheduler/index.js';
 import {
@@ -116,6 +117,13 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
     { executor: supervisor, clock, log: log.child({ component: 'scheduler' }), metrics },
   );
   const models = createModelCatalog(config, Math.floor(clock.wallMs() / 1000));
+  // Every model is offered: one whose adapter declares no catalogue (a transcription model) lists no voice.
+  const voiceModels = Object.entries(config.models).map(([model, m]) => ({ model, engine: m.adapter }));
+  const voices: VoiceDirectory = {
+    models: () => voiceModels,
+    catalog: (model) => scheduler.catalog(model),
+    residency: (model) => supervisor.readyInstances(model),
+  };
   const readiness = (): ReadinessSnapshot => {
     const { instances } = supervisor.stats();
     const body: Record<string, { isReady: boolean; instances: unknown[] }> = {};
@@ -150,6 +158,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
     {
       transcribe: (model, request, options) => scheduler.submit(model, request, options),
       models,
+      voices,
       readiness,
       metricsText: () => metrics.registry.metrics(),
       metricsContentType: metrics.registry.contentType,

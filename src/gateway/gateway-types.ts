@@ -1,6 +1,6 @@
 /** Options and collaborators of the gateway, wired in app/build-server.ts. */
 import type { Clock } from '../core/clock.js';
-import type { TranscriptionRequest, TranscriptResult, SubmitOptions } from '../scheduler/index.js';
+import type { CatalogEntry, ResidentResource, TranscriptionRequest, TranscriptResult, SubmitOptions } from '../scheduler/index.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { AudioDecoder } from './audio/index.js';
@@ -44,6 +44,26 @@ export interface ModelCatalog {
   resolve(name: string): string | undefined;
 }
 
+/** A model whose voices GET /v1/audio/voices lists. */
+export interface VoiceModel {
+  /** Canonical model name. */
+  model: string;
+  /** The model's adapter, reported as each voice's engine. */
+  engine: string;
+  /** OpenAI voice name → engine voice id, where the model has such a table. */
+  voiceAliases?: Readonly<Record<string, string>>;
+}
+
+/** What GET /v1/audio/voices reads (wired in app/ from the config, the scheduler and the supervisor). */
+export interface VoiceDirectory {
+  /** The models to list, in order; a model whose catalogue is empty lists no voice. */
+  models(): readonly VoiceModel[];
+  /** The model's catalogue: what its instances declared when they loaded. */
+  catalog(model: string): readonly CatalogEntry[];
+  /** The model's ready instances and the resources each holds now. */
+  residency(model: string): readonly { instanceId: string; resources: readonly ResidentResource[] }[];
+}
+
 export interface ReadinessSnapshot {
   isReady: boolean;
   body: Record<string, unknown>;
@@ -52,6 +72,8 @@ export interface ReadinessSnapshot {
 export interface GatewayDeps {
   transcribe(model: string, request: TranscriptionRequest, options: SubmitOptions): Promise<TranscriptResult>;
   models: ModelCatalog;
+  /** The voices of the speech models (GET /v1/audio/voices). @default none: the list is empty */
+  voices?: VoiceDirectory;
   readiness(): ReadinessSnapshot;
   metricsText(): Promise<string>;
   metricsContentType: string;

@@ -13,6 +13,7 @@ import { registerHealthRoutes } from './routes/health.js';
 import { registerMetricsRoute } from './routes/metrics.js';
 import { registerModelRoutes } from './routes/models.js';
 import { registerTranscriptionRoute } from './routes/transcriptions.js';
+import { registerVoicesRoute } from './routes/voices.js';
 
 const OPEN_PATHS = ['/health/live', '/health/ready', '/metrics'];
 /** Paths answered as usual while draining: liveness and metrics; readiness then answers 503 like the API. */
@@ -132,6 +133,7 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
 
   registerTranscriptionRoute(app, options, deps);
   registerModelRoutes(app, deps);
+  registerVoicesRoute(app, deps);
   registerHealthRoutes(app, deps);
   registerMetricsRoute(app, deps);
   return app;

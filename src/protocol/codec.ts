@@ -25,6 +25,7 @@ import {
   type ItemResultSchema,
   type MessageName,
   type MessageTable,
+  type ResourceCountersSchema,
   type ResourceInfoSchema,
   type SequenceItemResultSchema,
   type SequenceItemSchema,
@@ -69,6 +70,7 @@ export type ItemResult = Static<typeof ItemResultSchema>;
 export type SequenceItem = Static<typeof SequenceItemSchema>;
 export type SequenceItemResult = Static<typeof SequenceItemResultSchema>;
 export type ResourceInfo = Static<typeof ResourceInfoSchema>;
+export type ResourceCounters = Static<typeof ResourceCountersSchema>;
 
 /** Fields of a message object that are not meta. */
 const ENVELOPE_KEYS = ['type', 'correlationId', 'body'] as const;

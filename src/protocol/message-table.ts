@@ -13,7 +13,7 @@
  */
 import { Type, type Static, type TLiteral, type TNull, type TObject, type TProperties, type TSchema, type TUnion } from '@sinclair/typebox';
 import { WIRE_ERROR_CODES } from '../core/error-catalog.js';
-import { TranscriptSchema, WORK_KINDS } from './work.js';
+import { CatalogEntrySchema, TranscriptSchema, WORK_KINDS } from './work.js';
 
 // ---------------------------------------------------------------------------------------------
 // Field types
@@ -98,6 +98,26 @@ export const RESOURCE_RESIDENCIES = ['device', 'host'] as const;
 export const ResourceInfoSchema = Struct(
   { name: Type.String(), kind: Type.String(), residency: Enum(RESOURCE_RESIDENCIES), bytes: Count() },
   'ResourceInfo',
+);
+
+/**
+ * An adapter's cumulative resource counters (HeartbeatAck.resourceCounters): lookups that found the
+ * resource resident (hits) or not (misses), loads by where the bytes came from and the time they
+ * took, evictions, and the residency budget and what is resident now.
+ */
+export const ResourceCountersSchema = Struct(
+  {
+    hits: Count(),
+    misses: Count(),
+    loadsFromDisk: Count(),
+    loadsFromHost: Count(),
+    evictions: Count(),
+    diskLoadMs: Type.Number(),
+    hostLoadMs: Type.Number(),
+    budgetBytes: Count(),
+    residentBytes: Count(),
+  },
+  'ResourceCounters',
 );
 
 export const HEARTBEAT_STATES = ['idle', 'busy', 'wedged'] as const;
@@ -197,6 +217,8 @@ export const MESSAGE_TABLE = {
       memoryBytes: Count(),
       loadMs: Count(),
       workKinds: Type.Array(Enum(WORK_KINDS)),
+      /** What the adapter can serve (its voices); empty when it declares none. */
+      catalog: Type.Array(CatalogEntrySchema),
     }),
     body: 'none',
   },
@@ -223,6 +245,8 @@ export const MESSAGE_TABLE = {
       /** Streams running. */
       streams: Count(),
       resources: Type.Array(ResourceInfoSchema),
+      /** Null for an adapter that keeps no resource counters. */
+      resourceCounters: Nullable(ResourceCountersSchema),
     }),
     body: 'none',
   },

@@ -37,9 +37,26 @@ export const TranscriptSchema = Type.Object(
   { $id: 'Transcript', additionalProperties: false },
 );
 
+/**
+ * One entry of a model's catalogue (LoadResult.catalog): a named resource the adapter can serve,
+ * such as a voice, whether or not it is resident now. `sampleRate` is in Hz.
+ */
+export const CatalogEntrySchema = Type.Object(
+  {
+    name: Type.String(),
+    kind: Type.String(),
+    language: Type.String(),
+    sampleRate: Type.Integer({ minimum: 0 }),
+    gender: Type.Union([Type.String(), Type.Null()]),
+    description: Type.String(),
+  },
+  { $id: 'CatalogEntry', additionalProperties: false },
+);
+
 export type Word = Static<typeof WordSchema>;
 export type Segment = Static<typeof SegmentSchema>;
 export type TranscriptResult = Static<typeof TranscriptSchema>;
+export type CatalogEntry = Static<typeof CatalogEntrySchema>;
 
 export const WORK_KINDS = ['batch', 'sequence', 'stream'] as const;
 export type WorkKind = (typeof WORK_KINDS)[number];
@@ -199,6 +216,11 @@ export interface WorkExecutor {
    * exactly once (with instance_crashed when the instance dies mid-stream).
    */
   openStream(instanceId: string, input: StreamInput, sink: StreamSink): StreamControl;
+  /**
+   * The model's catalogue (voices, say): the union, by name, of what its instances declared when
+   * they loaded, in the order first declared; empty for a model that declares none or is unknown.
+   */
+  catalog(model: string): readonly CatalogEntry[];
   /** Called whenever an instance becomes ready, leaves the ready set or changes its resources. */
   onInstancesChanged(listener: () => void): () => void;
 }

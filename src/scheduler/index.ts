@@ -24,6 +24,7 @@ export type { Executor } from './executor.js';
 export type {
   BatchInput,
   BatchItemOutcome,
+  CatalogEntry,
   InstanceView,
   ModelAvailability,
   ResidentResource,

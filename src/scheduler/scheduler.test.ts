@@ -260,3 +260,18 @@ describe('Scheduler', () => {
     assert.equal(isClosed, true);
   });
 });
+
+describe('Scheduler catalog (#18)', () => {
+  it("lists a model's catalogue as its executor reports it, and none for another model", () => {
+    const { executor, scheduler } = setup({}, ['i0', 'i1']);
+    const entry = (name: string) => ({ name, kind: 'voice', language: 'en-US', sampleRate: 22_050, gender: null, description: name });
+    assert.deepEqual(scheduler.catalog('m'), []);
+    executor.setCatalog('m', 'i0', [entry('a'), entry('b')]);
+    executor.setCatalog('m', 'i1', [entry('b'), entry('c')]);
+    assert.deepEqual(
+      scheduler.catalog('m').map((e) => e.name),
+      ['a', 'b', 'c'],
+    );
+    assert.deepEqual(scheduler.catalog('other'), []);
+  });
+});

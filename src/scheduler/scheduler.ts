@@ -16,7 +16,7 @@ import type { Metrics } from '../telemetry/metrics.js';
 import { canAdmit, decideAdmission, type AdmissionDecision } from './admission.js';
 import { bucketOf, decideBatch, type BatchPolicy } from './dynamic-batcher.js';
 import type { Executor } from './executor.js';
-import type { BatchItemOutcome, TranscriptionRequest, TranscriptResult } from '../protocol/work.js';
+import type { BatchItemOutcome, CatalogEntry, TranscriptionRequest, TranscriptResult } from '../protocol/work.js';
 import { selectInstance, type InstanceLoad, type RouteCandidate } from './router.js';
 import { createSequenceBatcher, type SequenceItem, type SequenceResult } from './sequence-batcher/sequence-batcher.js';
 import type { StreamCall } from './stream-call.js';
@@ -158,6 +158,11 @@ export interface Scheduler {
    * for await (const chunk of call) write(chunk.bytes);
    */
   openStream(model: string, input: StreamOpenInput, options: StreamOptions): StreamCall;
+  /**
+   * The model's catalogue (its voices): the union, by name, of what its instances declared when
+   * they loaded. Empty for a model that declares none, or an unknown one.
+   */
+  catalog(model: string): readonly CatalogEntry[];
   stats(): SchedulerStats;
   /** Stops admitting; resolves once every pending request has finished. */
   close(): Promise<void>;
@@ -567,6 +572,8 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
     openStream(model, input, streamOptions) {
       return streams.open(model, input, { ...streamOptions, priority: PRIORITIES.indexOf(streamOptions.priority ?? 'normal') });
     },
+
+    catalog: (model) => executor.catalog(model),
 
     stats() {
       const models: Record<string, ModelStats> = {};

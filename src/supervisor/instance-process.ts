@@ -31,6 +31,7 @@ import {
   type HostMessage,
   type ItemResult,
   type MessageOf,
+  type ResourceCounters,
   type ResourceInfo,
   type SequenceItemResult,
 } from '../protocol/codec.js';
@@ -38,6 +39,7 @@ import type { JsonObject } from '../protocol/message-table.js';
 import type {
   BatchInput,
   BatchItemOutcome,
+  CatalogEntry,
   SequenceBatchInput,
   SequenceItemOutcome,
   StreamControl,
@@ -95,6 +97,10 @@ export interface InstanceFacts {
   runningStreams: number;
   /** The work kinds the loaded model serves (LoadResult). */
   workKinds: readonly WorkKind[];
+  /** What the loaded adapter can serve, its voices (LoadResult); empty when it declares none. */
+  catalog: readonly CatalogEntry[];
+  /** The adapter's cumulative residency counters (last HeartbeatAck); undefined when it keeps none. */
+  resourceCounters: ResourceCounters | undefined;
   /** Session states the instance holds and streams it runs (last HeartbeatAck). */
   sessions: number;
   streams: number;
@@ -123,6 +129,8 @@ export type InstanceEvents = {
   streamEnded: { outcome: string; chunks: number };
   /** The instance's resources changed (a heartbeat, a load or an eviction). */
   resourcesChanged: { resources: readonly ResourceInfo[] };
+  /** A heartbeat carried the adapter's resource counters (cumulative since the instance started). */
+  resourceCountersReported: { counters: ResourceCounters };
 };
 
 interface Waiter {
@@ -178,6 +186,8 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
     runningBatches: 0,
     runningStreams: 0,
     workKinds: [],
+    catalog: [],
+    resourceCounters: undefined,
     sessions: 0,
     streams: 0,
     resources: [],
@@ -241,6 +251,7 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
           memoryBytes: loaded.memoryBytes,
           loadMs: loaded.loadMs,
           workKinds: loaded.workKinds,
+          catalog: loaded.catalog,
         });
       }
       this.#transition('warming');
@@ -516,6 +527,10 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
         this.#facts.sessions = message.sessions;
         this.#facts.streams = message.streams;
         this.#setResources(message.resources);
+        if (message.resourceCounters !== null) {
+          this.#facts.resourceCounters = message.resourceCounters;
+          this.emit('resourceCountersReported', { counters: message.resourceCounters });
+        }
         if (message.state === 'wedged') this.#wedge('the instance probe failed');
         else if (message.busyMs > this.#options.batchTimeoutMs) this.#wedge(`a batch ran ${message.busyMs} ms`);
         return;

@@ -423,6 +423,119 @@ describe('Supervisor sequence, stream and resource work', () => {
   });
 });
 
+describe('Supervisor catalogue and resource counters (#18)', () => {
+  const voice = (name: string, language = 'en-US') => ({
+    name,
+    kind: 'voice',
+    language,
+    sampleRate: 16_000,
+    gender: null,
+    description: name,
+  });
+  const counters = (overrides: Partial<Record<string, number>> = {}) => ({
+    hits: 0,
+    misses: 0,
+    loadsFromDisk: 0,
+    loadsFromHost: 0,
+    evictions: 0,
+    diskLoadMs: 0,
+    hostLoadMs: 0,
+    budgetBytes: 1000,
+    residentBytes: 0,
+    ...overrides,
+  });
+
+  it("lists the union of its instances' catalogues by name, keeps it across a restart, and none for other models", async () => {
+    const catalogs = [
+      [voice('a'), voice('b')],
+      [voice('b', 'en-GB'), voice('c')],
+    ];
+    const { clock, spawner, supervisor } = setup({ m: { instances: 2 }, n: {} }, (request) => {
+      const slot = /^m-(\d)-g1$/.exec(request.env.VOXMUX_INSTANCE_ID ?? '')?.[1];
+      return { shouldStartByItself: true, catalog: slot === undefined ? [] : catalogs[Number(slot)] };
+    });
+    assert.deepEqual(supervisor.catalog('m'), [], 'nothing is listed before an instance loaded');
+    await supervisor.start();
+    assert.deepEqual(supervisor.catalog('m'), [voice('a'), voice('b'), voice('c')]);
+    assert.deepEqual(supervisor.catalog('n'), []);
+    assert.deepEqual(supervisor.catalog('nope'), []);
+    spawner.children[0]!.exit(null, 'SIGKILL');
+    await settle();
+    assert.deepEqual(
+      supervisor.catalog('m').map((e) => e.name),
+      ['a', 'b', 'c'],
+      'a restarting slot keeps its catalogue',
+    );
+    await advanceSettling(clock, 100, 100);
+    supervisor.destroy();
+  });
+
+  it("exports the growth of each instance's resource counters, per instance index, across a restart", async () => {
+    const { clock, spawner, supervisor, metrics } = await setupStarted({ m: {} });
+    const value = async (metric: { get(): Promise<{ values: { labels: object; value: number }[] }> }, labels: object) =>
+      (await metric.get()).values.find((v) => JSON.stringify(v.labels) === JSON.stringify(labels))?.value;
+    const labels = { model: 'm', instance_index: '0' };
+    spawner.last().heartbeat = {
+      ...spawner.last().heartbeat,
+      resources: [{ name: 'alba', kind: 'voice', residency: 'device', bytes: 400 }],
+      resourceCounters: counters({
+        hits: 3,
+        misses: 2,
+        loadsFromDisk: 1,
+        loadsFromHost: 1,
+        diskLoadMs: 1500,
+        hostLoadMs: 20,
+        residentBytes: 400,
+      }),
+    };
+    await advanceSettling(clock, 60_000, 60_000);
+    const snapshot = supervisor.stats().instances[0]!;
+    assert.deepEqual(snapshot.resources, [{ name: 'alba', kind: 'voice', residency: 'device', bytes: 400 }]);
+    assert.equal(snapshot.resourceCounters?.hits, 3);
+    spawner.last().heartbeat = {
+      ...spawner.last().heartbeat,
+      resourceCounters: counters({
+        hits: 5,
+        misses: 2,
+        loadsFromDisk: 1,
+        loadsFromHost: 1,
+        evictions: 1,
+        diskLoadMs: 1500,
+        hostLoadMs: 20,
+      }),
+    };
+    await advanceSettling(clock, 60_000, 60_000);
+    assert.equal(await value(metrics.resourceHits, labels), 5);
+    assert.equal(await value(metrics.resourceMisses, labels), 2);
+    assert.equal(await value(metrics.resourceEvictions, labels), 1);
+    assert.equal(await value(metrics.resourceLoads, { ...labels, source: 'disk' }), 1);
+    assert.equal(await value(metrics.resourceLoads, { ...labels, source: 'host' }), 1);
+    assert.equal(await value(metrics.resourceLoadDuration, { ...labels, source: 'disk' }), 1.5);
+    assert.equal(await value(metrics.resourceBudgetBytes, labels), 1000);
+    assert.equal(await value(metrics.resourceResidentBytes, labels), 0);
+
+    spawner.last().heartbeat = {
+      ...spawner.last().heartbeat,
+      resourceCounters: counters({ hits: 5, misses: 2, loadsFromDisk: 1, loadsFromHost: 1, evictions: 1, residentBytes: 300 }),
+    };
+    await advanceSettling(clock, 60_000, 60_000);
+    assert.equal(await value(metrics.resourceResidentBytes, labels), 300);
+    spawner.last().exit(null, 'SIGKILL');
+    await settle();
+    assert.equal(await value(metrics.resourceResidentBytes, labels), 0, 'a slot without a live instance holds nothing');
+    assert.equal(supervisor.stats().instances[0]!.resourceCounters, null);
+    // A new instance in the slot counts from zero: its counts add to the slot's series.
+    await advanceSettling(clock, 100, 100);
+    spawner.last().heartbeat = { ...spawner.last().heartbeat, resourceCounters: counters({ hits: 2, misses: 1, loadsFromDisk: 1 }) };
+    await advanceSettling(clock, 60_000, 60_000);
+    assert.equal(supervisor.stats().instances[0]!.instanceId, 'm-0-g2');
+    assert.equal(await value(metrics.resourceHits, labels), 7);
+    assert.equal(await value(metrics.resourceMisses, labels), 3);
+    assert.equal(await value(metrics.resourceLoads, { ...labels, source: 'disk' }), 2);
+    supervisor.destroy();
+  });
+});
+
 describe('Supervisor close and destroy', () => {
   it('close() lets running batches finish, then closes every instance', async () => {
     const { spawner, supervisor } = await setupStarted({ m: { instances: 2 } });
@@ -634,6 +747,8 @@ describe('Supervisor stats', () => {
       eagerBatches: 0,
       graphReplays: 0,
       runningBatches: 0,
+      resources: [],
+      resourceCounters: null,
       lastEnd: null,
     });
     void supervisor.runBatch('m-0-g1', batch('b1')).catch(() => undefined);

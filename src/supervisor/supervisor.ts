@@ -14,8 +14,9 @@ import { fileURLToPath } from 'node:url';
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { errors } from '../core/error-catalog.js';
 import type { ServiceError } from '../core/errors.js';
-import type { InstanceView, WorkExecutor } from '../protocol/work.js';
+import type { CatalogEntry, InstanceView, WorkExecutor } from '../protocol/work.js';
 import type { JsonObject } from '../protocol/message-table.js';
+import type { ResourceCounters, ResourceInfo } from '../protocol/codec.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { INSTANCE_STATES, type InstanceState } from './instance-state.js';
@@ -74,6 +75,10 @@ export interface InstanceSnapshot {
   eagerBatches: number;
   graphReplays: number;
   runningBatches: number;
+  /** The resources the live instance holds (its last report); empty when none is live. */
+  resources: readonly ResourceInfo[];
+  /** The live instance's adapter resource counters (cumulative since it started); null when it keeps none. */
+  resourceCounters: ResourceCounters | null;
   lastEnd: { reason: InstanceEnd['reason']; exitCode: number | null; signal: string | null; code: string | null; atMs: number } | null;
 }
 
@@ -92,6 +97,10 @@ interface Slot {
   isCrashLoop: boolean;
   restartTimer: TimerHandle | undefined;
   lastEnd: InstanceSnapshot['lastEnd'];
+  /** The catalogue of the last instance that became ready here: it outlives restarts. */
+  catalog: readonly CatalogEntry[];
+  /** The resource counters already exported to metrics, and the instance they came from. */
+  exported: { instanceId: string; counters: ResourceCounters } | undefined;
 }
 
 const BUNDLED_HOST_PATH = findHostPath(dirname(fileURLToPath(import.meta.url)));
@@ -138,6 +147,8 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
         isCrashLoop: false,
         restartTimer: undefined,
         lastEnd: null,
+        catalog: [],
+        exported: undefined,
       });
     }
   }
@@ -256,6 +267,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     const startedMs = clock.nowMs();
     instance.on('stateChanged', ({ state }) => {
       if (state === 'ready') {
+        slot.catalog = instance.facts.catalog;
         metrics.instanceWarmup.observe({ model: slot.model }, (clock.nowMs() - startedMs) / 1000);
         slot.failuresMs = slot.isCrashLoop ? slot.failuresMs : [];
       }
@@ -276,6 +288,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
       metrics.instanceStreams.inc({ model: slot.model, outcome });
       metrics.streamChunks.inc({ model: slot.model }, chunks);
     });
+    instance.on('resourceCountersReported', ({ counters }) => exportResourceCounters(slot, instance.instanceId, counters));
     // Routing prefers instances holding a stream's resource: the scheduler looks again.
     instance.on('resourcesChanged', () => notify());
     instance.on('ended', (end) => onEnded(slot, instance, end));
@@ -308,8 +321,29 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     });
   }
 
+  /**
+   * Adds what an instance's cumulative counters grew by since the last report to the slot's metric
+   * series (so they keep growing across restarts: a new instance starts from zero), and sets the gauges.
+   */
+  function exportResourceCounters(slot: Slot, instanceId: string, counters: ResourceCounters): void {
+    const before = slot.exported?.instanceId === instanceId ? slot.exported.counters : undefined;
+    slot.exported = { instanceId, counters };
+    const grown = (key: keyof ResourceCounters) => Math.max(0, counters[key] - (before?.[key] ?? 0));
+    const labels = { model: slot.model, instance_index: String(slot.index) };
+    metrics.resourceHits.inc(labels, grown('hits'));
+    metrics.resourceMisses.inc(labels, grown('misses'));
+    metrics.resourceEvictions.inc(labels, grown('evictions'));
+    metrics.resourceLoads.inc({ ...labels, source: 'disk' }, grown('loadsFromDisk'));
+    metrics.resourceLoads.inc({ ...labels, source: 'host' }, grown('loadsFromHost'));
+    metrics.resourceLoadDuration.inc({ ...labels, source: 'disk' }, grown('diskLoadMs') / 1000);
+    metrics.resourceLoadDuration.inc({ ...labels, source: 'host' }, grown('hostLoadMs') / 1000);
+    metrics.resourceResidentBytes.set(labels, counters.residentBytes);
+    metrics.resourceBudgetBytes.set(labels, counters.budgetBytes);
+  }
+
   function onEnded(slot: Slot, instance: InstanceProcess, end: InstanceEnd): void {
     byId.delete(instance.instanceId);
+    if (slot.exported !== undefined) metrics.resourceResidentBytes.set({ model: slot.model, instance_index: String(slot.index) }, 0);
     slot.lastEnd = { reason: end.reason, exitCode: end.exitCode, signal: end.signal, code: end.error?.code ?? null, atMs: clock.wallMs() };
     if (isClosing || end.reason === 'closed') {
       notify();
@@ -354,6 +388,15 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
         out.push({ instanceId: instance.instanceId, resources });
       }
       return out;
+    },
+
+    catalog(model) {
+      const byName = new Map<string, CatalogEntry>();
+      for (const slot of slots) {
+        if (slot.model !== model) continue;
+        for (const entry of slot.catalog) if (!byName.has(entry.name)) byName.set(entry.name, entry);
+      }
+      return [...byName.values()];
     },
 
     availability(model) {
@@ -430,6 +473,8 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
           eagerBatches: facts?.eagerBatches ?? 0,
           graphReplays: facts?.graphReplays ?? 0,
           runningBatches: facts?.runningBatches ?? 0,
+          resources: isLive ? (facts?.resources ?? []) : [],
+          resourceCounters: isLive ? (facts?.resourceCounters ?? null) : null,
           lastEnd: slot.lastEnd,
         };
       });

@@ -263,6 +263,50 @@ export function createMetrics() {
       buckets: LATENCY_BUCKETS_S,
       registers: r,
     }),
+    // issue 18: voice residency, per instance slot (instance_index: the slot's bounded index in its
+    // model, kept across restarts), exported from the counters each heartbeat carries
+    resourceHits: new Counter({
+      name: 'voxmux_instance_resource_hits_total',
+      help: 'Resource lookups (voices) that found the resource resident, by model and instance index.',
+      labelNames: ['model', 'instance_index'] as const,
+      registers: r,
+    }),
+    resourceMisses: new Counter({
+      name: 'voxmux_instance_resource_misses_total',
+      help: 'Resource lookups (voices) that found the resource not resident and loaded it, by model and instance index.',
+      labelNames: ['model', 'instance_index'] as const,
+      registers: r,
+    }),
+    resourceLoads: new Counter({
+      name: 'voxmux_instance_resource_loads_total',
+      help: 'Resource loads by model, instance index and source (disk, or a copy kept in host memory).',
+      labelNames: ['model', 'instance_index', 'source'] as const,
+      registers: r,
+    }),
+    resourceLoadDuration: new Counter({
+      name: 'voxmux_instance_resource_load_seconds_total',
+      help: 'Time spent loading resources, by model, instance index and source (disk or host); divided by the loads it gives the mean load time.',
+      labelNames: ['model', 'instance_index', 'source'] as const,
+      registers: r,
+    }),
+    resourceEvictions: new Counter({
+      name: 'voxmux_instance_resource_evictions_total',
+      help: 'Resources evicted to stay within the residency budget (or on request), by model and instance index.',
+      labelNames: ['model', 'instance_index'] as const,
+      registers: r,
+    }),
+    resourceResidentBytes: new Gauge({
+      name: 'voxmux_instance_resource_resident_bytes',
+      help: 'Bytes of resources (voice weights) resident on the device, by model and instance index, as last reported; 0 while the slot has no live instance.',
+      labelNames: ['model', 'instance_index'] as const,
+      registers: r,
+    }),
+    resourceBudgetBytes: new Gauge({
+      name: 'voxmux_instance_resource_budget_bytes',
+      help: 'The residency budget for resources on the device, by model and instance index (0: none set).',
+      labelNames: ['model', 'instance_index'] as const,
+      registers: r,
+    }),
     eventLoopBusy: eventLoopBusyCounter(r),
   };
   collectDefaultMetrics({ register: registry, prefix: 'voxmux_process_' });

@@ -13,7 +13,22 @@ function fakeHarness(models: Record<string, ContractModel>): ExecutorHarness {
     start() {
       for (const [model, spec] of Object.entries(models)) {
         const ids = Array.from({ length: spec.instances ?? 1 }, (_, i) => `${model}-${i}`);
-        for (const id of ids) modelOf.set(id, model);
+        for (const id of ids) {
+          modelOf.set(id, model);
+          const voices = spec.voices ?? [];
+          executor.setCatalog(
+            model,
+            id,
+            voices.map((name) => ({
+              name,
+              kind: 'voice',
+              language: 'en-US',
+              sampleRate: 16_000,
+              gender: null,
+              description: `Fake voice ${name}`,
+            })),
+          );
+        }
         executor.setReady(model, ids);
       }
       return Promise.resolve();

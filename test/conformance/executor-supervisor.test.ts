@@ -10,7 +10,10 @@ function supervisorHarness(models: Record<string, ContractModel>): ExecutorHarne
         model,
         testModel({
           instances: spec.instances ?? 1,
-          options: spec.crashAfterBatches === undefined ? {} : { crashAfterBatches: spec.crashAfterBatches },
+          options: {
+            ...(spec.crashAfterBatches === undefined ? {} : { crashAfterBatches: spec.crashAfterBatches }),
+            ...(spec.voices === undefined ? {} : { voices: spec.voices }),
+          },
         }),
       ]),
     ),

@@ -20,6 +20,8 @@ export interface ContractModel {
    * it holds then are lost with it. Unset: it never crashes.
    */
   crashAfterBatches?: number;
+  /** Each instance declares these voices in its catalogue when it loads. @default none */
+  voices?: readonly string[];
 }
 
 export interface ExecutorHarness {
@@ -45,7 +47,8 @@ export type ContractCase =
   | 'batch-outcomes'
   | 'concurrent-batches'
   | 'crash-fails-unfinished-batches'
-  | 'crash-rejects-later-batches';
+  | 'crash-rejects-later-batches'
+  | 'catalog';
 
 export interface ContractOptions {
   /** Cases an implementation is known to fail, each with the reason: they run, and are reported as todo. */
@@ -200,6 +203,30 @@ export function describeExecutorContract(name: string, makeHarness: MakeHarness,
           'no listener call saw the instance leave the ready set',
         );
         assert.notEqual(executor.availability('m'), 'ready');
+      },
+    );
+
+    contractCase(
+      'catalog',
+      "lists the union of a model's instances' catalogues by name, none before an instance loaded, and none for other models",
+      async (t) => {
+        const harness = open(t, { m: { instances: 2, voices: ['alba', 'bruce'] }, n: {} });
+        const { executor } = harness;
+        assert.deepEqual(executor.catalog('m'), []);
+        await harness.start();
+        const entries = executor.catalog('m');
+        assert.deepEqual(
+          entries.map((e) => e.name),
+          ['alba', 'bruce'],
+        );
+        for (const entry of entries) {
+          assert.equal(entry.kind, 'voice');
+          assert.ok(Number.isInteger(entry.sampleRate) && entry.sampleRate > 0, `sampleRate ${entry.sampleRate}`);
+          assert.equal(typeof entry.language, 'string');
+          assert.ok(entry.gender === null || typeof entry.gender === 'string');
+        }
+        assert.deepEqual(executor.catalog('n'), []);
+        assert.deepEqual(executor.catalog('not-a-model'), []);
       },
     );
 

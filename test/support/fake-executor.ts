@@ -5,6 +5,7 @@
 import type {
   BatchInput,
   BatchItemOutcome,
+  CatalogEntry,
   Executor,
   InstanceView,
   ModelAvailability,
@@ -128,6 +129,8 @@ export class FakeExecutor implements Executor {
   #availability = new Map<string, ModelAvailability>();
   #listeners = new Set<() => void>();
   #crashed = new Set<string>();
+  /** What each instance declared when it loaded, by model then instance (insertion order). */
+  #catalogs = new Map<string, Map<string, readonly CatalogEntry[]>>();
 
   constructor(instancesByModel: Record<string, string[]>) {
     this.#ready = new Map(Object.entries(instancesByModel));
@@ -135,6 +138,22 @@ export class FakeExecutor implements Executor {
 
   readyInstances(model: string): readonly InstanceView[] {
     return (this.#ready.get(model) ?? []).map((instanceId) => ({ instanceId, resources: this.#resources.get(instanceId) ?? [] }));
+  }
+
+  /** The union, by name, of what the model's instances declared (setCatalog), in declaration order. */
+  catalog(model: string): readonly CatalogEntry[] {
+    const byName = new Map<string, CatalogEntry>();
+    for (const entries of this.#catalogs.get(model)?.values() ?? []) {
+      for (const entry of entries) if (!byName.has(entry.name)) byName.set(entry.name, entry);
+    }
+    return [...byName.values()];
+  }
+
+  /** Declares an instance's catalogue, as its LoadResult would. */
+  setCatalog(model: string, instanceId: string, entries: readonly CatalogEntry[]): void {
+    let byInstance = this.#catalogs.get(model);
+    if (byInstance === undefined) this.#catalogs.set(model, (byInstance = new Map()));
+    byInstance.set(instanceId, entries);
   }
 
   availability(model: string): ModelAvailability {

@@ -23,12 +23,13 @@ import {
   type ControllerMessage,
   type HostMessage,
   type MessageOf,
+  type ResourceCounters,
   type ResourceInfo,
   type SequenceItem,
 } from '../../src/protocol/codec.js';
 import { encodeFrame, FRAME_MAGIC, FrameDecoder, MessageTag, PROTOCOL_VERSION } from '../../src/protocol/frame.js';
 import type { WireErrorCode } from '../../src/core/error-catalog.js';
-import type { TranscriptResult, WorkKind } from '../../src/protocol/work.js';
+import type { CatalogEntry, TranscriptResult, WorkKind } from '../../src/protocol/work.js';
 import type { InstanceChild, SpawnInstance, SpawnRequest } from '../../src/supervisor/spawn.js';
 import { settle } from './fake-clock.js';
 
@@ -64,11 +65,20 @@ export interface HeartbeatFields {
   sessions: number;
   streams: number;
   resources: ResourceInfo[];
+  resourceCounters: ResourceCounters | null;
 }
 
 /** What the host can send up, in a shape that does not depend on the wire version. */
 export type HostReply =
-  | { type: 'LoadResult'; device?: string; parameters?: number; memoryBytes?: number; loadMs?: number; workKinds?: WorkKind[] }
+  | {
+      type: 'LoadResult';
+      device?: string;
+      parameters?: number;
+      memoryBytes?: number;
+      loadMs?: number;
+      workKinds?: WorkKind[];
+      catalog?: CatalogEntry[];
+    }
   | { type: 'WarmupResult'; warmupMs?: number; graphsCaptured?: number }
   /** Without `items`, every request of the RunBatch answered succeeds. */
   | { type: 'BatchResult'; items?: readonly ScriptedItem[]; computeMs?: number }
@@ -95,6 +105,8 @@ export interface ScriptedChildOptions {
   shouldStartByItself?: boolean;
   /** Answers Close with Closed, then exits with code 0. @default false */
   shouldCloseByItself?: boolean;
+  /** The catalogue of the LoadResult it answers by itself. @default [] */
+  catalog?: CatalogEntry[];
 }
 
 type ExitListener = (exitCode: number | null, signal: NodeJS.Signals | null) => void;
@@ -109,6 +121,7 @@ const IDLE_HEARTBEAT: HeartbeatFields = {
   sessions: 0,
   streams: 0,
   resources: [],
+  resourceCounters: null,
 };
 
 export class ScriptedChild implements InstanceChild {
@@ -140,6 +153,7 @@ export class ScriptedChild implements InstanceChild {
       shouldAnswerHeartbeats: true,
       shouldStartByItself: false,
       shouldCloseByItself: false,
+      catalog: [],
       ...options,
     };
     this.pid = this.#options.pid;
@@ -279,7 +293,7 @@ export class ScriptedChild implements InstanceChild {
     this[stream].push(`${line}\n`);
   }
 
-  // -- wire format (v3) ---------------------------------------------------------------------------
+  // -- wire format (v4) ---------------------------------------------------------------------------
 
   #onDown(chunk: Buffer): void {
     for (const frame of this.#decoder.push(chunk)) {
@@ -299,7 +313,7 @@ export class ScriptedChild implements InstanceChild {
         return true;
       case 'LoadRequest':
         if (!options.shouldStartByItself) return false;
-        this.#later(() => this.reply(message, { type: 'LoadResult' }));
+        this.#later(() => this.reply(message, { type: 'LoadResult', catalog: options.catalog }));
         return true;
       case 'WarmupRequest':
         if (!options.shouldStartByItself) return false;
@@ -337,6 +351,7 @@ export class ScriptedChild implements InstanceChild {
           memoryBytes: answer.memoryBytes ?? 1 << 20,
           loadMs: answer.loadMs ?? 10,
           workKinds: answer.workKinds ?? ['batch', 'sequence', 'stream'],
+          catalog: answer.catalog ?? [],
         };
       case 'WarmupResult':
         return { type: 'WarmupResult', correlationId, warmupMs: answer.warmupMs ?? 5, graphsCaptured: answer.graphsCaptured ?? 0 };

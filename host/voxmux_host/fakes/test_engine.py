@@ -18,6 +18,8 @@ Load options (all optional; unknown keys fail the load so that typos surface):
 | ``crashAfterBatches`` | int | ``os._exit(70)`` when a batch starts after this many batches ran |
 | ``wedgeProbe`` | bool | ``probe`` returns False |
 | ``resourceBudgetBytes`` | int | resources held at most (their ``bytes``); past it the least recently used go |
+| ``voices`` | list | the catalogue: each a name (an entry of kind ``voice``, ``en-US``, 16 kHz, gender null) or an object, passed on as it is (to test the host's validation) |
+| ``voiceBytes`` | int | the bytes of a voice loaded by name from the catalogue (default 1000) |
 
 **batch.** A request's text is ``echo samples=<n> crc=<crc32 of its int16 LE bytes, 8 hex digits>``,
 so a result identifies its input exactly. A request prompt may hold a command:
@@ -67,6 +69,14 @@ load (``source: 'disk'``, after ``loadDelayMs``), and past ``resourceBudgetBytes
 used others are evicted (one larger than the budget alone fails with ``out_of_memory``). A stream
 that names a resource uses it (most recently used). ``stats().memory_bytes`` is the bytes of resident
 resources; the counts of loads, hits and evictions are in :meth:`TestEngineAdapter.resource_counts`.
+
+**catalogue.** ``catalog()`` returns the ``voices`` option as catalogue entries. A LoadResource with an
+empty ``source`` (what the host sends for a stream's resource it never loaded) loads a catalogue voice
+by name, ``voiceBytes`` bytes; a name the catalogue lacks fails with ``resource_not_found``.
+``resource_counters()`` reports ``misses`` and ``loadsFromDisk`` (each load), ``diskLoadMs`` (their
+time), ``hits`` (a LoadResource of a resident resource, or a stream whose resource was already used
+since it was loaded: the stream that a load was made for is counted by that load's miss),
+``evictions``, ``budgetBytes`` (``resourceBudgetBytes``, 0 when unset) and ``residentBytes``.
 """
 from __future__ import annotations
 
@@ -119,7 +129,8 @@ PROMPT_FAIL_FINISH = 'voxmux-test:fail-finish'
 SEQUENCE_STATE = struct.Struct('<qq')
 
 _INT_OPTIONS = ('batchDelayMs', 'itemDelayMs', 'finishDelayMs', 'stageDelayMs', 'loadDelayMs', 'probeDelayMs',
-                'crashAfterBatches', 'resourceBudgetBytes')
+                'crashAfterBatches', 'resourceBudgetBytes', 'voiceBytes')
+DEFAULT_VOICE_BYTES = 1000
 _BOOL_OPTIONS = ('crashOnLoad', 'failLoad', 'wedgeProbe')
 _SEQUENCE_COMMANDS = ('crash', 'hang', 'fail')
 _STREAM_PARAMS = ('chunks', 'chunkBytes', 'chunkDelayMs', 'failAfterChunks')
@@ -152,12 +163,21 @@ class ResourceCounts:
     loads: int = 0
     hits: int = 0
     evictions: int = 0
+    load_ms: float = 0.0
 
 
 @dataclass
 class _Resource:
     kind: str
     bytes: int
+    #: Loaded and not yet used by a stream: the stream it was loaded for is not a hit.
+    is_fresh: bool = True
+
+
+def catalog_entry(voice: str) -> Dict[str, Any]:
+    """The test engine's catalogue entry for a voice given by name."""
+    return {'name': voice, 'kind': 'voice', 'language': 'en-US', 'sampleRate': SAMPLE_RATE_HZ, 'gender': None,
+            'description': f'Test voice {voice}'}
 
 
 class TestEngineAdapter:
@@ -193,6 +213,9 @@ class TestEngineAdapter:
         with self._resources_lock:
             resident = sum(resource.bytes for resource in self._resources.values())
         return AdapterStats(memory_bytes=resident, eager_batches=self._batches_run, graph_replays=0)
+
+    def catalog(self) -> List[Any]:
+        return [catalog_entry(voice) if isinstance(voice, str) else voice for voice in self._options['voices']]
 
     def probe(self) -> bool:
         if self._options.get('probeDelayMs', 0) > 0:
@@ -333,6 +356,8 @@ class TestEngineAdapter:
                 self._resources.move_to_end(name)
                 self._counts.hits += 1
                 return ResourceLoad('device', held.bytes, 'resident', 0)
+        if not source:
+            size = self._voice_bytes(name)
         budget = self._options.get('resourceBudgetBytes')
         if budget is not None and size > budget:
             raise InstanceError('out_of_memory', f'Expected a resource of at most resourceBudgetBytes ({budget}): '
@@ -340,15 +365,25 @@ class TestEngineAdapter:
         started = time.monotonic()
         if delay_ms > 0:
             time.sleep(delay_ms / 1000)
+        load_ms = (time.monotonic() - started) * 1000
         with self._resources_lock:
             self._resources[name] = _Resource(kind, size)
             self._counts.loads += 1
+            self._counts.load_ms += load_ms
             if budget is not None:
                 while sum(r.bytes for r in self._resources.values()) > budget:
                     oldest = next(iter(self._resources))
                     del self._resources[oldest]
                     self._counts.evictions += 1
-        return ResourceLoad('device', size, 'disk', int((time.monotonic() - started) * 1000))
+        return ResourceLoad('device', size, 'disk', int(load_ms))
+
+    def _voice_bytes(self, name: str) -> int:
+        """The size of a catalogue voice asked for by name; resource_not_found for any other name."""
+        names = [voice if isinstance(voice, str) else voice.get('name') for voice in self._options['voices']]
+        if name not in names:
+            raise InstanceError('resource_not_found', f"Expected a voice of the catalogue "
+                                                      f"({', '.join(map(str, names)) or 'empty'}): got '{name}'")
+        return int(self._options['voiceBytes'])
 
     def evict_resource(self, name: str) -> int:
         with self._resources_lock:
@@ -366,10 +401,23 @@ class TestEngineAdapter:
         with self._resources_lock:
             return replace(self._counts)
 
+    def resource_counters(self) -> Dict[str, float]:
+        with self._resources_lock:
+            counts = self._counts
+            resident = sum(resource.bytes for resource in self._resources.values())
+            return {'hits': counts.hits, 'misses': counts.loads, 'loadsFromDisk': counts.loads, 'loadsFromHost': 0,
+                    'evictions': counts.evictions, 'diskLoadMs': round(counts.load_ms, 3), 'hostLoadMs': 0,
+                    'budgetBytes': self._options.get('resourceBudgetBytes') or 0, 'residentBytes': resident}
+
     def _use_resource(self, name: str) -> None:
         with self._resources_lock:
-            if name not in self._resources:
+            held = self._resources.get(name)
+            if held is None:
                 raise InstanceError('resource_not_found', f"Expected resource '{name}' to be resident: it is not")
+            if held.is_fresh:
+                held.is_fresh = False
+            else:
+                self._counts.hits += 1
             self._resources.move_to_end(name)
 
 
@@ -380,11 +428,15 @@ def _is_count(value: Any) -> bool:
 def _parse_options(options: Dict[str, Any]) -> Dict[str, Any]:
     parsed: Dict[str, Any] = {
         'mode': 'echo', 'batchDelayMs': None, 'itemDelayMs': 0, 'finishDelayMs': 0, 'stageDelayMs': 0, 'loadDelayMs': 0,
-        'probeDelayMs': 0, 'resourceBudgetBytes': None,
+        'probeDelayMs': 0, 'resourceBudgetBytes': None, 'voiceBytes': DEFAULT_VOICE_BYTES, 'voices': [],
         'crashAfterBatches': None, 'crashOnLoad': False, 'failLoad': False, 'wedgeProbe': False,
     }
     for key, value in options.items():
-        if key == 'mode':
+        if key == 'voices':
+            if not isinstance(value, list) or not all(isinstance(voice, (str, dict)) for voice in value):
+                raise InstanceError('load_failed', f'Expected option voices to be a list of names or catalogue '
+                                                   f'entries: got {value!r}')
+        elif key == 'mode':
             if value not in ('echo', 'slow'):
                 raise InstanceError('load_failed', f"Expected option mode to be 'echo' or 'slow': got {value!r}")
         elif key in _INT_OPTIONS:
@@ -394,7 +446,7 @@ def _parse_options(options: Dict[str, Any]) -> Dict[str, Any]:
             if not isinstance(value, bool):
                 raise InstanceError('load_failed', f'Expected option {key} to be a boolean: got {value!r}')
         else:
-            known = ', '.join(['mode', *_INT_OPTIONS, *_BOOL_OPTIONS])
+            known = ', '.join(['mode', 'voices', *_INT_OPTIONS, *_BOOL_OPTIONS])
             raise InstanceError('load_failed', f'Expected an option of the test adapter ({known}): got {key!r}')
         parsed[key] = value
     if parsed['batchDelayMs'] is None:
