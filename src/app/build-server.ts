@@ -5,13 +5,14 @@
 import type { FastifyInstance } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import { ConfigError } from '../config/load.js';
-import type { Config } from '../config/schema.js';
+import { taskOf, VOICE_RESOURCE_ADAPTERS, type Config } from '../config/schema.js';
 import {
   buildGateway,
   createAudioDecoder,
   createEnergyDetector,
   createSileroDetector,
   type ModelCatalog,
+  type ModelEntry,
   type ReadinessSnapshot,
 } from '../gateway/index.js';
 import { createScheduler, type Scheduler } from '../scheduler/index.js';
@@ -65,9 +66,19 @@ export function createModelCatalog(config: Config, createdS: number): ModelCatal
     names.set(name, name);
     for (const alias of model.aliases) names.set(alias, name);
   }
-  const entries = [...names].map(([id, name]) => {
-    const languages = ADAPTER_LANGUAGES[config.models[name]!.adapter];
-    return { id, created: createdS, ownedBy: 'voxmux', ...(languages === undefined ? {} : { languages }) };
+  const entries = [...names].map(([id, name]): ModelEntry => {
+    const model = config.models[name]!;
+    const languages = ADAPTER_LANGUAGES[model.adapter];
+    const task = taskOf(model);
+    const speech = { voiceAliases: model.voiceAliases, hasVoiceResources: VOICE_RESOURCE_ADAPTERS.has(model.adapter) };
+    return {
+      id,
+      created: createdS,
+      ownedBy: 'voxmux',
+      task,
+      ...(languages === undefined ? {} : { languages }),
+      ...(task === 'speech' ? { speech } : {}),
+    };
   });
   return { list: () => entries, resolve: (name) => names.get(name) };
 }
@@ -145,9 +156,13 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       splitAboveMs: gateway.splitAboveMs,
       pieceTargetMs: gateway.pieceTargetMs,
       maxPieceMs: Math.max(...config.scheduler.lengthBucketsMs),
+      ffmpegPath: gateway.ffmpegPath,
     },
     {
       transcribe: (model, request, options) => scheduler.submit(model, request, options),
+      openStream: (model, input, options) => scheduler.openStream(model, input, options),
+      // TODO(#18): the voices the instances declare (the executor's catalogue), once LoadResult carries them.
+      voices: () => [],
       models,
       readiness,
       metricsText: () => metrics.registry.metrics(),

@@ -1,6 +1,16 @@
 /** Public surface of the gateway. */
 export { buildGateway } from './gateway.js';
-export type { GatewayDeps, GatewayOptions, ModelCatalog, ModelEntry, ReadinessSnapshot } from './gateway-types.js';
+export type {
+  GatewayDeps,
+  GatewayOptions,
+  ModelCatalog,
+  ModelEntry,
+  ModelTask,
+  ReadinessSnapshot,
+  SpeechModelSettings,
+  VoiceCatalog,
+  VoiceCatalogEntry,
+} from './gateway-types.js';
 export { HTTP_STATUS, OPENAI_TYPE, WS_CLOSE_CODE, toHttpError } from './error-mapping.js';
 export { createAudioDecoder } from './audio/index.js';
 export type { AudioDecoder, DecodedAudio } from './audio/index.js';
