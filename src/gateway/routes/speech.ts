@@ -82,7 +82,7 @@ export function parseSpeechBody(body: unknown): SpeechFields {
   if (typeof speed !== 'number' || !Number.isFinite(speed) || speed < MIN_SPEECH_SPEED || speed > MAX_SPEECH_SPEED) {
     throw errors.speedOutOfRange({ got: speed, min: MIN_SPEECH_SPEED, max: MAX_SPEECH_SPEED });
   }
-  const first = Value.Errors(SpeechBodySchema, body).First();
+  const first = Value.Errors(SpeechBodySchema, Value.Default(SpeechBodySchema, structuredClone(body))).First();
   if (first !== undefined) {
     const param = first.path.split('/')[1] ?? 'body';
     const expected =
@@ -139,17 +139,23 @@ function parseJson(body: unknown): unknown {
   }
 }
 
-/** Resolves when `res` can take more, or has closed. */
+/**
+ * Resolves when `res` can take more, or has closed. What counts is its socket: a response not
+ * attached by an HTTP server's connection listener (fastify's inject) never emits 'drain' itself.
+ */
 function drained(res: ServerResponse): Promise<void> {
-  if (!res.writableNeedDrain || res.destroyed) return Promise.resolve();
+  const socket = res.socket;
+  if (!res.writableNeedDrain || res.destroyed || (socket !== null && !socket.writableNeedDrain)) return Promise.resolve();
   return new Promise((resolve) => {
     const done = () => {
       res.off('drain', done);
       res.off('close', done);
+      socket?.off('drain', done);
       resolve();
     };
     res.on('drain', done);
     res.on('close', done);
+    socket?.on('drain', done);
   });
 }
 
