@@ -16,10 +16,17 @@ export const GatewaySchema = Type.Object(
       description: 'Bearer keys; when not empty every endpoint but health and metrics requires one. Secret.',
       default: [],
     }),
-    ffmpegPath: Type.String({ description: 'ffmpeg binary used to decode compressed audio.', default: 'ffmpeg' }),
+    ffmpegPath: Type.String({
+      description: 'ffmpeg binary used to decode compressed audio and to encode speech (mp3, opus, aac, flac).',
+      default: 'ffmpeg',
+    }),
     ffmpegTimeoutMs: Ms('Longest an ffmpeg decode may run, in milliseconds.', 60_000, 1),
     tmpDir: Type.String({ description: 'Folder for temporary upload files; empty means the OS default.', default: '' }),
-    requestTimeoutMs: Ms('Deadline of one transcription call from arrival to answer, in milliseconds.', 120_000, 1),
+    requestTimeoutMs: Ms(
+      'Deadline of one transcription or speech call from arrival to its answer (the end of the audio for speech), in milliseconds.',
+      120_000,
+      1,
+    ),
     uploadPoolBytes: Type.Integer({
       description:
         'Memory kept for reuse by uploads once their results are in, in bytes (0: none). Each upload then needs no fresh buffer, which spares the garbage collector.',
