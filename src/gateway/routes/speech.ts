@@ -203,6 +203,30 @@ async function synthesize(
   const writeEvent = (event: SpeechAudioDeltaEvent | SpeechAudioDoneEvent | Record<string, unknown>) => {
     res.write(`data: ${JSON.stringify(event)}\n\n`);
   };
+  const stream = deps.openStream(
+    model,
+    {
+      requestId: String(request.id),
+      resource: call.settings.hasVoiceResources ? call.voice : null,
+      params: { sentences: call.sentences, voice: call.voice, speed: fields.speed },
+      body: new Uint8Array(0),
+    },
+    { timeoutMs: call.timeoutMs, signal: call.signal, priority: call.priority },
+  );
+  const chunks = stream[Symbol.asyncIterator]();
+  const first = chunks.next();
+  // A stream the scheduler refuses (queue full, no instance, shutting down) has failed before the
+  // next turn of the event loop: it answers without an encoder. Any other starts its encoder now,
+  // so that ffmpeg's start-up overlaps the synthesis of the first sentence.
+  first.catch(() => undefined);
+  const isRefused = await Promise.race([
+    first.then(
+      () => false,
+      () => true,
+    ),
+    new Promise<boolean>((resolve) => setImmediate(() => resolve(false))),
+  ]);
+  if (isRefused) await first;
   const encoder = createSpeechEncoder({
     format: fields.responseFormat,
     ffmpegPath: context.options.ffmpegPath ?? 'ffmpeg',
@@ -215,16 +239,7 @@ async function synthesize(
   });
   const onAbort = () => encoder.destroy();
   call.signal.addEventListener('abort', onAbort, { once: true });
-  const stream = deps.openStream(
-    model,
-    {
-      requestId: String(request.id),
-      resource: call.settings.hasVoiceResources ? call.voice : null,
-      params: { sentences: call.sentences, voice: call.voice, speed: fields.speed },
-      body: new Uint8Array(0),
-    },
-    { timeoutMs: call.timeoutMs, signal: call.signal, priority: call.priority },
-  );
+  if (call.signal.aborted) encoder.destroy();
   const emit = async (samples: Float32Array) => {
     if (samples.length === 0) return;
     sentSamples += samples.length;
@@ -233,7 +248,8 @@ async function synthesize(
   let resampler: StreamResampler | undefined;
   let sourceRateHz = 0;
   try {
-    for await (const chunk of stream) {
+    for (let next = await first; next.done !== true; next = await chunks.next()) {
+      const chunk = next.value;
       const rateHz = chunk.meta.sampleRate;
       if (typeof rateHz !== 'number' || !Number.isInteger(rateHz) || rateHz <= 0) {
         throw errors.internal({
