@@ -152,6 +152,14 @@ describe('POST /v1/audio/speech with the openai SDK', () => {
     assert.equal(tasks['tts-1'], 'speech');
     assert.equal(tasks.asr, 'transcription');
   });
+
+  it('counts speech calls, their first-byte latency and their audio in /metrics', async () => {
+    await (await client.audio.speech.create({ model: 'voice', voice: 'alloy', input: INPUT, response_format: 'flac' })).arrayBuffer();
+    assert.ok((await server.metric('voxmux_gateway_calls_total', { endpoint: '/v1/audio/speech', outcome: 'ok' })) >= 1);
+    assert.ok((await server.metric('voxmux_gateway_speech_calls_total', { format: 'flac', stream_format: 'audio', outcome: 'ok' })) >= 1);
+    assert.ok((await server.metric('voxmux_gateway_speech_first_byte_seconds_count', { model: 'voice', format: 'flac' })) >= 1);
+    assert.ok((await server.metric('voxmux_gateway_speech_audio_seconds_total', { model: 'voice' })) >= INPUT_SECONDS);
+  });
 });
 
 describe('POST /v1/audio/speech streaming behaviour', () => {
