@@ -244,4 +244,29 @@ describe('POST /v1/audio/speech streaming behaviour', () => {
       return true;
     });
   });
+
+  // Last: it kills the slow model's only instance.
+  it('a SIGKILLed instance ends its started SSE stream with an instance_crashed error event, not silence', async () => {
+    const ready = await server.readiness();
+    const [pid] = (ready.body.models as Record<string, { instances: { pid: number }[] }>).slow!.instances.map((i) => i.pid);
+    const started = await client.audio.speech.create({
+      model: 'slow',
+      voice: 'alloy',
+      input: INPUT,
+      response_format: 'pcm',
+      stream_format: 'sse',
+    });
+    const events = Stream.fromSSEResponse<{ type: string }>(started, new AbortController())[Symbol.asyncIterator]();
+    assert.equal((await events.next()).value?.type, 'speech.audio.delta');
+    process.kill(pid!, 'SIGKILL');
+    await assert.rejects(
+      (async () => {
+        for (let next = await events.next(); next.done !== true; next = await events.next());
+      })(),
+      (err: InstanceType<typeof OpenAI.APIError>) => {
+        assert.equal(err.code, 'instance_crashed');
+        return true;
+      },
+    );
+  });
 });
