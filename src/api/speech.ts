@@ -28,7 +28,7 @@ export const SpeechBodySchema = Type.Object(
     model: Type.String({ minLength: 1, maxLength: 256 }),
     input: Type.String(),
     voice: Type.Union([Type.String({ minLength: 1, maxLength: 256 }), Type.Object({ id: Type.String({ minLength: 1, maxLength: 256 }) })]),
-    instructions: Type.Optional(Type.String({ maxLength: MAX_SPEECH_INSTRUCTIONS_CHARS })),
+    instructions: Type.Optional(Type.String()),
     response_format: Type.String({ default: 'mp3' }),
     speed: Type.Number({ default: 1 }),
     stream_format: Type.String({ default: 'audio' }),

@@ -340,6 +340,21 @@ describe('POST /v1/audio/speech', () => {
     });
   }
 
+  it('answers invalid_content_type for a body without a content type, and accepts the largest input as JSON escapes', async () => {
+    const h = await setup();
+    const bare = await h.app.inject({ method: 'POST', url: URL_PATH, payload: Buffer.from('{}') });
+    assert.equal(bare.statusCode, 400);
+    assert.equal(bare.json().error.code, 'invalid_content_type');
+    const escaped = JSON.stringify({
+      model: 'asr',
+      input: '\u{1F600}'.repeat(4096),
+      voice: 'alloy',
+      instructions: '\u{1F600}'.repeat(4096),
+    }).replace(/[\u{10000}-\u{10FFFF}]/gu, (c) => `\\u${c.charCodeAt(0).toString(16)}\\u${c.charCodeAt(1).toString(16)}`);
+    const largest = await post(h.app, escaped);
+    assert.equal(largest.json().error.code, 'model_task_mismatch');
+  });
+
   it('answers a speech model on the transcription endpoint with model_task_mismatch', async () => {
     const h = await setup();
     const form =

@@ -14,6 +14,7 @@ import type { ServerResponse } from 'node:http';
 import { Value } from '@sinclair/typebox/value';
 import {
   MAX_SPEECH_INPUT_CHARS,
+  MAX_SPEECH_INSTRUCTIONS_CHARS,
   MAX_SPEECH_SPEED,
   MIN_SPEECH_SPEED,
   SPEECH_RESPONSE_FORMATS,
@@ -37,8 +38,11 @@ import { createSpeechEncoder, SPEECH_CONTENT_TYPES } from '../speech/speech-enco
 import { splitSpeechText } from '../speech/split-text.js';
 import { deadlineOf, priorityOf, PRIORITY_HEADER, DEADLINE_HEADER } from './transcriptions.js';
 
-/** Largest JSON body: 4096 characters of input and of instructions, each up to 6 bytes as JSON escapes, and the rest. */
-const MAX_SPEECH_BODY_BYTES = 64 * 1024;
+/**
+ * Largest JSON body: 4096 characters of input and of instructions, each up to 12 bytes as JSON
+ * escapes (a surrogate pair as two \uXXXX), and the other fields.
+ */
+const MAX_SPEECH_BODY_BYTES = 128 * 1024;
 const KNOWN_FIELDS = new Set(Object.keys(SpeechBodySchema.properties));
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -82,15 +86,18 @@ export function parseSpeechBody(body: unknown): SpeechFields {
   if (typeof speed !== 'number' || !Number.isFinite(speed) || speed < MIN_SPEECH_SPEED || speed > MAX_SPEECH_SPEED) {
     throw errors.speedOutOfRange({ got: speed, min: MIN_SPEECH_SPEED, max: MAX_SPEECH_SPEED });
   }
+  const instructions = body.instructions;
+  if (instructions !== undefined && (typeof instructions !== 'string' || [...instructions].length > MAX_SPEECH_INSTRUCTIONS_CHARS)) {
+    throw errors.invalidParameter({
+      param: 'instructions',
+      expected: `a string of at most ${MAX_SPEECH_INSTRUCTIONS_CHARS} characters`,
+      got: typeof instructions === 'string' ? `${[...instructions].length} characters` : instructions,
+    });
+  }
   const first = Value.Errors(SpeechBodySchema, Value.Default(SpeechBodySchema, structuredClone(body))).First();
   if (first !== undefined) {
     const param = first.path.split('/')[1] ?? 'body';
-    const expected =
-      param === 'voice'
-        ? 'a voice name or {"id": name}'
-        : param === 'instructions'
-          ? 'a string of at most 4096 characters'
-          : `a valid value (${first.message})`;
+    const expected = param === 'voice' ? 'a voice name or {"id": name}' : `a valid value (${first.message})`;
     throw errors.invalidParameter({ param, expected, got: first.value });
   }
   const voice = body.voice as string | { id: string };
