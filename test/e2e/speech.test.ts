@@ -122,8 +122,15 @@ describe('POST /v1/audio/speech with the openai SDK', () => {
     assert.ok(!alloy.equals(echo));
   });
 
-  it('speed 2 halves the audio', async () => {
-    const response = await client.audio.speech.create({ model: 'voice', voice: 'alloy', input: INPUT, response_format: 'pcm', speed: 2 });
+  it('speed 2 halves the audio; instructions are accepted and change nothing', async () => {
+    const response = await client.audio.speech.create({
+      model: 'voice',
+      voice: 'alloy',
+      input: INPUT,
+      response_format: 'pcm',
+      speed: 2,
+      instructions: 'Speak slowly and calmly.',
+    });
     const seconds = (await response.arrayBuffer()).byteLength / 2 / 24_000;
     assert.ok(Math.abs(seconds - INPUT_SECONDS / 2) < 0.01, `${seconds} s`);
   });
