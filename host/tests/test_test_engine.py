@@ -7,7 +7,7 @@ import pytest
 
 from voxmux_host.errors import InstanceError
 from voxmux_host.fakes.test_engine import TestEngineAdapter, echo_text
-from voxmux_host.model_api import LoadContext, ItemFailure, BatchInput, Transcript
+from voxmux_host.model_api import LoadContext, ItemFailure, BatchInput, StreamRequest, Transcript
 
 
 def loaded(**options: object) -> TestEngineAdapter:
@@ -77,3 +77,61 @@ def test_item_delay_applies_per_request() -> None:
     started = time.monotonic()
     adapter.run_batch([BatchInput(str(i), np.zeros(1, dtype=np.int16)) for i in range(3)])
     assert time.monotonic() - started >= 0.09
+
+
+# -- speech streams (the gateway's POST /v1/audio/speech params) ---------------------------------
+
+def _speech(adapter: TestEngineAdapter, params: Dict[str, Any]) -> Any:
+    return adapter.open_stream(StreamRequest('s', 'r', None, params, b''))
+
+
+def _drain(stream: Any) -> Any:
+    pieces = []
+    while True:
+        try:
+            pieces.append(next(stream))
+        except StopIteration as stop:
+            return pieces, stop.value
+
+
+def test_speech_stream_yields_pcm_chunks_per_sentence_with_rate_and_index() -> None:
+    adapter = loaded(speechSampleRateHz=16000)
+    pieces, usage = _drain(_speech(adapter, {'sentences': ['Hello there.', 'Hi.'], 'voice': 'v1', 'speed': 1}))
+    assert [p.meta['sentence'] for p in pieces] == sorted(p.meta['sentence'] for p in pieces)
+    assert {p.meta['sampleRate'] for p in pieces} == {16000}
+    frames = [len(p.data) // 2 for p in pieces]
+    assert max(frames) <= 16000 * 200 // 1000
+    expected = int(16000 * (200 + 60 * 12) / 1000) + int(16000 * (200 + 60 * 3) / 1000)
+    assert sum(frames) == expected
+    assert usage == {'characters': 15, 'sentences': 2, 'audioSeconds': expected / 16000}
+
+
+def test_speech_stream_is_deterministic_per_voice_and_scaled_by_speed() -> None:
+    adapter = loaded()
+
+    def audio(voice: str, speed: float) -> bytes:
+        pieces, _ = _drain(_speech(adapter, {'sentences': ['One sentence.'], 'voice': voice, 'speed': speed}))
+        return b''.join(p.data for p in pieces)
+    assert audio('a', 1) == audio('a', 1)
+    assert audio('a', 1) != audio('b', 1)
+    assert len(audio('a', 2)) // 2 == int(22050 * (200 + 60 * 13) / 1000 / 2)
+
+
+@pytest.mark.parametrize('params', [
+    {'sentences': [], 'voice': 'v', 'speed': 1},
+    {'sentences': [''], 'voice': 'v', 'speed': 1},
+    {'sentences': ['a'], 'voice': '', 'speed': 1},
+    {'sentences': ['a'], 'voice': 'v', 'speed': 5},
+    {'sentences': ['a'], 'voice': 'v', 'speed': 1, 'pitch': 2},
+])
+def test_speech_stream_rejects_bad_params_with_unsupported_option(params: Dict[str, Any]) -> None:
+    with pytest.raises(InstanceError) as info:
+        _speech(loaded(), params)
+    assert info.value.code == 'unsupported_option'
+
+
+def test_speech_stream_fails_after_speech_fail_after_chunks() -> None:
+    stream = _speech(loaded(speechFailAfterChunks=1), {'sentences': ['A long enough sentence.'], 'voice': 'v', 'speed': 1})
+    next(stream)
+    with pytest.raises(RuntimeError):
+        next(stream)

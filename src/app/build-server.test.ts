@@ -33,10 +33,34 @@ describe('createModelCatalog', () => {
     });
     const catalog = createModelCatalog(config, 7);
     assert.deepEqual(catalog.list(), [
-      { id: 'sphinx', created: 7, ownedBy: 'voxmux', languages: ['en'] },
-      { id: 'whisper-1', created: 7, ownedBy: 'voxmux', languages: ['en'] },
-      { id: 'echo', created: 7, ownedBy: 'voxmux' },
+      { id: 'sphinx', created: 7, ownedBy: 'voxmux', task: 'transcription', languages: ['en'] },
+      { id: 'whisper-1', created: 7, ownedBy: 'voxmux', task: 'transcription', languages: ['en'] },
+      { id: 'echo', created: 7, ownedBy: 'voxmux', task: 'transcription' },
     ]);
     assert.equal(catalog.resolve('whisper-1'), 'sphinx');
+  });
+
+  it("gives speech models their task, voice aliases (the adapter's defaults when none are set) and voice residency (#18)", () => {
+    const config = loadConfig({
+      file: {
+        models: {
+          cpu: { adapter: 'debian-voices', aliases: ['tts-1'] },
+          gpu: { adapter: 'vits' },
+          fake: { adapter: 'test', task: 'speech', voiceAliases: { alloy: 'tone-a' } },
+        },
+      },
+    });
+    const byId = new Map(
+      createModelCatalog(config, 7)
+        .list()
+        .map((entry) => [entry.id, entry]),
+    );
+    assert.equal(byId.get('tts-1')?.task, 'speech');
+    assert.equal(byId.get('tts-1')?.speech?.voiceAliases.alloy, 'flite-slt');
+    assert.equal(byId.get('tts-1')?.speech?.voiceAliases.cedar, 'flite-kal');
+    assert.equal(byId.get('tts-1')?.speech?.hasVoiceResources, false);
+    assert.equal(byId.get('gpu')?.speech?.voiceAliases.cedar, 'vits-12');
+    assert.equal(byId.get('gpu')?.speech?.hasVoiceResources, true);
+    assert.deepEqual(byId.get('fake')?.speech, { voiceAliases: { alloy: 'tone-a' }, hasVoiceResources: false });
   });
 });

@@ -5,13 +5,14 @@
 import type { FastifyInstance } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import { ConfigError } from '../config/load.js';
-import type { Config } from '../config/schema.js';
+import { taskOf, VOICE_RESOURCE_ADAPTERS, type Config } from '../config/schema.js';
 import {
   buildGateway,
   createAudioDecoder,
   createEnergyDetector,
   createSileroDetector,
   type ModelCatalog,
+  type ModelEntry,
   type ReadinessSnapshot,
   type VoiceDirectory,
 } from '../gateway/index.js';
@@ -67,9 +68,19 @@ export function createModelCatalog(config: Config, createdS: number): ModelCatal
     names.set(name, name);
     for (const alias of model.aliases) names.set(alias, name);
   }
-  const entries = [...names].map(([id, name]) => {
-    const languages = ADAPTER_LANGUAGES[config.models[name]!.adapter];
-    return { id, created: createdS, ownedBy: 'voxmux', ...(languages === undefined ? {} : { languages }) };
+  const entries = [...names].map(([id, name]): ModelEntry => {
+    const model = config.models[name]!;
+    const languages = ADAPTER_LANGUAGES[model.adapter];
+    const task = taskOf(model);
+    const speech = { voiceAliases: model.voiceAliases, hasVoiceResources: VOICE_RESOURCE_ADAPTERS.has(model.adapter) };
+    return {
+      id,
+      created: createdS,
+      ownedBy: 'voxmux',
+      task,
+      ...(languages === undefined ? {} : { languages }),
+      ...(task === 'speech' ? { speech } : {}),
+    };
   });
   return { list: () => entries, resolve: (name) => names.get(name) };
 }
@@ -117,8 +128,9 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
     { executor: supervisor, clock, log: log.child({ component: 'scheduler' }), metrics },
   );
   const models = createModelCatalog(config, Math.floor(clock.wallMs() / 1000));
-  // Every model is offered: one whose adapter declares no catalogue (a transcription model) lists no voice.
-  const voiceModels = Object.entries(config.models).map(([model, m]) => ({ model, engine: m.adapter }));
+  const voiceModels = Object.entries(config.models)
+    .filter(([, m]) => taskOf(m) === 'speech')
+    .map(([model, m]) => ({ model, engine: m.adapter, voiceAliases: m.voiceAliases }));
   const voices: VoiceDirectory = {
     models: () => voiceModels,
     catalog: (model) => scheduler.catalog(model),
@@ -154,9 +166,11 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       splitAboveMs: gateway.splitAboveMs,
       pieceTargetMs: gateway.pieceTargetMs,
       maxPieceMs: Math.max(...config.scheduler.lengthBucketsMs),
+      ffmpegPath: gateway.ffmpegPath,
     },
     {
       transcribe: (model, request, options) => scheduler.submit(model, request, options),
+      openStream: (model, input, options) => scheduler.openStream(model, input, options),
       models,
       voices,
       readiness,

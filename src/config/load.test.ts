@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { OPENAI_VOICES } from './schema.js';
 import { ConfigError, leafPaths, loadConfig, readConfigFile, redact, toEnvName, type ConfigSources } from './load.js';
 
 /** The problems a ConfigError lists, or a failed assertion when loading succeeds. */
@@ -53,8 +54,39 @@ describe('loadConfig sources', () => {
     assert.equal(config.scheduler.maxQueuedRequests, 512);
     assert.equal(config.supervisor.mps.enabled, false);
     assert.equal(config.telemetry.logLevel, 'info');
-    assert.deepEqual(Object.keys(config.models), ['pocketsphinx-en-us']);
+    assert.deepEqual(Object.keys(config.models), ['pocketsphinx-en-us', 'voxmux-speech-cpu']);
     assert.deepEqual(config.models['pocketsphinx-en-us']!.aliases, ['whisper-1']);
+    assert.equal(config.defaultModel, 'pocketsphinx-en-us');
+  });
+
+  it('serves speech with voxmux-speech-cpu by default: debian-voices, 2 instances, the 13 OpenAI voices on distinct voices (#18)', () => {
+    const model = loadConfig({}).models['voxmux-speech-cpu']!;
+    assert.equal(model.adapter, 'debian-voices');
+    assert.equal(model.task, 'speech');
+    assert.equal(model.instances, 2);
+    assert.deepEqual(model.aliases, ['tts-1', 'tts-1-hd', 'gpt-4o-mini-tts']);
+    assert.deepEqual(Object.keys(model.voiceAliases), [...OPENAI_VOICES]);
+    assert.equal(new Set(Object.values(model.voiceAliases)).size, OPENAI_VOICES.length);
+  });
+
+  it('derives task from the adapter, and refuses a task the adapter does not serve and voice aliases on a transcription model (#18)', () => {
+    const config = loadConfig({
+      file: { models: { a: { adapter: 'pocketsphinx' }, b: { adapter: 'vits' }, c: { adapter: 'test', task: 'speech' } } },
+    });
+    assert.deepEqual(
+      Object.values(config.models).map((m) => m.task),
+      ['transcription', 'speech', 'speech'],
+    );
+    assert.deepEqual(config.models.c!.voiceAliases, {});
+    assert.throws(
+      () =>
+        loadConfig({
+          file: { models: { a: { adapter: 'pocketsphinx', task: 'speech' }, b: { adapter: 'parakeet', voiceAliases: { alloy: 'x' } } } },
+        }),
+      (err: ConfigError) =>
+        err.problems.some((p) => p.startsWith('models.a.task: expected transcription for adapter pocketsphinx')) &&
+        err.problems.some((p) => p.startsWith('models.b.voiceAliases: expected none for a transcription model')),
+    );
   });
 
   it('applies defaults < file < environment < flags, each layer over the ones below it', () => {

@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { Kind, type TObject, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
-import { ConfigSchema, ModelSchema, SECRET_PATHS, type Config } from './schema.js';
+import { ADAPTER_TASKS, ADAPTER_VOICE_ALIASES, ConfigSchema, ModelSchema, SECRET_PATHS, taskOf, type Config } from './schema.js';
 
 export class ConfigError extends Error {
   readonly problems: readonly string[];
@@ -197,7 +197,10 @@ export function derive(config: Config): Config {
   for (const [name, model] of Object.entries(config.models)) {
     const preferred = [...new Set(model.preferredBatchSizes)].sort((a, b) => a - b);
     const maxBatchSize = model.maxBatchSize > 0 ? model.maxBatchSize : (preferred.at(-1) ?? 1);
-    models[name] = { ...model, maxBatchSize, preferredBatchSizes: preferred.length > 0 ? preferred : [maxBatchSize] };
+    const task = taskOf(model);
+    const voiceAliases =
+      task === 'speech' && Object.keys(model.voiceAliases).length === 0 ? { ...ADAPTER_VOICE_ALIASES[model.adapter] } : model.voiceAliases;
+    models[name] = { ...model, maxBatchSize, preferredBatchSizes: preferred.length > 0 ? preferred : [maxBatchSize], task, voiceAliases };
   }
   const defaultModel = config.defaultModel !== '' ? config.defaultModel : (Object.keys(models)[0] ?? '');
   const lengthBucketsMs = [...new Set(config.scheduler.lengthBucketsMs)].sort((a, b) => a - b);
@@ -212,6 +215,13 @@ export function crossCheck(config: Config, problems: string[]): void {
       if (size > model.maxBatchSize) {
         problems.push(`models.${name}.preferredBatchSizes: expected sizes up to maxBatchSize ${model.maxBatchSize}: got ${size}`);
       }
+    }
+    const tasks = ADAPTER_TASKS[model.adapter] ?? ['transcription'];
+    if (model.task !== 'auto' && !tasks.includes(model.task)) {
+      problems.push(`models.${name}.task: expected ${tasks.join(' or ')} for adapter ${model.adapter}: got '${model.task}'`);
+    }
+    if (taskOf(model) !== 'speech' && Object.keys(model.voiceAliases).length > 0) {
+      problems.push(`models.${name}.voiceAliases: expected none for a ${taskOf(model)} model`);
     }
     for (const id of [name, ...model.aliases]) {
       const owner = names.get(id);

@@ -16,10 +16,17 @@ export const GatewaySchema = Type.Object(
       description: 'Bearer keys; when not empty every endpoint but health and metrics requires one. Secret.',
       default: [],
     }),
-    ffmpegPath: Type.String({ description: 'ffmpeg binary used to decode compressed audio.', default: 'ffmpeg' }),
+    ffmpegPath: Type.String({
+      description: 'ffmpeg binary used to decode compressed audio and to encode speech (mp3, opus, aac, flac).',
+      default: 'ffmpeg',
+    }),
     ffmpegTimeoutMs: Ms('Longest an ffmpeg decode may run, in milliseconds.', 60_000, 1),
     tmpDir: Type.String({ description: 'Folder for temporary upload files; empty means the OS default.', default: '' }),
-    requestTimeoutMs: Ms('Deadline of one transcription call from arrival to answer, in milliseconds.', 120_000, 1),
+    requestTimeoutMs: Ms(
+      'Deadline of one transcription or speech call from arrival to its answer (the end of the audio for speech), in milliseconds.',
+      120_000,
+      1,
+    ),
     uploadPoolBytes: Type.Integer({
       description:
         'Memory kept for reuse by uploads once their results are in, in bytes (0: none). Each upload then needs no fresh buffer, which spares the garbage collector.',
@@ -207,6 +214,17 @@ export const ModelSchema = Type.Object(
       maximum: 4096,
     }),
     options: Type.Record(Type.String(), Type.Unknown(), { description: 'Adapter options passed to the model host.', default: {} }),
+    // speech synthesis (issue 18)
+    task: Type.Union([Type.Literal('auto'), Type.Literal('transcription'), Type.Literal('speech')], {
+      description:
+        "What the model serves: transcription (POST /v1/audio/transcriptions) or speech (POST /v1/audio/speech); auto takes the adapter's (ADAPTER_TASKS: speech for debian-voices and vits, transcription otherwise). Only the test adapter serves either.",
+      default: 'auto',
+    }),
+    voiceAliases: Type.Record(Type.String({ minLength: 1 }), Type.String({ minLength: 1 }), {
+      description:
+        "Speech models: voice names clients may use (such as OpenAI's alloy) mapped to engine voice ids; empty means the adapter's defaults (debian-voices: the 13 OpenAI names to flite, Festival and espeak-ng voices; vits: to vits-0..vits-12).",
+      default: {},
+    }),
     command: Type.Array(Type.String({ minLength: 1 }), {
       description: 'Model-host command line (program, then arguments); empty means the bundled Python host with this adapter.',
       default: [],
@@ -239,6 +257,65 @@ export const TelemetrySchema = Type.Object(
   { additionalProperties: false, default: {} },
 );
 
+/** The tasks an adapter serves; the first is its default (`task: auto`). An adapter not listed serves transcription. */
+export const ADAPTER_TASKS: Readonly<Record<string, readonly ModelTask[]>> = {
+  pocketsphinx: ['transcription'],
+  parakeet: ['transcription'],
+  'debian-voices': ['speech'],
+  vits: ['speech'],
+  test: ['transcription', 'speech'],
+};
+
+export type ModelTask = 'transcription' | 'speech';
+
+/** The task a model serves: its `task`, or its adapter's default for `auto`. */
+export function taskOf(model: { adapter: string; task: ModelTask | 'auto' }): ModelTask {
+  return model.task !== 'auto' ? model.task : (ADAPTER_TASKS[model.adapter]?.[0] ?? 'transcription');
+}
+
+/** Adapters that hold each voice as a resource (its weights): a stream names its voice so routing prefers instances holding it. */
+export const VOICE_RESOURCE_ADAPTERS: ReadonlySet<string> = new Set(['vits']);
+
+/** The OpenAI voice names, in the order OpenAI lists them. */
+export const OPENAI_VOICES = [
+  'alloy',
+  'ash',
+  'ballad',
+  'coral',
+  'echo',
+  'fable',
+  'nova',
+  'onyx',
+  'sage',
+  'shimmer',
+  'verse',
+  'marin',
+  'cedar',
+] as const;
+
+/** The debian-voices adapter's engine voices for the OpenAI names (flite, Festival, espeak-ng). */
+const DEBIAN_VOICE_ALIASES: Readonly<Record<string, string>> = {
+  alloy: 'flite-slt',
+  ash: 'flite-rms',
+  ballad: 'flite-awb',
+  coral: 'festival-slt-hts',
+  echo: 'flite-kal16',
+  fable: 'festival-ked',
+  nova: 'espeak-en-us+f3',
+  onyx: 'festival-kal',
+  sage: 'espeak-en-gb+f2',
+  shimmer: 'espeak-en-us+f5',
+  verse: 'espeak-en-gb-scotland+m3',
+  marin: 'espeak-en-029+f4',
+  cedar: 'flite-kal',
+};
+
+/** Each OpenAI voice name mapped to a distinct engine voice, by adapter (`voiceAliases` left empty). */
+export const ADAPTER_VOICE_ALIASES: Readonly<Record<string, Readonly<Record<string, string>>>> = {
+  'debian-voices': DEBIAN_VOICE_ALIASES,
+  vits: Object.fromEntries(OPENAI_VOICES.map((name, i) => [name, `vits-${i}`])),
+};
+
 export const DEFAULT_MODELS = {
   'pocketsphinx-en-us': {
     adapter: 'pocketsphinx',
@@ -257,6 +334,28 @@ export const DEFAULT_MODELS = {
     command: [],
     exclusiveWarmup: false,
     mpsActiveThreadPercentages: [],
+    task: 'transcription' as ModelTask,
+    voiceAliases: {},
+  },
+  'voxmux-speech-cpu': {
+    adapter: 'debian-voices',
+    aliases: ['tts-1', 'tts-1-hd', 'gpt-4o-mini-tts'],
+    instances: 2,
+    instancesPerGpu: 0,
+    gpus: [],
+    maxBatchSize: 1,
+    preferredBatchSizes: [],
+    maxQueueDelayMs: 5,
+    dispatchWhenIdle: false,
+    sessionIdleTimeoutMs: 600_000,
+    maxStreamsPerInstance: 4,
+    streamCreditChunks: 8,
+    options: {},
+    command: [],
+    exclusiveWarmup: false,
+    mpsActiveThreadPercentages: [],
+    task: 'speech' as ModelTask,
+    voiceAliases: { ...DEBIAN_VOICE_ALIASES },
   },
 };
 

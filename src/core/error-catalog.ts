@@ -14,7 +14,7 @@ export const ERROR_CATALOG = {
   // gateway: the call itself
   invalid_parameter: { kind: 'invalid_argument', remedy: 'Fix the named parameter.' },
   missing_parameter: { kind: 'invalid_argument', remedy: 'Send the named parameter.' },
-  invalid_content_type: { kind: 'invalid_argument', remedy: 'Send multipart/form-data.' },
+  invalid_content_type: { kind: 'invalid_argument', remedy: 'Send multipart/form-data (transcriptions) or application/json (speech).' },
   route_not_found: { kind: 'not_found', remedy: 'Check the method and path.' },
   body_too_large: { kind: 'payload_too_large', remedy: 'Send a smaller file or raise gateway.maxBodyBytes.' },
   missing_api_key: { kind: 'unauthenticated', remedy: 'Send Authorization: Bearer <key>.' },
@@ -69,6 +69,18 @@ export const ERROR_CATALOG = {
     kind: 'resource_exhausted',
     remedy: 'Retry after the Retry-After delay (the predicted drain time), send a longer voxmux-deadline-ms, or add instances.',
   },
+  // gateway: speech synthesis (POST /v1/audio/speech)
+  input_empty: { kind: 'invalid_argument', remedy: 'Send input with some text to speak.' },
+  input_too_long: { kind: 'invalid_argument', remedy: 'Send at most 4096 characters of input, or split the text into several calls.' },
+  unknown_voice: { kind: 'invalid_argument', remedy: "Use an OpenAI voice name or one of the model's voices (GET /v1/audio/voices)." },
+  unsupported_response_format: { kind: 'invalid_argument', remedy: 'Use response_format mp3, opus, aac, flac, wav or pcm.' },
+  speed_out_of_range: { kind: 'invalid_argument', remedy: 'Send a speed from 0.25 to 4.0.' },
+  unsupported_stream_format: { kind: 'invalid_argument', remedy: 'Use stream_format audio or sse.' },
+  model_task_mismatch: {
+    kind: 'invalid_argument',
+    remedy:
+      'Use a speech model for /v1/audio/speech and a transcription model for /v1/audio/transcriptions (GET /v1/models lists each voxmux.task).',
+  },
 } as const satisfies Record<string, CatalogEntry>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOG;
@@ -109,8 +121,8 @@ export const errors = {
       param: p.param,
     }),
   missingParameter: (p: { param: string }) => make('missing_parameter', `Missing required parameter: ${p.param}`, { param: p.param }),
-  invalidContentType: (p: { contentType: string | undefined }) =>
-    make('invalid_content_type', `Expected a multipart/form-data body: got ${p.contentType ?? 'no content type'}`),
+  invalidContentType: (p: { contentType: string | undefined; expected?: string }) =>
+    make('invalid_content_type', `Expected a ${p.expected ?? 'multipart/form-data'} body: got ${p.contentType ?? 'no content type'}`),
   routeNotFound: (p: { method: string; url: string }) => make('route_not_found', `No route for ${p.method} ${p.url}`),
   bodyTooLarge: (p: { maxBodyBytes: number }) =>
     make('body_too_large', `The request body exceeds the limit of ${p.maxBodyBytes} bytes`, {
@@ -213,6 +225,30 @@ export const errors = {
         retryAfterMs: Math.max(1, Math.round(p.drainMs)),
       },
     ),
+  // gateway: speech synthesis
+  inputEmpty: () => make('input_empty', 'Expected input to hold text to speak: got none', { param: 'input' }),
+  inputTooLong: (p: { characters: number; maxCharacters: number }) =>
+    make('input_too_long', `Expected input of at most ${p.maxCharacters} characters: got ${p.characters}`, {
+      param: 'input',
+      details: { characters: p.characters, maxCharacters: p.maxCharacters },
+    }),
+  unknownVoice: (p: { model: string; voice: string }) =>
+    make('unknown_voice', `Model '${p.model}' has no voice ${describe(p.voice)}`, { param: 'voice', details: { model: p.model } }),
+  unsupportedResponseFormat: (p: { got: unknown; formats: readonly string[] }) =>
+    make('unsupported_response_format', `Expected response_format to be one of ${p.formats.join(', ')}: got ${describe(p.got)}`, {
+      param: 'response_format',
+    }),
+  speedOutOfRange: (p: { got: unknown; min: number; max: number }) =>
+    make('speed_out_of_range', `Expected speed to be a number from ${p.min} to ${p.max}: got ${describe(p.got)}`, { param: 'speed' }),
+  unsupportedStreamFormat: (p: { got: unknown; formats: readonly string[] }) =>
+    make('unsupported_stream_format', `Expected stream_format to be one of ${p.formats.join(', ')}: got ${describe(p.got)}`, {
+      param: 'stream_format',
+    }),
+  modelTaskMismatch: (p: { model: string; task: string; endpoint: string }) =>
+    make('model_task_mismatch', `Model '${p.model}' serves ${p.task}: it cannot answer ${p.endpoint}`, {
+      param: 'model',
+      details: { model: p.model, task: p.task },
+    }),
 };
 
 function describe(value: unknown): string {

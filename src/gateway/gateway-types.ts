@@ -1,6 +1,15 @@
 /** Options and collaborators of the gateway, wired in app/build-server.ts. */
 import type { Clock } from '../core/clock.js';
-import type { CatalogEntry, ResidentResource, TranscriptionRequest, TranscriptResult, SubmitOptions } from '../scheduler/index.js';
+import type {
+  CatalogEntry,
+  ResidentResource,
+  StreamCall,
+  StreamOpenInput,
+  StreamOptions,
+  TranscriptionRequest,
+  TranscriptResult,
+  SubmitOptions,
+} from '../scheduler/index.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { AudioDecoder } from './audio/index.js';
@@ -24,6 +33,19 @@ export interface GatewayOptions {
   pieceTargetMs: number;
   /** Longest piece, in milliseconds: the scheduler's largest length bucket. */
   maxPieceMs: number;
+  /** ffmpeg binary that encodes speech as mp3, opus, aac and flac. @default 'ffmpeg' */
+  ffmpegPath?: string;
+}
+
+/** What a model serves: POST /v1/audio/transcriptions or POST /v1/audio/speech. */
+export type ModelTask = 'transcription' | 'speech';
+
+/** A speech model's voice settings. */
+export interface SpeechModelSettings {
+  /** Voice names clients may use (OpenAI's alloy...) mapped to engine voice ids. */
+  voiceAliases: Readonly<Record<string, string>>;
+  /** The engine holds each voice as a resource: its streams name their voice, so routing prefers instances holding it. */
+  hasVoiceResources: boolean;
 }
 
 export interface ModelEntry {
@@ -36,6 +58,10 @@ export interface ModelEntry {
    * in verbose_json. Absent where the adapter does not declare them (the engine decides).
    */
   languages?: readonly string[];
+  /** @default 'transcription' */
+  task?: ModelTask;
+  /** Present for speech models. */
+  speech?: SpeechModelSettings;
 }
 
 export interface ModelCatalog {
@@ -71,9 +97,18 @@ export interface ReadinessSnapshot {
 
 export interface GatewayDeps {
   transcribe(model: string, request: TranscriptionRequest, options: SubmitOptions): Promise<TranscriptResult>;
+  /**
+   * Opens a speech synthesis stream (the scheduler's openStream).
+   * @throws through the call: model_not_found, queue_full, no_ready_instance, deadline_exceeded,
+   *   client_disconnected, shutting_down, and the instance's errors
+   */
+  openStream(model: string, input: StreamOpenInput, options: StreamOptions): StreamCall;
   models: ModelCatalog;
-  /** The voices of the speech models (GET /v1/audio/voices). @default none: the list is empty */
-  voices?: VoiceDirectory;
+  /**
+   * The voices of the speech models: GET /v1/audio/voices lists them, and the speech route accepts
+   * a model's catalogue voices besides its voiceAliases.
+   */
+  voices: VoiceDirectory;
   readiness(): ReadinessSnapshot;
   metricsText(): Promise<string>;
   metricsContentType: string;

@@ -43,6 +43,8 @@ async function setup(options: { apiKeys?: string[]; maxBodyBytes?: number; isDra
       maxPieceMs: 60_000,
     },
     {
+      openStream: () => assert.fail('These tests open no speech stream'),
+      voices: { models: () => [], catalog: () => [], residency: () => [] },
       transcribe: async (_model, request) => {
         transcribeCalls += 1;
         requests.push(request);
@@ -216,8 +218,14 @@ describe('buildGateway routing', () => {
     assert.deepEqual(list.json(), {
       object: 'list',
       data: [
-        { id: 'echo', object: 'model', created: 1_700_000_000, owned_by: 'voxmux', voxmux: { languages: null } },
-        { id: 'whisper-1', object: 'model', created: 1_700_000_000, owned_by: 'voxmux', voxmux: { languages: ['en'] } },
+        { id: 'echo', object: 'model', created: 1_700_000_000, owned_by: 'voxmux', voxmux: { task: 'transcription', languages: null } },
+        {
+          id: 'whisper-1',
+          object: 'model',
+          created: 1_700_000_000,
+          owned_by: 'voxmux',
+          voxmux: { task: 'transcription', languages: ['en'] },
+        },
       ],
     });
     const one = await app.inject({ method: 'GET', url: '/v1/models/whisper-1' });
@@ -226,7 +234,7 @@ describe('buildGateway routing', () => {
       object: 'model',
       created: 1_700_000_000,
       owned_by: 'voxmux',
-      voxmux: { languages: ['en'] },
+      voxmux: { task: 'transcription', languages: ['en'] },
     });
     const unknown = await app.inject({ method: 'GET', url: '/v1/models/nope' });
     assert.deepEqual([unknown.statusCode, errorCode(unknown)], [404, 'model_not_found']);

@@ -12,6 +12,7 @@ import type { GatewayDeps, GatewayOptions } from './gateway-types.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerMetricsRoute } from './routes/metrics.js';
 import { registerModelRoutes } from './routes/models.js';
+import { registerSpeechRoute } from './routes/speech.js';
 import { registerTranscriptionRoute } from './routes/transcriptions.js';
 import { registerVoicesRoute } from './routes/voices.js';
 
@@ -132,6 +133,7 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   });
 
   registerTranscriptionRoute(app, options, deps);
+  registerSpeechRoute(app, options, deps);
   registerModelRoutes(app, deps);
   registerVoicesRoute(app, deps);
   registerHealthRoutes(app, deps);

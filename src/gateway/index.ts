@@ -5,7 +5,9 @@ export type {
   GatewayOptions,
   ModelCatalog,
   ModelEntry,
+  ModelTask,
   ReadinessSnapshot,
+  SpeechModelSettings,
   VoiceDirectory,
   VoiceModel,
 } from './gateway-types.js';

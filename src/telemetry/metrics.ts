@@ -307,6 +307,26 @@ export function createMetrics() {
       labelNames: ['model', 'instance_index'] as const,
       registers: r,
     }),
+    // speech synthesis (POST /v1/audio/speech)
+    speechFirstByte: new Histogram({
+      name: 'voxmux_gateway_speech_first_byte_seconds',
+      help: "Time from a speech call's arrival to its first audio bytes leaving (the response head with them), by model and response_format.",
+      labelNames: ['model', 'format'] as const,
+      buckets: LATENCY_BUCKETS_S,
+      registers: r,
+    }),
+    speechAudio: new Counter({
+      name: 'voxmux_gateway_speech_audio_seconds_total',
+      help: 'Seconds of audio synthesized for speech calls (at 24 kHz, as sent), by model.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    speechCalls: new Counter({
+      name: 'voxmux_gateway_speech_calls_total',
+      help: 'Speech calls by response_format, stream_format and outcome (ok or the error code).',
+      labelNames: ['format', 'stream_format', 'outcome'] as const,
+      registers: r,
+    }),
     eventLoopBusy: eventLoopBusyCounter(r),
   };
   collectDefaultMetrics({ register: registry, prefix: 'voxmux_process_' });

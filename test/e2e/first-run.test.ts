@@ -75,7 +75,13 @@ describe('voxmux serve first run (#16)', () => {
     assert.deepEqual(ready[0]!.models, [{ model: 'echo', instances: 1, readyInstances: 1 }]);
     const models = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: { id: string; created: number; voxmux: unknown }[] };
     assert.deepEqual(models.data, [
-      { id: 'echo', object: 'model', created: models.data[0]!.created, owned_by: 'voxmux', voxmux: { languages: null } },
+      {
+        id: 'echo',
+        object: 'model',
+        created: models.data[0]!.created,
+        owned_by: 'voxmux',
+        voxmux: { task: 'transcription', languages: null },
+      },
     ]);
   });
 

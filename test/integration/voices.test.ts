@@ -25,6 +25,7 @@ before(async () => {
       models: {
         speech: {
           adapter: 'test',
+          task: 'speech',
           instances: 2,
           options: { voices: ['alba', 'bruce', 'carol'], voiceBytes: VOICE_BYTES, resourceBudgetBytes: 3 * VOICE_BYTES },
         },

@@ -62,3 +62,50 @@ export function wordErrorRate(reference: string, hypothesis: string): { errors: 
 }
 
 export const joinPath = join;
+
+/** What ffprobe and a full ffmpeg decode say about encoded audio (speech responses). */
+export interface ProbedAudio {
+  /** ffprobe's format name, e.g. mp3, ogg, aac, flac, wav. */
+  formatName: string;
+  codecName: string;
+  sampleRateHz: number;
+  channels: number;
+  /** Seconds of audio a full decode produced (not the header's claim). */
+  decodedSeconds: number;
+  /** The decode at 24 kHz mono 16-bit. */
+  samples: Int16Array;
+}
+
+/** Probes and decodes encoded audio with ffprobe and ffmpeg; throws when either fails. */
+export function probeAudio(bytes: Uint8Array, options: { rawPcm24k?: boolean } = {}): ProbedAudio {
+  const input = options.rawPcm24k === true ? ['-f', 's16le', '-ar', '24000', '-ac', '1', '-i', 'pipe:0'] : ['-i', 'pipe:0'];
+  const probe = JSON.parse(
+    execFileSync(
+      'ffprobe',
+      ['-v', 'error', '-show_entries', 'format=format_name:stream=codec_name,sample_rate,channels', '-of', 'json', ...input],
+      {
+        input: bytes,
+      },
+    ).toString('utf8'),
+  ) as { format: { format_name: string }; streams: { codec_name: string; sample_rate: string; channels: number }[] };
+  const decoded = execFileSync(
+    'ffmpeg',
+    ['-hide_banner', '-loglevel', 'error', ...input, '-f', 's16le', '-ac', '1', '-ar', '24000', 'pipe:1'],
+    {
+      input: bytes,
+      maxBuffer: 256 * 1024 * 1024,
+    },
+  );
+  const stream = probe.streams[0]!;
+  const samples = new Int16Array(
+    decoded.buffer.slice(decoded.byteOffset, decoded.byteOffset + decoded.byteLength - (decoded.byteLength % 2)),
+  );
+  return {
+    formatName: probe.format.format_name,
+    codecName: stream.codec_name,
+    sampleRateHz: Number(stream.sample_rate),
+    channels: stream.channels,
+    decodedSeconds: samples.length / 24000,
+    samples,
+  };
+}

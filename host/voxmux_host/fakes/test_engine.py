@@ -62,6 +62,17 @@ A state that is not at least 16 bytes fails the item with ``invalid_audio``.
 Each chunk's ``meta`` is ``{"chunk": i, "resource": <the stream's resource or null>}``; the usage at
 the end is ``{"chunks": N}``.
 
+**speech stream.** A stream whose params hold ``sentences`` is speech synthesis, with the params the
+gateway sends (docs/adapters.md): ``sentences`` (non-empty list of non-empty strings), ``voice`` (a
+non-empty string) and ``speed`` (0.25 to 4); others end the stream with ``unsupported_option``. Each
+sentence is a tone, ``(SPEECH_BASE_MS + SPEECH_MS_PER_CHARACTER * characters) / speed`` long, whose
+pitch comes from the crc32 of the voice (so voices differ and a voice always sounds the same), as
+mono 16-bit PCM at ``speechSampleRateHz`` in chunks of at most ``SPEECH_CHUNK_MS``; meta is
+``{"sampleRate": rate, "sentence": index}`` and the usage ``{"characters", "sentences",
+"audioSeconds"}``. Load options ``speechSampleRateHz`` (default 22050), ``speechChunkDelayMs``
+(a wait before each chunk; a cancel ends it) and ``speechFailAfterChunks`` (the stream raises after
+that many chunks) shape it.
+
 **resources.** ``LoadResource.source`` is ``{"bytes": n, "loadDelayMs": d}`` (both optional, 0 by
 default; other keys fail the load with ``unsupported_option``); any ``kind``. A resource lives on
 the ``device``. Loading a resident one is a hit (``source: 'resident'``, no delay); otherwise it is a
@@ -129,8 +140,14 @@ PROMPT_FAIL_FINISH = 'voxmux-test:fail-finish'
 SEQUENCE_STATE = struct.Struct('<qq')
 
 _INT_OPTIONS = ('batchDelayMs', 'itemDelayMs', 'finishDelayMs', 'stageDelayMs', 'loadDelayMs', 'probeDelayMs',
-                'crashAfterBatches', 'resourceBudgetBytes', 'voiceBytes')
+                'crashAfterBatches', 'resourceBudgetBytes', 'voiceBytes', 'speechSampleRateHz', 'speechChunkDelayMs',
+                'speechFailAfterChunks')
 DEFAULT_VOICE_BYTES = 1000
+_SPEECH_PARAMS = ('sentences', 'voice', 'speed')
+SPEECH_BASE_MS = 200
+SPEECH_MS_PER_CHARACTER = 60
+SPEECH_CHUNK_MS = 200
+SPEECH_DEFAULT_RATE_HZ = 22050
 _BOOL_OPTIONS = ('crashOnLoad', 'failLoad', 'wedgeProbe')
 _SEQUENCE_COMMANDS = ('crash', 'hang', 'fail')
 _STREAM_PARAMS = ('chunks', 'chunkBytes', 'chunkDelayMs', 'failAfterChunks')
@@ -321,6 +338,8 @@ class TestEngineAdapter:
 
     def open_stream(self, request: StreamRequest) -> Iterator[StreamPiece]:
         params = request.params
+        if 'sentences' in params:
+            return self._speech(request)
         unknown = sorted(set(params) - set(_STREAM_PARAMS))
         bad = [key for key in _STREAM_PARAMS if key in params and not _is_count(params[key])]
         if unknown or bad:
@@ -341,6 +360,44 @@ class TestEngineAdapter:
                 return {'chunks': index}
             yield StreamPiece({'chunk': index, 'resource': resource}, chunk_data(index, chunk_bytes))
         return {'chunks': chunks}
+
+    def _speech(self, request: StreamRequest) -> Generator[StreamPiece, None, Dict[str, Any]]:
+        params = request.params
+        sentences, voice, speed = params.get('sentences'), params.get('voice'), params.get('speed', 1)
+        unknown = sorted(set(params) - set(_SPEECH_PARAMS))
+        if (unknown or not isinstance(sentences, list) or not sentences
+                or not all(isinstance(text, str) and text for text in sentences)
+                or not isinstance(voice, str) or not voice
+                or isinstance(speed, bool) or not isinstance(speed, (int, float)) or not 0.25 <= speed <= 4):
+            raise InstanceError('unsupported_option', f'Expected speech params sentences (non-empty strings), voice '
+                                                      f'and speed (0.25 to 4): got {params!r}')
+        if request.resource is not None:
+            self._use_resource(request.resource)
+        return self._synthesize(request, sentences, voice, float(speed))
+
+    def _synthesize(self, request: StreamRequest, sentences: List[str], voice: str,
+                    speed: float) -> Generator[StreamPiece, None, Dict[str, Any]]:
+        rate = self._options['speechSampleRateHz'] or SPEECH_DEFAULT_RATE_HZ
+        delay_s = self._options['speechChunkDelayMs'] / 1000
+        fail_after = self._options['speechFailAfterChunks']
+        frequency_hz = 120 + zlib.crc32(voice.encode('utf-8')) % 240
+        chunk_frames = rate * SPEECH_CHUNK_MS // 1000
+        chunks, frames_sent = 0, 0
+        for index, text in enumerate(sentences):
+            frames = int(rate * (SPEECH_BASE_MS + SPEECH_MS_PER_CHARACTER * len(text)) / 1000 / speed)
+            tone = speech_tone(frames, rate, frequency_hz)
+            for start in range(0, frames, chunk_frames):
+                if fail_after is not None and chunks >= fail_after:
+                    raise RuntimeError('The test adapter was asked to fail this stream (speechFailAfterChunks)')
+                if request.cancelled.wait(delay_s) if delay_s > 0 else request.cancelled.is_set():
+                    return {'characters': sum(len(t) for t in sentences), 'sentences': index,
+                            'audioSeconds': frames_sent / rate}
+                piece = tone[start:start + chunk_frames]
+                frames_sent += piece.shape[0]
+                chunks += 1
+                yield StreamPiece({'sampleRate': rate, 'sentence': index}, piece.astype('<i2').tobytes())
+        return {'characters': sum(len(t) for t in sentences), 'sentences': len(sentences),
+                'audioSeconds': frames_sent / rate}
 
     # -- resources -------------------------------------------------------------------------
 
@@ -421,6 +478,19 @@ class TestEngineAdapter:
             self._resources.move_to_end(name)
 
 
+def speech_tone(frames: int, rate: int, frequency_hz: float) -> NDArray[np.int16]:
+    """A tone of ``frames`` samples with 10 ms fades at both ends (a test voice's sentence)."""
+    t = np.arange(frames, dtype=np.float64) / rate
+    wave = 0.3 * np.sin(2 * np.pi * frequency_hz * t) + 0.1 * np.sin(2 * np.pi * 2.5 * frequency_hz * t)
+    fade = min(frames // 2, rate // 100)
+    if fade > 0:
+        ramp = np.linspace(0.0, 1.0, fade)
+        wave[:fade] *= ramp
+        wave[frames - fade:] *= ramp[::-1]
+    out: NDArray[np.int16] = np.round(wave * 32767).astype(np.int16)
+    return out
+
+
 def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -429,6 +499,7 @@ def _parse_options(options: Dict[str, Any]) -> Dict[str, Any]:
     parsed: Dict[str, Any] = {
         'mode': 'echo', 'batchDelayMs': None, 'itemDelayMs': 0, 'finishDelayMs': 0, 'stageDelayMs': 0, 'loadDelayMs': 0,
         'probeDelayMs': 0, 'resourceBudgetBytes': None, 'voiceBytes': DEFAULT_VOICE_BYTES, 'voices': [],
+        'speechSampleRateHz': 0, 'speechChunkDelayMs': 0, 'speechFailAfterChunks': None,
         'crashAfterBatches': None, 'crashOnLoad': False, 'failLoad': False, 'wedgeProbe': False,
     }
     for key, value in options.items():

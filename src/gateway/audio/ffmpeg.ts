@@ -286,3 +286,133 @@ function createStderrKeeper(keepBytes: number): { push(chunk: Buffer): void; tex
     },
   };
 }
+
+// ---------------------------------------------------------------------------------------------
+// encoding (speech synthesis)
+
+/** The compressed formats ffmpeg encodes for speech, each in the container OpenAI sends it in. */
+export type FfmpegEncodedFormat = 'mp3' | 'opus' | 'aac' | 'flac';
+
+/**
+ * Encoder arguments by format. Every muxer flushes each packet as it is written (and Ogg pages
+ * are cut every 60 ms instead of every second), so encoded audio leaves while synthesis goes on.
+ */
+const ENCODER_ARGUMENTS: Readonly<Record<FfmpegEncodedFormat, readonly string[]>> = {
+  mp3: ['-c:a', 'libmp3lame', '-b:a', '64k', '-f', 'mp3'],
+  opus: ['-c:a', 'libopus', '-b:a', '32k', '-application', 'voip', '-page_duration', '60000', '-f', 'ogg'],
+  aac: ['-c:a', 'aac', '-b:a', '64k', '-f', 'adts'],
+  flac: ['-c:a', 'flac', '-f', 'flac'],
+};
+
+export interface FfmpegEncoderOptions {
+  format: FfmpegEncodedFormat;
+  ffmpegPath: string;
+  /** Rate of the 16-bit mono PCM written to the encoder. */
+  sampleRateHz: number;
+  /** Receives the encoded bytes in order, as ffmpeg writes them. */
+  onData: (bytes: Uint8Array) => void;
+}
+
+/** One long-lived ffmpeg that encodes a call's PCM as it arrives (see startFfmpegEncoder). */
+export interface FfmpegEncoder {
+  /**
+   * Writes 16-bit PCM; resolves when ffmpeg can take more (its stdin drained).
+   * @throws internal_error when ffmpeg failed
+   */
+  write(samples: Int16Array): Promise<void>;
+  /**
+   * Ends the input; resolves once ffmpeg exited and every encoded byte reached onData.
+   * @throws internal_error when ffmpeg failed
+   */
+  end(): Promise<void>;
+  /** Kills ffmpeg now (the call failed or its client left); nothing more reaches onData. */
+  destroy(): void;
+}
+
+/**
+ * Starts ffmpeg as a streaming encoder: raw PCM on stdin, the container's bytes on stdout. It runs
+ * on the gateway's own output (synthesized audio), so it needs no timeout of its own: the call's
+ * deadline and the client's disconnect end it through destroy().
+ */
+export function startFfmpegEncoder(options: FfmpegEncoderOptions): FfmpegEncoder {
+  const args = [
+    '-hide_banner',
+    '-nostats',
+    '-loglevel',
+    'error',
+    // No probing and no input buffering: ffmpeg would otherwise read seconds of input (the
+    // default analyzeduration is 5 s) before it encodes the first frame.
+    '-probesize',
+    '32',
+    '-analyzeduration',
+    '0',
+    '-fflags',
+    'nobuffer',
+    '-f',
+    's16le',
+    '-ar',
+    String(options.sampleRateHz),
+    '-ac',
+    '1',
+    '-i',
+    'pipe:0',
+    ...ENCODER_ARGUMENTS[options.format],
+    '-flush_packets',
+    '1',
+    'pipe:1',
+  ];
+  const child = spawn(options.ffmpegPath, args, { stdio: ['pipe', 'pipe', 'pipe'], windowsHide: true });
+  const stderr = createStderrKeeper(STDERR_KEEP_BYTES);
+  let failure: unknown;
+  let isDestroyed = false;
+  const exited = new Promise<void>((resolve, reject) => {
+    child.on('close', (exitCode, signal) => {
+      if (failure === undefined && exitCode !== 0 && !isDestroyed) {
+        const how = exitCode === null ? `was killed by ${signal ?? 'a signal'}` : `exited with code ${exitCode}`;
+        failure = errors.internal({ cause: new Error(`ffmpeg ${how} while encoding ${options.format}: ${stderr.text()}`) });
+      }
+      if (failure !== undefined) reject(failure);
+      else resolve();
+    });
+    child.on('error', (error) => {
+      failure ??= errors.internal({ cause: error });
+      // A spawn failure emits 'error' and may never emit 'close'.
+      if (child.pid === undefined) reject(failure);
+    });
+  });
+  exited.catch(() => undefined);
+  child.stdout.on('data', (chunk: Buffer) => {
+    if (!isDestroyed) options.onData(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+  });
+  child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
+  // An ffmpeg that died takes its stdin with it: EPIPE is reported through `exited`.
+  child.stdin.on('error', () => undefined);
+  return {
+    async write(samples) {
+      if (failure !== undefined) throw failure;
+      if (isDestroyed || samples.length === 0) return;
+      const bytes = Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength);
+      if (child.stdin.write(bytes)) return;
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          child.stdin.off('drain', done);
+          child.off('close', done);
+          resolve();
+        };
+        child.stdin.on('drain', done);
+        child.on('close', done);
+      });
+      if (failure !== undefined) throw failure;
+    },
+    async end() {
+      child.stdin.end();
+      await exited;
+    },
+    destroy() {
+      if (isDestroyed) return;
+      isDestroyed = true;
+      child.stdin.destroy();
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    },
+  };
+}

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { createFirKernel } from './fir-kernel.js';
-import { arraySource, planResample, resampleArray, resampledLength, resampleMono } from './resampler.js';
+import { arraySource, createStreamResampler, planResample, resampleArray, resampledLength, resampleMono } from './resampler.js';
 
 const kernel = createFirKernel();
 
@@ -166,5 +166,41 @@ describe('resampler', () => {
     controller.abort(reason);
     await assert.rejects(pending, (error) => error === reason);
     assert.ok(framesRead < frames, `read ${framesRead} of ${frames} frames`);
+  });
+});
+
+describe('createStreamResampler', () => {
+  const signal = (frames: number) => Float32Array.from({ length: frames }, (_, i) => 0.5 * Math.sin(i * 0.05) + 0.2 * Math.sin(i * 0.31));
+
+  for (const fromRateHz of [22_050, 16_000, 8000, 32_000, 44_100, 24_000]) {
+    it(`gives exactly what resampleArray gives for the whole signal, from ${fromRateHz} Hz to 24 kHz in uneven pieces`, () => {
+      const input = signal(fromRateHz / 2 + 37);
+      const whole = resampleArray(input, { fromRateHz, toRateHz: 24_000, kernel });
+      const resampler = createStreamResampler({ fromRateHz, toRateHz: 24_000, kernel });
+      const outputs: Float32Array[] = [];
+      let at = 0;
+      for (const size of [1, 5, 100, 4410, 3, 997]) {
+        outputs.push(resampler.push(input.subarray(at, Math.min(input.length, at + size))));
+        at = Math.min(input.length, at + size);
+      }
+      outputs.push(resampler.push(input.subarray(at)));
+      outputs.push(resampler.flush());
+      const streamed = new Float32Array(outputs.reduce((n, o) => n + o.length, 0));
+      let offset = 0;
+      for (const o of outputs) {
+        streamed.set(o, offset);
+        offset += o.length;
+      }
+      assert.equal(streamed.length, whole.length);
+      assert.deepEqual(streamed, whole);
+    });
+  }
+
+  it('returns output for each push once the filter has its inputs (a lag of half the filter)', () => {
+    const resampler = createStreamResampler({ fromRateHz: 22_050, toRateHz: 24_000, kernel });
+    const first = resampler.push(signal(2205));
+    // 100 ms in gives nearly 100 ms out: only the filter's half-width (about 1 ms) waits for more.
+    assert.ok(first.length > 2300 && first.length <= 2400, `got ${first.length}`);
+    assert.equal(first.length + resampler.flush().length, resampledLength(2205, planResample(22_050, 24_000)));
   });
 });

@@ -156,6 +156,94 @@ function startResample(source: MonoSource, plan: ResamplePlan, kernel: FirKernel
   };
 }
 
+/** Resamples a signal that arrives in pieces; see createStreamResampler. */
+export interface StreamResampler {
+  /** Takes the next input samples; returns every output sample they complete (possibly none). */
+  push(samples: Float32Array): Float32Array;
+  /** Ends the input (silence after it, as resampleArray assumes); returns the remaining outputs. */
+  flush(): Float32Array;
+}
+
+/**
+ * A resampler for a signal that arrives in pieces (synthesized speech). An output sample is
+ * computed once every input under its filter has arrived, so outputs lag the input by half the
+ * filter (24 zero crossings: about 1 ms from 22.05 kHz to 24 kHz). Pushing a signal in any
+ * pieces and then flushing gives exactly what resampleArray gives for the whole signal.
+ */
+export function createStreamResampler(options: { fromRateHz: number; toRateHz: number; kernel: FirKernel }): StreamResampler {
+  const plan = planResample(options.fromRateHz, options.toRateHz);
+  if (plan.fromRateHz === plan.toRateHz) {
+    return {
+      push(samples) {
+        const out = samples.slice();
+        clampInPlace(out, 0, out.length);
+        return out;
+      },
+      flush: () => new Float32Array(0),
+    };
+  }
+  const m = downFactor(plan);
+  const l = plan.phaseCount;
+  const halfTaps = plan.taps / 2;
+  const maxInputs = Math.ceil(((OUTPUTS_PER_BLOCK - 1) * m + (l - 1)) / l) + plan.taps + 1;
+  const runner = options.kernel.prepare(plan, { maxInputs, maxOutputs: OUTPUTS_PER_BLOCK });
+  /** Input frames from `bufferStart` on that outputs still need. */
+  let buffer = new Float32Array(0);
+  let bufferStart = 0;
+  let received = 0;
+  // Output `done` sits at input time base + phase / L (as in startResample).
+  let done = 0;
+  let base = 0;
+  let phase = 0;
+  const source: MonoSource = {
+    get frames() {
+      return received;
+    },
+    read(startFrame, count, dest, destOffset) {
+      dest.fill(0, destOffset, destOffset + count);
+      const first = Math.max(startFrame, bufferStart);
+      const last = Math.min(startFrame + count, bufferStart + buffer.length);
+      if (last > first) dest.set(buffer.subarray(first - bufferStart, last - bufferStart), destOffset + (first - startFrame));
+    },
+  };
+  const produce = (target: number): Float32Array => {
+    const output = new Float32Array(Math.max(0, target - done));
+    let at = 0;
+    while (done < target) {
+      const count = Math.min(OUTPUTS_PER_BLOCK, target - done);
+      const lastBase = base + Math.floor(((count - 1) * m + phase) / l);
+      source.read(base - halfTaps + 1, lastBase - base + plan.taps, runner.input, 0);
+      runner.run(phase, count);
+      output.set(runner.output.subarray(0, count), at);
+      at += count;
+      const advanced = count * m + phase;
+      phase = advanced % l;
+      base += (advanced - phase) / l;
+      done += count;
+    }
+    // Inputs before the next output's first tap are no longer needed.
+    const keepFrom = base - halfTaps + 1;
+    if (keepFrom > bufferStart) {
+      buffer = buffer.slice(Math.min(buffer.length, keepFrom - bufferStart));
+      bufferStart = keepFrom;
+    }
+    return output;
+  };
+  return {
+    push(samples) {
+      const joined = new Float32Array(buffer.length + samples.length);
+      joined.set(buffer);
+      joined.set(samples, buffer.length);
+      buffer = joined;
+      received += samples.length;
+      // Output n needs inputs up to floor(n * M / L) + halfTaps: n < (received - halfTaps) * L / M.
+      const ready = received - halfTaps > 0 ? Math.ceil(((received - halfTaps) * l) / m) : 0;
+      return produce(Math.max(done, ready));
+    },
+    flush: () => produce(resampledLength(received, plan)),
+  };
+}
+
 function downFactor(plan: ResamplePlan): number {
   return plan.inputStep * plan.phaseCount + plan.phaseStep;
 }

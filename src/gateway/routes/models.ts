@@ -3,13 +3,16 @@ import type { FastifyInstance } from 'fastify';
 import { errors } from '../../core/error-catalog.js';
 import type { GatewayDeps, ModelEntry } from '../gateway-types.js';
 
-/** OpenAI's model object, with voxmux's own facts under `voxmux` (null languages: not declared by the adapter). */
+/**
+ * OpenAI's model object, with voxmux's own facts under `voxmux`: `task` (transcription or speech)
+ * and `languages` (null: not declared by the adapter).
+ */
 const toModel = (m: ModelEntry) => ({
   id: m.id,
   object: 'model',
   created: m.created,
   owned_by: m.ownedBy,
-  voxmux: { languages: m.languages ?? null },
+  voxmux: { task: m.task ?? 'transcription', languages: m.languages ?? null },
 });
 
 export function registerModelRoutes(app: FastifyInstance, deps: GatewayDeps): void {

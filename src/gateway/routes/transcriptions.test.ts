@@ -97,6 +97,8 @@ async function setup(
       maxPieceMs: 2000,
     },
     {
+      openStream: () => assert.fail('These tests open no speech stream'),
+      voices: { models: () => [], catalog: () => [], residency: () => [] },
       transcribe: async (model, request, submitOptions) => {
         const call = { model, request, options: submitOptions };
         calls.push(call);

@@ -168,7 +168,7 @@ export const PRIORITY_HEADER = 'voxmux-priority';
 /** Set to `true` on a response whose WAV upload held fewer samples than its header declared. */
 export const AUDIO_TRUNCATED_HEADER = 'voxmux-audio-truncated';
 
-function priorityOf(value: string | string[] | undefined): Priority {
+export function priorityOf(value: string | string[] | undefined): Priority {
   if (value === undefined) return 'normal';
   if (value === 'high' || value === 'normal') return value;
   throw errors.invalidParameter({ param: PRIORITY_HEADER, expected: 'high or normal', got: value });
@@ -181,7 +181,7 @@ function priorityOf(value: string | string[] | undefined): Priority {
 export const DEADLINE_HEADER = 'voxmux-deadline-ms';
 const DEFAULT_MAX_REQUEST_TIMEOUT_MS = 600_000;
 
-function deadlineOf(value: string | string[] | undefined, options: GatewayOptions): number {
+export function deadlineOf(value: string | string[] | undefined, options: GatewayOptions): number {
   if (value === undefined) return options.requestTimeoutMs;
   const maxMs = options.maxRequestTimeoutMs ?? DEFAULT_MAX_REQUEST_TIMEOUT_MS;
   const expected = `an integer number of milliseconds from 1 to ${maxMs}`;
@@ -295,7 +295,11 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
     const fields = parseFields(form.fields);
     const model = deps.models.resolve(fields.model);
     if (model === undefined) throw errors.modelNotFound({ model: fields.model });
-    const languages = deps.models.list().find((m) => m.id === model)?.languages;
+    const entry = deps.models.list().find((m) => m.id === model);
+    if ((entry?.task ?? 'transcription') !== 'transcription') {
+      throw errors.modelTaskMismatch({ model, task: entry?.task ?? 'transcription', endpoint: 'POST /v1/audio/transcriptions' });
+    }
+    const languages = entry?.languages;
     if (fields.language !== undefined && languages !== undefined && !languages.includes(fields.language)) {
       throw errors.unsupportedLanguage({ model, language: fields.language, languages });
     }

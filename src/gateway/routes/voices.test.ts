@@ -52,8 +52,11 @@ async function setup(models: readonly VoiceModel[], options: { apiKeys?: string[
     },
     {
       transcribe: () => Promise.reject(new Error('not used')),
+      openStream: () => {
+        throw new Error('not used');
+      },
       models: MODELS,
-      ...(options.hasVoices === false ? {} : { voices }),
+      voices: options.hasVoices === false ? { models: () => [], catalog: () => [], residency: () => [] } : voices,
       readiness: () => ({ isReady: true, body: {} }),
       metricsText: async () => '',
       metricsContentType: 'text/plain',
@@ -149,7 +152,7 @@ describe('GET /v1/audio/voices', () => {
     assert.equal(missing.json<{ error: { code: string } }>().error.code, 'model_not_found');
   });
 
-  it('answers an empty list when no voice directory is wired, and 401 without a key when keys are configured', async () => {
+  it('answers an empty list when no model has voices, and 401 without a key when keys are configured', async () => {
     const { app } = await setup([], { hasVoices: false });
     assert.deepEqual(await list(app), { object: 'list', data: [] });
     await app.close();

@@ -11,7 +11,6 @@ import type { GatewayDeps, VoiceDirectory, VoiceModel } from '../gateway-types.j
 export function registerVoicesRoute(app: FastifyInstance, deps: GatewayDeps): void {
   app.get<{ Querystring: { model?: string } }>('/v1/audio/voices', async (request): Promise<VoiceList> => {
     const directory = deps.voices;
-    if (directory === undefined) return { object: 'list', data: [] };
     const asked = request.query.model;
     let models = directory.models();
     if (asked !== undefined) {
