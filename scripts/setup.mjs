@@ -22,6 +22,18 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const BASE_PACKAGES = ['ffmpeg', 'python3', 'python3-numpy'];
 /** What each adapter's model host imports (docs/adapters.md). An adapter not listed needs nothing more. */
 const ADAPTER_PACKAGES = {
+  // Run-time libraries and data only: flite and eSpeak NG run in process (no flite or espeak-ng program).
+  'debian-voices': [
+    'libflite1',
+    'libespeak-ng1',
+    'espeak-ng-data',
+    'festival',
+    'festlex-cmu',
+    'festlex-poslex',
+    'festvox-us-slt-hts',
+    'festvox-kallpc16k',
+    'festvox-kdlpc16k',
+  ],
   pocketsphinx: ['pocketsphinx', 'pocketsphinx-en-us', 'python3-pocketsphinx'],
   parakeet: ['python3-torch', 'python3-sentencepiece'],
   test: [],

@@ -26,6 +26,16 @@ function configFile(config: unknown): string {
   return path;
 }
 
+const SPEECH_VOICES = [
+  'libflite1',
+  'libespeak-ng1',
+  'espeak-ng-data',
+  'festival',
+  'festlex-cmu',
+  'festvox-us-slt-hts',
+  'festvox-kallpc16k',
+  'festvox-kdlpc16k',
+];
 const TEST_TOOLING = ['python3-pytest', 'python3-mypy', 'python3-pyflakes', 'python3-yaml', 'flite'];
 
 describe('scripts/setup.mjs (#16)', () => {
@@ -42,9 +52,16 @@ describe('scripts/setup.mjs (#16)', () => {
     assert.deepEqual(listed(['--config', configFile({ gateway: { port: 1 } })]), listed([]), 'no models: the default ones');
   });
 
+  it('installs the Debian voices for a config that names the debian-voices adapter', () => {
+    const packages = listed(['--config', configFile({ models: { speech: { adapter: 'debian-voices' } } })]);
+    assert.deepEqual(packages.slice(0, 3), ['ffmpeg', 'python3', 'python3-numpy']);
+    for (const name of SPEECH_VOICES) assert.ok(packages.includes(name), name);
+    assert.ok(!packages.includes('flite') && !packages.includes('espeak-ng'), 'libraries, not the programs');
+  });
+
   it('installs every engine and the test tooling for tests', () => {
     const packages = listed(['--for', 'test']);
-    for (const name of ['python3-torch', 'python3-pocketsphinx', 'pocketsphinx-en-us', ...TEST_TOOLING])
+    for (const name of ['python3-torch', 'python3-pocketsphinx', 'pocketsphinx-en-us', ...SPEECH_VOICES, ...TEST_TOOLING])
       assert.ok(packages.includes(name), name);
   });
 
