@@ -22,10 +22,10 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const BASE_PACKAGES = ['ffmpeg', 'python3', 'python3-numpy'];
 /** What each adapter's model host imports (docs/adapters.md). An adapter not listed needs nothing more. */
 const ADAPTER_PACKAGES = {
-  // Run-time libraries and data only: flite and eSpeak NG run in process (no flite or espeak-ng program).
+  // flite runs in process (its library, not the flite program); eSpeak NG as the espeak-ng program.
   'debian-voices': [
     'libflite1',
-    'libespeak-ng1',
+    'espeak-ng',
     'espeak-ng-data',
     'festival',
     'festlex-cmu',

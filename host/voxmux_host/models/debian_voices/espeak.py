@@ -1,146 +1,121 @@
-"""eSpeak NG voices in process, through ctypes on Debian's libespeak-ng1 and its synth callback.
+"""eSpeak NG voices through the ``espeak-ng`` program, one process per sentence.
 
-Why the library and not the ``espeak-ng`` program: a sentence synthesizes in a few milliseconds, less
-than spawning the program would take, and the callback lets a cancel stop a sentence at the next
-callback (``espeak_Initialize``'s buffer length, 100 ms of audio). The callback's pieces are gathered
-per sentence, not yielded one by one: the library's state is one per process (voice, rate, output),
-so one sentence must finish before another stream's sentence may start, and the whole sentence is
-ready a few milliseconds after its first piece anyway.
+Why the program and not libespeak-ng in process (which would save the ~25 ms of starting it): the
+library keeps its synthesizer's state from one call to the next (flutter and noise phases, the echo
+buffer), so in one process the same sentence came out different each time it was said, and each
+stream's audio would depend on what other streams said before it. A fresh process says a sentence
+the same way every time, and the same as the program does on the command line. Reseeding libc's
+rand() (as flite.py does) and re-initializing the library did not help: the state is in the
+library's statics, and ``espeak_Terminate`` followed by ``espeak_Initialize`` hung.
 """
 from __future__ import annotations
 
-import ctypes
 import os
+import shutil
+import struct
+import subprocess
 import threading
-from typing import Any, List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from ...errors import InstanceError
 from .catalogue import ESPEAK_SAMPLE_RATE_HZ, Voice
-from .engine import Audio, little_endian
+from .engine import Audio
 
-LIBRARY = 'libespeak-ng.so.1'
-PACKAGES = 'libespeak-ng1, espeak-ng-data'
+PROGRAM = 'espeak-ng'
+PACKAGE = 'espeak-ng'
+DATA_DIR = '/usr/lib/x86_64-linux-gnu/espeak-ng-data'
+SENTENCE_TIMEOUT_S = 30.0
+STDERR_TAIL_CHARS = 300
 
-# espeak_ng's speak_lib.h
-AUDIO_OUTPUT_SYNCHRONOUS = 2
-INITIALIZE_DONT_EXIT = 0x8000  # report a missing data directory instead of calling exit()
-CHARS_UTF8 = 1
-END_PAUSE = 0x1000  # a pause after the text, as the espeak-ng program adds: sentences do not run together
-POS_CHARACTER = 1
-PARAM_RATE = 1
-EE_OK = 0
-CALLBACK_BUFFER_MS = 100
-
-#: Words per minute at speed 1 (espeak-ng's default) and the range the library accepts: slower than
-#: 80 is spoken at 80; up to 1,000 it speeds up (past 450 with its sonic speed-up).
+#: Words per minute at speed 1 (espeak-ng's default) and the range it accepts: slower than 80 is spoken at
+#: 80; up to 1,000 it speeds up (past 450 with its sonic speed-up).
 DEFAULT_WPM = 175
 MIN_WPM = 80
 MAX_WPM = 1000
-
-_SynthCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p)
-
-# NOTE: libespeak-ng holds one synthesizer per process, initialized once; every engine object of the
-# process shares it (tests load several adapters in one process).
-_library_lock = threading.Lock()
-_library: Optional[ctypes.CDLL] = None
-_data_path: str = ''
 
 
 def words_per_minute(speed: float) -> int:
     return max(MIN_WPM, min(MAX_WPM, round(DEFAULT_WPM * speed)))
 
 
-def _open_library() -> ctypes.CDLL:
-    global _library, _data_path
-    with _library_lock:
-        if _library is not None:
-            return _library
-        try:
-            library = ctypes.CDLL(LIBRARY)
-        except OSError as err:
-            raise InstanceError('load_failed', f'The espeak voices need the shared library {LIBRARY} (Debian '
-                                               f'packages {PACKAGES}): {err}') from err
-        library.espeak_Initialize.restype = ctypes.c_int
-        library.espeak_Initialize.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
-        library.espeak_Info.restype = ctypes.c_char_p
-        library.espeak_Info.argtypes = [ctypes.POINTER(ctypes.c_char_p)]
-        library.espeak_SetSynthCallback.restype = None
-        library.espeak_SetSynthCallback.argtypes = [_SynthCallback]
-        library.espeak_SetVoiceByName.restype = ctypes.c_int
-        library.espeak_SetVoiceByName.argtypes = [ctypes.c_char_p]
-        library.espeak_SetParameter.restype = ctypes.c_int
-        library.espeak_SetParameter.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
-        library.espeak_Synth.restype = ctypes.c_int
-        library.espeak_Synth.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint, ctypes.c_int, ctypes.c_uint,
-                                         ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p]
-        rate = library.espeak_Initialize(AUDIO_OUTPUT_SYNCHRONOUS, CALLBACK_BUFFER_MS, None, INITIALIZE_DONT_EXIT)
-        if rate != ESPEAK_SAMPLE_RATE_HZ:
-            raise InstanceError('load_failed', f'Expected espeak-ng to start at {ESPEAK_SAMPLE_RATE_HZ} Hz: it answered '
-                                               f'{rate} (is the Debian package espeak-ng-data installed?)')
-        path = ctypes.c_char_p()
-        library.espeak_Info(ctypes.byref(path))
-        _data_path = (path.value or b'').decode('utf-8', 'replace')
-        _library = library
-        return library
+def data_dir() -> str:
+    """espeak-ng's data directory: the multiarch path of Debian's espeak-ng-data, else the first one found."""
+    for candidate in (DATA_DIR, '/usr/lib/espeak-ng-data', '/usr/share/espeak-ng-data'):
+        if os.path.isdir(candidate):
+            return candidate
+    return DATA_DIR
+
+
+def wav_pcm(data: bytes) -> Tuple[int, bytes]:
+    """(sample rate, PCM) of a RIFF/WAVE stream of mono 16-bit PCM. espeak-ng writes its header before it knows
+    the length (sizes 0x7ffff0xx): the data chunk is taken as everything after its header."""
+    if len(data) < 12 or data[:4] != b'RIFF' or data[8:12] != b'WAVE':
+        raise InstanceError('model_failed', f'Expected a WAV stream from espeak-ng: got {len(data)} bytes')
+    at, rate = 12, 0
+    while at + 8 <= len(data):
+        chunk, size = data[at:at + 4], struct.unpack_from('<I', data, at + 4)[0]
+        if chunk == b'fmt ':
+            audio_format, channels, rate = struct.unpack_from('<HHI', data, at + 8)
+            bits = struct.unpack_from('<H', data, at + 22)[0]
+            if (audio_format, channels, bits) != (1, 1, 16):
+                raise InstanceError('model_failed', f'Expected mono 16-bit PCM from espeak-ng: got format '
+                                                    f'{audio_format}, {channels} channels, {bits} bits')
+        elif chunk == b'data':
+            if rate == 0:
+                break
+            pcm = data[at + 8:]
+            return rate, pcm[:len(pcm) - len(pcm) % 2]
+        at += 8 + size + size % 2
+    raise InstanceError('model_failed', 'Expected fmt and data chunks in the WAV stream of espeak-ng')
 
 
 class EspeakEngine:
-    def __init__(self) -> None:
-        self._library: Optional[ctypes.CDLL] = None
-        self._pieces: List[bytes] = []
-        self._cancelled: Optional[threading.Event] = None
-        self._callback = _SynthCallback(self._on_audio)  # kept: the library holds only its address
+    def __init__(self, program: str = PROGRAM) -> None:
+        self._program = program
+        self._path: Optional[str] = None
 
     def load(self, voices: Sequence[Voice]) -> None:
-        library = _open_library()
         missing: List[str] = []
+        path = shutil.which(self._program)
+        if path is None:
+            missing.append(f'the program {self._program!r} (Debian package {PACKAGE})')
+        data = data_dir()
         for voice in voices:
             voice_file, _, variant = voice.engine_voice.partition('+')
-            paths = [os.path.join(_data_path, 'lang', voice_file)]
+            files = [os.path.join(data, 'lang', voice_file)]
             if variant:
-                paths.append(os.path.join(_data_path, 'voices', '!v', variant))
-            missing += [f'{voice.name} ({path})' for path in paths if not os.path.isfile(path)]
+                files.append(os.path.join(data, 'voices', '!v', variant))
+            missing += [f'{file} for {voice.name} (Debian package espeak-ng-data)'
+                        for file in files if not os.path.isfile(file)]
         if missing:
-            raise InstanceError('load_failed', f'The espeak voices need their voice files (Debian package '
-                                               f'espeak-ng-data): missing for {", ".join(missing)}')
-        self._library = library
+            raise InstanceError('load_failed', f'The espeak voices need {"; ".join(missing)}: not found')
+        self._path = path
 
     def warmup(self) -> None:
-        pass  # nothing to touch: the library loads a voice's files when it is selected, in microseconds
+        pass  # each sentence is a fresh process: nothing stays warm
 
     def synthesize(self, voice: Voice, text: str, speed: float, cancelled: threading.Event) -> Optional[Audio]:
-        library = self._library
-        if library is None:
+        # A sentence takes 20-40 ms, start-up included: it runs to the end, and the caller checks the cancel.
+        if self._path is None:
             raise InstanceError('model_failed', 'Expected the espeak engine to be loaded: it is not')
-        with _library_lock:
-            # Selected for every sentence (tens of microseconds): another engine object of the process may
-            # have selected its own voice since.
-            code = library.espeak_SetVoiceByName(voice.engine_voice.encode())
-            if code != EE_OK:
-                raise InstanceError('model_failed', f'espeak-ng could not select voice {voice.engine_voice!r} '
-                                                    f'(error {code})')
-            library.espeak_SetParameter(PARAM_RATE, words_per_minute(speed), 0)
-            library.espeak_SetSynthCallback(self._callback)
-            data = ctypes.create_string_buffer(text.encode('utf-8'))
-            self._pieces, self._cancelled = [], cancelled
-            try:
-                code = library.espeak_Synth(data, len(data), 0, POS_CHARACTER, 0, CHARS_UTF8 | END_PAUSE, None, None)
-                pieces = self._pieces
-            finally:
-                self._pieces, self._cancelled = [], None
-        if cancelled.is_set():
-            return None
-        if code != EE_OK:
-            raise InstanceError('model_failed', f'espeak-ng failed to synthesize a sentence (error {code})')
-        return Audio(ESPEAK_SAMPLE_RATE_HZ, little_endian(b''.join(pieces)))
-
-    def _on_audio(self, wav: Any, samples: int, events: Any) -> int:
-        """The library's callback, during espeak_Synth on this thread: 1 stops the synthesis."""
-        if samples > 0 and wav:
-            self._pieces.append(ctypes.string_at(wav, samples * 2))
-        cancelled = self._cancelled
-        return 1 if cancelled is not None and cancelled.is_set() else 0
+        # The text goes on stdin (-b 1: UTF-8), so that a sentence starting with '-' is not read as an option.
+        argv = [self._path, '--stdout', '-b', '1', '-v', voice.engine_voice, '-s', str(words_per_minute(speed))]
+        try:
+            done = subprocess.run(argv, input=text.encode('utf-8'), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  timeout=SENTENCE_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired as err:
+            raise InstanceError('model_failed', f'espeak-ng did not finish a sentence within {SENTENCE_TIMEOUT_S:g} '
+                                                f's') from err
+        except OSError as err:
+            raise InstanceError('model_failed', f'espeak-ng could not be started: {err}') from err
+        if done.returncode != 0 or not done.stdout:
+            stderr = done.stderr.decode('utf-8', 'replace').strip()[-STDERR_TAIL_CHARS:]
+            raise InstanceError('model_failed', f'espeak-ng failed with {voice.name} (exit {done.returncode}): '
+                                                f'{stderr or "no audio"}')
+        rate, pcm = wav_pcm(done.stdout)
+        if rate != ESPEAK_SAMPLE_RATE_HZ:
+            raise InstanceError('model_failed', f'Expected espeak-ng audio at {ESPEAK_SAMPLE_RATE_HZ} Hz: got {rate}')
+        return Audio(rate, pcm)
 
     def close(self) -> None:
-        # The library stays initialized for the process (see _library); this engine just lets go of it.
-        self._library = None
+        self._path = None

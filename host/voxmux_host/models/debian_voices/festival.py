@@ -194,14 +194,22 @@ class FestivalEngine:
         process = self._running()
         assert self._work_dir is not None
         path = os.path.join(self._work_dir, 'sentence.wav')
+        select_voice = f'({voice.engine_voice})'
         forms = []
         if self._voice != voice.engine_voice:
-            forms.append(f'({voice.engine_voice})')
+            forms.append(select_voice)
         forms.append(speed_form(voice.engine_voice, speed))
         forms.append(f"(utt.save.wave (utt.synth (Utterance Text {scheme_string(text)})) {scheme_string(path)} 'riff)")
         self._voice = None  # unknown until festival answers OK
         answer = self._call(process, ' '.join(forms), self._sentence_timeout_s)
-        if answer is not True:
+        if answer == 'exited':
+            # The process died before or while it took the sentence (killed, say): once, the sentence goes to
+            # a fresh one. A sentence that kills festival itself fails on the second.
+            process = self._running()
+            if forms[0] != select_voice:
+                forms.insert(0, select_voice)
+            answer = self._call(process, ' '.join(forms), self._sentence_timeout_s)
+        if answer != 'ok':
             raise InstanceError('model_failed', f'festival could not synthesize a sentence with {voice.name}: '
                                                 f'{self._last_error}')
         self._voice = voice.engine_voice
@@ -242,24 +250,33 @@ class FestivalEngine:
             process.ready = True
         return process
 
-    def _call(self, process: _Process, form: str, timeout_s: float) -> Optional[bool]:
+    def _call(self, process: _Process, form: str, timeout_s: float) -> str:
+        """'ok', 'error' (festival answered ER), 'exited' or 'timeout'; after the last two the process is gone."""
         self._tag += 1
         since = process.stderr_size()
         try:
             process.send(form, self._tag)
-        except (BrokenPipeError, OSError):
-            self._last_error = 'the festival process had exited'
-            self._stop_process(kill=True)
-            return None
-        answer = process.answer(self._tag, timeout_s)
-        if answer is None:
-            exited = process.popen.poll()
-            self._last_error = (f'the festival process exited ({exited})' if exited is not None
-                                else f'no answer within {timeout_s:g} s')
-            self._stop_process(kill=True)  # a fresh process serves the next sentence
-        elif answer is False:
+        except OSError:  # BrokenPipeError: it had exited
+            answer: Optional[bool] = None
+        else:
+            answer = process.answer(self._tag, timeout_s)
+        if answer is True:
+            return 'ok'
+        if answer is False:
             self._last_error = process.stderr_tail(since) or 'a Scheme error'
-        return answer
+            return 'error'
+        exited = process.popen.poll()
+        if exited is None:
+            try:  # EOF on its stdout, or no answer yet: give it a moment to show which
+                exited = process.popen.wait(0.05)
+            except subprocess.TimeoutExpired:
+                pass
+        self._stop_process(kill=True)  # a fresh process serves the next sentence
+        if exited is not None:
+            self._last_error = f'the festival process exited ({exited})'
+            return 'exited'
+        self._last_error = f'no answer within {timeout_s:g} s'
+        return 'timeout'
 
     def _stop_process(self, kill: bool) -> None:
         """Ends the process: ``kill`` at once (it hangs, or is being replaced), else by closing its stdin."""

@@ -55,6 +55,7 @@ class FliteEngine:
         self._flite: Optional[ctypes.CDLL] = None
         self._voices: Dict[str, 'ctypes._Pointer[_Voice]'] = {}
         self._libraries: List[ctypes.CDLL] = []  # kept so that no voice's library is unloaded
+        self._libc: Optional[ctypes.CDLL] = None
 
     def load(self, voices: Sequence[Voice]) -> None:
         missing: List[str] = []
@@ -96,6 +97,9 @@ class FliteEngine:
             if not handle:
                 raise InstanceError('load_failed', f'flite could not register its voice {voice.engine_voice!r}')
             self._voices[voice.engine_voice] = handle
+        self._libc = ctypes.CDLL(None)
+        self._libc.srand.restype = None
+        self._libc.srand.argtypes = [ctypes.c_uint]
         self._flite = flite
         self._libraries = list(libraries.values())
 
@@ -109,8 +113,8 @@ class FliteEngine:
         return self._synthesize(voice.engine_voice, text, speed)
 
     def _synthesize(self, engine_voice: str, text: str, speed: float) -> Audio:
-        flite, handle = self._flite, self._voices.get(engine_voice)
-        if flite is None or handle is None:
+        flite, libc, handle = self._flite, self._libc, self._voices.get(engine_voice)
+        if flite is None or libc is None or handle is None:
             raise InstanceError('model_failed', f'Expected flite voice {engine_voice!r} to be loaded: it is not')
         features = handle.contents.features
         # The stretch is a feature of the voice, which every synthesis copies: set it for this call and put
@@ -118,6 +122,10 @@ class FliteEngine:
         had_stretch = bool(flite.feat_present(features, DURATION_STRETCH))
         previous = float(flite.flite_get_param_float(features, DURATION_STRETCH, 1.0))
         flite.flite_feat_set_float(features, DURATION_STRETCH, 1.0 / speed)
+        # The unit-selection voices (slt, rms, awb) draw from libc's rand() while they join units: seeded
+        # as a fresh process is (glibc's seed 1), a sentence sounds the same whatever the instance said
+        # before, and the same as the flite program says it.
+        libc.srand(1)
         try:
             wave = flite.flite_text_to_wave(text.encode('utf-8'), handle)
         finally:
