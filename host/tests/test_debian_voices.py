@@ -27,7 +27,7 @@ from voxmux_host.messages import (
 from voxmux_host.model_api import LoadContext, StreamAdapter, StreamPiece, StreamRequest
 from voxmux_host.models.debian_voices import flite
 from voxmux_host.models.debian_voices.adapter import DebianVoicesAdapter
-from voxmux_host.models.debian_voices.catalogue import FESTIVAL_VOICES, VOICES, Voice
+from voxmux_host.models.debian_voices.catalogue import FESTIVAL_VOICES, Voice
 from voxmux_host.models.debian_voices.festival import FestivalEngine
 
 SENTENCE = 'The weather today is sunny and warm with a light breeze.'
@@ -64,7 +64,7 @@ def stream(adapter: DebianVoicesAdapter, voice: str, sentences: Sequence[str], s
 
 
 def duration_s(pieces: Sequence[StreamPiece]) -> float:
-    return sum(len(piece.data) / 2 / piece.meta['sampleRate'] for piece in pieces)
+    return float(sum(len(piece.data) / 2 / piece.meta['sampleRate'] for piece in pieces))
 
 
 def load_failure(options: Dict[str, Any]) -> InstanceError:
