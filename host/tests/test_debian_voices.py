@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
+from pathlib import Path
 from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
@@ -235,6 +237,27 @@ def test_a_festival_sentence_that_fails_fails_alone(festival: FestivalEngine) ->
     assert caught.value.code == 'model_failed' and 'voice_not_installed' in caught.value.message
     assert festival.synthesize(voice, SENTENCE, 1.0, event) is not None
     assert festival.pid == pid and festival.starts == 1
+
+
+def test_a_festival_that_stops_answering_is_replaced_and_its_sentence_fails(tmp_path: Path) -> None:
+    # A stand-in for festival that answers its start-up form, then never answers again.
+    program = tmp_path / 'festival'
+    program.write_text(f'#!{sys.executable}\n'
+                       'import re, sys, time\n'
+                       'tag = re.search(r"OK (\\d+)", sys.stdin.readline()).group(1)\n'
+                       'print("OK " + tag, flush=True)\n'
+                       'time.sleep(1000)\n')
+    program.chmod(0o755)
+    engine = FestivalEngine(program=str(program), ready_timeout_s=10.0, sentence_timeout_s=0.3)
+    engine.load(FESTIVAL_VOICES)
+    try:
+        for attempt in (1, 2):
+            with pytest.raises(InstanceError) as caught:
+                engine.synthesize(FESTIVAL_VOICES[1], SENTENCE, 1.0, threading.Event())
+            assert caught.value.code == 'model_failed' and 'no answer within 0.3 s' in caught.value.message
+            assert engine.pid is None and engine.starts == attempt
+    finally:
+        engine.close()
 
 
 # -- through a host process ------------------------------------------------------------------
