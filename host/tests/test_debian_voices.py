@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
@@ -237,6 +238,20 @@ def test_a_festival_sentence_that_fails_fails_alone(festival: FestivalEngine) ->
     assert caught.value.code == 'model_failed' and 'voice_not_installed' in caught.value.message
     assert festival.synthesize(voice, SENTENCE, 1.0, event) is not None
     assert festival.pid == pid and festival.starts == 1
+
+
+def test_a_cancel_ends_the_wait_for_festival_and_the_next_sentence_is_its_own(festival: FestivalEngine) -> None:
+    hts, kal, never = FESTIVAL_VOICES[0], FESTIVAL_VOICES[1], threading.Event()
+    reference = festival.synthesize(kal, SENTENCE, 1.0, never)
+    cancelled = threading.Event()
+    timer = threading.Timer(0.05, cancelled.set)
+    timer.start()
+    started = time.monotonic()
+    assert festival.synthesize(hts, SENTENCE * 3, 0.25, cancelled) is None  # several seconds of work in festival
+    assert time.monotonic() - started < 0.5
+    after = festival.synthesize(kal, SENTENCE, 1.0, never)
+    assert reference is not None and after is not None and after.pcm == reference.pcm
+    assert festival.starts == 1
 
 
 def test_a_festival_that_stops_answering_is_replaced_and_its_sentence_fails(tmp_path: Path) -> None:

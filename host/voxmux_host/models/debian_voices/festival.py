@@ -17,7 +17,9 @@ interrupted it (the error itself goes to its stderr, kept in a file). ``fflush``
 stdout is a pipe, which it buffers. Lines without the expected tag are skipped. A form that fails
 leaves the process running: the sentence fails with ``model_failed``, the instance goes on. A process
 that exits or does not answer within ``sentence_timeout_s`` is killed; that sentence fails, and the
-next one starts a fresh process.
+next one starts a fresh process. A cancel ends the wait for an answer within ``CANCEL_POLL_S``, not
+festival's sentence: festival finishes it, and the next sentence queues behind it (its answer, when it
+comes, is skipped as a line with another tag).
 """
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ HTS_PARAMS: Dict[str, str] = {'voice_cmu_us_slt_arctic_hts': 'cmu_us_slt_arctic_
 READY_TIMEOUT_S = 60.0
 SENTENCE_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 2.0
+CANCEL_POLL_S = 0.02  # how often a wait for festival looks at the stream's cancel
 STDERR_TAIL_BYTES = 400
 
 
@@ -90,27 +93,30 @@ class _Process:
         self.stdin.write(line.encode('utf-8'))
         self.stdin.flush()
 
-    def answer(self, tag: int, timeout_s: float) -> Optional[bool]:
-        """True for ``OK <tag>``, False for ``ER <tag>``, None when festival exited or the time ran out."""
+    def answer(self, tag: int, timeout_s: float, cancelled: threading.Event) -> str:
+        """'ok' for ``OK <tag>``, 'error' for ``ER <tag>``, 'cancelled' as soon as ``cancelled`` is set, and
+        'gone' when festival closed its stdout or the time ran out. After 'cancelled' the answer is still
+        due: a later call skips it with the other lines that do not carry its own tag."""
         assert self.popen.stdout is not None
         fd = self.popen.stdout.fileno()
         deadline = time.monotonic() + timeout_s
-        expected = {f'OK {tag}'.encode(): True, f'ER {tag}'.encode(): False}
+        expected = {f'OK {tag}'.encode(): 'ok', f'ER {tag}'.encode(): 'error'}
         while True:
             while b'\n' in self._buffer:
                 line, self._buffer = self._buffer.split(b'\n', 1)
                 if line.strip() in expected:
                     return expected[line.strip()]
+            if cancelled.is_set():
+                return 'cancelled'
             left = deadline - time.monotonic()
             if left <= 0:
-                return None
-            readable, _, _ = select.select([fd], [], [], left)
-            if not readable:
-                return None
-            data = os.read(fd, 65536)
-            if not data:
-                return None
-            self._buffer += data
+                return 'gone'
+            readable, _, _ = select.select([fd], [], [], min(left, CANCEL_POLL_S))
+            if readable:
+                data = os.read(fd, 65536)
+                if not data:
+                    return 'gone'
+                self._buffer += data
 
     def stderr_tail(self, since: int) -> str:
         try:
@@ -189,9 +195,11 @@ class FestivalEngine:
         self._start()  # not waited for: festival loads while the instance serves its other voices
 
     def synthesize(self, voice: Voice, text: str, speed: float, cancelled: threading.Event) -> Optional[Audio]:
-        # Festival cannot be interrupted mid-sentence without losing the process: the sentence runs to the
-        # end (20-250 ms here) and the caller checks the cancel after it.
-        process = self._running()
+        # A cancel stops the wait, not festival: the sentence runs to its end in festival while the stream
+        # ends, and the next sentence queues behind it.
+        process = self._running(cancelled)
+        if process is None:
+            return None
         assert self._work_dir is not None
         path = os.path.join(self._work_dir, 'sentence.wav')
         select_voice = f'({voice.engine_voice})'
@@ -201,14 +209,18 @@ class FestivalEngine:
         forms.append(speed_form(voice.engine_voice, speed))
         forms.append(f"(utt.save.wave (utt.synth (Utterance Text {scheme_string(text)})) {scheme_string(path)} 'riff)")
         self._voice = None  # unknown until festival answers OK
-        answer = self._call(process, ' '.join(forms), self._sentence_timeout_s)
+        answer = self._call(process, ' '.join(forms), self._sentence_timeout_s, cancelled)
         if answer == 'exited':
             # The process died before or while it took the sentence (killed, say): once, the sentence goes to
             # a fresh one. A sentence that kills festival itself fails on the second.
-            process = self._running()
+            process = self._running(cancelled)
+            if process is None:
+                return None
             if forms[0] != select_voice:
                 forms.insert(0, select_voice)
-            answer = self._call(process, ' '.join(forms), self._sentence_timeout_s)
+            answer = self._call(process, ' '.join(forms), self._sentence_timeout_s, cancelled)
+        if answer == 'cancelled':
+            return None
         if answer != 'ok':
             raise InstanceError('model_failed', f'festival could not synthesize a sentence with {voice.name}: '
                                                 f'{self._last_error}')
@@ -235,14 +247,17 @@ class FestivalEngine:
         self._ready_tag = self._tag
         return process
 
-    def _running(self) -> _Process:
-        """The festival process, started (again) when there is none or it died, and ready."""
+    def _running(self, cancelled: threading.Event) -> Optional[_Process]:
+        """The festival process, started (again) when there is none or it died, once ready; None when
+        ``cancelled`` was set while it started (it goes on starting)."""
         process = self._process
         if process is None or process.popen.poll() is not None:
             process = self._start()
         if not process.ready:
-            answer = process.answer(self._ready_tag, self._ready_timeout_s)
-            if answer is not True:
+            answer = process.answer(self._ready_tag, self._ready_timeout_s, cancelled)
+            if answer == 'cancelled':
+                return None
+            if answer != 'ok':
                 tail = process.stderr_tail(0)
                 self._stop_process(kill=True)
                 raise InstanceError('model_failed', f'festival did not start within {self._ready_timeout_s:g} s: '
@@ -250,19 +265,20 @@ class FestivalEngine:
             process.ready = True
         return process
 
-    def _call(self, process: _Process, form: str, timeout_s: float) -> str:
-        """'ok', 'error' (festival answered ER), 'exited' or 'timeout'; after the last two the process is gone."""
+    def _call(self, process: _Process, form: str, timeout_s: float, cancelled: threading.Event) -> str:
+        """'ok', 'error' (festival answered ER), 'cancelled', 'exited' or 'timeout'; after the last two the
+        process is gone."""
         self._tag += 1
         since = process.stderr_size()
         try:
             process.send(form, self._tag)
         except OSError:  # BrokenPipeError: it had exited
-            answer: Optional[bool] = None
+            answer = 'gone'
         else:
-            answer = process.answer(self._tag, timeout_s)
-        if answer is True:
-            return 'ok'
-        if answer is False:
+            answer = process.answer(self._tag, timeout_s, cancelled)
+        if answer == 'ok' or answer == 'cancelled':
+            return answer
+        if answer == 'error':
             self._last_error = process.stderr_tail(since) or 'a Scheme error'
             return 'error'
         exited = process.popen.poll()
