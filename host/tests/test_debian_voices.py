@@ -2,7 +2,9 @@
 a stream through a real host process."""
 from __future__ import annotations
 
+import ctypes
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -32,6 +34,20 @@ from voxmux_host.models.debian_voices import flite
 from voxmux_host.models.debian_voices.adapter import DebianVoicesAdapter
 from voxmux_host.models.debian_voices.catalogue import FESTIVAL_VOICES, Voice
 from voxmux_host.models.debian_voices.festival import FestivalEngine
+
+def _has_library(name: str) -> bool:
+    try:
+        ctypes.CDLL(name)
+    except OSError:
+        return False
+    return True
+
+
+pytestmark = [
+    pytest.mark.skipif(not _has_library('libflite.so.1'), reason='libflite1 is not installed'),
+    pytest.mark.skipif(shutil.which('festival') is None, reason='festival is not installed'),
+    pytest.mark.skipif(shutil.which('espeak-ng') is None, reason='espeak-ng is not installed'),
+]
 
 SENTENCE = 'The weather today is sunny and warm with a light breeze.'
 SENTENCES = ['Good morning.', 'The weather today is sunny and warm.', 'Turn off the lights in the kitchen.']

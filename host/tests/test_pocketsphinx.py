@@ -222,6 +222,8 @@ def test_pocketsphinx_recovers_the_text_spoken_by_the_debian_voices(adapter: Poc
     from voxmux_host.model_api import StreamRequest
     from voxmux_host.models.debian_voices.adapter import DebianVoicesAdapter
 
+    if voice.startswith('festival-') and shutil.which('festival') is None:
+        pytest.skip('festival is not installed')
     voices = DebianVoicesAdapter()
     voices.load(LoadContext('dv-0', 'voxmux-speech-cpu', {'voices': [voice]}))
     try:
