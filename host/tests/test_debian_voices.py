@@ -31,7 +31,7 @@ from voxmux_host.messages import (
 )
 from voxmux_host.model_api import LoadContext, StreamAdapter, StreamPiece, StreamRequest
 from voxmux_host.models.debian_voices import flite
-from voxmux_host.models.debian_voices.adapter import DebianVoicesAdapter
+from voxmux_host.models.debian_voices.adapter import MAX_PART_CHARS, DebianVoicesAdapter, text_parts
 from voxmux_host.models.debian_voices.catalogue import FESTIVAL_VOICES, Voice
 from voxmux_host.models.debian_voices.festival import FestivalEngine
 
@@ -177,6 +177,23 @@ def test_a_stream_yields_sentences_in_order_and_its_usage(adapter: DebianVoicesA
     assert order == sorted(order) and set(order) == {0, 1, 2}
     assert usage == {'characters': sum(map(len, SENTENCES)), 'sentences': 3,
                      'audioSeconds': round(duration_s(pieces), 3)}
+
+
+def test_text_parts_cut_long_text_between_words_within_the_limit() -> None:
+    assert text_parts('  Short one.  ') == ['Short one.']
+    assert text_parts('aaa bbb ccc ddd', 8) == ['aaa bbb', 'ccc ddd']
+    assert text_parts('abcdefghijkl mn', 5) == ['abcde', 'fghij', 'kl mn']
+    long = ' '.join(f'word{i}' for i in range(400))
+    parts = text_parts(long)
+    assert all(len(part) <= MAX_PART_CHARS for part in parts) and ' '.join(parts) == long
+
+
+def test_a_sentence_longer_than_a_part_is_said_whole_under_its_own_index(adapter: DebianVoicesAdapter) -> None:
+    long = ' '.join(['the weather today is sunny and warm'] * 12)  # 431 characters, no punctuation
+    pieces, usage = stream(adapter, 'flite-kal', ['Hello.', long])
+    assert {piece.meta['sentence'] for piece in pieces[-5:]} == {1}
+    assert usage['sentences'] == 2 and usage['characters'] == len(long) + len('Hello.')
+    assert 20 <= duration_s([p for p in pieces if p.meta['sentence'] == 1]) <= 40
 
 
 def test_the_same_request_gives_the_same_audio(adapter: DebianVoicesAdapter) -> None:

@@ -7,8 +7,8 @@ non-empty strings), ``voice`` (a voice id of the catalogue) and ``speed`` (0.25-
 other key, or a value out of range, ends the stream with ``unsupported_option``; so does a voice that
 is not in the catalogue or that the ``voices`` option left out. The stream's resource is unused.
 
-Each sentence is synthesized when the previous one has been sent, and its audio goes out at once, in
-chunks of at most one second: mono signed 16-bit little-endian PCM at the voice's native rate, with
+Each sentence is synthesized when the previous one has been sent (one longer than ``MAX_PART_CHARS`` in
+parts, cut between words), and its audio goes out at once, in chunks of at most one second: mono signed 16-bit little-endian PCM at the voice's native rate, with
 meta ``{"sampleRate", "sentence"}`` (the index into ``sentences``). The usage at the end is
 ``{"characters", "sentences", "audioSeconds"}``. A cancel is checked before every sentence and chunk.
 A sentence the engine fails on ends the stream with ``model_failed``; the instance goes on.
@@ -37,6 +37,27 @@ MAX_SPEED = 4.0
 #: The longest chunk: one second of audio keeps a chunk within the stream's credit window and a cancel
 #: within one chunk of the audio already sent.
 CHUNK_SECONDS = 1.0
+#: The longest text one engine call says. The gateway splits text into sentences and long sentences into
+#: clauses, but a clause without punctuation can be as long as the input: 4,000 characters took flite
+#: 6.7 s in one call (the host's main thread blocked all that time) and Festival's HTS voice more than a
+#: minute. 200 characters are 10-15 s of speech and at most a few hundred ms of synthesis.
+MAX_PART_CHARS = 200
+
+
+def text_parts(text: str, max_chars: int = MAX_PART_CHARS) -> List[str]:
+    """``text`` in parts of at most ``max_chars``, cut at the last space before the limit (mid-word only
+    where a word is longer than the limit); whitespace-only parts are dropped."""
+    parts: List[str] = []
+    rest = text.strip()
+    while len(rest) > max_chars:
+        cut = rest.rfind(' ', 0, max_chars + 1)
+        if cut <= 0:
+            cut = max_chars
+        parts.append(rest[:cut].strip())
+        rest = rest[cut:].strip()
+    if rest:
+        parts.append(rest)
+    return [part for part in parts if part]
 
 
 def chunks(audio: Audio, chunk_seconds: float = CHUNK_SECONDS) -> List[bytes]:
@@ -135,18 +156,21 @@ class DebianVoicesAdapter:
             return {'characters': characters, 'sentences': done, 'audioSeconds': seconds(audio_seconds)}
 
         for index, sentence in enumerate(sentences):
-            if request.cancelled.is_set():
-                return usage()
-            audio = engine.synthesize(voice, sentence, speed, request.cancelled)
-            if audio is None:  # cancelled while it ran
-                return usage()
-            characters += len(sentence)
-            done += 1
-            audio_seconds += audio.seconds
-            for piece in chunks(audio):
+            parts = text_parts(sentence)
+            for part_index, part in enumerate(parts):
                 if request.cancelled.is_set():
                     return usage()
-                yield StreamPiece({'sampleRate': audio.sample_rate, 'sentence': index}, piece)
+                audio = engine.synthesize(voice, part, speed, request.cancelled)
+                if audio is None:  # cancelled while it ran
+                    return usage()
+                audio_seconds += audio.seconds
+                if part_index == len(parts) - 1:  # the usage counts a sentence once it is synthesized
+                    characters += len(sentence)
+                    done += 1
+                for piece in chunks(audio):
+                    if request.cancelled.is_set():
+                        return usage()
+                    yield StreamPiece({'sampleRate': audio.sample_rate, 'sentence': index}, piece)
         return usage()
 
 
