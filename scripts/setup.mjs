@@ -22,12 +22,24 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const BASE_PACKAGES = ['ffmpeg', 'python3', 'python3-numpy'];
 /** What each adapter's model host imports (docs/adapters.md). An adapter not listed needs nothing more. */
 const ADAPTER_PACKAGES = {
+  // flite runs in process (its library, not the flite program); eSpeak NG as the espeak-ng program.
+  'debian-voices': [
+    'libflite1',
+    'espeak-ng',
+    'espeak-ng-data',
+    'festival',
+    'festlex-cmu',
+    'festlex-poslex',
+    'festvox-us-slt-hts',
+    'festvox-kallpc16k',
+    'festvox-kdlpc16k',
+  ],
   pocketsphinx: ['pocketsphinx', 'pocketsphinx-en-us', 'python3-pocketsphinx'],
   parakeet: ['python3-torch', 'python3-sentencepiece'],
   test: [],
 };
-/** The default config's engine (src/config/schema.ts, DEFAULT_MODELS). */
-const DEFAULT_ADAPTERS = ['pocketsphinx'];
+/** The default config's engines (src/config/schema.ts, DEFAULT_MODELS). */
+const DEFAULT_ADAPTERS = ['pocketsphinx', 'debian-voices'];
 /** Test tooling: host tests, typecheck and lint, and the speech synthesizer of the accuracy tests. */
 const TEST_PACKAGES = ['python3-pytest', 'python3-mypy', 'python3-pyflakes', 'python3-yaml', 'flite'];
 

@@ -17,3 +17,9 @@ def _section_options(name: str) -> set[str]:
 
 def test_every_parakeet_option_is_documented_and_nothing_else() -> None:
     assert _section_options("parakeet") == set(DEFAULT_OPTIONS)
+
+
+def test_every_debian_voices_option_and_stream_param_is_documented_and_nothing_else() -> None:
+    from voxmux_host.models.debian_voices.adapter import OPTIONS, PARAMS
+
+    assert _section_options("debian-voices") == set(OPTIONS) | set(PARAMS)

@@ -199,3 +199,42 @@ def test_host_serves_pocketsphinx_over_the_protocol(
     assert (quiet.text, quiet.segments, quiet.words) == ('', (), None)
     host.request(Close(), 4, Closed)
     assert host.wait() == 0
+
+
+# -- speech synthesis (#18): the default ASR engine understands the CPU voices -----------------
+
+SPOKEN = (SENTENCE, SECOND_SENTENCE, 'please call me back when you get home tonight')
+MAX_SYNTHESIS_WER = 0.25
+
+
+def to_16k(pcm: bytes, rate: int) -> npt.NDArray[np.int16]:
+    """The recogniser's rate, by linear interpolation: enough for speech-band audio at 8 and 32 kHz."""
+    samples = np.frombuffer(pcm, dtype='<i2').astype(np.float64)
+    if rate == SAMPLE_RATE_HZ:
+        return samples.astype(np.int16)
+    count = int(len(samples) * SAMPLE_RATE_HZ / rate)
+    return np.interp(np.arange(count) * rate / SAMPLE_RATE_HZ, np.arange(len(samples)), samples).astype(np.int16)
+
+
+@pytest.mark.parametrize('voice', ['flite-slt', 'flite-rms', 'flite-awb', 'flite-kal16', 'flite-kal',
+                                   'festival-slt-hts', 'festival-kal', 'festival-ked'])
+def test_pocketsphinx_recovers_the_text_spoken_by_the_debian_voices(adapter: PocketsphinxAdapter, voice: str) -> None:
+    from voxmux_host.model_api import StreamRequest
+    from voxmux_host.models.debian_voices.adapter import DebianVoicesAdapter
+
+    if voice.startswith('festival-') and shutil.which('festival') is None:
+        pytest.skip('festival is not installed')
+    voices = DebianVoicesAdapter()
+    voices.load(LoadContext('dv-0', 'voxmux-speech-cpu', {'voices': [voice]}))
+    try:
+        errors, words = 0.0, 0
+        for sentence in SPOKEN:
+            pieces = list(voices.open_stream(StreamRequest('s', 'r', None, {'sentences': [sentence], 'voice': voice},
+                                                           b'')))
+            audio = to_16k(b''.join(p.data for p in pieces), pieces[0].meta['sampleRate'])
+            text = run_one(adapter, BatchInput('r', audio, 'en', None, False)).text
+            errors += word_error_rate(sentence, text) * len(sentence.split())
+            words += len(sentence.split())
+    finally:
+        voices.close()
+    assert errors / words <= MAX_SYNTHESIS_WER, voice

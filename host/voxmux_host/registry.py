@@ -11,6 +11,12 @@ from .model_api import Adapter
 AdapterFactory = Callable[[], Adapter]
 
 
+def _debian_voices() -> Adapter:
+    from .models.debian_voices.adapter import DebianVoicesAdapter
+
+    return DebianVoicesAdapter()
+
+
 def _parakeet() -> Adapter:
     from .models.parakeet.adapter import ParakeetAdapter
 
@@ -31,6 +37,7 @@ def _test() -> Adapter:
 
 
 ADAPTERS: Dict[str, AdapterFactory] = {
+    'debian-voices': _debian_voices,
     'parakeet': _parakeet,
     'pocketsphinx': _pocketsphinx,
     'test': _test,

@@ -26,12 +26,24 @@ function configFile(config: unknown): string {
   return path;
 }
 
+const SPEECH_VOICES = [
+  'libflite1',
+  'espeak-ng',
+  'espeak-ng-data',
+  'festival',
+  'festlex-cmu',
+  'festvox-us-slt-hts',
+  'festvox-kallpc16k',
+  'festvox-kdlpc16k',
+];
 const TEST_TOOLING = ['python3-pytest', 'python3-mypy', 'python3-pyflakes', 'python3-yaml', 'flite'];
 
 describe('scripts/setup.mjs (#16)', () => {
-  it('installs for serving the default config without PyTorch or test tooling', () => {
+  it('installs for serving the default config (pocketsphinx, the Debian voices) without PyTorch or test tooling', () => {
     const packages = listed([]);
-    assert.deepEqual(packages, ['ffmpeg', 'python3', 'python3-numpy', 'pocketsphinx', 'pocketsphinx-en-us', 'python3-pocketsphinx']);
+    assert.deepEqual(packages.slice(0, 6), ['ffmpeg', 'python3', 'python3-numpy', 'pocketsphinx', 'pocketsphinx-en-us', 'python3-pocketsphinx']);
+    assert.deepEqual(packages.slice(6).sort(), [...SPEECH_VOICES, 'festlex-poslex'].sort());
+    for (const name of ['python3-torch', ...TEST_TOOLING]) assert.ok(!packages.includes(name), name);
   });
 
   it('installs the engines a config file names, from --config or VOXMUX_CONFIG', () => {
@@ -42,9 +54,16 @@ describe('scripts/setup.mjs (#16)', () => {
     assert.deepEqual(listed(['--config', configFile({ gateway: { port: 1 } })]), listed([]), 'no models: the default ones');
   });
 
+  it('installs the Debian voices for a config that names the debian-voices adapter', () => {
+    const packages = listed(['--config', configFile({ models: { speech: { adapter: 'debian-voices' } } })]);
+    assert.deepEqual(packages.slice(0, 3), ['ffmpeg', 'python3', 'python3-numpy']);
+    for (const name of SPEECH_VOICES) assert.ok(packages.includes(name), name);
+    assert.ok(!packages.includes('flite'), 'the flite library, not the program');
+  });
+
   it('installs every engine and the test tooling for tests', () => {
     const packages = listed(['--for', 'test']);
-    for (const name of ['python3-torch', 'python3-pocketsphinx', 'pocketsphinx-en-us', ...TEST_TOOLING])
+    for (const name of ['python3-torch', 'python3-pocketsphinx', 'pocketsphinx-en-us', ...SPEECH_VOICES, ...TEST_TOOLING])
       assert.ok(packages.includes(name), name);
   });
 

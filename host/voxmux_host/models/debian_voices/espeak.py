@@ -1,0 +1,121 @@
+"""eSpeak NG voices through the ``espeak-ng`` program, one process per sentence.
+
+Why the program and not libespeak-ng in process (which would save the ~25 ms of starting it): the
+library keeps its synthesizer's state from one call to the next (flutter and noise phases, the echo
+buffer), so in one process the same sentence came out different each time it was said, and each
+stream's audio would depend on what other streams said before it. A fresh process says a sentence
+the same way every time, and the same as the program does on the command line. Reseeding libc's
+rand() (as flite.py does) and re-initializing the library did not help: the state is in the
+library's statics, and ``espeak_Terminate`` followed by ``espeak_Initialize`` hung.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+import threading
+from typing import List, Optional, Sequence, Tuple
+
+from ...errors import InstanceError
+from .catalogue import ESPEAK_SAMPLE_RATE_HZ, Voice
+from .engine import Audio
+
+PROGRAM = 'espeak-ng'
+PACKAGE = 'espeak-ng'
+DATA_DIR = '/usr/lib/x86_64-linux-gnu/espeak-ng-data'
+SENTENCE_TIMEOUT_S = 30.0
+STDERR_TAIL_CHARS = 300
+
+#: Words per minute at speed 1 (espeak-ng's default) and the range it accepts: slower than 80 is spoken at
+#: 80; up to 1,000 it speeds up (past 450 with its sonic speed-up).
+DEFAULT_WPM = 175
+MIN_WPM = 80
+MAX_WPM = 1000
+
+
+def words_per_minute(speed: float) -> int:
+    return max(MIN_WPM, min(MAX_WPM, round(DEFAULT_WPM * speed)))
+
+
+def data_dir() -> str:
+    """espeak-ng's data directory: the multiarch path of Debian's espeak-ng-data, else the first one found."""
+    for candidate in (DATA_DIR, '/usr/lib/espeak-ng-data', '/usr/share/espeak-ng-data'):
+        if os.path.isdir(candidate):
+            return candidate
+    return DATA_DIR
+
+
+def wav_pcm(data: bytes) -> Tuple[int, bytes]:
+    """(sample rate, PCM) of a RIFF/WAVE stream of mono 16-bit PCM. espeak-ng writes its header before it knows
+    the length (sizes 0x7ffff0xx): the data chunk is taken as everything after its header."""
+    if len(data) < 12 or data[:4] != b'RIFF' or data[8:12] != b'WAVE':
+        raise InstanceError('model_failed', f'Expected a WAV stream from espeak-ng: got {len(data)} bytes')
+    at, rate = 12, 0
+    while at + 8 <= len(data):
+        chunk, size = data[at:at + 4], struct.unpack_from('<I', data, at + 4)[0]
+        if chunk == b'fmt ':
+            audio_format, channels, rate = struct.unpack_from('<HHI', data, at + 8)
+            bits = struct.unpack_from('<H', data, at + 22)[0]
+            if (audio_format, channels, bits) != (1, 1, 16):
+                raise InstanceError('model_failed', f'Expected mono 16-bit PCM from espeak-ng: got format '
+                                                    f'{audio_format}, {channels} channels, {bits} bits')
+        elif chunk == b'data':
+            if rate == 0:
+                break
+            pcm = data[at + 8:]
+            return rate, pcm[:len(pcm) - len(pcm) % 2]
+        at += 8 + size + size % 2
+    raise InstanceError('model_failed', 'Expected fmt and data chunks in the WAV stream of espeak-ng')
+
+
+class EspeakEngine:
+    def __init__(self, program: str = PROGRAM) -> None:
+        self._program = program
+        self._path: Optional[str] = None
+
+    def load(self, voices: Sequence[Voice]) -> None:
+        missing: List[str] = []
+        path = shutil.which(self._program)
+        if path is None:
+            missing.append(f'the program {self._program!r} (Debian package {PACKAGE})')
+        data = data_dir()
+        for voice in voices:
+            voice_file, _, variant = voice.engine_voice.partition('+')
+            files = [os.path.join(data, 'lang', voice_file)]
+            if variant:
+                files.append(os.path.join(data, 'voices', '!v', variant))
+            missing += [f'{file} for {voice.name} (Debian package espeak-ng-data)'
+                        for file in files if not os.path.isfile(file)]
+        if missing:
+            raise InstanceError('load_failed', f'The espeak voices need {"; ".join(missing)}: not found')
+        self._path = path
+
+    def warmup(self) -> None:
+        pass  # each sentence is a fresh process: nothing stays warm
+
+    def synthesize(self, voice: Voice, text: str, speed: float, cancelled: threading.Event) -> Optional[Audio]:
+        # A sentence takes 20-40 ms, start-up included: it runs to the end, and the caller checks the cancel.
+        if self._path is None:
+            raise InstanceError('model_failed', 'Expected the espeak engine to be loaded: it is not')
+        # The text goes on stdin (-b 1: UTF-8), so that a sentence starting with '-' is not read as an option.
+        argv = [self._path, '--stdout', '-b', '1', '-v', voice.engine_voice, '-s', str(words_per_minute(speed))]
+        try:
+            done = subprocess.run(argv, input=text.encode('utf-8'), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  timeout=SENTENCE_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired as err:
+            raise InstanceError('model_failed', f'espeak-ng did not finish a sentence within {SENTENCE_TIMEOUT_S:g} '
+                                                f's') from err
+        except OSError as err:
+            raise InstanceError('model_failed', f'espeak-ng could not be started: {err}') from err
+        if done.returncode != 0 or not done.stdout:
+            stderr = done.stderr.decode('utf-8', 'replace').strip()[-STDERR_TAIL_CHARS:]
+            raise InstanceError('model_failed', f'espeak-ng failed with {voice.name} (exit {done.returncode}): '
+                                                f'{stderr or "no audio"}')
+        rate, pcm = wav_pcm(done.stdout)
+        if rate != ESPEAK_SAMPLE_RATE_HZ:
+            raise InstanceError('model_failed', f'Expected espeak-ng audio at {ESPEAK_SAMPLE_RATE_HZ} Hz: got {rate}')
+        return Audio(rate, pcm)
+
+    def close(self) -> None:
+        self._path = None
