@@ -192,6 +192,7 @@ def inference_state(raw: Mapping[str, Any], layout: Layout, source: str) -> Dict
             continue
         if tuple(value.shape) != expected[name]:
             mismatched.append(f'{name} (got {list(value.shape)}, expected {list(expected[name])})')
+            state[name] = torch.empty(0)  # reported already; keeps it off the missing list
             continue
         state[name] = value.detach().to(torch.float32)
     for name, value in tensors.items():
