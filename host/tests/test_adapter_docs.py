@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 from voxmux_host.models.parakeet.adapter import DEFAULT_OPTIONS
+from voxmux_host.models.vits.adapter import DEFAULT_OPTIONS as VITS_OPTIONS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "adapters.md"
 
@@ -17,3 +18,7 @@ def _section_options(name: str) -> set[str]:
 
 def test_every_parakeet_option_is_documented_and_nothing_else() -> None:
     assert _section_options("parakeet") == set(DEFAULT_OPTIONS)
+
+
+def test_every_vits_option_is_documented_and_nothing_else() -> None:
+    assert _section_options("vits") == set(VITS_OPTIONS)

@@ -139,7 +139,7 @@ class VitsAdapter:
             torch.cuda.set_device(self._device)
         dtype_name = options['dtype'] or ('bf16' if self._device.type == 'cuda' else 'fp32')
         if self._device.type == 'cpu' and dtype_name != 'fp32':
-            raise InstanceError('unsupported_option', f'dtype {dtype_name} needs a CUDA device: the CPU runs fp32')
+            raise InstanceError('load_failed', f'dtype {dtype_name} needs a CUDA device: the CPU runs fp32')
         self._dtype = DTYPES[dtype_name]
         self._template = skeleton(self._config)
         self._layout = layout_of(self._template)
@@ -421,7 +421,7 @@ def _noise_seed(seed: int, voice: str, text: str) -> int:
 def parse_options(given: Dict[str, Any]) -> Dict[str, Any]:
     unknown = sorted(set(given) - set(DEFAULT_OPTIONS))
     if unknown:
-        raise InstanceError('unsupported_option', f'Unknown vits options {unknown}: expected {sorted(DEFAULT_OPTIONS)}')
+        raise InstanceError('load_failed', f'Unknown vits options {unknown}: expected {sorted(DEFAULT_OPTIONS)}')
     options = dict(DEFAULT_OPTIONS)
     options.update(given)
     problems: List[str] = []
@@ -455,7 +455,7 @@ def parse_options(given: Dict[str, Any]) -> Dict[str, Any]:
         if options[key] is not None and not isinstance(options[key], str):
             problems.append(f'{key} must be a path: got {options[key]!r}')
     if problems:
-        raise InstanceError('unsupported_option', 'Invalid vits options: ' + '; '.join(problems))
+        raise InstanceError('load_failed', 'Invalid vits options: ' + '; '.join(problems))
     return options
 
 
@@ -491,12 +491,12 @@ def _resolve_device(name: str) -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError as err:
-        raise InstanceError('unsupported_option', f'Expected device auto, cpu, cuda or cuda:N: got {name!r}') from err
+        raise InstanceError('load_failed', f'Expected device auto, cpu, cuda or cuda:N: got {name!r}') from err
     if device.type == 'cuda':
         if not torch.cuda.is_available():
             raise InstanceError('load_failed', f'Expected a CUDA device for device {name!r}: CUDA is not available')
         if device.index is None:
             device = torch.device('cuda', 0)
     elif device.type != 'cpu':
-        raise InstanceError('unsupported_option', f'Expected device auto, cpu, cuda or cuda:N: got {name!r}')
+        raise InstanceError('load_failed', f'Expected device auto, cpu, cuda or cuda:N: got {name!r}')
     return device
