@@ -56,7 +56,7 @@ def run(adapter: VitsAdapter, params: Dict[str, Any]) -> Tuple[List[StreamPiece]
             return pieces, stop.value
 
 
-def pcm(pieces: List[StreamPiece]) -> np.ndarray:
+def pcm(pieces: List[StreamPiece]) -> 'np.ndarray[Any, np.dtype[Any]]':
     return np.frombuffer(b''.join(p.data for p in pieces), dtype='<i2')
 
 

@@ -74,7 +74,7 @@ def test_a_piper_medium_checkpoint_loads_with_weight_norm_folded(tmp_path: Path)
     folded = state['dec.ups.0.weight']
     torch.testing.assert_close(folded, fold_weight_norm(g, v))
     # weight norm (dim 0): each output slice of the folded weight has the norm g
-    norms = folded.reshape(folded.shape[0], -1).norm(dim=1)
+    norms = torch.linalg.vector_norm(folded.reshape(folded.shape[0], -1), dim=1)
     torch.testing.assert_close(norms, g.reshape(-1))
     torch.testing.assert_close(state['enc_p.emb.weight'], raw['model_g.enc_p.emb.weight'])
 
