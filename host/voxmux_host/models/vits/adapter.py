@@ -345,7 +345,8 @@ class VitsAdapter:
             specs.extend(scan_voices_dir(str(options['voicesDir']), self._config))
         if options['randomVoices']:
             cache = os.path.expanduser(str(options['voiceCacheDir']))
-            specs.extend(ensure_random_voices(cache, self._config, int(options['randomVoices']), int(options['seed'])))
+            specs.extend(ensure_random_voices(cache, self._config, int(options['randomVoices']), int(options['seed']),
+                                              self._device))
         if not specs:
             raise InstanceError('load_failed', 'Expected voices: set voicesDir or randomVoices')
         voices: Dict[str, VoiceSpec] = {}

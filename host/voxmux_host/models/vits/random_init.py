@@ -15,7 +15,7 @@ convolution, scaled so that the voice is audible (:func:`calibrate_loudness`).""
 from __future__ import annotations
 
 import math
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import nn
@@ -31,14 +31,17 @@ CALIBRATION_NOISE_SEED = 1234
 SMALL_INIT_STD = 0.02
 LOUDNESS_RMS = 0.1
 LOUDNESS_FRAMES = 24
+LOUDNESS_PHONEMES = CALIBRATION_PHONEMES.split(' wɜː')[0]  # "the North Wind and the Sun"
 
 
 def voice_seed(base_seed: int, index: int) -> int:
     return (base_seed * 1_000_003 + index) % (2 ** 63)
 
 
-def random_state(config: VitsConfig, seed: int) -> Tuple[Dict[str, torch.Tensor], float]:
-    """A random voice's state dict (fp32, CPU, inference names) and the speech rate it was calibrated to."""
+def random_state(config: VitsConfig, seed: int, device: Optional[torch.device] = None
+                 ) -> Tuple[Dict[str, torch.Tensor], float]:
+    """A random voice's state dict (fp32, CPU, inference names) and the speech rate it was calibrated to.
+    The weights are drawn on the CPU (the same on every machine); ``device`` runs the calibration."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = SynthesizerTrn(config)
@@ -58,16 +61,18 @@ def random_state(config: VitsConfig, seed: int) -> Tuple[Dict[str, torch.Tensor]
         rate = RATE_RANGE_PHONES_PER_SECOND[0] + float(torch.rand(())) * (
             RATE_RANGE_PHONES_PER_SECOND[1] - RATE_RANGE_PHONES_PER_SECOND[0])
     model.eval()
+    if device is not None:
+        model.to(device)
     calibrate_durations(model, rate)
     calibrate_loudness(model)
-    return {name: t.detach().clone() for name, t in model.state_dict().items()}, rate
+    return {name: t.detach().to('cpu', copy=True) for name, t in model.state_dict().items()}, rate
 
 
 def calibrate_loudness(model: SynthesizerTrn) -> None:
     """Scale ``dec.conv_post`` so that the voice's audio has an RMS of about ``LOUDNESS_RMS`` (random
     decoders are otherwise near silent), measured on the first frames of the calibration passage."""
     id_map = default_phoneme_id_map()
-    ids = torch.tensor([to_ids(CALIBRATION_PHONEMES, id_map)], dtype=torch.long)
+    ids = torch.tensor([to_ids(LOUDNESS_PHONEMES, id_map)], dtype=torch.long, device=_device_of(model))
     with torch.no_grad():
         z = model.encode(ids, Scales(), torch.Generator().manual_seed(CALIBRATION_NOISE_SEED))
         audio = model.decode(z[:, :, :LOUDNESS_FRAMES])
@@ -80,14 +85,18 @@ def calibration_frames(model: SynthesizerTrn) -> torch.Tensor:
     """Durations in frames (length_scale 1) of the calibration passage's symbols, before the final offset:
     the z0 values that the last flow turns into log-durations."""
     id_map = default_phoneme_id_map()
-    ids = torch.tensor([to_ids(CALIBRATION_PHONEMES, id_map)], dtype=torch.long)
+    ids = torch.tensor([to_ids(CALIBRATION_PHONEMES, id_map)], dtype=torch.long, device=_device_of(model))
     generator = torch.Generator().manual_seed(CALIBRATION_NOISE_SEED)
     with torch.no_grad():
         affine = model.dp.flows[0]
         m0 = float(affine.m[0, 0])
         scale = math.exp(-float(affine.logs[0, 0]))
         logw = model.log_durations(ids, NOISE_W, generator)[0, 0]
-    return logw / scale + m0  # z0, the affine's input
+    return (logw / scale + m0).cpu()  # z0, the affine's input
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
 
 
 def calibrate_durations(model: SynthesizerTrn, phones_per_second: float) -> None:

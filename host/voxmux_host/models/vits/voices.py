@@ -5,15 +5,17 @@
   gives its ``phoneme_id_map``, ``phoneme_type``, ``espeak.voice``, ``audio.sample_rate``, ``inference``
   scales and ``language.code``; otherwise the defaults of random voices apply.
 - ``randomVoices: N``: voices ``vits-0`` … ``vits-<N-1>`` with seeded random weights (random_init.py),
-  written once to ``<voiceCacheDir>/<config>-seed<seed>/vits-<n>.pt`` (atomically: instances starting
-  together may race) and read from there like any voice file, so a load really reads the disk."""
+  written once to ``<voiceCacheDir>/<config>-seed<seed>/vits-<n>.pt`` (atomically, and shared out by
+  lock files among instances that start together) and read from there like any voice file, so a load
+  really reads the disk."""
 from __future__ import annotations
 
 import json
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
@@ -27,6 +29,8 @@ from .synthesizer import NOISE_SCALE, NOISE_W, Scales
 VOICE_SUFFIXES = ('.pt', '.ckpt')
 DEFAULT_ESPEAK_VOICE = 'en-us'
 DEFAULT_LANGUAGE = 'en-US'
+#: How long an instance waits for a random voice that another instance is writing before writing it itself.
+STALE_LOCK_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -104,23 +108,61 @@ def random_voices_dir(cache_dir: str, config: VitsConfig, seed: int) -> str:
     return os.path.join(cache_dir, f'{config.name}-seed{seed}')
 
 
-def ensure_random_voices(cache_dir: str, config: VitsConfig, count: int, seed: int) -> List[VoiceSpec]:
-    """The random voices' specs, writing any file that is not in the cache yet."""
+def ensure_random_voices(cache_dir: str, config: VitsConfig, count: int, seed: int,
+                         device: Optional[torch.device] = None, clock: Callable[[], float] = time.monotonic,
+                         sleep: Callable[[float], None] = time.sleep) -> List[VoiceSpec]:
+    """The random voices' specs, writing any file that is not in the cache yet. Instances that start
+    together share the work: each writes the voices whose lock file (``<file>.lock``) it creates first,
+    then waits for the others' (a lock older than STALE_LOCK_S is taken over)."""
     folder = random_voices_dir(cache_dir, config, seed)
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as err:
         raise InstanceError('load_failed', f'Could not create voiceCacheDir {folder}: {err}') from err
     specs: List[VoiceSpec] = []
+    waiting: List[str] = []
     for index in range(count):
         name = f'vits-{index}'
         path = os.path.join(folder, f'{name}.pt')
-        if not os.path.isfile(path):
-            state, _ = random_state(config, voice_seed(seed, index))
-            _write_atomically(path, state)
+        if not os.path.isfile(path) and not _generate_locked(path, config, voice_seed(seed, index), device):
+            waiting.append(path)
         description = f'random VITS voice ({config.name}, seed {seed}, #{index})'
         specs.append(VoiceSpec(name, path, config.sample_rate, description=description))
+    for path in waiting:
+        deadline = clock() + STALE_LOCK_S
+        while not os.path.isfile(path):
+            if clock() > deadline:
+                index = int(os.path.basename(path)[len('vits-'):-len('.pt')])
+                _take_over(path)
+                if not _generate_locked(path, config, voice_seed(seed, index), device):
+                    raise InstanceError('load_failed', f'Random voice {path} is still locked by another instance')
+            else:
+                sleep(0.05)
     return specs
+
+
+def _generate_locked(path: str, config: VitsConfig, seed: int, device: Optional[torch.device]) -> bool:
+    """Write the voice file unless another instance holds its lock: True when the file is there."""
+    lock = path + '.lock'
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return os.path.isfile(path)
+    os.close(fd)
+    try:
+        if not os.path.isfile(path):
+            state, _ = random_state(config, seed, device)
+            _write_atomically(path, state)
+    finally:
+        os.unlink(lock)
+    return True
+
+
+def _take_over(path: str) -> None:
+    try:
+        os.unlink(path + '.lock')
+    except FileNotFoundError:
+        pass
 
 
 def _write_atomically(path: str, state: Dict[str, torch.Tensor]) -> None:
