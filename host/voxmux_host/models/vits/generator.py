@@ -65,7 +65,9 @@ class Generator(nn.Module):
             for rate in self.upsample_rates:
                 prev = masks[-1]
                 assert prev is not None
-                masks.append(torch.repeat_interleave(prev, rate, dim=2))
+                # expand + reshape rather than repeat_interleave: no host sync, so CUDA graphs can capture it
+                b, c, t = prev.shape
+                masks.append(prev.unsqueeze(-1).expand(b, c, t, rate).reshape(b, c, t * rate))
             x = x * mask
         x = self.conv_pre(x)
         resblocks = list(self.resblocks)
