@@ -332,9 +332,6 @@ class VitsAdapter:
         phonemizer = self._phonemizers[spec.phoneme_type]
         phonemes = phonemizer.phonemize(text, spec.espeak_voice)
         ids = to_ids(phonemes, spec.phoneme_id_map)
-        if max(ids) >= self._config.n_vocab:
-            raise InstanceError('load_failed', f"Voice '{spec.name}' maps a phoneme to id {max(ids)}: the model has "
-                                               f'{self._config.n_vocab} symbols')
         return torch.tensor([ids], dtype=torch.long, device=self._device)
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -351,6 +348,10 @@ class VitsAdapter:
             raise InstanceError('load_failed', 'Expected voices: set voicesDir or randomVoices')
         voices: Dict[str, VoiceSpec] = {}
         for spec in specs:
+            top = max((i for ids in spec.phoneme_id_map.values() for i in ids), default=0)
+            if top >= self._config.n_vocab or any(s not in spec.phoneme_id_map for s in ('_', '^', '$')):
+                raise InstanceError('load_failed', f"Voice '{spec.name}' needs a phoneme_id_map with '_', '^' and '$' "
+                                                   f'and ids below {self._config.n_vocab}')
             if spec.name in voices:
                 raise InstanceError('load_failed', f"Two voices are named '{spec.name}': {voices[spec.name].path} "
                                                    f'and {spec.path}')
