@@ -70,6 +70,7 @@ def test_a_stream_yields_windows_of_s16le_audio_sentence_by_sentence(cache_dir: 
     assert all(0 < len(p.data) <= 2 * 22050 and len(p.data) % 512 == 0 for p in pieces)  # <= 1 s, whole frames
     assert max(len(p.data) for p in pieces) == 2 * 45 * 256  # a 45-frame window
     audio = pcm(pieces)
+    assert adapter.probe()
     assert usage == {'characters': sum(len(s) for s in TEXT), 'sentences': 2,
                      'audioSeconds': round(len(audio) / 22050, 3)}
     assert 2.0 < len(audio) / 22050 < 12.0

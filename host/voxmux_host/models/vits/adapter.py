@@ -127,6 +127,7 @@ class VitsAdapter:
         self._cursors: Dict[str, List[_Cursor]] = {}
         self._eager_batches = 0
         self._probe_lock = threading.Lock()
+        self._probe_stream: Optional[Any] = None
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -191,7 +192,9 @@ class VitsAdapter:
         if not self._probe_lock.acquire(timeout=0.01):
             return True  # graphs are being captured: launch nothing
         try:
-            stream = torch.cuda.Stream(self._device)  # type: ignore[no-untyped-call]
+            if self._probe_stream is None:
+                self._probe_stream = torch.cuda.Stream(self._device)  # type: ignore[no-untyped-call]
+            stream = self._probe_stream
             with torch.cuda.stream(stream):  # type: ignore[arg-type]
                 torch.ones(1, device=self._device).add_(1)
                 event = torch.cuda.Event()  # type: ignore[no-untyped-call]
