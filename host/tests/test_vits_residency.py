@@ -6,12 +6,14 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
+import torch
 
 from voxmux_host.errors import InstanceError
 from voxmux_host.model_api import LoadContext, StreamPiece, StreamRequest
 from voxmux_host.models.vits.adapter import VitsAdapter
 from voxmux_host.models.vits.checkpoint import layout_of, skeleton
 from voxmux_host.models.vits.config import TINY
+from voxmux_host.models.vits.residency import ResidencyOptions, VoiceResidency
 
 VOICE_BYTES = layout_of(skeleton(TINY)).bytes_fp32
 
@@ -145,3 +147,31 @@ def test_a_voice_in_use_is_not_evicted(cache_dir: Path) -> None:
         pass
     request(adapter, 'vits-1')
     assert listing(adapter) == [('vits-1', 'device'), ('vits-0', 'host')]
+
+
+def test_load_times_are_counted_by_source_on_an_injected_clock() -> None:
+    now = [0.0]
+    copies: List[str] = []
+
+    def read_disk(name: str) -> torch.Tensor:
+        now[0] += 40.0
+        return torch.zeros(25)  # 100 bytes
+
+    def to_device(flat: torch.Tensor) -> str:
+        now[0] += 3.0
+        copies.append('device')
+        return 'resident'
+
+    residency: VoiceResidency[str] = VoiceResidency(
+        ResidencyOptions(budget_bytes=100, host_budget_bytes=1000), voice_bytes=lambda name: 100,
+        read_disk=read_disk, to_host=lambda flat: flat.clone(), to_device=to_device, clock_ms=lambda: now[0])
+    assert residency.load('a') == ('disk', 100, 43)
+    assert residency.use('a') == 'resident'
+    residency.release('a')
+    assert residency.load('b') == ('disk', 100, 43)
+    assert residency.load('a') == ('host', 100, 3)
+    counters = residency.counters()
+    assert (counters['diskLoadMs'], counters['hostLoadMs']) == (86.0, 3.0)
+    assert (counters['loadsFromDisk'], counters['loadsFromHost'], counters['evictions']) == (2, 1, 2)
+    assert (counters['misses'], counters['hits']) == (1, 0)
+    assert residency.listing() == [('a', 'device', 100), ('b', 'host', 100)]
