@@ -37,6 +37,7 @@ const ADAPTER_PACKAGES = {
   pocketsphinx: ['pocketsphinx', 'pocketsphinx-en-us', 'python3-pocketsphinx'],
   parakeet: ['python3-torch', 'python3-sentencepiece'],
   test: [],
+  vits: ['python3-torch', 'libespeak-ng1'],
 };
 /** The default config's engines (src/config/schema.ts, DEFAULT_MODELS). */
 const DEFAULT_ADAPTERS = ['pocketsphinx', 'debian-voices'];

@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 from voxmux_host.models.parakeet.adapter import DEFAULT_OPTIONS
+from voxmux_host.models.vits.adapter import DEFAULT_OPTIONS as VITS_OPTIONS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "adapters.md"
 
@@ -23,3 +24,7 @@ def test_every_debian_voices_option_and_stream_param_is_documented_and_nothing_e
     from voxmux_host.models.debian_voices.adapter import OPTIONS, PARAMS
 
     assert _section_options("debian-voices") == set(OPTIONS) | set(PARAMS)
+
+
+def test_every_vits_option_is_documented_and_nothing_else() -> None:
+    assert _section_options("vits") == set(VITS_OPTIONS)

@@ -12,8 +12,8 @@ from voxmux_host.registry import ADAPTERS, adapter_names, create_adapter
 HOST_DIR = Path(__file__).resolve().parents[1]
 
 
-def test_registry_names_the_four_adapters() -> None:
-    assert adapter_names() == ['debian-voices', 'parakeet', 'pocketsphinx', 'test']
+def test_registry_names_the_adapters() -> None:
+    assert adapter_names() == ['debian-voices', 'parakeet', 'pocketsphinx', 'test', 'vits']
 
 
 def test_create_adapter_fails_with_load_failed_for_an_unknown_name() -> None:

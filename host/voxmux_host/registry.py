@@ -30,6 +30,12 @@ def _pocketsphinx() -> Adapter:
     return PocketsphinxAdapter()
 
 
+def _vits() -> Adapter:
+    from .models.vits.adapter import VitsAdapter
+
+    return VitsAdapter()
+
+
 def _test() -> Adapter:
     from .fakes.test_engine import TestEngineAdapter
 
@@ -41,6 +47,7 @@ ADAPTERS: Dict[str, AdapterFactory] = {
     'parakeet': _parakeet,
     'pocketsphinx': _pocketsphinx,
     'test': _test,
+    'vits': _vits,
 }
 
 

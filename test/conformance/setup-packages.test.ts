@@ -61,6 +61,11 @@ describe('scripts/setup.mjs (#16)', () => {
     assert.ok(!packages.includes('flite'), 'the flite library, not the program');
   });
 
+  it('installs PyTorch and the espeak-ng library for vits', () => {
+    const vits = configFile({ models: { speech: { adapter: 'vits' } } });
+    assert.deepEqual(listed(['--config', vits]), ['ffmpeg', 'python3', 'python3-numpy', 'python3-torch', 'libespeak-ng1']);
+  });
+
   it('installs every engine and the test tooling for tests', () => {
     const packages = listed(['--for', 'test']);
     for (const name of ['python3-torch', 'python3-pocketsphinx', 'pocketsphinx-en-us', ...SPEECH_VOICES, ...TEST_TOOLING])

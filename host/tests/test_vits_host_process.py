@@ -1,0 +1,47 @@
+"""The vits adapter in an instance process, end to end over real sockets (tiny config, CPU): a voice loaded
+by name, a stream of windows with its usage, residency in heartbeats, a stream whose voice is unknown."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Sequence
+
+from host_process import HostProcess, host_argv
+from voxmux_host.messages import (Close, Closed, Error, Heartbeat, HeartbeatAck, Hello, LoadRequest, LoadResource,
+                                  LoadResult, ResourceLoaded, StartStream, StreamChunk, StreamEnd)
+
+Spawn = Callable[[Sequence[str]], HostProcess]
+
+
+def test_a_voice_loads_by_name_and_streams_its_windows(spawn: Spawn, tmp_path: Path) -> None:
+    host = spawn(host_argv('vits'))
+    host.expect(Hello)
+    options = {'config': 'tiny', 'randomVoices': 2, 'voiceCacheDir': str(tmp_path), 'phonemizer': 'text',
+               'device': 'cpu'}
+    loaded = host.request(LoadRequest('vits-0', 'voxmux-speech-gpu', 'vits', options, None), 1, LoadResult)
+    assert loaded.work_kinds == ('stream',)
+    voice = host.request(LoadResource('vits-1', 'voice', {}), 2, ResourceLoaded)
+    assert (voice.name, voice.residency, voice.source) == ('vits-1', 'device', 'disk')
+    sentences = ['Hello there, this is a longer first sentence to speak.', 'Bye.']
+    params = {'sentences': sentences, 'voice': 'vits-1', 'speed': 1.0}
+    host.send(StartStream('s', 'r', 'vits-1', params, 100, b''), 3)
+    chunks = []
+    while True:
+        message, correlation_id = host.recv()  # type: ignore[misc]
+        if isinstance(message, StreamEnd):
+            break
+        assert isinstance(message, StreamChunk), message
+        chunks.append(message)
+    assert message.error is None, message.error
+    assert [c.meta['sentence'] for c in chunks][-1] == 1 and chunks[0].meta == {'sampleRate': 22050, 'sentence': 0}
+    samples = sum(len(c.body) for c in chunks) // 2
+    assert message.usage == {'characters': sum(len(s) for s in sentences), 'sentences': 2,
+                             'audioSeconds': round(samples / 22050, 3)}
+    ack = host.request(Heartbeat(1), 4, HeartbeatAck)
+    assert [(r.name, r.residency) for r in ack.resources] == [('vits-1', 'device')]
+    assert ack.memory_bytes == voice.bytes
+    host.send(StartStream('u', 'r2', None, {'sentences': ['Hi.'], 'voice': 'alloy'}, 10, b''), 5)
+    end, _ = host.expect(StreamEnd)
+    assert end.error is not None and end.error.code == 'resource_not_found'
+    assert host.request(LoadResource('vits-7', 'voice', {}), 6, Error).code == 'resource_not_found'
+    host.request(Close(), 7, Closed)
+    assert host.wait() == 0
