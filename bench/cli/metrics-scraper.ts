@@ -115,15 +115,16 @@ export const SERVER_METRIC_NAMES = {
  * Counters that a server creates only when first incremented (a labelled prom-client counter has
  * no series before): absent in one scrape and present in a later one, they count from zero.
  */
-const COUNTERS_FROM_ZERO = [
-  'resourceLoadsFromDisk',
-  'resourceLoadsFromHost',
-  'resourceDiskLoadSeconds',
-  'resourceHostLoadSeconds',
-  'resourceHits',
-  'resourceMisses',
-  'resourceEvictions',
-] as const satisfies readonly ServerMetricField[];
+type CounterFromZero = Extract<
+  ServerMetricField,
+  | 'resourceLoadsFromDisk'
+  | 'resourceLoadsFromHost'
+  | 'resourceDiskLoadSeconds'
+  | 'resourceHostLoadSeconds'
+  | 'resourceHits'
+  | 'resourceMisses'
+  | 'resourceEvictions'
+>;
 
 interface MetricSelector {
   name: string;
@@ -237,7 +238,7 @@ export function summarizeServerMetrics(
   if (cpu !== undefined) out.cpuPercent = round1(cpu * 100);
   const send = growthRatio(first.batchSendSum, last.batchSendSum, first.batchSendCount, last.batchSendCount);
   if (send !== undefined) out.batchSendMsMean = round1(send * 1000);
-  const growth = (field: (typeof COUNTERS_FROM_ZERO)[number]): number | undefined => {
+  const growth = (field: CounterFromZero): number | undefined => {
     const end = last[field];
     if (end === undefined) return undefined;
     return Math.max(0, end - (first[field] ?? 0));

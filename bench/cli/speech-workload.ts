@@ -57,7 +57,12 @@ export function createSpeechWorkload(options: SpeechWorkloadOptions, deps: Speec
     responseFormat: 'pcm',
     streamFormat: 'audio',
     texts: texts.kind === 'lines' ? 'text file, one call per line' : 'built-in sentences, 1 to 3 per call',
-    voices: String(voiceMix.voices.length),
+    voices:
+      voiceMix.voices.length > 3
+        ? `${voiceMix.voices.length} (${voiceMix.voices[0]} ... ${voiceMix.voices.at(-1)})`
+        : voiceMix.voices.join(','),
+    mix: voiceMix.kind === 'zipf' ? `zipf s=${voiceMix.zipfS}` : 'uniform',
+    seed: String(options.seed),
     ...(options.speed === undefined ? {} : { speed: String(options.speed) }),
   };
 

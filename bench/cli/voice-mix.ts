@@ -16,6 +16,9 @@ export interface VoiceMixOptions {
 }
 
 export interface VoiceMix {
+  readonly kind: VoiceMixKind;
+  /** The Zipf exponent; undefined for uniform. */
+  readonly zipfS?: number;
   readonly voices: readonly string[];
   /** The probability of each voice, in the order of `voices`. */
   readonly probabilities: readonly number[];
@@ -36,6 +39,8 @@ export function createVoiceMix(options: VoiceMixOptions): VoiceMix {
     cumulative.push(running);
   }
   return {
+    kind: options.kind,
+    ...(options.kind === 'zipf' ? { zipfS: options.zipfS } : {}),
     voices,
     probabilities,
     pick(u) {
