@@ -173,7 +173,7 @@ function speechCapacityRows(runs: readonly ComparedRun[]): string[] {
         ? ''
         : ` (first byte p95 ${formatNumber(capacity.ttfbP95Ms, 0)} ms, ${formatNumber(capacity.audioSecondsPerSecond, 1)} audio s/s)`;
     const ratio = run === base ? '' : ` (${formatRatio(count, streams(base))} of ${base.key})`;
-    return `${run.key}: ${count} streams within ${capacity.slo?.join(', ') ?? 'the SLO'}${detail}${ratio}`;
+    return `${run.key}: ${count} stream${count === 1 ? '' : 's'} within ${capacity.slo?.join(', ') ?? 'the SLO'}${detail}${ratio}`;
   });
 }
 

@@ -157,15 +157,14 @@ export function toServerSnapshot(samples: readonly PromSample[], options: { atMs
   const snapshot: ServerMetricsSnapshot = { atMs };
   for (const field of Object.keys(SERVER_METRIC_NAMES) as ServerMetricField[]) {
     for (const selector of SELECTORS[field]) {
-      const series = samples.filter(
-        (sample) =>
-          sample.name === selector.name &&
-          Number.isFinite(sample.value) &&
-          selector.labels.every(([key, value]) => sample.labels[key] === value),
-      );
-      if (series.length === 0) continue;
-      const forModel = model === undefined ? [] : series.filter((sample) => sample.labels.model === model);
-      const chosen = forModel.length > 0 ? forModel : series;
+      const family = samples.filter((sample) => sample.name === selector.name && Number.isFinite(sample.value));
+      if (family.length === 0) continue;
+      const series = family.filter((sample) => selector.labels.every(([key, value]) => sample.labels[key] === value));
+      // Whether the benched model is labelled is decided on the whole family, so that a series
+      // it does not have yet (no disk load so far) is absent, not another model's.
+      const isModelLabelled = model !== undefined && family.some((sample) => sample.labels.model === model);
+      const chosen = isModelLabelled ? series.filter((sample) => sample.labels.model === model) : series;
+      if (chosen.length === 0) continue;
       snapshot[field] = chosen.reduce((sum, sample) => sum + sample.value, 0);
       break;
     }
