@@ -809,7 +809,7 @@ function stepTable(results: BenchResults): { header: string[]; rows: string[][] 
     'p99 ms',
     'max ms',
     ...(hasTtfb ? ['ttfb p50', 'ttfb p95'] : []),
-    ...(hasPlayback ? ['ttfb p99', 'RTF p50', 'RTF p95', 'stalled calls', 'stalled s'] : []),
+    ...(hasPlayback ? ['ttfb p99', 'RTF p50', 'RTF p95', 'calls', 'stalled calls', 'stalled s'] : []),
     ...(hasLoads ? ['disk/call', 'host/call', 'evictions'] : []),
     ...(hasGpuMemory ? ['gpu MiB'] : []),
     'errors',
@@ -835,6 +835,7 @@ function stepTable(results: BenchResults): { header: string[]; rows: string[][] 
           formatNumber(step.ttfbMs?.p99, 0),
           formatNumber(step.rtf?.p50, 3),
           formatNumber(step.rtf?.p95, 3),
+          String(step.ok),
           step.playback === undefined ? '-' : `${step.playback.callsWithStall} (${formatNumber(step.playback.stallShare * 100, 1)}%)`,
           formatNumber(step.playback?.stalledSeconds, 1),
         ]
