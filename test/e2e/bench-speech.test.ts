@@ -18,12 +18,12 @@ import { parseCsv } from '../support/csv.js';
 import { findXmlError } from '../support/xml-check.js';
 
 const MODEL = 'tts-test';
-/** A quarter second of 24 kHz 16-bit mono PCM. */
-const CHUNK_BYTES = 12_000;
-const CHUNKS = 4;
+/** Half a second of 24 kHz 16-bit mono PCM: a false stall would need a 500 ms hiccup on the machine. */
+const CHUNK_BYTES = 24_000;
+const CHUNKS = 3;
 const CHUNK_GAP_MS = 10;
-/** The stalling voice pauses this long after its first two chunks (half a second of audio). */
-const STALL_PAUSE_MS = 900;
+/** The stalling voice pauses this long after its first two chunks (one second of audio): a 400 ms stall. */
+const STALL_PAUSE_MS = 1400;
 const STALLING_VOICE = 'v3';
 
 interface SpeechServer {
@@ -133,7 +133,7 @@ function capture() {
   };
 }
 
-const RUN_FLAGS = ['--concurrency', '1,4', '--duration-s', '1.5', '--warmup-s', '0.2', '--timeout-s', '10', '--gpu', 'off'];
+const RUN_FLAGS = ['--concurrency', '1,4', '--duration-s', '2.5', '--warmup-s', '0.2', '--timeout-s', '10', '--gpu', 'off'];
 
 describe('voxmux bench speech against a local chunked-PCM speech server', () => {
   let dir: string;
@@ -178,7 +178,7 @@ describe('voxmux bench speech against a local chunked-PCM speech server', () => 
     for (const step of results.steps) {
       assert.equal(step.errors, 0, JSON.stringify(step.errorsByCode));
       assert.ok(step.ok > 0);
-      // A call is one second of audio; every answer played from its first byte.
+      // A call is 1.5 s of audio; every answer played from its first byte.
       assert.equal(step.playback?.calls, step.ok);
       assert.ok(step.audioSecondsPerSecond! > 0);
       assert.ok(step.ttfbMs!.p50 < 200, `ttfb ${step.ttfbMs!.p50}`);
@@ -188,7 +188,7 @@ describe('voxmux bench speech against a local chunked-PCM speech server', () => 
       calls += step.playback!.calls;
       if (step.playback!.callsWithStall > 0) {
         const perStall = step.playback!.stalledSeconds / step.playback!.stalls;
-        assert.ok(perStall > 0.25 && perStall < 0.9, `stalled ${perStall} s per stall`);
+        assert.ok(perStall > 0.1 && perStall < 1.2, `stalled ${perStall} s per stall`);
       }
       assert.ok(step.resourceLoadsPerCall !== undefined, 'loads per call');
       assert.ok(step.resourceLoadsPerCall.fromDisk > 0, `disk/call ${step.resourceLoadsPerCall.fromDisk}`);
