@@ -50,6 +50,8 @@ function config({ instanceCount, maxStreamsPerInstance, residentBudgetBytes, hos
       [MODEL]: {
         adapter: 'vits',
         instances: instanceCount,
+        // Every instance on the one GPU, however many the machine has.
+        ...(device === 'cpu' ? {} : { gpus: [0] }),
         maxStreamsPerInstance,
         options: {
           device,
