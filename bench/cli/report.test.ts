@@ -401,7 +401,17 @@ describe('speech figures', () => {
     };
     const table = formatStepTable(results).split('\n');
     const header = table[0]!.split(/\s{2,}/);
-    for (const column of ['audio s/s', 'ttfb p99', 'RTF p50', 'calls', 'stalled calls', 'stalled s', 'disk/call', 'host/call', 'evictions']) {
+    for (const column of [
+      'audio s/s',
+      'ttfb p99',
+      'RTF p50',
+      'calls',
+      'stalled calls',
+      'stalled s',
+      'disk/call',
+      'host/call',
+      'evictions',
+    ]) {
       assert.ok(header.includes(column), column);
     }
     assert.match(table[2]!, /1 \(50\.0%\)/);
