@@ -55,6 +55,34 @@ describe('runBenchCli', () => {
     }
   });
 
+  it('routes speech: its own usage, and its flag errors before sending anything', async () => {
+    const help = capture();
+    assert.equal(await runBenchCli(['speech', '--help'], help.io, help.deps), 0);
+    assert.match(help.out(), /voxmux bench speech --url URL --model MODEL/);
+    assert.match(help.out(), /--mix uniform\|zipf/);
+    const speech = ['speech', '--url', 'http://h', '--model', 'm'];
+    const cases: Array<[string[], RegExp]> = [
+      [['speech', '--model', 'm'], /Missing required flag: --url/],
+      [['speech', '--url', 'http://h'], /Missing required flag: --model/],
+      [[...speech, '--mix', 'pareto'], /--mix to be uniform or zipf/],
+      [[...speech, '--zipf-s', '1.2'], /--zipf-s only with --mix zipf/],
+      [[...speech, '--mix', 'zipf', '--zipf-s', '11'], /--zipf-s to be a number from 0 to 10/],
+      [[...speech, '--voice-count', '8'], /--voice-prefix and --voice-count together/],
+      [[...speech, '--voices', 'a', '--voice-prefix', 'v', '--voice-count', '2'], /either --voices or --voice-prefix/],
+      [[...speech, '--voice-prefix', 'v', '--voice-count', '0'], /--voice-count to be an integer from 1/],
+      [[...speech, '--speed', '5'], /--speed to be a number from 0.25 to 4/],
+      [[...speech, '--text-file', '/nonexistent/lines.txt'], /--text-file to name a readable file/],
+      [[...speech, '--slo', 'stalls<=2s'], /share of calls with a stall in % or as a fraction/],
+      [[...speech, '--audio', 'x.wav'], /Unknown option '--audio'/],
+    ];
+    for (const [argv, message] of cases) {
+      const run = capture();
+      assert.equal(await runBenchCli(argv, run.io, run.deps), 2, argv.join(' '));
+      assert.match(run.err(), message, argv.join(' '));
+      assert.deepEqual(run.fetchCalls, []);
+    }
+  });
+
   it('rejects bad flags with exit 2 and a message naming the problem, before sending anything', async () => {
     const cases: Array<[string[], RegExp]> = [
       [['transcribe', '--model', 'm', '--audio', 'x.wav'], /Missing required flag: --url/],

@@ -4,6 +4,7 @@
  * is run (bin/voxmux.mjs, or .bundle/voxmux-bench.mjs beside the server bundle).
  *
  *   voxmux bench transcribe --url URL --model M --audio FILE|DIR [options]
+ *   voxmux bench speech --url URL --model M [--voice-prefix P --voice-count N --mix zipf] [options]
  *   voxmux bench accuracy --url URL --model M --manifest FILE [options]
  *   voxmux bench compare A.json B.json [...] [--out DIR]
  *
@@ -14,11 +15,12 @@ import { accuracyCommand } from './accuracy-cli.js';
 import { usageError } from './bench-error.js';
 import { runReportingErrors, type BenchCliDeps, type BenchIo, type Command } from './command.js';
 import { compareCommand } from './compare-cli.js';
+import { speechCommand } from './speech-cli.js';
 import { BENCH_USAGE, transcribeCommand } from './transcribe-cli.js';
 
 export type { BenchCliDeps, BenchIo } from './command.js';
 
-const COMMANDS: readonly Command[] = [transcribeCommand, accuracyCommand, compareCommand];
+const COMMANDS: readonly Command[] = [transcribeCommand, speechCommand, accuracyCommand, compareCommand];
 
 export async function runBenchCli(argv: readonly string[], io?: Partial<BenchIo>, deps: BenchCliDeps = {}): Promise<number> {
   const out: BenchIo = {
@@ -38,7 +40,7 @@ export async function runBenchCli(argv: readonly string[], io?: Partial<BenchIo>
         out.stdout.write(BENCH_USAGE);
         return name === undefined ? 2 : 0;
       default:
-        throw usageError(`Unknown bench command '${name}': expected transcribe, accuracy or compare`);
+        throw usageError(`Unknown bench command '${name}': expected transcribe, speech, accuracy or compare`);
     }
   });
 }

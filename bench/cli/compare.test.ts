@@ -134,3 +134,82 @@ describe('loadResults', () => {
     }
   });
 });
+
+describe('compareResults for speech runs', () => {
+  const speechStep = (level: number, audioPerS: number, ttfbP95: number, stallShare: number, diskPerCall: number): StepResult => ({
+    ...step(level, audioPerS / 4, 2000),
+    audioSecondsPerSecond: audioPerS,
+    ttfbMs: { count: 10, mean: ttfbP95, p50: ttfbP95 / 2, p90: ttfbP95, p95: ttfbP95, p99: ttfbP95, max: ttfbP95 },
+    playback: {
+      calls: 10,
+      callsWithStall: stallShare * 10,
+      stallShare,
+      stalls: stallShare * 10,
+      stalledSeconds: 1,
+      stalledPerAudioSecond: 0.1,
+    },
+    resourceLoadsPerCall: { fromDisk: diskPerCall, fromHost: 0 },
+  });
+  const speech = (label: string, steps: StepResult[], capacityLevel: number | undefined): BenchResults => {
+    const base = results(label, steps);
+    const slo = ['ttfb_p95<=250ms', 'stalls<=0%', 'errors<=1%'];
+    const at = steps.find((s) => s.level === capacityLevel);
+    return {
+      ...base,
+      workload: { ...base.workload, kind: 'speech', endpoint: 'http://h/v1/audio/speech', isStreaming: true },
+      options: { ...base.options, slo },
+      capacity:
+        at === undefined
+          ? { basis: 'slo', rankedBy: 'level', slo, gpus: 1 }
+          : {
+              basis: 'slo',
+              rankedBy: 'level',
+              slo,
+              step: at.step,
+              level: at.level,
+              requestsPerSecond: at.requestsPerSecond,
+              audioSecondsPerSecond: at.audioSecondsPerSecond!,
+              ttfbP95Ms: at.ttfbMs!.p95,
+              gpus: 1,
+            },
+    };
+  };
+
+  it('lines up audio, first byte, stalls and disk loads, and the most streams each run served within its SLO', () => {
+    const a = speech('global lock', [speechStep(1, 5, 200, 0, 1), speechStep(2, 6, 900, 0.5, 1)], 1);
+    const b = speech('residency', [speechStep(1, 5, 60, 0, 0), speechStep(2, 10, 70, 0, 0), speechStep(8, 40, 200, 0, 0)], 8);
+    const output = compareResults(
+      toComparedRuns([
+        { source: 'a.json', results: a },
+        { source: 'b.json', results: b },
+      ]),
+    );
+    const lines = output.text.split('\n');
+    const header = lines.find((line) => line.startsWith('streams'))!.split(/\s{2,}/);
+    assert.deepEqual(header.slice(0, 7), ['streams', 'A audio s/s', 'A ttfb p50', 'A ttfb p95', 'A stalled', 'A disk/call', 'A errors']);
+    assert.deepEqual(header.slice(-2), ['B/A audio s/s', 'B/A ttfb p95']);
+    const row2 = lines
+      .find((line) => line.startsWith('2 '))!
+      .trim()
+      .split(/\s+/);
+    assert.deepEqual(row2, ['2', '6.0', '450', '900', '50.0%', '1.00', '0', '10.0', '35', '70', '0.0%', '0.00', '0', '1.67x', '0.08x']);
+    assert.match(output.text, /A: 1 stream within ttfb_p95<=250ms, stalls<=0%, errors<=1% \(first byte p95 200 ms, 5\.0 audio s\/s\)/);
+    assert.match(output.text, /B: 8 streams within .* \(8\.00x of A\)/);
+    assert.match(output.svg, /First byte p95/);
+    assert.match(output.svg, /SLO 250 ms/);
+    assert.equal(findXmlError(output.svg), undefined);
+  });
+
+  it('counts a run whose every level missed the SLO as zero streams', () => {
+    const a = speech('global lock', [speechStep(1, 5, 900, 0, 1)], undefined);
+    const b = speech('residency', [speechStep(1, 5, 60, 0, 0)], 1);
+    const output = compareResults(
+      toComparedRuns([
+        { source: 'a.json', results: a },
+        { source: 'b.json', results: b },
+      ]),
+    );
+    assert.match(output.text, /A: 0 streams within/);
+    assert.match(output.text, /B: 1 stream within .* \(- of A\)/);
+  });
+});

@@ -1,11 +1,13 @@
 /**
  * `bench compare`: several results files side by side, level by level, with the ratio of each
- * run to the first (B/A), and all of them on one plot.
+ * run to the first (B/A), and all of them on one plot. Speech runs are compared on their own
+ * figures: audio produced per second, first-byte p95, stalls and voice loads from disk, and the
+ * most concurrent streams that met the SLO.
  */
 import { readFile } from 'node:fs/promises';
 import { usageError } from './bench-error.js';
-import { renderPlotSvg, toPlotSeries } from './plot.js';
-import { RESULTS_SCHEMA, type BenchResults, type Capacity } from './report.js';
+import { renderPlotSvg, toPlotSeries, type PlotPanels } from './plot.js';
+import { RESULTS_SCHEMA, type BenchResults, type Capacity, type StepResult } from './report.js';
 import { formatMarkdownTable, formatNumber, formatTextTable, formatUsd } from './text-table.js';
 
 export interface ComparedRun {
@@ -23,7 +25,7 @@ export interface CompareOutput {
   svg: string;
 }
 
-/** Reads and checks a results file written by `bench transcribe`. */
+/** Reads and checks a results file written by `bench transcribe` or `bench speech`. */
 export async function loadResults(path: string): Promise<BenchResults> {
   let text: string;
   try {
@@ -69,7 +71,13 @@ export function formatRatio(value: number | undefined, base: number | undefined)
   return `${(value / base).toFixed(2)}x`;
 }
 
+/** Speech runs are compared as speech only when every run is one. */
+function panelsOf(runs: readonly ComparedRun[]): PlotPanels {
+  return runs.every((run) => run.results.workload.kind === 'speech') ? 'speech' : 'requests';
+}
+
 function comparisonTable(runs: readonly ComparedRun[]): { header: string[]; rows: string[][] } {
+  if (panelsOf(runs) === 'speech') return speechComparisonTable(runs);
   const levels = [...new Set(runs.flatMap((run) => run.results.steps.map((step) => step.level)))].sort((a, b) => a - b);
   const modes = new Set(runs.map((run) => run.results.mode));
   const levelName = modes.size === 1 ? (runs[0]?.results.mode === 'open' ? 'rate' : 'conc') : 'level';
@@ -101,11 +109,80 @@ function comparisonTable(runs: readonly ComparedRun[]): { header: string[]; rows
   return { header, rows };
 }
 
+function speechComparisonTable(runs: readonly ComparedRun[]): { header: string[]; rows: string[][] } {
+  const levels = [...new Set(runs.flatMap((run) => run.results.steps.map((step) => step.level)))].sort((a, b) => a - b);
+  const base = runs[0]!;
+  const others = runs.slice(1);
+  const header = [
+    runs[0]!.results.mode === 'open' ? 'rate' : 'streams',
+    ...runs.flatMap((run) => [
+      `${run.key} audio s/s`,
+      `${run.key} ttfb p50`,
+      `${run.key} ttfb p95`,
+      `${run.key} stalled`,
+      `${run.key} disk/call`,
+      `${run.key} errors`,
+    ]),
+    ...others.flatMap((run) => [`${run.key}/${base.key} audio s/s`, `${run.key}/${base.key} ttfb p95`]),
+  ];
+  const stepOf = (run: ComparedRun, level: number): StepResult | undefined => run.results.steps.find((step) => step.level === level);
+  const rows = levels.map((level) => {
+    const baseStep = stepOf(base, level);
+    return [
+      String(level),
+      ...runs.flatMap((run) => {
+        const step = stepOf(run, level);
+        return [
+          formatNumber(step?.audioSecondsPerSecond, 1),
+          formatNumber(step?.ttfbMs?.p50, 0),
+          formatNumber(step?.ttfbMs?.p95, 0),
+          step?.playback === undefined ? '-' : `${formatNumber(step.playback.stallShare * 100, 1)}%`,
+          formatNumber(step?.resourceLoadsPerCall?.fromDisk, 2),
+          step === undefined ? '-' : step.errors === 0 ? '0' : `${formatNumber(step.errorRate * 100, 1)}%`,
+        ];
+      }),
+      ...others.flatMap((run) => {
+        const step = stepOf(run, level);
+        return [
+          formatRatio(step?.audioSecondsPerSecond, baseStep?.audioSecondsPerSecond),
+          formatRatio(step?.ttfbMs?.p95, baseStep?.ttfbMs?.p95),
+        ];
+      }),
+    ];
+  });
+  return { header, rows };
+}
+
+/**
+ * Speech: the most streams each run served within its SLO, and that figure against the first
+ * run's. A run whose every level missed the SLO served zero streams within it.
+ */
+function speechCapacityRows(runs: readonly ComparedRun[]): string[] {
+  const streams = (run: ComparedRun): number | undefined => {
+    const capacity = run.results.capacity;
+    if (capacity === undefined) return undefined;
+    return capacity.step === undefined ? 0 : capacity.level;
+  };
+  const base = runs[0]!;
+  return runs.map((run) => {
+    const capacity = run.results.capacity;
+    if (capacity === undefined) return `${run.key}: no SLO recorded (run with --slo)`;
+    const count = streams(run)!;
+    const detail =
+      capacity.step === undefined
+        ? ''
+        : ` (first byte p95 ${formatNumber(capacity.ttfbP95Ms, 0)} ms, ${formatNumber(capacity.audioSecondsPerSecond, 1)} audio s/s)`;
+    const ratio = run === base ? '' : ` (${formatRatio(count, streams(base))} of ${base.key})`;
+    return `${run.key}: ${count} stream${count === 1 ? '' : 's'} within ${capacity.slo?.join(', ') ?? 'the SLO'}${detail}${ratio}`;
+  });
+}
+
 function headline(run: ComparedRun): Capacity | undefined {
   return run.results.capacity?.step !== undefined ? run.results.capacity : run.results.peak;
 }
 
 function capacityRows(runs: readonly ComparedRun[]): string[] {
+  if (panelsOf(runs) === 'speech') return speechCapacityRows(runs);
   const base = runs[0]!;
   const baseCapacity = headline(base);
   return runs.map((run) => {
@@ -120,6 +197,14 @@ function capacityRows(runs: readonly ComparedRun[]): string[] {
   });
 }
 
+/** The first-byte p95 bound when every run used the same one: the line to draw. */
+function commonTtfbP95Slo(runs: readonly ComparedRun[]): number | undefined {
+  const bounds = runs.map((run) =>
+    run.results.options.slo?.map((text) => /^ttfb_p95<=?([\d.]+)ms$/.exec(text)?.[1]).find((value) => value !== undefined),
+  );
+  return bounds.every((bound) => bound !== undefined && bound === bounds[0]) ? Number(bounds[0]) : undefined;
+}
+
 export function compareResults(runs: readonly ComparedRun[]): CompareOutput {
   if (runs.length < 2) throw usageError(`Expected at least two results files to compare: got ${runs.length}`);
   const { header, rows } = comparisonTable(runs);
@@ -128,7 +213,11 @@ export function compareResults(runs: readonly ComparedRun[]): CompareOutput {
       `${run.key} = ${run.label} (${run.source}, ${run.results.startedAt}, commit ${run.results.gitCommit?.slice(0, 12) ?? 'unknown'})`,
   );
   const modes = new Set(runs.map((run) => run.results.mode));
-  const warnings = modes.size > 1 ? ['Warning: the runs mix closed-loop and open-loop modes; levels are not comparable.'] : [];
+  const kinds = [...new Set(runs.map((run) => run.results.workload.kind))];
+  const warnings = [
+    ...(modes.size > 1 ? ['Warning: the runs mix closed-loop and open-loop modes; levels are not comparable.'] : []),
+    ...(kinds.length > 1 ? [`Warning: the runs mix workloads (${kinds.join(', ')}); they are compared on requests per second.`] : []),
+  ];
   const text = [...legend, ...warnings, '', formatTextTable(header, rows), '', ...capacityRows(runs), ''].join('\n');
   const markdown = [
     '# Bench comparison',
@@ -141,11 +230,20 @@ export function compareResults(runs: readonly ComparedRun[]): CompareOutput {
     ...capacityRows(runs).map((line) => `- ${line}`),
     '',
   ].join('\n');
-  const xLabel = modes.size === 1 && runs[0]!.results.mode === 'open' ? 'offered rate (requests / s)' : 'concurrency';
+  const panels = panelsOf(runs);
+  const xLabel =
+    modes.size === 1 && runs[0]!.results.mode === 'open'
+      ? 'offered rate (requests / s)'
+      : panels === 'speech'
+        ? 'concurrent streams'
+        : 'concurrency';
+  const ttfbSlo = panels === 'speech' ? commonTtfbP95Slo(runs) : undefined;
   const svg = renderPlotSvg({
     title: `Comparison: ${runs.map((run) => run.key).join(' vs ')}`,
     xLabel,
-    series: runs.map((run) => toPlotSeries(run.results, `${run.key}: ${run.label}`)),
+    panels,
+    series: runs.map((run) => toPlotSeries(run.results, `${run.key}: ${run.label}`, panels)),
+    ...(ttfbSlo === undefined ? {} : { sloP95Ms: ttfbSlo }),
   });
   return { text, markdown, svg };
 }

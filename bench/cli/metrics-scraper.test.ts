@@ -185,3 +185,52 @@ describe('createMetricsScraper', () => {
     assert.equal(scraper.snapshots().length, 1);
   });
 });
+
+describe('resource residency metrics', () => {
+  const page = (disk: number | undefined, host: number, resident: number): string =>
+    [
+      ...(disk === undefined
+        ? []
+        : [
+            `voxmux_resource_loads_total{model="tts",instance="0",source="disk"} ${disk}`,
+            `voxmux_resource_load_seconds_sum{model="tts",instance="0",source="disk"} ${disk * 1.2}`,
+          ]),
+      `voxmux_resource_loads_total{model="tts",instance="0",source="host"} ${host}`,
+      `voxmux_resource_loads_total{model="tts",instance="1",source="host"} ${host}`,
+      `voxmux_resource_hits_total{model="tts",instance="0"} ${10 * host}`,
+      `voxmux_resource_misses_total{model="tts",instance="0"} ${host}`,
+      `voxmux_resource_evictions_total{model="tts",instance="0"} 1`,
+      `voxmux_resource_resident_bytes{model="tts",instance="0"} ${resident}`,
+      `voxmux_resource_resident_bytes{model="tts",instance="1"} ${resident}`,
+      `voxmux_resource_budget_bytes{model="tts",instance="0"} 1000`,
+      `voxmux_resource_budget_bytes{model="tts",instance="1"} 1000`,
+      `voxmux_resource_loads_total{model="other",instance="0",source="disk"} 99`,
+    ].join('\n');
+
+  it('reads loads by source, sums the instances of the benched model, and counts a counter that appears later from zero', () => {
+    const first = toServerSnapshot(parsePrometheusText(page(undefined, 2, 300)), { atMs: 0, model: 'tts' });
+    assert.equal(first.resourceLoadsFromDisk, undefined);
+    assert.equal(first.resourceLoadsFromHost, 4);
+    const last = toServerSnapshot(parsePrometheusText(page(3, 5, 200)), { atMs: 1000, model: 'tts' });
+    assert.equal(last.resourceLoadsFromDisk, 3);
+    assert.equal(last.resourceBudgetBytes, 2000);
+    assert.deepEqual(summarizeServerMetrics([first, last], { fromMs: 0, toMs: 1000 }), {
+      scrapes: 2,
+      resourceLoadsFromDisk: 3,
+      resourceLoadsFromHost: 6,
+      resourceHits: 30,
+      resourceMisses: 3,
+      resourceEvictions: 0,
+      resourceDiskLoadMsMean: 1200,
+      resourceResidentBytesMax: 600,
+      resourceBudgetBytes: 2000,
+    });
+  });
+
+  it('leaves the resource figures out for a server without them', () => {
+    const snapshot = toServerSnapshot(parsePrometheusText(EXPOSITION), { atMs: 0, model: 'asr' });
+    assert.equal(snapshot.resourceLoadsFromDisk, undefined);
+    const summary = summarizeServerMetrics([snapshot, { ...snapshot, atMs: 10 }], { fromMs: 0, toMs: 10 });
+    assert.equal(summary?.resourceHits, undefined);
+  });
+});

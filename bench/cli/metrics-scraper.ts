@@ -1,8 +1,10 @@
 /**
  * Scrapes the server's Prometheus /metrics during a run: queue depth, running requests, batch
- * size, the time to send a batch to an instance, and the server's own CPU (its event loop's busy
- * share, its process's CPU time). A server without these metrics (any non-voxmux server) is
- * tolerated: the report then says that server metrics were not available.
+ * size, the time to send a batch to an instance, the server's own CPU (its event loop's busy
+ * share, its process's CPU time), and resource residency (voice weights loaded from disk or from
+ * host memory, hits, misses, evictions, resident and budget bytes). A server without some or all
+ * of these metrics (any non-voxmux server, or one whose models hold no resources) is tolerated:
+ * the report leaves those figures out, or says that server metrics were not available.
  */
 import type { Clock, TimerHandle } from '../../src/core/clock.js';
 
@@ -83,7 +85,10 @@ function parsePromNumber(text: string): number | undefined {
   return Number.isNaN(value) ? undefined : value;
 }
 
-/** The metric names read, in order of preference. voxmux's names come first. */
+/**
+ * The metrics read, in order of preference: a name, or a name with label matchers
+ * (`name{source="disk"}`) that keep only the series carrying those labels. voxmux's names come first.
+ */
 export const SERVER_METRIC_NAMES = {
   queued: ['voxmux_scheduler_requests_queued'],
   running: ['voxmux_scheduler_requests_running'],
@@ -95,7 +100,48 @@ export const SERVER_METRIC_NAMES = {
   cpuSeconds: ['voxmux_process_process_cpu_seconds_total'],
   batchSendSum: ['voxmux_instance_batch_send_seconds_sum'],
   batchSendCount: ['voxmux_instance_batch_send_seconds_count'],
+  resourceLoadsFromDisk: ['voxmux_resource_loads_total{source="disk"}'],
+  resourceLoadsFromHost: ['voxmux_resource_loads_total{source="host"}'],
+  resourceDiskLoadSeconds: ['voxmux_resource_load_seconds_sum{source="disk"}', 'voxmux_resource_load_seconds_total{source="disk"}'],
+  resourceHostLoadSeconds: ['voxmux_resource_load_seconds_sum{source="host"}', 'voxmux_resource_load_seconds_total{source="host"}'],
+  resourceHits: ['voxmux_resource_hits_total'],
+  resourceMisses: ['voxmux_resource_misses_total'],
+  resourceEvictions: ['voxmux_resource_evictions_total'],
+  resourceResidentBytes: ['voxmux_resource_resident_bytes'],
+  resourceBudgetBytes: ['voxmux_resource_budget_bytes'],
 } as const;
+
+/**
+ * Counters that a server creates only when first incremented (a labelled prom-client counter has
+ * no series before): absent in one scrape and present in a later one, they count from zero.
+ */
+type CounterFromZero = Extract<
+  ServerMetricField,
+  | 'resourceLoadsFromDisk'
+  | 'resourceLoadsFromHost'
+  | 'resourceDiskLoadSeconds'
+  | 'resourceHostLoadSeconds'
+  | 'resourceHits'
+  | 'resourceMisses'
+  | 'resourceEvictions'
+>;
+
+interface MetricSelector {
+  name: string;
+  labels: ReadonlyArray<readonly [string, string]>;
+}
+
+/** `name` or `name{key="value",...}`. */
+export function parseMetricSelector(text: string): MetricSelector {
+  const brace = text.indexOf('{');
+  if (brace === -1) return { name: text, labels: [] };
+  const labels = [...text.slice(brace).matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"/g)].map((m) => [m[1]!, m[2]!] as const);
+  return { name: text.slice(0, brace), labels };
+}
+
+const SELECTORS = Object.fromEntries(
+  Object.entries(SERVER_METRIC_NAMES).map(([field, names]) => [field, names.map(parseMetricSelector)]),
+) as Record<ServerMetricField, MetricSelector[]>;
 
 export type ServerMetricField = keyof typeof SERVER_METRIC_NAMES;
 
@@ -110,11 +156,15 @@ export function toServerSnapshot(samples: readonly PromSample[], options: { atMs
   const { atMs, model } = options;
   const snapshot: ServerMetricsSnapshot = { atMs };
   for (const field of Object.keys(SERVER_METRIC_NAMES) as ServerMetricField[]) {
-    for (const name of SERVER_METRIC_NAMES[field]) {
-      const series = samples.filter((sample) => sample.name === name && Number.isFinite(sample.value));
-      if (series.length === 0) continue;
-      const forModel = model === undefined ? [] : series.filter((sample) => sample.labels.model === model);
-      const chosen = forModel.length > 0 ? forModel : series;
+    for (const selector of SELECTORS[field]) {
+      const family = samples.filter((sample) => sample.name === selector.name && Number.isFinite(sample.value));
+      if (family.length === 0) continue;
+      const series = family.filter((sample) => selector.labels.every(([key, value]) => sample.labels[key] === value));
+      // Whether the benched model is labelled is decided on the whole family, so that a series
+      // it does not have yet (no disk load so far) is absent, not another model's.
+      const isModelLabelled = model !== undefined && family.some((sample) => sample.labels.model === model);
+      const chosen = isModelLabelled ? series.filter((sample) => sample.labels.model === model) : series;
+      if (chosen.length === 0) continue;
       snapshot[field] = chosen.reduce((sum, sample) => sum + sample.value, 0);
       break;
     }
@@ -134,6 +184,21 @@ export interface ServerStepMetrics {
   cpuPercent?: number;
   /** Mean time to write one batch into its instance's socket, in ms. */
   batchSendMsMean?: number;
+  /** Resources (voices) loaded from disk during the window, over all instances. */
+  resourceLoadsFromDisk?: number;
+  /** Resources copied from host memory during the window. */
+  resourceLoadsFromHost?: number;
+  /** Mean time of one load from disk, and from host memory, in ms. */
+  resourceDiskLoadMsMean?: number;
+  resourceHostLoadMsMean?: number;
+  /** Requests whose resource was resident, and those that had to load it, during the window. */
+  resourceHits?: number;
+  resourceMisses?: number;
+  resourceEvictions?: number;
+  /** The most bytes held resident (all instances together) in any scrape of the window. */
+  resourceResidentBytesMax?: number;
+  /** The resident budget, all instances together. */
+  resourceBudgetBytes?: number;
   /** Scrapes that fell in the step. */
   scrapes: number;
 }
@@ -172,9 +237,32 @@ export function summarizeServerMetrics(
   if (cpu !== undefined) out.cpuPercent = round1(cpu * 100);
   const send = growthRatio(first.batchSendSum, last.batchSendSum, first.batchSendCount, last.batchSendCount);
   if (send !== undefined) out.batchSendMsMean = round1(send * 1000);
-  const hasAny = [out.queuedMean, out.runningMean, out.batchSizeMean, out.loopBusyPercent, out.cpuPercent, out.batchSendMsMean].some(
-    (v) => v !== undefined,
-  );
+  const growth = (field: CounterFromZero): number | undefined => {
+    const end = last[field];
+    if (end === undefined) return undefined;
+    return Math.max(0, end - (first[field] ?? 0));
+  };
+  const counters = {
+    resourceLoadsFromDisk: growth('resourceLoadsFromDisk'),
+    resourceLoadsFromHost: growth('resourceLoadsFromHost'),
+    resourceHits: growth('resourceHits'),
+    resourceMisses: growth('resourceMisses'),
+    resourceEvictions: growth('resourceEvictions'),
+  };
+  for (const [key, value] of Object.entries(counters)) if (value !== undefined) out[key as keyof typeof counters] = value;
+  const diskSeconds = growth('resourceDiskLoadSeconds');
+  if (diskSeconds !== undefined && counters.resourceLoadsFromDisk !== undefined && counters.resourceLoadsFromDisk > 0) {
+    out.resourceDiskLoadMsMean = round1((diskSeconds * 1000) / counters.resourceLoadsFromDisk);
+  }
+  const hostSeconds = growth('resourceHostLoadSeconds');
+  if (hostSeconds !== undefined && counters.resourceLoadsFromHost !== undefined && counters.resourceLoadsFromHost > 0) {
+    out.resourceHostLoadMsMean = round1((hostSeconds * 1000) / counters.resourceLoadsFromHost);
+  }
+  const resident = inWindow.map((s) => s.resourceResidentBytes).filter((v): v is number => v !== undefined);
+  if (resident.length > 0) out.resourceResidentBytesMax = Math.max(...resident);
+  const budgets = inWindow.map((s) => s.resourceBudgetBytes).filter((v): v is number => v !== undefined);
+  if (budgets.length > 0) out.resourceBudgetBytes = Math.max(...budgets);
+  const hasAny = Object.keys(out).some((key) => key !== 'scrapes');
   return hasAny ? out : undefined;
 }
 

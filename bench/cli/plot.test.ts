@@ -8,14 +8,14 @@ describe('renderPlotSvg', () => {
     {
       label: 'run <A> & "friends"',
       points: [
-        { x: 1, requestsPerSecond: 10, p95Ms: 100 },
-        { x: 4, requestsPerSecond: 35, p95Ms: 120 },
-        { x: 2, requestsPerSecond: 20, p95Ms: 101 },
-        { x: 64, requestsPerSecond: 40 },
+        { x: 1, throughput: 10, p95Ms: 100 },
+        { x: 4, throughput: 35, p95Ms: 120 },
+        { x: 2, throughput: 20, p95Ms: 101 },
+        { x: 64, throughput: 40 },
       ],
-      repPoints: [{ x: 4, requestsPerSecond: 34, p95Ms: 119 }],
+      repPoints: [{ x: 4, throughput: 34, p95Ms: 119 }],
     },
-    { label: 'run B', points: [{ x: 8, requestsPerSecond: 50, p95Ms: 900 }] },
+    { label: 'run B', points: [{ x: 8, throughput: 50, p95Ms: 900 }] },
   ];
 
   it('draws a well-formed SVG with both panels, one line per series and panel, and a legend', () => {
@@ -40,8 +40,8 @@ describe('renderPlotSvg', () => {
         {
           label: 's',
           points: [
-            { x: 2, requestsPerSecond: 1 },
-            { x: 3, requestsPerSecond: 2 },
+            { x: 2, throughput: 1 },
+            { x: 3, throughput: 2 },
           ],
         },
       ],

@@ -1,16 +1,22 @@
 /**
  * Draws the ramp as an SVG written by hand (no dependency): two panels side by side, throughput
  * and p95 latency against the load level, one coloured series per run with a legend. Single runs
- * and `bench compare` use the same drawing.
+ * and `bench compare` use the same drawing. For speech the panels are the audio produced per
+ * second and the first-byte p95, the figures a voice call lives by.
  */
-import type { BenchResults } from './report.js';
+import type { BenchResults, StepResult } from './report.js';
 
 export interface PlotPoint {
   /** Concurrency or offered rate. */
   x: number;
-  requestsPerSecond: number;
+  /** Requests per second, or audio seconds per second for speech. */
+  throughput: number;
+  /** p95 latency, or p95 time to the first audio byte for speech. */
   p95Ms?: number;
 }
+
+/** What the two panels show: requests/s and p95 latency, or audio s/s and first-byte p95 (speech). */
+export type PlotPanels = 'requests' | 'speech';
 
 export interface PlotSeries {
   label: string;
@@ -25,6 +31,8 @@ export interface PlotOptions {
   series: readonly PlotSeries[];
   /** Draws a dashed SLO line on the latency panel. */
   sloP95Ms?: number;
+  /** @default 'requests' */
+  panels?: PlotPanels;
 }
 
 const WIDTH = 1000;
@@ -34,25 +42,26 @@ const PANEL_WIDTH = 380;
 const PANEL_LEFTS = [80, 570] as const;
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
 
+/** The panels that suit a run: speech runs plot audio and first byte. */
+export function plotPanelsFor(results: BenchResults): PlotPanels {
+  return results.workload.kind === 'speech' ? 'speech' : 'requests';
+}
+
 /** The points of a run, for the plot: one per level, and one per rep. */
-export function toPlotSeries(results: BenchResults, label = results.label): PlotSeries {
+export function toPlotSeries(results: BenchResults, label = results.label, panels = plotPanelsFor(results)): PlotSeries {
+  type Figures = Pick<StepResult, 'requestsPerSecond' | 'audioSecondsPerSecond' | 'latencyMs' | 'ttfbMs'>;
+  const toPoint = (x: number, figures: Figures): PlotPoint => {
+    const p95Ms = panels === 'speech' ? figures.ttfbMs?.p95 : figures.latencyMs?.p95;
+    return {
+      x,
+      throughput: panels === 'speech' ? (figures.audioSecondsPerSecond ?? 0) : figures.requestsPerSecond,
+      ...(p95Ms === undefined ? {} : { p95Ms }),
+    };
+  };
   return {
     label,
-    points: results.steps.map((step) => ({
-      x: step.level,
-      requestsPerSecond: step.requestsPerSecond,
-      ...(step.latencyMs === undefined ? {} : { p95Ms: step.latencyMs.p95 }),
-    })),
-    repPoints:
-      results.options.reps > 1
-        ? results.steps.flatMap((step) =>
-            step.reps.map((rep) => ({
-              x: step.level,
-              requestsPerSecond: rep.requestsPerSecond,
-              ...(rep.latencyMs === undefined ? {} : { p95Ms: rep.latencyMs.p95 }),
-            })),
-          )
-        : [],
+    points: results.steps.map((step) => toPoint(step.level, step)),
+    repPoints: results.options.reps > 1 ? results.steps.flatMap((step) => step.reps.map((rep) => toPoint(step.level, rep))) : [],
   };
 }
 
@@ -76,11 +85,16 @@ export function renderPlotSvg(options: PlotOptions): string {
     `<text x="${WIDTH / 2}" y="26" text-anchor="middle" font-size="16" font-weight="bold">${escapeXml(options.title)}</text>`,
   ];
 
+  const isSpeech = options.panels === 'speech';
   const panels: Array<{ title: string; yLabel: string; value: (p: PlotPoint) => number | undefined; slo?: number }> = [
-    { title: 'Throughput', yLabel: 'requests / s', value: (p) => p.requestsPerSecond },
     {
-      title: 'Latency p95',
-      yLabel: 'p95 latency (ms)',
+      title: isSpeech ? 'Audio throughput' : 'Throughput',
+      yLabel: isSpeech ? 'audio seconds / s' : 'requests / s',
+      value: (p) => p.throughput,
+    },
+    {
+      title: isSpeech ? 'First byte p95' : 'Latency p95',
+      yLabel: isSpeech ? 'p95 time to first audio byte (ms)' : 'p95 latency (ms)',
       value: (p) => p.p95Ms,
       ...(options.sloP95Ms === undefined ? {} : { slo: options.sloP95Ms }),
     },

@@ -74,4 +74,21 @@ describe('createProgressReporter', () => {
     assert.ok(lines.every((line) => !line.includes('\x1b')));
     progress.close();
   });
+
+  it('adds the first-byte p95 and the stalled calls for played answers (speech)', () => {
+    const clock = new FakeClock();
+    const lines: string[] = [];
+    const progress = createProgressReporter(
+      { isTTY: false, mode: 'closed', totalSteps: 1, reps: 1, stepMs: 1000 },
+      { out: { write: (s: string) => lines.push(s) }, clock },
+    );
+    const speech: RepResult = {
+      ...rep,
+      ttfbMs: { count: 19, mean: 80, p50: 70, p90: 90, p95: 95, p99: 99, max: 99 },
+      playback: { calls: 19, callsWithStall: 2, stallShare: 0.1053, stalls: 3, stalledSeconds: 0.4, stalledPerAudioSecond: 0.01 },
+    };
+    progress.stepFinished(step, speech);
+    assert.match(lines[0]!, /p95 130 ms, first byte p95 95 ms, 2 of 19 calls stalled, 1 errors/);
+    progress.close();
+  });
 });

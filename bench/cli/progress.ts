@@ -112,8 +112,13 @@ export function createProgressReporter(options: ProgressOptions, deps: { out: Te
       current = undefined;
       clearLine();
       const errors = rep.errors === 0 ? '0 errors' : `${rep.errors} errors (${Object.keys(rep.errorsByCode).join(', ')})`;
+      // Played answers (speech) are judged by their first byte and their stalls.
+      const playback =
+        rep.playback === undefined
+          ? ''
+          : `, first byte p95 ${formatNumber(rep.ttfbMs?.p95, 0)} ms, ${rep.playback.callsWithStall} of ${rep.playback.calls} calls stalled`;
       out.write(
-        `${stepText(step)}: ${formatNumber(rep.requestsPerSecond, 2)} req/s, p50 ${formatNumber(rep.latencyMs?.p50, 0)} ms, p95 ${formatNumber(rep.latencyMs?.p95, 0)} ms, ${errors}${rep.droppedArrivals > 0 ? `, ${rep.droppedArrivals} arrivals dropped` : ''}\n`,
+        `${stepText(step)}: ${formatNumber(rep.requestsPerSecond, 2)} req/s, p50 ${formatNumber(rep.latencyMs?.p50, 0)} ms, p95 ${formatNumber(rep.latencyMs?.p95, 0)} ms${playback}, ${errors}${rep.droppedArrivals > 0 ? `, ${rep.droppedArrivals} arrivals dropped` : ''}\n`,
       );
     },
     message(line) {

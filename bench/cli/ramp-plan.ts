@@ -137,7 +137,10 @@ function parseLevel(text: string, options: LevelListOptions): number {
   return value;
 }
 
-/** Latency metrics in milliseconds over all measured requests, then time to first byte, then error rate. */
+/**
+ * Latency metrics in milliseconds over all measured requests, then time to first byte, then error
+ * rate, then the share of streamed-audio calls with a stall (speech).
+ */
 export const SLO_METRICS = [
   'mean',
   'p50',
@@ -150,13 +153,14 @@ export const SLO_METRICS = [
   'ttfb_p95',
   'ttfb_p99',
   'error_rate',
+  'stalls',
 ] as const;
 export type SloMetric = (typeof SLO_METRICS)[number];
 
 export interface SloClause {
   metric: SloMetric;
   op: '<=' | '<';
-  /** Milliseconds for latency metrics; a fraction from 0 to 1 for error_rate. */
+  /** Milliseconds for latency metrics; a fraction from 0 to 1 for error_rate and stalls. */
   threshold: number;
   /** The clause as written, normalized: `p95<=1000ms`. */
   text: string;
@@ -167,8 +171,9 @@ export const DEFAULT_MAX_ERROR_RATE = 0.01;
 
 /**
  * Parses an SLO: clauses joined by commas, each `metric<=value` or `metric<value`. Latency values
- * take `ms` or `s` (bare numbers are milliseconds); `errors` (or `error_rate`) takes `%` or a
- * fraction. When no error clause is given, `errors<=1%` is added.
+ * take `ms` or `s` (bare numbers are milliseconds); `errors` (or `error_rate`) and `stalls` (the
+ * share of calls with a stall) take `%` or a fraction. When no error clause is given, `errors<=1%`
+ * is added.
  * @example parseSlo('p95<=1000ms') // p95 at most 1000 ms and at most 1 % errors
  */
 export function parseSlo(text: string): SloClause[] {
@@ -197,11 +202,12 @@ function parseSloClause(text: string): SloClause {
   if (!(SLO_METRICS as readonly string[]).includes(metric)) {
     throw usageError(`Expected an SLO metric among ${SLO_METRICS.join(', ')}, errors: got '${name}'`);
   }
-  if (metric === 'error_rate') {
-    if (unit === 'ms' || unit === 's') throw usageError(`Expected an error rate in % or as a fraction: got '${text}'`);
+  if (metric === 'error_rate' || metric === 'stalls') {
+    const what = metric === 'stalls' ? 'a share of calls with a stall' : 'an error rate';
+    if (unit === 'ms' || unit === 's') throw usageError(`Expected ${what} in % or as a fraction: got '${text}'`);
     const threshold = unit === '%' ? value / 100 : value;
-    if (threshold > 1) throw usageError(`Expected an error rate of at most 100 %: got '${text}'`);
-    return { metric: 'error_rate', op, threshold, text: `errors${op}${round(threshold * 100)}%` };
+    if (threshold > 1) throw usageError(`Expected ${what} of at most 100 %: got '${text}'`);
+    return { metric, op, threshold, text: `${metric === 'stalls' ? 'stalls' : 'errors'}${op}${round(threshold * 100)}%` };
   }
   if (unit === '%') throw usageError(`Expected a latency in ms or s: got '${text}'`);
   const thresholdMs = unit === 's' ? value * 1000 : value;

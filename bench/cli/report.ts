@@ -8,7 +8,9 @@
  * - requests per second counts successful measured requests over the window length;
  * - latency and time-to-first-byte percentiles are over successful measured requests
  *   (nearest-rank);
- * - the error rate is measured errors over measured requests.
+ * - the error rate is measured errors over measured requests;
+ * - for streamed audio answers (speech), the real-time factor of a call is its total time over the
+ *   audio it returned, and its stalls are counted by playback.ts; both over successful measured calls.
  */
 import type { ClientUsage } from './client-monitor.js';
 import { CLIENT_SATURATION_CPU_PERCENT } from './client-monitor.js';
@@ -18,7 +20,7 @@ import type { MachineInfo } from './machine-info.js';
 import type { ServerStepMetrics } from './metrics-scraper.js';
 import { DEFAULT_MAX_ERROR_RATE, type LoadMode, type SloClause } from './ramp-plan.js';
 import { formatMarkdownTable, formatNumber, formatTextTable, formatUsd } from './text-table.js';
-import { toErrorKey, type WorkloadInfo } from './workload.js';
+import { toErrorKey, type PlaybackOutcome, type WorkloadInfo } from './workload.js';
 
 export const RESULTS_SCHEMA = 'voxmux.bench.results/v1';
 
@@ -30,6 +32,30 @@ export interface LatencyStats {
   p95: number;
   p99: number;
   max: number;
+}
+
+/** Playback continuity of the successful measured calls that streamed audio (speech). */
+export interface PlaybackStats {
+  /** Calls whose playback was tracked. */
+  calls: number;
+  /** Calls with at least one stall. */
+  callsWithStall: number;
+  /** callsWithStall / calls: the share of calls a listener heard stall. */
+  stallShare: number;
+  /** Stalls over all calls. */
+  stalls: number;
+  /** Time spent stalled over all calls. */
+  stalledSeconds: number;
+  /** stalledSeconds over the audio seconds those calls returned. */
+  stalledPerAudioSecond: number;
+}
+
+/** Resource (voice) residency work the server did per measured call, from its /metrics. */
+export interface ResourceLoadsPerCall {
+  /** Resources read from disk (or built) per call. */
+  fromDisk: number;
+  /** Resources copied from host memory per call. */
+  fromHost: number;
 }
 
 export interface UnmeasuredRequests {
@@ -49,6 +75,9 @@ export interface RepResult {
   audioSecondsPerSecond?: number;
   latencyMs?: LatencyStats;
   ttfbMs?: LatencyStats;
+  /** Real-time factor of each call: its total time over the audio seconds it returned (speech). */
+  rtf?: LatencyStats;
+  playback?: PlaybackStats;
   errorsByCode: Record<string, number>;
   /** Requests that finished before the window (warmup). */
   warmup: UnmeasuredRequests;
@@ -66,6 +95,9 @@ export interface RepMeasurement {
   result: RepResult;
   latenciesMs: number[];
   ttfbsMs: number[];
+  rtfs: number[];
+  /** Playback of the successful measured calls that carried it, with their audio seconds. */
+  playbacks: Array<PlaybackOutcome & { audioSeconds: number }>;
   audioSeconds: number;
   hasAudioSeconds: boolean;
 }
@@ -100,6 +132,10 @@ export interface StepResult {
   audioSecondsPerSecond?: number;
   latencyMs?: LatencyStats;
   ttfbMs?: LatencyStats;
+  rtf?: LatencyStats;
+  playback?: PlaybackStats;
+  /** From the server's resource counters over the window, divided by the measured calls. */
+  resourceLoadsPerCall?: ResourceLoadsPerCall;
   droppedArrivals: number;
   lateRequests: number;
   clientCpuPercentMax: number;
@@ -119,6 +155,11 @@ export interface CostOptions {
 
 export interface Capacity {
   basis: 'slo' | 'peak';
+  /**
+   * How the qualifying step was chosen: the most throughput (default), or the highest load level
+   * (`level`: for speech, the most concurrent streams that meet the SLO).
+   */
+  rankedBy?: CapacityRank;
   slo?: string[];
   /** Undefined when no step qualified. */
   step?: number;
@@ -126,6 +167,9 @@ export interface Capacity {
   requestsPerSecond?: number;
   audioSecondsPerSecond?: number;
   latencyP95Ms?: number;
+  ttfbP95Ms?: number;
+  /** Share of calls with a stall at this step (speech). */
+  stallShare?: number;
   cost?: CostFigures;
   gpus: number;
   targetRps?: number;
@@ -178,17 +222,39 @@ export function percentile(sortedValues: readonly number[], q: number): number {
   return sortedValues[rank - 1]!;
 }
 
-export function toLatencyStats(values: readonly number[]): LatencyStats | undefined {
+/** Nearest-rank statistics, rounded to `round` (two decimals by default: milliseconds). */
+export function toLatencyStats(values: readonly number[], round: (value: number) => number = roundMs): LatencyStats | undefined {
   if (values.length === 0) return undefined;
   const sorted = [...values].sort((a, b) => a - b);
   return {
     count: sorted.length,
-    mean: roundMs(sorted.reduce((sum, v) => sum + v, 0) / sorted.length),
-    p50: roundMs(percentile(sorted, 0.5)),
-    p90: roundMs(percentile(sorted, 0.9)),
-    p95: roundMs(percentile(sorted, 0.95)),
-    p99: roundMs(percentile(sorted, 0.99)),
-    max: roundMs(sorted.at(-1)!),
+    mean: round(sorted.reduce((sum, v) => sum + v, 0) / sorted.length),
+    p50: round(percentile(sorted, 0.5)),
+    p90: round(percentile(sorted, 0.9)),
+    p95: round(percentile(sorted, 0.95)),
+    p99: round(percentile(sorted, 0.99)),
+    max: round(sorted.at(-1)!),
+  };
+}
+
+/** Real-time factors keep four decimals: a fast engine's are a few hundredths. */
+function toRtfStats(values: readonly number[]): LatencyStats | undefined {
+  return toLatencyStats(values, roundRatio);
+}
+
+/** Pools the playback of calls; undefined when none carried it. */
+export function toPlaybackStats(playbacks: ReadonlyArray<PlaybackOutcome & { audioSeconds: number }>): PlaybackStats | undefined {
+  if (playbacks.length === 0) return undefined;
+  const callsWithStall = playbacks.filter((p) => p.stalls > 0).length;
+  const stalledMs = sum(playbacks.map((p) => p.stalledMs));
+  const audioSeconds = sum(playbacks.map((p) => p.audioSeconds));
+  return {
+    calls: playbacks.length,
+    callsWithStall,
+    stallShare: roundRatio(callsWithStall / playbacks.length),
+    stalls: sum(playbacks.map((p) => p.stalls)),
+    stalledSeconds: roundRate(stalledMs / 1000),
+    stalledPerAudioSecond: audioSeconds > 0 ? roundRatio(stalledMs / 1000 / audioSeconds) : 0,
   };
 }
 
@@ -203,6 +269,8 @@ export function summarizeRep(samples: StepSamples, extras: RepExtras): RepMeasur
   const windowMs = samples.windowEndMs - samples.windowStartMs;
   const latenciesMs: number[] = [];
   const ttfbsMs: number[] = [];
+  const rtfs: number[] = [];
+  const playbacks: RepMeasurement['playbacks'] = [];
   const errorsByCode: Record<string, number> = {};
   const warmup: UnmeasuredRequests = { requests: 0, ok: 0, errorsByCode: {} };
   const late: UnmeasuredRequests = { requests: 0, ok: 0, errorsByCode: {} };
@@ -232,10 +300,17 @@ export function summarizeRep(samples: StepSamples, extras: RepExtras): RepMeasur
     if (outcome.ttfbMs !== undefined) ttfbsMs.push(outcome.ttfbMs);
     if (outcome.audioSeconds === undefined) hasAudioSeconds = false;
     else audioSeconds += outcome.audioSeconds;
+    if (outcome.playback !== undefined) {
+      const callSeconds = outcome.audioSeconds ?? 0;
+      playbacks.push({ ...outcome.playback, audioSeconds: callSeconds });
+      if (callSeconds > 0) rtfs.push((outcome.endMs - outcome.startMs) / 1000 / callSeconds);
+    }
   }
   hasAudioSeconds &&= ok > 0;
   const latencyMs = toLatencyStats(latenciesMs);
   const ttfbMs = toLatencyStats(ttfbsMs);
+  const rtf = toRtfStats(rtfs);
+  const playback = toPlaybackStats(playbacks);
   const result: RepResult = {
     rep: extras.rep,
     windowMs: roundMs(windowMs),
@@ -246,6 +321,8 @@ export function summarizeRep(samples: StepSamples, extras: RepExtras): RepMeasur
     ...(hasAudioSeconds && windowMs > 0 ? { audioSecondsPerSecond: roundRate((audioSeconds * 1000) / windowMs) } : {}),
     ...(latencyMs === undefined ? {} : { latencyMs }),
     ...(ttfbMs === undefined ? {} : { ttfbMs }),
+    ...(rtf === undefined ? {} : { rtf }),
+    ...(playback === undefined ? {} : { playback }),
     errorsByCode: sortKeys(errorsByCode),
     warmup: { ...warmup, errorsByCode: sortKeys(warmup.errorsByCode) },
     late: { ...late, errorsByCode: sortKeys(late.errorsByCode) },
@@ -255,7 +332,7 @@ export function summarizeRep(samples: StepSamples, extras: RepExtras): RepMeasur
     ...(extras.gpu === undefined ? {} : { gpu: extras.gpu }),
     ...(samples.isInterrupted ? { isInterrupted: true } : {}),
   };
-  return { result, latenciesMs, ttfbsMs, audioSeconds, hasAudioSeconds };
+  return { result, latenciesMs, ttfbsMs, rtfs, playbacks, audioSeconds, hasAudioSeconds };
 }
 
 export interface AggregateOptions {
@@ -279,8 +356,11 @@ export function aggregateStep(reps: readonly RepMeasurement[], options: Aggregat
   const audioSeconds = sum(reps.map((rep) => rep.audioSeconds));
   const latencyMs = toLatencyStats(reps.flatMap((rep) => rep.latenciesMs));
   const ttfbMs = toLatencyStats(reps.flatMap((rep) => rep.ttfbsMs));
+  const rtf = toRtfStats(reps.flatMap((rep) => rep.rtfs));
+  const playback = toPlaybackStats(reps.flatMap((rep) => rep.playbacks));
   const rates = results.map((rep) => rep.requestsPerSecond);
   const server = mergeServer(results.map((rep) => rep.server));
+  const resourceLoadsPerCall = toLoadsPerCall(server, requests);
   const gpu = mergeGpu(results.map((rep) => rep.gpu));
   const step: StepResult = {
     step: options.step,
@@ -298,6 +378,9 @@ export function aggregateStep(reps: readonly RepMeasurement[], options: Aggregat
     ...(hasAudioSeconds && windowMs > 0 ? { audioSecondsPerSecond: roundRate((audioSeconds * 1000) / windowMs) } : {}),
     ...(latencyMs === undefined ? {} : { latencyMs }),
     ...(ttfbMs === undefined ? {} : { ttfbMs }),
+    ...(rtf === undefined ? {} : { rtf }),
+    ...(playback === undefined ? {} : { playback }),
+    ...(resourceLoadsPerCall === undefined ? {} : { resourceLoadsPerCall }),
     droppedArrivals: sum(results.map((rep) => rep.droppedArrivals)),
     lateRequests: sum(results.map((rep) => rep.late.requests)),
     clientCpuPercentMax: results.length > 0 ? Math.max(...results.map((rep) => rep.client.cpuPercent)) : 0,
@@ -316,8 +399,22 @@ export function aggregateStep(reps: readonly RepMeasurement[], options: Aggregat
   return step;
 }
 
+/**
+ * Loads from disk and from host memory over the measured calls: the growth of the server's
+ * counters across the window over the calls that finished in it (an approximation at the window's
+ * edges, where calls started before it or still running after it did part of their loading).
+ */
+function toLoadsPerCall(server: StepResult['server'], requests: number): ResourceLoadsPerCall | undefined {
+  if (server === undefined || requests <= 0) return undefined;
+  const { resourceLoadsFromDisk: disk, resourceLoadsFromHost: host } = server;
+  if (disk === undefined && host === undefined) return undefined;
+  return { fromDisk: roundRatio((disk ?? 0) / requests), fromHost: roundRatio((host ?? 0) / requests) };
+}
+
+type SloStep = Pick<StepResult, 'latencyMs' | 'ttfbMs' | 'errorRate' | 'playback'>;
+
 /** The SLO clauses a step misses, as readable phrases; empty when it meets them all. */
-export function checkSlo(clauses: readonly SloClause[], step: Pick<StepResult, 'latencyMs' | 'ttfbMs' | 'errorRate'>): string[] {
+export function checkSlo(clauses: readonly SloClause[], step: SloStep): string[] {
   const failures: string[] = [];
   for (const clause of clauses) {
     const value = sloValue(clause, step);
@@ -327,17 +424,23 @@ export function checkSlo(clauses: readonly SloClause[], step: Pick<StepResult, '
     }
     const isMet = clause.op === '<=' ? value <= clause.threshold : value < clause.threshold;
     if (!isMet) {
-      const shown = clause.metric === 'error_rate' ? `${roundRatio(value * 100)}%` : `${roundMs(value)}ms`;
+      const shown = isShareMetric(clause.metric) ? `${roundRatio(value * 100)}%` : `${roundMs(value)}ms`;
       failures.push(`${clause.text}: got ${shown}`);
     }
   }
   return failures;
 }
 
-function sloValue(clause: SloClause, step: Pick<StepResult, 'latencyMs' | 'ttfbMs' | 'errorRate'>): number | undefined {
+function isShareMetric(metric: SloClause['metric']): boolean {
+  return metric === 'error_rate' || metric === 'stalls';
+}
+
+function sloValue(clause: SloClause, step: SloStep): number | undefined {
   switch (clause.metric) {
     case 'error_rate':
       return step.errorRate;
+    case 'stalls':
+      return step.playback?.stallShare;
     case 'mean':
     case 'p50':
     case 'p90':
@@ -377,10 +480,14 @@ export function computeCost(
   return cost;
 }
 
+export type CapacityRank = 'throughput' | 'level';
+
 export interface CapacityOptions {
   slo?: readonly SloClause[];
   cost: CostOptions;
   targetRps?: number;
+  /** Which passing step is the capacity: the most throughput, or the highest level. @default 'throughput' */
+  rankedBy?: CapacityRank;
 }
 
 /** The step with the highest throughput among those within the default error bound (or all, if none is). */
@@ -395,7 +502,8 @@ export function findPeak(steps: readonly StepResult[], options: CapacityOptions)
 
 /**
  * Capacity under the SLO: of the levels that meet it, the one with the most throughput (the
- * higher level on a tie). A Capacity without a step when none meets it.
+ * higher level on a tie), or with `rankedBy: 'level'` the highest level. A Capacity without a
+ * step when none meets it.
  */
 export function decideCapacity(steps: readonly StepResult[], options: CapacityOptions): Capacity | undefined {
   if (options.slo === undefined || options.slo.length === 0) return undefined;
@@ -403,26 +511,33 @@ export function decideCapacity(steps: readonly StepResult[], options: CapacityOp
   if (passing.length === 0) {
     return {
       basis: 'slo',
+      ...(options.rankedBy === 'level' ? { rankedBy: 'level' as const } : {}),
       slo: options.slo.map((clause) => clause.text),
       gpus: options.cost.gpus,
       ...(options.targetRps === undefined ? {} : { targetRps: options.targetRps }),
     };
   }
-  const best = passing.reduce((a, b) =>
-    b.requestsPerSecond > a.requestsPerSecond || (b.requestsPerSecond === a.requestsPerSecond && b.level > a.level) ? b : a,
-  );
+  const best =
+    options.rankedBy === 'level'
+      ? passing.reduce((a, b) => (b.level > a.level ? b : a))
+      : passing.reduce((a, b) =>
+          b.requestsPerSecond > a.requestsPerSecond || (b.requestsPerSecond === a.requestsPerSecond && b.level > a.level) ? b : a,
+        );
   return toCapacity('slo', best, options);
 }
 
 function toCapacity(basis: Capacity['basis'], step: StepResult, options: CapacityOptions): Capacity {
   const capacity: Capacity = {
     basis,
+    ...(basis === 'slo' && options.rankedBy === 'level' ? { rankedBy: 'level' as const } : {}),
     ...(basis === 'slo' && options.slo !== undefined ? { slo: options.slo.map((clause) => clause.text) } : {}),
     step: step.step,
     level: step.level,
     requestsPerSecond: step.requestsPerSecond,
     ...(step.audioSecondsPerSecond === undefined ? {} : { audioSecondsPerSecond: step.audioSecondsPerSecond }),
     ...(step.latencyMs === undefined ? {} : { latencyP95Ms: step.latencyMs.p95 }),
+    ...(step.ttfbMs === undefined ? {} : { ttfbP95Ms: step.ttfbMs.p95 }),
+    ...(step.playback === undefined ? {} : { stallShare: step.playback.stallShare }),
     gpus: options.cost.gpus,
   };
   const cost = computeCost(options.cost, step);
@@ -498,6 +613,24 @@ export const CSV_COLUMNS = [
   'latency_max_ms',
   'ttfb_p50_ms',
   'ttfb_p95_ms',
+  'ttfb_p99_ms',
+  'rtf_p50',
+  'rtf_p95',
+  'rtf_p99',
+  'calls_with_stall',
+  'stall_share',
+  'stalls',
+  'stalled_seconds',
+  'stalled_per_audio_second',
+  'disk_loads_per_call',
+  'host_loads_per_call',
+  'resource_hits',
+  'resource_misses',
+  'resource_evictions',
+  'resource_disk_load_ms_mean',
+  'resource_host_load_ms_mean',
+  'resource_resident_bytes_max',
+  'resource_budget_bytes',
   'dropped_arrivals',
   'late_requests',
   'client_cpu_percent_max',
@@ -565,6 +698,42 @@ export function csvValue(step: StepResult, column: CsvColumn): string | number |
       return step.ttfbMs?.p50;
     case 'ttfb_p95_ms':
       return step.ttfbMs?.p95;
+    case 'ttfb_p99_ms':
+      return step.ttfbMs?.p99;
+    case 'rtf_p50':
+      return step.rtf?.p50;
+    case 'rtf_p95':
+      return step.rtf?.p95;
+    case 'rtf_p99':
+      return step.rtf?.p99;
+    case 'calls_with_stall':
+      return step.playback?.callsWithStall;
+    case 'stall_share':
+      return step.playback?.stallShare;
+    case 'stalls':
+      return step.playback?.stalls;
+    case 'stalled_seconds':
+      return step.playback?.stalledSeconds;
+    case 'stalled_per_audio_second':
+      return step.playback?.stalledPerAudioSecond;
+    case 'disk_loads_per_call':
+      return step.resourceLoadsPerCall?.fromDisk;
+    case 'host_loads_per_call':
+      return step.resourceLoadsPerCall?.fromHost;
+    case 'resource_hits':
+      return step.server?.resourceHits;
+    case 'resource_misses':
+      return step.server?.resourceMisses;
+    case 'resource_evictions':
+      return step.server?.resourceEvictions;
+    case 'resource_disk_load_ms_mean':
+      return step.server?.resourceDiskLoadMsMean;
+    case 'resource_host_load_ms_mean':
+      return step.server?.resourceHostLoadMsMean;
+    case 'resource_resident_bytes_max':
+      return step.server?.resourceResidentBytesMax;
+    case 'resource_budget_bytes':
+      return step.server?.resourceBudgetBytes;
     case 'dropped_arrivals':
       return step.droppedArrivals;
     case 'late_requests':
@@ -626,16 +795,20 @@ function stepTable(results: BenchResults): { header: string[]; rows: string[][] 
   const hasLoop = results.steps.some((step) => step.server?.loopBusyPercent !== undefined);
   const hasSend = results.steps.some((step) => step.server?.batchSendMsMean !== undefined);
   const hasSlo = results.steps.some((step) => step.meetsSlo !== undefined);
+  const hasPlayback = results.steps.some((step) => step.playback !== undefined);
+  const hasLoads = results.steps.some((step) => step.resourceLoadsPerCall !== undefined);
+  const hasGpuMemory = hasPlayback && results.steps.some((step) => step.gpu !== undefined);
   const header = [
     isOpen ? 'rate' : 'conc',
     'req/s',
-    ...(hasAudio ? ['RTFx'] : []),
-    'p50 ms',
-    'p90 ms',
-    'p95 ms',
-    'p99 ms',
-    'max ms',
+    // For transcription the audio seconds per second are its RTFx; for speech, the audio produced.
+    ...(hasAudio ? [hasPlayback ? 'audio s/s' : 'RTFx'] : []),
+    // Played answers are judged by their first byte: of the whole call's time, p50 and p95 suffice.
+    ...(hasPlayback ? ['p50 ms', 'p95 ms'] : ['p50 ms', 'p90 ms', 'p95 ms', 'p99 ms', 'max ms']),
     ...(hasTtfb ? ['ttfb p50', 'ttfb p95'] : []),
+    ...(hasPlayback ? ['ttfb p99', 'RTF p50', 'RTF p95', 'calls', 'stalled calls', 'stalled s'] : []),
+    ...(hasLoads ? ['disk/call', 'host/call', 'evictions'] : []),
+    ...(hasGpuMemory ? ['gpu MiB'] : []),
     'errors',
     ...(isOpen ? ['dropped'] : []),
     ...(hasServer ? ['queued', 'batch'] : []),
@@ -648,12 +821,34 @@ function stepTable(results: BenchResults): { header: string[]; rows: string[][] 
     String(step.level),
     formatNumber(step.requestsPerSecond, 2),
     ...(hasAudio ? [formatNumber(step.audioSecondsPerSecond, 1)] : []),
-    formatNumber(step.latencyMs?.p50, 0),
-    formatNumber(step.latencyMs?.p90, 0),
-    formatNumber(step.latencyMs?.p95, 0),
-    formatNumber(step.latencyMs?.p99, 0),
-    formatNumber(step.latencyMs?.max, 0),
+    ...(hasPlayback
+      ? [formatNumber(step.latencyMs?.p50, 0), formatNumber(step.latencyMs?.p95, 0)]
+      : [
+          formatNumber(step.latencyMs?.p50, 0),
+          formatNumber(step.latencyMs?.p90, 0),
+          formatNumber(step.latencyMs?.p95, 0),
+          formatNumber(step.latencyMs?.p99, 0),
+          formatNumber(step.latencyMs?.max, 0),
+        ]),
     ...(hasTtfb ? [formatNumber(step.ttfbMs?.p50, 0), formatNumber(step.ttfbMs?.p95, 0)] : []),
+    ...(hasPlayback
+      ? [
+          formatNumber(step.ttfbMs?.p99, 0),
+          formatNumber(step.rtf?.p50, 3),
+          formatNumber(step.rtf?.p95, 3),
+          String(step.ok),
+          step.playback === undefined ? '-' : `${step.playback.callsWithStall} (${formatNumber(step.playback.stallShare * 100, 1)}%)`,
+          formatNumber(step.playback?.stalledSeconds, 1),
+        ]
+      : []),
+    ...(hasLoads
+      ? [
+          formatNumber(step.resourceLoadsPerCall?.fromDisk, 2),
+          formatNumber(step.resourceLoadsPerCall?.fromHost, 2),
+          formatNumber(step.server?.resourceEvictions, 0),
+        ]
+      : []),
+    ...(hasGpuMemory ? [formatNumber(step.gpu === undefined ? undefined : Math.max(...step.gpu.map((g) => g.memoryUsedMiBMax)), 0)] : []),
     step.errors === 0 ? '0' : `${step.errors} (${formatNumber(step.errorRate * 100, 1)}%)`,
     ...(isOpen ? [String(step.droppedArrivals)] : []),
     ...(hasServer ? [formatNumber(step.server?.queuedMean, 1), formatNumber(step.server?.batchSizeMean, 2)] : []),
@@ -681,6 +876,12 @@ export function capacityLines(results: BenchResults): string[] {
     }
     const rtfx = capacity.audioSecondsPerSecond === undefined ? '' : `, ${formatNumber(capacity.audioSecondsPerSecond, 1)} audio s/s`;
     const slo = capacity.basis === 'slo' ? ` meeting ${capacity.slo?.join(', ')}` : '';
+    if (capacity.rankedBy === 'level') {
+      lines.push(
+        `${title}: ${capacity.level} ${results.mode === 'open' ? 'calls/s offered' : 'concurrent streams'}${slo} (first byte p95 ${formatNumber(capacity.ttfbP95Ms, 0)} ms, ${formatNumber(capacity.requestsPerSecond, 2)} calls/s${rtfx}) on ${capacity.gpus} GPU(s)`,
+      );
+      return;
+    }
     lines.push(
       `${title}: ${formatNumber(capacity.requestsPerSecond, 2)} req/s${rtfx} at ${unit} ${capacity.level}${slo} (p95 ${formatNumber(capacity.latencyP95Ms, 0)} ms) on ${capacity.gpus} GPU(s)`,
     );
@@ -708,7 +909,7 @@ export function toMarkdownSummary(results: BenchResults): string {
   const out: string[] = [
     `# Bench: ${results.label}`,
     '',
-    `- Workload: ${results.workload.kind} (${results.workload.isStreaming ? 'streamed' : 'not streamed'}), model \`${results.workload.model}\`, ${results.workload.inputCount} input file(s)${results.workload.meanAudioSeconds === undefined ? '' : `, ${formatNumber(results.workload.meanAudioSeconds, 2)} s of audio each on average`}`,
+    `- Workload: ${results.workload.kind} (${results.workload.isStreaming ? 'streamed' : 'not streamed'}), model \`${results.workload.model}\`, ${results.workload.inputCount} ${results.workload.kind === 'speech' ? 'input text(s)' : 'input file(s)'}${describeSettings(results.workload.settings)}${results.workload.meanAudioSeconds === undefined ? '' : `, ${formatNumber(results.workload.meanAudioSeconds, 2)} s of audio each on average`}`,
     `- Endpoint: ${results.workload.endpoint}`,
     `- Mode: ${results.mode === 'closed' ? 'closed loop (concurrency)' : 'open loop (Poisson arrivals)'}; ${results.options.reps} rep(s) of ${results.options.durationMs / 1000} s per level after ${results.options.warmupMs / 1000} s of warmup`,
     `- Started ${results.startedAt}, ended ${results.endedAt}`,
@@ -746,11 +947,25 @@ export function toJson(results: BenchResults): string {
   return `${JSON.stringify(results, null, 2)}\n`;
 }
 
+/** `; voices 64, mix zipf` for the summary's workload line; nothing when there are no settings. */
+function describeSettings(settings: Readonly<Record<string, string>>): string {
+  const entries = Object.entries(settings);
+  return entries.length === 0 ? '' : ` (${entries.map(([key, value]) => `${key} ${value}`).join(', ')})`;
+}
+
 function mergeServer(list: ReadonlyArray<ServerStepMetrics | undefined>): StepResult['server'] {
   const present = list.filter((s): s is ServerStepMetrics => s !== undefined);
   if (present.length === 0) return undefined;
   const pick = (
-    key: 'queuedMean' | 'runningMean' | 'batchSizeMean' | 'loopBusyPercent' | 'cpuPercent' | 'batchSendMsMean',
+    key:
+      | 'queuedMean'
+      | 'runningMean'
+      | 'batchSizeMean'
+      | 'loopBusyPercent'
+      | 'cpuPercent'
+      | 'batchSendMsMean'
+      | 'resourceDiskLoadMsMean'
+      | 'resourceHostLoadMsMean',
   ): number | undefined => {
     const values = present.map((s) => s[key]).filter((v): v is number => v !== undefined);
     return values.length === 0 ? undefined : Math.round(meanOf(values) * 100) / 100;
@@ -770,6 +985,20 @@ function mergeServer(list: ReadonlyArray<ServerStepMetrics | undefined>): StepRe
   if (cpuPercent !== undefined) out.cpuPercent = cpuPercent;
   const batchSendMsMean = pick('batchSendMsMean');
   if (batchSendMsMean !== undefined) out.batchSendMsMean = batchSendMsMean;
+  // Counts over the window add up over reps; load times are averaged; resident bytes keep the maximum.
+  const counts = ['resourceLoadsFromDisk', 'resourceLoadsFromHost', 'resourceHits', 'resourceMisses', 'resourceEvictions'] as const;
+  for (const key of counts) {
+    const values = present.map((s) => s[key]).filter((v): v is number => v !== undefined);
+    if (values.length > 0) out[key] = sum(values);
+  }
+  const diskLoadMs = pick('resourceDiskLoadMsMean');
+  if (diskLoadMs !== undefined) out.resourceDiskLoadMsMean = diskLoadMs;
+  const hostLoadMs = pick('resourceHostLoadMsMean');
+  if (hostLoadMs !== undefined) out.resourceHostLoadMsMean = hostLoadMs;
+  for (const key of ['resourceResidentBytesMax', 'resourceBudgetBytes'] as const) {
+    const values = present.map((s) => s[key]).filter((v): v is number => v !== undefined);
+    if (values.length > 0) out[key] = Math.max(...values);
+  }
   return out;
 }
 

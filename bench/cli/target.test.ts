@@ -5,19 +5,22 @@ import { isBenchError } from './bench-error.js';
 import { preflight, resolveTargetUrls } from './target.js';
 
 describe('resolveTargetUrls', () => {
-  it('accepts the server root, the API base and the endpoint itself', () => {
+  it('accepts the server root, the API base and either endpoint itself', () => {
     const expected = {
       origin: 'http://h:8000',
       transcriptions: 'http://h:8000/v1/audio/transcriptions',
+      speech: 'http://h:8000/v1/audio/speech',
       models: 'http://h:8000/v1/models',
       metrics: 'http://h:8000/metrics',
     };
     assert.deepEqual(resolveTargetUrls('http://h:8000'), expected);
     assert.deepEqual(resolveTargetUrls('http://h:8000/v1/'), expected);
     assert.deepEqual(resolveTargetUrls('http://h:8000/v1/audio/transcriptions?x=1'), expected);
+    assert.deepEqual(resolveTargetUrls('http://h:8000/v1/audio/speech'), expected);
     assert.deepEqual(resolveTargetUrls('https://api.example.com/openai/v1'), {
       origin: 'https://api.example.com',
       transcriptions: 'https://api.example.com/openai/v1/audio/transcriptions',
+      speech: 'https://api.example.com/openai/v1/audio/speech',
       models: 'https://api.example.com/openai/v1/models',
       metrics: 'https://api.example.com/metrics',
     });

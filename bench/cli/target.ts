@@ -10,6 +10,7 @@ import { toTransportErrorCode } from './workload.js';
 export interface TargetUrls {
   origin: string;
   transcriptions: string;
+  speech: string;
   models: string;
   /** Undefined when scraping is off. */
   metrics?: string;
@@ -17,10 +18,12 @@ export interface TargetUrls {
 
 /**
  * Derives the endpoints from --url, which may be the server root (`http://host:8000`), the API
- * base (`http://host:8000/v1`, as OpenAI clients take it) or the endpoint itself
- * (`.../v1/audio/transcriptions`). A --metrics-url must be on the same origin: the bench talks
+ * base (`http://host:8000/v1`, as OpenAI clients take it) or an endpoint itself
+ * (`.../v1/audio/transcriptions`, `.../v1/audio/speech`). A --metrics-url must be on the same origin: the bench talks
  * to the one server it was given and nothing else.
  */
+const ENDPOINT_PATHS = ['/audio/transcriptions', '/audio/speech'] as const;
+
 export function resolveTargetUrls(rawUrl: string, options: { metricsUrl?: string } = {}): TargetUrls {
   let url: URL;
   try {
@@ -37,15 +40,8 @@ export function resolveTargetUrls(rawUrl: string, options: { metricsUrl?: string
   url.search = '';
   url.hash = '';
   const path = url.pathname.replace(/\/+$/, '');
-  let apiBase: string;
-  let transcriptions: string;
-  if (path.endsWith('/audio/transcriptions')) {
-    apiBase = path.slice(0, -'/audio/transcriptions'.length);
-    transcriptions = path;
-  } else {
-    apiBase = /\/v\d+$/.test(path) ? path : `${path}/v1`;
-    transcriptions = `${apiBase}/audio/transcriptions`;
-  }
+  const endpoint = ENDPOINT_PATHS.find((suffix) => path.endsWith(suffix));
+  const apiBase = endpoint !== undefined ? path.slice(0, -endpoint.length) : /\/v\d+$/.test(path) ? path : `${path}/v1`;
   const origin = url.origin;
   let metrics: string | undefined = `${origin}/metrics`;
   if (options.metricsUrl === 'off') metrics = undefined;
@@ -63,7 +59,8 @@ export function resolveTargetUrls(rawUrl: string, options: { metricsUrl?: string
   }
   return {
     origin,
-    transcriptions: `${origin}${transcriptions}`,
+    transcriptions: `${origin}${apiBase}/audio/transcriptions`,
+    speech: `${origin}${apiBase}/audio/speech`,
     models: `${origin}${apiBase}/models`,
     ...(metrics === undefined ? {} : { metrics }),
   };

@@ -29,11 +29,20 @@ export interface RequestOutcome {
   errorCode?: string;
   /** Seconds of audio the request carried (input for ASR, output for TTS), when known. */
   audioSeconds?: number;
+  /** A streamed audio answer's continuity (see playback.ts), for workloads that play their output. */
+  playback?: PlaybackOutcome;
+}
+
+export interface PlaybackOutcome {
+  /** Times the listener's player ran dry before more audio arrived. */
+  stalls: number;
+  /** Time spent waiting with nothing to play. */
+  stalledMs: number;
 }
 
 /** What one request of a workload is, for the report. */
 export interface WorkloadInfo {
-  /** `transcribe`, later `speech`, `diarize`, `call`. */
+  /** `transcribe`, `speech`, later `diarize`, `call`. */
   kind: string;
   /** The endpoint requests go to. */
   endpoint: string;

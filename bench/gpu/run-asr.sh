@@ -26,16 +26,9 @@ case ${ASR_BENCH_WAIT_FOR:-all} in
 esac
 # Model hosts need the python3 that has torch with CUDA, which need not be /usr/bin/python3.
 export VOXMUX_SUPERVISOR_PYTHON_PATH=${VOXMUX_SUPERVISOR_PYTHON_PATH:-$(command -v python3)}
-# GET a URL; fails unless 2xx (the GPU machine may have no curl).
-get() { node -e 'fetch(process.argv[1]).then(async (r) => { process.stdout.write(await r.text()); process.exit(r.ok ? 0 : 1); }, () => process.exit(1))' "$1"; }
-# Every instance ready, not just one per model: an instance still warming up would pause dispatch
-# (exclusiveWarmup) in the middle of the ramp. ASR_BENCH_WAIT_FOR=one starts as soon as /health/ready
-# does (one instance per model), to measure that pause on purpose.
-all_ready() {
-  get "$1" | node -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => {
-    const all = Object.values(JSON.parse(s).models).flatMap((m) => m.instances);
-    process.exit(all.length > 0 && all.every((i) => i.state === "ready") ? 0 : 1); })'
-}
+# get and all_ready. ASR_BENCH_WAIT_FOR=one starts as soon as /health/ready does (one instance per
+# model), to measure the dispatch pause while later instances warm up.
+. "$root/bench/gpu/serve-lib.sh"
 node "$root/bench/gpu/asr-configs.mjs" "$out/configs" "${ASR_BENCH_HOST_PATH:-$root/host}"
 python3 "$root/bench/gpu/make-clip.py" /tmp/voxmux-clip45.wav 45
 configs=("$@")
@@ -47,13 +40,7 @@ for name in "${configs[@]}"; do
   echo "== $name (port $port)"
   node "$root/.bundle/voxmux.mjs" serve --config "$out/configs/$name.json" --port "$port" --log-level info > "$out/logs/$name.server.log" 2>&1 &
   server=$!
-  started=$(date +%s)
-  until $ready_check "http://127.0.0.1:$port/health/ready" > /dev/null 2>&1; do
-    if ! kill -0 $server 2>/dev/null; then echo "server $name died"; tail -20 "$out/logs/$name.server.log"; continue 2; fi
-    if [ $(( $(date +%s) - started )) -gt 240 ]; then echo "server $name not ready in 240 s"; tail -20 "$out/logs/$name.server.log"; kill -9 $server; continue 2; fi
-    sleep 1
-  done
-  echo "ready after $(( $(date +%s) - started )) s"
+  wait_ready $ready_check "http://127.0.0.1:$port/health/ready" $server "$out/logs/$name.server.log" 240 || { echo "server $name not started"; continue; }
   get "http://127.0.0.1:$port/health/ready" > "$out/logs/$name.ready.json"
   if [ "$idle_requests" -gt 0 ]; then
     node "$root/.bundle/voxmux.mjs" bench transcribe --url "http://127.0.0.1:$port" --model parakeet \

@@ -1,0 +1,26 @@
+# Shell helpers shared by the GPU serving benchmarks (run-asr.sh, run-speech.sh): source it.
+# The GPU machine may have no curl: HTTP goes through node.
+
+# GET a URL to stdout; fails unless 2xx.
+get() { node -e 'fetch(process.argv[1]).then(async (r) => { process.stdout.write(await r.text()); process.exit(r.ok ? 0 : 1); }, () => process.exit(1))' "$1"; }
+
+# Every instance of every model ready, not just one per model: an instance still warming up would
+# pause dispatch (exclusiveWarmup) or take no streams in the middle of a ramp.
+all_ready() {
+  get "$1" | node -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => {
+    const all = Object.values(JSON.parse(s).models).flatMap((m) => m.instances);
+    process.exit(all.length > 0 && all.every((i) => i.state === "ready") ? 0 : 1); })'
+}
+
+# wait_ready CHECK URL PID LOG TIMEOUT_S: polls CHECK (get or all_ready) on URL until it passes;
+# fails (and prints the log's tail) when the server PID exits or TIMEOUT_S pass.
+wait_ready() {
+  local check=$1 url=$2 pid=$3 log=$4 timeout_s=$5 started
+  started=$(date +%s)
+  until $check "$url" > /dev/null 2>&1; do
+    if ! kill -0 "$pid" 2>/dev/null; then echo "server died"; tail -20 "$log"; return 1; fi
+    if [ $(( $(date +%s) - started )) -gt "$timeout_s" ]; then echo "server not ready in $timeout_s s"; tail -20 "$log"; kill -9 "$pid"; return 1; fi
+    sleep 1
+  done
+  echo "ready after $(( $(date +%s) - started )) s"
+}
