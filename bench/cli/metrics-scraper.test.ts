@@ -192,19 +192,19 @@ describe('resource residency metrics', () => {
       ...(disk === undefined
         ? []
         : [
-            `voxmux_resource_loads_total{model="tts",instance="0",source="disk"} ${disk}`,
-            `voxmux_resource_load_seconds_sum{model="tts",instance="0",source="disk"} ${disk * 1.2}`,
+            `voxmux_instance_resource_loads_total{model="tts",instance_index="0",source="disk"} ${disk}`,
+            `voxmux_instance_resource_load_seconds_total{model="tts",instance_index="0",source="disk"} ${disk * 1.2}`,
           ]),
-      `voxmux_resource_loads_total{model="tts",instance="0",source="host"} ${host}`,
-      `voxmux_resource_loads_total{model="tts",instance="1",source="host"} ${host}`,
-      `voxmux_resource_hits_total{model="tts",instance="0"} ${10 * host}`,
-      `voxmux_resource_misses_total{model="tts",instance="0"} ${host}`,
-      `voxmux_resource_evictions_total{model="tts",instance="0"} 1`,
-      `voxmux_resource_resident_bytes{model="tts",instance="0"} ${resident}`,
-      `voxmux_resource_resident_bytes{model="tts",instance="1"} ${resident}`,
-      `voxmux_resource_budget_bytes{model="tts",instance="0"} 1000`,
-      `voxmux_resource_budget_bytes{model="tts",instance="1"} 1000`,
-      `voxmux_resource_loads_total{model="other",instance="0",source="disk"} 99`,
+      `voxmux_instance_resource_loads_total{model="tts",instance_index="0",source="host"} ${host}`,
+      `voxmux_instance_resource_loads_total{model="tts",instance_index="1",source="host"} ${host}`,
+      `voxmux_instance_resource_hits_total{model="tts",instance_index="0"} ${10 * host}`,
+      `voxmux_instance_resource_misses_total{model="tts",instance_index="0"} ${host}`,
+      `voxmux_instance_resource_evictions_total{model="tts",instance_index="0"} 1`,
+      `voxmux_instance_resource_resident_bytes{model="tts",instance_index="0"} ${resident}`,
+      `voxmux_instance_resource_resident_bytes{model="tts",instance_index="1"} ${resident}`,
+      `voxmux_instance_resource_budget_bytes{model="tts",instance_index="0"} 1000`,
+      `voxmux_instance_resource_budget_bytes{model="tts",instance_index="1"} 1000`,
+      `voxmux_instance_resource_loads_total{model="other",instance_index="0",source="disk"} 99`,
     ].join('\n');
 
   it('reads loads by source, sums the instances of the benched model, and counts a counter that appears later from zero', () => {

@@ -12,7 +12,7 @@ import { defineCommand, type FlagValues } from './command.js';
 import { numberFlag, optionalNumber } from './flags.js';
 import { createHttpFetch } from './http-fetch.js';
 import { RAMP_FLAGS, runRampCommand, toRampConfig, type RampConfig, type RampDefaults } from './ramp-command.js';
-import { createSpeechWorkload } from './speech-workload.js';
+import { createSpeechWorkload, type SpeechPace } from './speech-workload.js';
 import { BUILT_IN_SENTENCES, readTextFile, type SpeechTexts } from './speech-texts.js';
 import { resolveTargetUrls } from './target.js';
 import { createVoiceMix, toVoiceList, type VoiceMix, type VoiceMixKind } from './voice-mix.js';
@@ -52,6 +52,8 @@ speech options:
   --seed N                  seed of the voice and text draws (default ${SPEECH_DEFAULTS.seed})
   --text-file FILE          inputs, one call per line (default: 1 to 3 built-in sentences per call)
   --speed X                 speed sent with every call, 0.25 to 4
+  --pace none|playback      playback: a stream asks again only once the last answer would have
+                            finished playing, like a caller (default none: as soon as it arrived)
   --concurrency LIST        concurrent streams per level: 1,2,4,...,128 | 1-128x2 (default ${SPEECH_DEFAULTS.concurrency})
   --rate LIST               open loop instead: offered calls/s, Poisson arrivals
   --reps N                  repetitions of each level (default ${SPEECH_DEFAULTS.reps})
@@ -84,6 +86,7 @@ const SPEECH_FLAGS = {
   'zipf-s': { type: 'string' },
   'text-file': { type: 'string' },
   speed: { type: 'string' },
+  pace: { type: 'string' },
 } as const;
 
 export const speechCommand = defineCommand({
@@ -107,6 +110,7 @@ export const speechCommand = defineCommand({
         texts: config.texts,
         seed: config.seed,
         ...(config.speed === undefined ? {} : { speed: config.speed }),
+        pace: config.pace,
         ...(config.apiKey === undefined ? {} : { apiKey: config.apiKey }),
       },
       { fetch: fetchFn },
@@ -123,6 +127,7 @@ interface SpeechConfig extends RampConfig {
   voiceMix: VoiceMix;
   texts: SpeechTexts;
   speed?: number;
+  pace: SpeechPace;
 }
 
 async function toSpeechConfig(values: FlagValues<typeof SPEECH_FLAGS>, cwd: string): Promise<SpeechConfig> {
@@ -147,5 +152,7 @@ async function toSpeechConfig(values: FlagValues<typeof SPEECH_FLAGS>, cwd: stri
       ? { kind: 'sentences', sentences: BUILT_IN_SENTENCES }
       : await readTextFile(resolve(cwd, values['text-file']));
   const speed = optionalNumber(values.speed, '--speed', { min: 0.25, max: 4 });
-  return { ...ramp, voiceMix, texts, ...(speed === undefined ? {} : { speed }) };
+  const pace = values.pace ?? 'none';
+  if (pace !== 'none' && pace !== 'playback') throw usageError(`Expected --pace to be none or playback: got '${pace}'`);
+  return { ...ramp, voiceMix, texts, pace, ...(speed === undefined ? {} : { speed }) };
 }

@@ -88,6 +88,53 @@ describe('createSpeechWorkload', () => {
     assert.equal(sent[0]!.init.redirect, 'manual');
   });
 
+  it('with pace playback, resolves once the audio would have been heard (stalls included), or at once on abort', async () => {
+    const clock = new FakeClock();
+    const respond = () => {
+      const script = scriptedBody();
+      return { script, response: new Response(script.body, { status: 200, headers: { 'content-type': 'audio/pcm' } }) };
+    };
+    let current = respond();
+    const { fetch } = recordingFetch(() => current.response);
+    let resolved = false;
+    const outcome = start(options({ pace: 'playback' }), fetch, clock).then((r) => {
+      resolved = true;
+      return r;
+    });
+    await settle();
+    clock.advance(100);
+    current.script.push(48_000); // one second at 100: heard at 1100
+    await settle();
+    clock.advance(50);
+    current.script.end();
+    await settle();
+    assert.equal(resolved, false, 'still playing');
+    clock.advance(949);
+    await settle();
+    assert.equal(resolved, false);
+    clock.advance(1);
+    await settle();
+    assert.equal(resolved, true);
+    assert.deepEqual(await outcome, {
+      startMs: 0,
+      endMs: 150,
+      status: 200,
+      ttfbMs: 100,
+      audioSeconds: 1,
+      playback: { stalls: 0, stalledMs: 0 },
+    });
+
+    current = respond();
+    const controller = new AbortController();
+    const aborted = start(options({ pace: 'playback' }), fetch, clock, controller.signal);
+    await settle();
+    current.script.push(48_000);
+    current.script.end();
+    await settle();
+    controller.abort(new RequestAbort('abandoned'));
+    assert.equal((await aborted).errorCode, undefined, 'a call aborted while its audio plays is still a success');
+  });
+
   it('reports the error envelope code of a refused call, with no audio figures', async () => {
     const clock = new FakeClock();
     const envelope = { error: { message: 'Unknown voice', type: 'invalid_request_error', param: 'voice', code: 'unknown_voice' } };
@@ -146,6 +193,7 @@ describe('createSpeechWorkload', () => {
       voices: '4 (a ... d)',
       mix: 'uniform',
       seed: '5',
+      pace: 'none',
     });
   });
 });

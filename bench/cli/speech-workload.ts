@@ -28,8 +28,16 @@ export interface SpeechWorkloadOptions {
   seed: number;
   /** Sent as `speed` when given. */
   speed?: number;
+  /**
+   * `playback`: each call resolves only once its audio would have finished playing (from its first
+   * byte), so a closed-loop stream is a listener who asks again when the answer has been heard, as
+   * in a voice call, instead of a client asking as fast as the server answers. @default 'none'
+   */
+  pace?: SpeechPace;
   apiKey?: string;
 }
+
+export type SpeechPace = 'none' | 'playback';
 
 export interface SpeechWorkloadDeps {
   fetch: typeof globalThis.fetch;
@@ -63,6 +71,7 @@ export function createSpeechWorkload(options: SpeechWorkloadOptions, deps: Speec
         : voiceMix.voices.join(','),
     mix: voiceMix.kind === 'zipf' ? `zipf s=${voiceMix.zipfS}` : 'uniform',
     seed: String(options.seed),
+    pace: options.pace ?? 'none',
     ...(options.speed === undefined ? {} : { speed: String(options.speed) }),
   };
 
@@ -136,10 +145,28 @@ export function createSpeechWorkload(options: SpeechWorkloadOptions, deps: Speec
             return finish({ status, errorCode: 'response_too_large' });
           }
         }
-        return finish(bytes === 0 ? { status, errorCode: 'empty_audio' } : { status });
+        const outcome = finish(bytes === 0 ? { status, errorCode: 'empty_audio' } : { status });
+        if (options.pace === 'playback' && outcome.errorCode === undefined) await untilPlayed(outcome, context);
+        return outcome;
       } catch (err) {
         return finish({ ...(status === undefined ? {} : { status }), errorCode: toTransportErrorCode(err, context.signal) });
       }
     },
   };
+}
+
+/** Waits until the call's audio would have finished playing (from its first byte, stalls included), or the call is aborted. */
+function untilPlayed(outcome: RequestOutcome, context: RequestContext): Promise<void> {
+  const playedAtMs = outcome.startMs + (outcome.ttfbMs ?? 0) + 1000 * (outcome.audioSeconds ?? 0) + (outcome.playback?.stalledMs ?? 0);
+  const waitMs = playedAtMs - context.clock.nowMs();
+  if (waitMs <= 0 || context.signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = (): void => {
+      timer.cancel();
+      context.signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = context.clock.setTimeout(done, waitMs);
+    context.signal.addEventListener('abort', done, { once: true });
+  });
 }

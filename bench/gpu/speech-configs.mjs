@@ -2,7 +2,7 @@
 // (a) the baseline the issue describes: one engine process that synthesizes one stream at a time (a
 //     global lock), with room on the GPU for one voice and no host copies, so every change of voice
 //     loads the new voice's weights from disk;
-// (b) voxmux: several instances sharing the GPU, each holding about 16 voices resident (fewer than
+// (b) voxmux: several instances sharing the GPU under MPS, each holding about 16 voices resident (fewer than
 //     the catalogue, so voices are evicted), with host-memory copies of every voice it has seen,
 //     the catalogue preloaded at start (disk reads happen then, not during the ramp), and
 //     voice-affinity routing.
@@ -28,24 +28,31 @@ const int = (name, fallback) => {
 export const MODEL = 'vits-bench';
 const voices = int('VOICES', 64);
 const device = env('DEVICE', 'cuda');
-const dtype = env('DTYPE', device === 'cpu' ? 'float32' : 'float16');
-// A Piper "medium" voice has 15.77 M inference parameters (../shared/reference/tts.md): 31.5 MB in
-// fp16 or bf16, 63.1 MB in fp32. Budgets are whole voices with half a voice of headroom, so that
-// "one voice" never fits two.
-const PARAMS_PER_VOICE = 15_770_000;
-const bytesPerParam = dtype === 'float32' ? 4 : 2;
-const voiceBytes = int('VOICE_BYTES', PARAMS_PER_VOICE * bytesPerParam);
+// The vits adapter's compute type (fp32, fp16 or bf16: autocast on CUDA); voice weights stay fp32.
+const dtype = env('DTYPE', 'fp32');
+// A Piper "medium" voice's weights as the vits adapter holds them: 15,772,216 parameters in fp32
+// (docs/adapters.md). Budgets are whole voices with half a voice of headroom, so that "one voice"
+// never fits two.
+const voiceBytes = int('VOICE_BYTES', 63_088_864);
 const budgetFor = (count) => Math.round((count + 0.5) * voiceBytes);
-const instances = int('INSTANCES', 4);
+const instances = int('INSTANCES', 8);
 const residentVoices = int('RESIDENT_VOICES', 16);
 const streamsPerInstance = int('STREAMS_PER_INSTANCE', 32);
 const phonemizer = env('PHONEMIZER', 'text');
+// (b) runs its instances under NVIDIA MPS (one GPU context shared by their processes) unless 0.
+const mps = env('MPS', '1') === '1';
 
-function config({ instanceCount, maxStreamsPerInstance, residentBudgetBytes, hostBudgetBytes, preloadVoices }) {
+function config({ instanceCount, maxStreamsPerInstance, residentBudgetBytes, hostBudgetBytes, preloadVoices, useMps }) {
   return {
     gateway: { requestTimeoutMs: 300_000 },
     scheduler: { maxQueuedRequests: 4096 },
-    supervisor: { hostPath, heartbeatIntervalMs: 2000, heartbeatMissLimit: 30, loadTimeoutMs: 600_000 },
+    supervisor: {
+      hostPath,
+      heartbeatIntervalMs: 2000,
+      heartbeatMissLimit: 30,
+      loadTimeoutMs: 600_000,
+      ...(useMps && device !== 'cpu' ? { mps: { enabled: true } } : {}),
+    },
     models: {
       [MODEL]: {
         adapter: 'vits',
@@ -76,6 +83,7 @@ export const CONFIGS = {
     residentBudgetBytes: budgetFor(1),
     hostBudgetBytes: 0,
     preloadVoices: [],
+    useMps: false,
   }),
   'b-voxmux-residency': config({
     instanceCount: instances,
@@ -83,6 +91,7 @@ export const CONFIGS = {
     residentBudgetBytes: budgetFor(residentVoices),
     hostBudgetBytes: budgetFor(voices),
     preloadVoices: env('PRELOAD', '1') === '1' ? catalogue : [],
+    useMps: mps,
   }),
 };
 
@@ -90,5 +99,5 @@ mkdirSync(outDir, { recursive: true });
 for (const [name, value] of Object.entries(CONFIGS)) writeFileSync(join(outDir, `${name}.json`), `${JSON.stringify(value, null, 2)}\n`);
 process.stdout.write(
   `Wrote ${Object.keys(CONFIGS).join(', ')} to ${outDir}: ${voices} voices of ${voiceBytes} bytes (${dtype}), ` +
-    `(b) ${instances} instances x ${residentVoices} resident voices\n`,
+    `(b) ${instances} instances x ${residentVoices} resident voices${mps ? ' under MPS' : ''}\n`,
 );

@@ -56,6 +56,17 @@ describe('selectStreamInstance', () => {
     assert.equal(selectStreamInstance(candidates, { resource: undefined, maxStreamsPerInstance: 4 })?.instanceId, 'a');
   });
 
+  it('sends the stream past a holder busier than a copy or a load would cost (two streams from host memory, eight from disk)', () => {
+    const d = (n: number) => c('d', n, [{ name: 'v', residency: 'device' }]);
+    const h = (n: number) => c('h', n, [{ name: 'v', residency: 'host' }]);
+    const pick = (candidates: ReturnType<typeof c>[]) =>
+      selectStreamInstance(candidates, { resource: 'v', maxStreamsPerInstance: 32 })?.instanceId;
+    assert.equal(pick([d(4), h(2)]), 'd', 'equal cost: the device holder');
+    assert.equal(pick([d(5), h(2)]), 'h');
+    assert.equal(pick([d(8), c('a', 0)]), 'd', 'equal cost: the holder');
+    assert.equal(pick([d(9), c('a', 0)]), 'a');
+  });
+
   it('picks the fewest running streams among holders, and nothing when every instance is full', () => {
     const v = [{ name: 'v', residency: 'device' as const }];
     assert.equal(selectStreamInstance([c('x', 2, v), c('y', 1, v)], { resource: 'v', maxStreamsPerInstance: 4 })?.instanceId, 'y');

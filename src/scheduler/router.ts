@@ -26,28 +26,37 @@ export interface StreamRouteCandidate {
   resources: readonly ResidentResource[];
 }
 
-const RESIDENCY_RANK: Readonly<Record<ResourceResidency, number>> = { device: 0, host: 1 };
+/**
+ * What routing a stream to an instance that does not hold its resource on the device costs, in
+ * running streams: a copy from host memory (milliseconds for a voice) weighs like two more streams
+ * ahead of it, a load from disk (and an eviction) like eight. A holder that is busier than that
+ * loses the stream to a less busy instance, so one popular voice does not pile onto one instance.
+ */
+const MISS_COST_STREAMS: Readonly<Record<ResourceResidency | 'none', number>> = { device: 0, host: 2, none: 8 };
 
 /**
- * Stream routing (pure). An instance where the stream's resource is resident is preferred (held
- * on the device before held on the host), the fewest running streams among those; otherwise the
- * instance with the fewest running streams. Instances at maxStreamsPerInstance are skipped;
- * undefined when every instance is full (the stream waits).
+ * Stream routing (pure): the instance with the lowest cost, its running streams plus what bringing
+ * the stream's resource onto its device costs (MISS_COST_STREAMS); on equal cost the one holding the
+ * resource closer (device, then host, then not at all), then the first. Without a resource, the
+ * fewest running streams. Instances at maxStreamsPerInstance are skipped; undefined when every
+ * instance is full (the stream waits).
  */
 export function selectStreamInstance(
   candidates: readonly StreamRouteCandidate[],
   options: { resource: string | undefined; maxStreamsPerInstance: number },
 ): StreamRouteCandidate | undefined {
   let best: StreamRouteCandidate | undefined;
-  let bestRank = Infinity;
+  let bestCost = Infinity;
+  let bestMiss = Infinity;
   for (const c of candidates) {
     if (c.runningStreams >= options.maxStreamsPerInstance) continue;
     const held = options.resource === undefined ? undefined : c.resources.find((r) => r.name === options.resource);
-    // Ranks: 0 resident on the device, 1 resident on the host, 2 not resident.
-    const rank = held === undefined ? 2 : RESIDENCY_RANK[held.residency];
-    if (best === undefined || rank < bestRank || (rank === bestRank && c.runningStreams < best.runningStreams)) {
+    const miss = options.resource === undefined ? 0 : MISS_COST_STREAMS[held === undefined ? 'none' : held.residency];
+    const cost = c.runningStreams + miss;
+    if (cost < bestCost || (cost === bestCost && miss < bestMiss)) {
       best = c;
-      bestRank = rank;
+      bestCost = cost;
+      bestMiss = miss;
     }
   }
   return best;

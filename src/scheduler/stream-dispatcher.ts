@@ -1,7 +1,7 @@
 /**
  * Stream dispatch: one request, many ordered chunks. A stream waits in its model's queue
  * (priority, then arrival) until an instance has fewer than maxStreamsPerInstance streams
- * running, then starts there (selectStreamInstance prefers instances holding its resource).
+ * running, then starts there (selectStreamInstance weighs running streams against where its resource is held).
  *
  * A stream moves queued → running → done, and is done exactly once: ended by the instance,
  * failed, expired at its deadline, or cancelled. Its instance slot is released only when the

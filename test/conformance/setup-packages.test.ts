@@ -41,7 +41,14 @@ const TEST_TOOLING = ['python3-pytest', 'python3-mypy', 'python3-pyflakes', 'pyt
 describe('scripts/setup.mjs (#16)', () => {
   it('installs for serving the default config (pocketsphinx, the Debian voices) without PyTorch or test tooling', () => {
     const packages = listed([]);
-    assert.deepEqual(packages.slice(0, 6), ['ffmpeg', 'python3', 'python3-numpy', 'pocketsphinx', 'pocketsphinx-en-us', 'python3-pocketsphinx']);
+    assert.deepEqual(packages.slice(0, 6), [
+      'ffmpeg',
+      'python3',
+      'python3-numpy',
+      'pocketsphinx',
+      'pocketsphinx-en-us',
+      'python3-pocketsphinx',
+    ]);
     assert.deepEqual(packages.slice(6).sort(), [...SPEECH_VOICES, 'festlex-poslex'].sort());
     for (const name of ['python3-torch', ...TEST_TOOLING]) assert.ok(!packages.includes(name), name);
   });

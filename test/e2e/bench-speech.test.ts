@@ -67,13 +67,13 @@ async function startSpeechServer(): Promise<SpeechServer> {
           res.setHeader('content-type', 'text/plain; version=0.0.4');
           res.end(
             [
-              `voxmux_resource_loads_total{model="${MODEL}",instance="0",source="disk"} ${loads.disk}`,
-              `voxmux_resource_loads_total{model="${MODEL}",instance="0",source="host"} ${loads.host}`,
-              `voxmux_resource_hits_total{model="${MODEL}",instance="0"} ${hits}`,
-              `voxmux_resource_misses_total{model="${MODEL}",instance="0"} ${loads.disk + loads.host}`,
-              `voxmux_resource_evictions_total{model="${MODEL}",instance="0"} ${evictions}`,
-              `voxmux_resource_resident_bytes{model="${MODEL}",instance="0"} ${resident.length * 1000}`,
-              `voxmux_resource_budget_bytes{model="${MODEL}",instance="0"} 2000`,
+              `voxmux_instance_resource_loads_total{model="${MODEL}",instance_index="0",source="disk"} ${loads.disk}`,
+              `voxmux_instance_resource_loads_total{model="${MODEL}",instance_index="0",source="host"} ${loads.host}`,
+              `voxmux_instance_resource_hits_total{model="${MODEL}",instance_index="0"} ${hits}`,
+              `voxmux_instance_resource_misses_total{model="${MODEL}",instance_index="0"} ${loads.disk + loads.host}`,
+              `voxmux_instance_resource_evictions_total{model="${MODEL}",instance_index="0"} ${evictions}`,
+              `voxmux_instance_resource_resident_bytes{model="${MODEL}",instance_index="0"} ${resident.length * 1000}`,
+              `voxmux_instance_resource_budget_bytes{model="${MODEL}",instance_index="0"} 2000`,
               '',
             ].join('\n'),
           );

@@ -13,7 +13,7 @@ Options (``LoadContext.options``; unknown keys fail the load; docs/adapters.md h
 | ``phonemizer`` | ``"espeak"`` | ``"espeak"`` (libespeak-ng through ctypes) or ``"text"`` (characters as symbols) |
 | ``espeakDataPath`` | none | espeak-ng's data folder (passed to ``espeak_Initialize``) |
 | ``device`` | ``"auto"`` | ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` |
-| ``dtype`` | ``"bf16"`` on CUDA, ``"fp32"`` on CPU | compute type on CUDA (autocast; the duration predictor stays fp32) |
+| ``dtype`` | ``"fp32"`` | compute type on CUDA: ``fp16``/``bf16`` run under autocast (the duration predictor stays fp32); the CPU runs fp32 only |
 | ``cudaGraphs`` | true | capture the decoder window as CUDA graphs at warmup (CUDA only) |
 | ``graphBatchSizes`` | [1, 2, 4, 8] | window batch sizes captured |
 | ``maxBatchWindows`` | 8 | decoder windows of one voice decoded in one forward at most |
@@ -138,7 +138,7 @@ class VitsAdapter:
         self._device = _resolve_device(str(options['device']))
         if self._device.type == 'cuda':
             torch.cuda.set_device(self._device)
-        dtype_name = options['dtype'] or ('bf16' if self._device.type == 'cuda' else 'fp32')
+        dtype_name = options['dtype'] or 'fp32'
         if self._device.type == 'cpu' and dtype_name != 'fp32':
             raise InstanceError('load_failed', f'dtype {dtype_name} needs a CUDA device: the CPU runs fp32')
         self._dtype = DTYPES[dtype_name]
