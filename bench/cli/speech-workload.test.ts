@@ -96,9 +96,9 @@ describe('createSpeechWorkload', () => {
     };
     let current = respond();
     const { fetch } = recordingFetch(() => current.response);
-    let resolved = false;
+    let isResolved = false;
     const outcome = start(options({ pace: 'playback' }), fetch, clock).then((r) => {
-      resolved = true;
+      isResolved = true;
       return r;
     });
     await settle();
@@ -108,13 +108,13 @@ describe('createSpeechWorkload', () => {
     clock.advance(50);
     current.script.end();
     await settle();
-    assert.equal(resolved, false, 'still playing');
+    assert.equal(isResolved, false, 'still playing');
     clock.advance(949);
     await settle();
-    assert.equal(resolved, false);
+    assert.equal(isResolved, false);
     clock.advance(1);
     await settle();
-    assert.equal(resolved, true);
+    assert.equal(isResolved, true);
     assert.deepEqual(await outcome, {
       startMs: 0,
       endMs: 150,
