@@ -67,6 +67,15 @@ describe('selectStreamInstance', () => {
     assert.equal(pick([d(9), c('a', 0)]), 'a');
   });
 
+  it('gives a voice no instance holds to the instance with the fewest voices on its device, then the first', () => {
+    const held = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `v${i}`, residency: 'device' as const }));
+    const pick = (candidates: ReturnType<typeof c>[]) =>
+      selectStreamInstance(candidates, { resource: 'new', maxStreamsPerInstance: 4 })?.instanceId;
+    assert.equal(pick([c('x', 0, held(2)), c('y', 0, held(1))]), 'y');
+    assert.equal(pick([c('x', 0, held(1)), c('y', 0, held(1))]), 'x');
+    assert.equal(pick([c('x', 0, held(2)), c('y', 1, held(0))]), 'x', 'load first');
+  });
+
   it('picks the fewest running streams among holders, and nothing when every instance is full', () => {
     const v = [{ name: 'v', residency: 'device' as const }];
     assert.equal(selectStreamInstance([c('x', 2, v), c('y', 1, v)], { resource: 'v', maxStreamsPerInstance: 4 })?.instanceId, 'y');

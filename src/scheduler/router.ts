@@ -37,27 +37,35 @@ const MISS_COST_STREAMS: Readonly<Record<ResourceResidency | 'none', number>> = 
 /**
  * Stream routing (pure): the instance with the lowest cost, its running streams plus what bringing
  * the stream's resource onto its device costs (MISS_COST_STREAMS); on equal cost the one holding the
- * resource closer (device, then host, then not at all), then the first. Without a resource, the
- * fewest running streams. Instances at maxStreamsPerInstance are skipped; undefined when every
- * instance is full (the stream waits).
+ * resource closer (device, then host, then not at all), then the one with the fewest resources on
+ * its device (so that new voices spread over the instances' budgets), then the first. Without a
+ * resource, the fewest running streams. Instances at maxStreamsPerInstance are skipped; undefined
+ * when every instance is full (the stream waits).
  */
 export function selectStreamInstance(
   candidates: readonly StreamRouteCandidate[],
   options: { resource: string | undefined; maxStreamsPerInstance: number },
 ): StreamRouteCandidate | undefined {
   let best: StreamRouteCandidate | undefined;
-  let bestCost = Infinity;
-  let bestMiss = Infinity;
+  let bestKey: readonly number[] = [];
   for (const c of candidates) {
     if (c.runningStreams >= options.maxStreamsPerInstance) continue;
     const held = options.resource === undefined ? undefined : c.resources.find((r) => r.name === options.resource);
     const miss = options.resource === undefined ? 0 : MISS_COST_STREAMS[held === undefined ? 'none' : held.residency];
-    const cost = c.runningStreams + miss;
-    if (cost < bestCost || (cost === bestCost && miss < bestMiss)) {
+    const onDevice = options.resource === undefined ? 0 : c.resources.filter((r) => r.residency === 'device').length;
+    const key = [c.runningStreams + miss, miss, onDevice];
+    if (best === undefined || isLess(key, bestKey)) {
       best = c;
-      bestCost = cost;
-      bestMiss = miss;
+      bestKey = key;
     }
   }
   return best;
+}
+
+/** Lexicographic a < b over keys of equal length. */
+function isLess(a: readonly number[], b: readonly number[]): boolean {
+  for (let i = 0; i < a.length; i += 1) {
+    if (a[i]! !== b[i]!) return a[i]! < b[i]!;
+  }
+  return false;
 }

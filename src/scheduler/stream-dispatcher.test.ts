@@ -151,6 +151,17 @@ describe('StreamDispatcher', () => {
     assert.equal((await collect(call)).length, 1);
   });
 
+  it('retries on another instance than the one that failed, though that one still looks ready', async () => {
+    const { executor, scheduler } = setup({}, ['a', 'b']);
+    const call = scheduler.openStream('m', input(), { timeoutMs: 10_000 });
+    executor.streams[0]!.fail(errors.instanceCrashed({ instanceId: 'a', reason: 'test' }));
+    assert.equal(executor.streams.length, 2);
+    assert.equal(executor.streams[1]!.instanceId, 'b');
+    executor.streams[1]!.produce(1);
+    executor.streams[1]!.end();
+    assert.equal((await collect(call)).length, 1);
+  });
+
   it('ends with instance_crashed when the instance dies after chunks were delivered', async () => {
     const { executor, scheduler } = setup({}, ['a', 'b']);
     const call = scheduler.openStream('m', input(), { timeoutMs: 10_000 });

@@ -6,7 +6,7 @@
  * A stream moves queued → running → done, and is done exactly once: ended by the instance,
  * failed, expired at its deadline, or cancelled. Its instance slot is released only when the
  * executor ends it (a cancelled stream still occupies its slot until the instance lets it go).
- * When the instance dies before the first chunk, the stream is retried once elsewhere; after a
+ * When the instance dies before the first chunk, the stream is retried once on another instance; after a
  * chunk reached the caller it ends with the instance's error, as the caller cannot unsee chunks.
  */
 import { randomUUID } from 'node:crypto';
@@ -90,6 +90,8 @@ interface StreamEntry {
   deliveredChunks: number;
   state: 'queued' | 'running' | 'done';
   attempt: Attempt | undefined;
+  /** The instance a retried stream failed on: not chosen again, though it may still look ready. */
+  failedInstanceId: string | undefined;
   call: StreamCallImpl;
   timer: TimerHandle | undefined;
   detach: () => void;
@@ -173,7 +175,8 @@ export function createStreamDispatcher(options: StreamDispatcherOptions, deps: S
       for (;;) {
         const head = q[0];
         if (head === undefined) return;
-        const target = selectStreamInstance(candidatesFor(model), {
+        const candidates = candidatesFor(model).filter((c) => c.instanceId !== head.failedInstanceId);
+        const target = selectStreamInstance(candidates, {
           resource: head.input.resource ?? undefined,
           maxStreamsPerInstance: policy.maxStreamsPerInstance,
         });
@@ -233,6 +236,7 @@ export function createStreamDispatcher(options: StreamDispatcherOptions, deps: S
           'stream retried',
         );
         entry.attempt = undefined;
+        entry.failedInstanceId = attempt.instanceId;
         enqueue(entry, true);
       } else {
         finish(entry, end);
@@ -258,6 +262,7 @@ export function createStreamDispatcher(options: StreamDispatcherOptions, deps: S
         deliveredChunks: 0,
         state: 'queued',
         attempt: undefined,
+        failedInstanceId: undefined,
         call: new StreamCallImpl({
           onTake: () => {
             const attempt = entry.attempt;

@@ -747,6 +747,7 @@ describe('Supervisor stats', () => {
       eagerBatches: 0,
       graphReplays: 0,
       runningBatches: 0,
+      runningStreams: 0,
       resources: [],
       resourceCounters: null,
       lastEnd: null,

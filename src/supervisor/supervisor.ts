@@ -75,6 +75,8 @@ export interface InstanceSnapshot {
   eagerBatches: number;
   graphReplays: number;
   runningBatches: number;
+  /** Streams open on the live instance (started and not yet ended by its host). */
+  runningStreams: number;
   /** The resources the live instance holds (its last report); empty when none is live. */
   resources: readonly ResourceInfo[];
   /** The live instance's adapter resource counters (cumulative since it started); null when it keeps none. */
@@ -473,6 +475,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
           eagerBatches: facts?.eagerBatches ?? 0,
           graphReplays: facts?.graphReplays ?? 0,
           runningBatches: facts?.runningBatches ?? 0,
+          runningStreams: isLive ? (facts?.runningStreams ?? 0) : 0,
           resources: isLive ? (facts?.resources ?? []) : [],
           resourceCounters: isLive ? (facts?.resourceCounters ?? null) : null,
           lastEnd: slot.lastEnd,

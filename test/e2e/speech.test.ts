@@ -18,6 +18,7 @@ const CONFIG = {
     voice: { ...SPEECH_MODEL, aliases: ['tts-1'], instances: 2 },
     slow: { ...SPEECH_MODEL, instances: 1, maxStreamsPerInstance: 1, options: { speechChunkDelayMs: 150 } },
     failing: { ...SPEECH_MODEL, instances: 1, options: { speechChunkDelayMs: 50, speechFailAfterChunks: 3 } },
+    patient: { ...SPEECH_MODEL, instances: 2, options: { speechChunkDelayMs: 1000 } },
     asr: { adapter: 'test', instances: 1 },
   },
 };
@@ -250,6 +251,27 @@ describe('POST /v1/audio/speech streaming behaviour', () => {
       assert.equal(err.code, 'model_failed');
       return true;
     });
+  });
+
+  it('a SIGKILLed instance loses no stream that had not started sending: it runs again on the other instance, whole', async () => {
+    const body = JSON.stringify({ model: 'patient', voice: 'alloy', input: 'Hi.', response_format: 'pcm' });
+    const call = () => fetch(`${server.url}/v1/audio/speech`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const reference = Buffer.from(await (await call()).arrayBuffer());
+    const pending = call();
+    // The stream waits a second before its first chunk: find its instance meanwhile and kill it.
+    let victim: number | undefined;
+    const deadline = Date.now() + 900;
+    while (victim === undefined && Date.now() < deadline) {
+      const ready = await server.readiness();
+      const instances = (ready.body.models as Record<string, { instances: { pid: number; runningStreams: number }[] }>).patient!.instances;
+      victim = instances.find((i) => i.runningStreams > 0)?.pid;
+      if (victim === undefined) await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assert.ok(victim !== undefined, 'the stream is running on an instance');
+    process.kill(victim, 'SIGKILL');
+    const res = await pending;
+    assert.equal(res.status, 200, await res.clone().text());
+    assert.ok(Buffer.from(await res.arrayBuffer()).equals(reference), 'the whole audio, from the other instance');
   });
 
   // Last: it kills the slow model's only instance.

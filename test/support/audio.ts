@@ -1,6 +1,7 @@
 /** Test audio: WAV writers, flite speech, ffmpeg transcodes, and word error rate. */
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { countWordErrors } from '../../bench/cli/word-error-rate.js';
 
@@ -76,26 +77,44 @@ export interface ProbedAudio {
   samples: Int16Array;
 }
 
-/** Probes and decodes encoded audio with ffprobe and ffmpeg; throws when either fails. */
+/**
+ * Probes and decodes encoded audio with ffprobe and ffmpeg; throws when either fails. The bytes go
+ * through a file: ffprobe stops reading a pipe early, which fails a large write into it.
+ */
 export function probeAudio(bytes: Uint8Array, options: { rawPcm24k?: boolean } = {}): ProbedAudio {
-  const input = options.rawPcm24k === true ? ['-f', 's16le', '-ar', '24000', '-ac', '1', '-i', 'pipe:0'] : ['-i', 'pipe:0'];
-  const probe = JSON.parse(
-    execFileSync(
-      'ffprobe',
-      ['-v', 'error', '-show_entries', 'format=format_name:stream=codec_name,sample_rate,channels', '-of', 'json', ...input],
+  const dir = mkdtempSync(join(tmpdir(), 'voxmux-probe-'));
+  const file = join(dir, 'audio');
+  writeFileSync(file, bytes);
+  try {
+    const input = options.rawPcm24k === true ? ['-f', 's16le', '-ar', '24000', '-ac', '1', '-i', file] : ['-i', file];
+    const probe = JSON.parse(
+      execFileSync('ffprobe', [
+        '-v',
+        'error',
+        '-show_entries',
+        'format=format_name:stream=codec_name,sample_rate,channels',
+        '-of',
+        'json',
+        ...input,
+      ]).toString('utf8'),
+    ) as { format: { format_name: string }; streams: { codec_name: string; sample_rate: string; channels: number }[] };
+    const decoded = execFileSync(
+      'ffmpeg',
+      ['-hide_banner', '-loglevel', 'error', ...input, '-f', 's16le', '-ac', '1', '-ar', '24000', 'pipe:1'],
       {
-        input: bytes,
+        maxBuffer: 256 * 1024 * 1024,
       },
-    ).toString('utf8'),
-  ) as { format: { format_name: string }; streams: { codec_name: string; sample_rate: string; channels: number }[] };
-  const decoded = execFileSync(
-    'ffmpeg',
-    ['-hide_banner', '-loglevel', 'error', ...input, '-f', 's16le', '-ac', '1', '-ar', '24000', 'pipe:1'],
-    {
-      input: bytes,
-      maxBuffer: 256 * 1024 * 1024,
-    },
-  );
+    );
+    return probed(probe, decoded);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function probed(
+  probe: { format: { format_name: string }; streams: { codec_name: string; sample_rate: string; channels: number }[] },
+  decoded: Buffer,
+): ProbedAudio {
   const stream = probe.streams[0]!;
   const samples = new Int16Array(
     decoded.buffer.slice(decoded.byteOffset, decoded.byteOffset + decoded.byteLength - (decoded.byteLength % 2)),
