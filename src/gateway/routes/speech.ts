@@ -37,7 +37,7 @@ import type { CatalogEntry } from '../../scheduler/index.js';
 import type { GatewayDeps, GatewayOptions, SpeechModelSettings } from '../gateway-types.js';
 import { createSpeechEncoder, SPEECH_CONTENT_TYPES } from '../speech/speech-encoder.js';
 import { splitSpeechText } from '../speech/split-text.js';
-import { deadlineOf, priorityOf, PRIORITY_HEADER, DEADLINE_HEADER } from './transcriptions.js';
+import { openCall, type CallContext } from './call-context.js';
 
 /**
  * Largest JSON body: 4096 characters of input and of instructions, each up to 12 bytes as JSON
@@ -181,7 +181,7 @@ interface SpeechCall {
   settings: SpeechModelSettings;
   arrivedMs: number;
   timeoutMs: number;
-  priority: ReturnType<typeof priorityOf>;
+  priority: CallContext['priority'];
   signal: AbortSignal;
 }
 
@@ -319,13 +319,7 @@ export function registerSpeechRoute(app: FastifyInstance, options: GatewayOption
       let format: SpeechResponseFormat | 'invalid' = 'invalid';
       let streamFormat: SpeechStreamFormat | 'invalid' = 'invalid';
       try {
-        const abort = new AbortController();
-        reply.raw.on('close', () => {
-          if (!reply.raw.writableFinished) abort.abort(errors.clientDisconnected({ requestId: String(request.id) }));
-        });
-        const arrivedMs = deps.clock.nowMs();
-        const priority = priorityOf(request.headers[PRIORITY_HEADER]);
-        const deadlineMs = deadlineOf(request.headers[DEADLINE_HEADER], options);
+        const { abort, arrivedMs, priority, deadlineMs } = openCall(request, reply, deps, options);
         checkContentType(request.headers['content-type']);
         const fields = parseSpeechBody(parseJson(request.body));
         format = fields.responseFormat;

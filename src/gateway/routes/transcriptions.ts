@@ -4,13 +4,14 @@ import { Value } from '@sinclair/typebox/value';
 import { TranscriptionFieldsSchema, type TranscriptionFields } from '../../api/transcription.js';
 import { errors } from '../../core/error-catalog.js';
 import type { Clock, TimerHandle } from '../../core/clock.js';
-import type { Priority, SubmitOptions, TranscriptionRequest } from '../../scheduler/index.js';
+import type { SubmitOptions, TranscriptionRequest } from '../../scheduler/index.js';
 import type { GatewayDeps, GatewayOptions } from '../gateway-types.js';
 import { renderTranscript, toStreamEvents, type LanguageSource } from '../transcript-formats.js';
 import { toHttpError, toServiceError } from '../error-mapping.js';
 import { DEFAULT_MIN_PAUSE_MS, DEFAULT_SPEECH_THRESHOLD, planCuts, toPieceRanges } from '../pieces/split-policy.js';
 import { transcribeInPieces, type PieceRange } from '../pieces/transcribe-in-pieces.js';
 import { UploadPool, readIntoPool } from '../upload-pool.js';
+import { openCall } from './call-context.js';
 
 const KNOWN_FIELDS = new Set(['model', 'language', 'prompt', 'response_format', 'temperature', 'timestamp_granularities', 'stream']);
 /** Fields the OpenAI API defines that voxmux accepts and ignores, so unmodified clients work. */
@@ -163,37 +164,8 @@ export function languageSourceOf(requested: string | undefined, languages: reado
   return languages?.length === 1 ? 'assumed' : 'reported';
 }
 
-/** Callers that share a server can mark latency-critical calls; everything else is `normal`. */
-export const PRIORITY_HEADER = 'voxmux-priority';
 /** Set to `true` on a response whose WAV upload held fewer samples than its header declared. */
 export const AUDIO_TRUNCATED_HEADER = 'voxmux-audio-truncated';
-
-export function priorityOf(value: string | string[] | undefined): Priority {
-  if (value === undefined) return 'normal';
-  if (value === 'high' || value === 'normal') return value;
-  throw errors.invalidParameter({ param: PRIORITY_HEADER, expected: 'high or normal', got: value });
-}
-
-/**
- * A call may ask for its own deadline, in milliseconds from its arrival, up to
- * gateway.maxRequestTimeoutMs; without the header, gateway.requestTimeoutMs applies.
- */
-export const DEADLINE_HEADER = 'voxmux-deadline-ms';
-const DEFAULT_MAX_REQUEST_TIMEOUT_MS = 600_000;
-
-export function deadlineOf(value: string | string[] | undefined, options: GatewayOptions): number {
-  if (value === undefined) return options.requestTimeoutMs;
-  const maxMs = options.maxRequestTimeoutMs ?? DEFAULT_MAX_REQUEST_TIMEOUT_MS;
-  const expected = `an integer number of milliseconds from 1 to ${maxMs}`;
-  if (typeof value !== 'string' || !/^[0-9]{1,10}$/.test(value.trim())) {
-    throw errors.invalidParameter({ param: DEADLINE_HEADER, expected, got: value });
-  }
-  const deadlineMs = Number(value.trim());
-  if (deadlineMs < 1 || deadlineMs > maxMs) {
-    throw errors.invalidParameter({ param: DEADLINE_HEADER, expected, got: value });
-  }
-  return deadlineMs;
-}
 
 const SAMPLE_RATE_HZ = 16_000;
 
@@ -282,15 +254,7 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
   );
   app.post('/v1/audio/transcriptions', async (request: FastifyRequest, reply: FastifyReply) => {
     // The client may leave at any time: its queued request is then dropped by the scheduler.
-    // The reason is a cancelled-kind error, so whatever was waiting on the signal (a decode, the
-    // queue) fails as cancelled and is neither answered nor logged as an internal error.
-    const abort = new AbortController();
-    reply.raw.on('close', () => {
-      if (!reply.raw.writableFinished) abort.abort(errors.clientDisconnected({ requestId: String(request.id) }));
-    });
-    const arrivedMs = deps.clock.nowMs();
-    const priority = priorityOf(request.headers[PRIORITY_HEADER]);
-    const deadlineMs = deadlineOf(request.headers[DEADLINE_HEADER], options);
+    const { abort, arrivedMs, priority, deadlineMs } = openCall(request, reply, deps, options);
     const form = await readFormWithin(request, { uploads, options, clock: deps.clock, arrivedMs });
     const fields = parseFields(form.fields);
     const model = deps.models.resolve(fields.model);
