@@ -134,7 +134,7 @@ export const SupervisorSchema = Type.Object(
     warmupTimeoutMs: Ms('Time for an instance to warm up, in milliseconds.', 600_000, 1),
     heartbeatIntervalMs: Ms('Time between heartbeats to each instance, in milliseconds.', 1000, 10),
     heartbeatMissLimit: Type.Integer({
-      description: 'Unanswered heartbeats in a row that mark an instance wedged.',
+      description: 'Unanswered heartbeats in a row that mark a ready instance wedged (loading and warmup are bounded by their timeouts).',
       default: 5,
       minimum: 1,
     }),

@@ -358,6 +358,30 @@ describe('InstanceProcess heartbeats', () => {
     assert.equal(child.received('Heartbeat').length, 3);
   });
 
+  it('does not count beats missed while loading (the load timeout bounds that phase); counting starts at ready', async () => {
+    const { clock, child, instance, ends } = setup({}, { shouldAnswerHeartbeats: false });
+    const started = track(instance.start());
+    child.hello();
+    await settle();
+    const load = child.expect('LoadRequest');
+    // Ten beats go unanswered while the host holds its interpreter lock importing and reading weights.
+    await advanceSettling(clock, 1_000, 50);
+    assert.equal(ends.length, 0);
+    assert.equal(instance.state, 'loading');
+    child.reply(load, { type: 'LoadResult' });
+    await settle();
+    child.reply(child.expect('WarmupRequest'), { type: 'WarmupResult' });
+    await settle();
+    assert.equal(started.isSettled, true);
+    assert.equal(instance.state, 'ready');
+    // Once ready, heartbeatMissLimit (3) unanswered beats wedge it as before.
+    await advanceSettling(clock, 300, 50);
+    assert.equal(instance.state, 'ready');
+    await advanceSettling(clock, 100, 50);
+    assert.equal(instance.state, 'crashed');
+    assert.equal(ends[0]?.reason, 'wedged');
+  });
+
   it('declares the instance wedged when a HeartbeatAck reports state wedged', async () => {
     const { clock, child, instance, ends } = await setupReady();
     child.heartbeat = { ...child.heartbeat, state: 'wedged' };

@@ -170,6 +170,8 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
   #heartbeatTimer: TimerHandle | undefined;
   #heartbeatSeq = 0;
   #lastAckSeq = 0;
+  /** Beats sent before ready are not counted as missed: loading and warming are bounded by their own timeouts. */
+  #firstCountedSeq = Number.POSITIVE_INFINITY;
   #end: InstanceEnd | undefined;
   /** close() was called: an exit with code 0 is then a close, and the start asks for nothing more. */
   #isCloseRequested = false;
@@ -265,6 +267,7 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
       if (warmed.type === 'WarmupResult') {
         Object.assign(this.#facts, { warmupMs: warmed.warmupMs, graphsCaptured: warmed.graphsCaptured });
       }
+      this.#firstCountedSeq = this.#heartbeatSeq;
       this.#transition('ready');
       log.info({ durationMs: Math.round(clock.nowMs() - startedMs), device: this.#facts.device, pid: this.#facts.pid }, 'instance ready');
     } catch (err) {
@@ -749,8 +752,11 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
   #startHeartbeats(): void {
     const beat = () => {
       if (this.#end !== undefined) return;
-      if (this.#heartbeatSeq - this.#lastAckSeq >= this.#options.heartbeatMissLimit) {
-        this.#wedge(`${this.#heartbeatSeq - this.#lastAckSeq} heartbeats unanswered`);
+      // A host busy loading (a long import, weights read under its interpreter lock) answers late;
+      // loadTimeoutMs and warmupTimeoutMs bound that phase, so only beats sent since ready count.
+      const missed = this.#heartbeatSeq - Math.max(this.#lastAckSeq, this.#firstCountedSeq);
+      if (missed >= this.#options.heartbeatMissLimit) {
+        this.#wedge(`${missed} heartbeats unanswered`);
         return;
       }
       const now = this.#deps.clock.nowMs();

@@ -22,7 +22,8 @@ before(async () => {
   server = await startServer({
     timeoutMs: 120_000,
     config: {
-      supervisor: { heartbeatIntervalMs: 100 },
+      // Beats every 100 ms carry residency to the gateway quickly; 20 misses (2 s) tolerate a slow machine.
+      supervisor: { heartbeatIntervalMs: 100, heartbeatMissLimit: 20 },
       models: {
         [MODEL]: {
           adapter: 'vits',
