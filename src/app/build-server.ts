@@ -29,6 +29,7 @@ import {
 } from '../supervisor/index.js';
 import type { Logger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
+import { createRequestLog, type RequestLogWriter } from '../telemetry/request-log.js';
 import { tmpdir } from 'node:os';
 
 export interface ServerDeps {
@@ -150,6 +151,15 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
   };
   const gateway = config.gateway;
   let isDraining = false;
+  const requestLog: RequestLogWriter | undefined =
+    config.requestLog.path === ''
+      ? undefined
+      : createRequestLog(
+          { path: config.requestLog.path, maxBytes: config.requestLog.maxBytes, keepFiles: config.requestLog.keepFiles },
+          { log: log.child({ component: 'request-log' }) },
+        );
+  const instanceGpu = (instanceId: string): number | undefined =>
+    supervisor.stats().instances.find((i) => i.instanceId === instanceId)?.gpu ?? undefined;
   const voiceActivity = gateway.voiceActivity === 'energy' ? { detector: createEnergyDetector() } : await createSileroDetector();
   if (voiceActivity.fallbackReason !== undefined) {
     log.warn({ err: voiceActivity.fallbackReason }, 'silero vad unavailable: cutting long audio at energy minima');
@@ -187,6 +197,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       log,
       metrics,
       isDraining: () => isDraining,
+      ...(requestLog === undefined ? {} : { requestLog, instanceGpu }),
     },
   );
   return {
@@ -204,6 +215,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       isDraining = true;
       await scheduler.close();
       await app.close();
+      await requestLog?.close();
       await supervisor.close();
       await mps?.stop();
     },
@@ -211,6 +223,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       scheduler.destroy();
       supervisor.destroy();
       await app.close();
+      await requestLog?.close();
       await mps?.stop();
     },
   };

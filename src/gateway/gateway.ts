@@ -7,6 +7,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequ
 import { errors } from '../core/error-catalog.js';
 import type { ServiceError } from '../core/errors.js';
 import { createKeyChecker } from './auth.js';
+import { toRequestLogLine, type CallRecord } from './call-record.js';
 import { fromClientError, toErrorKind, toHttpError, toRawHttpResponse, toServiceError } from './error-mapping.js';
 import type { GatewayDeps, GatewayOptions } from './gateway-types.js';
 import { registerHealthRoutes } from './routes/health.js';
@@ -27,6 +28,10 @@ const CLIENT_ERROR_LINGER_MS = 1000;
 declare module 'fastify' {
   interface FastifyRequest {
     voxmuxOutcome?: string;
+    /** The error code the call was answered with (set with voxmuxOutcome). */
+    voxmuxCode?: string;
+    /** What the request log records of an API call; set by the transcription and speech routes. */
+    voxmuxCall?: CallRecord;
   }
 }
 
@@ -64,10 +69,10 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   });
 
   const checkKey = createKeyChecker(options.apiKeys);
-  const startedAt = new WeakMap<FastifyRequest, number>();
+  const startedAt = new WeakMap<FastifyRequest, { nowMs: number; wallMs: number }>();
 
   app.addHook('onRequest', async (request) => {
-    startedAt.set(request, clock.nowMs());
+    startedAt.set(request, { nowMs: clock.nowMs(), wallMs: clock.wallMs() });
     const path = request.url.split('?')[0] ?? '';
     // A draining node keeps listening until its pending requests finish, so that a new call learns
     // at once to go elsewhere (503 with Retry-After) instead of finding the port closed.
@@ -81,7 +86,9 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
 
   app.addHook('onResponse', async (request, reply) => {
     const endpoint = request.routeOptions.url ?? 'unmatched';
-    const durationMs = clock.nowMs() - (startedAt.get(request) ?? clock.nowMs());
+    const endMs = clock.nowMs();
+    const started = startedAt.get(request) ?? { nowMs: endMs, wallMs: clock.wallMs() };
+    const durationMs = endMs - started.nowMs;
     const outcome = request.voxmuxOutcome ?? (reply.statusCode < 400 ? 'ok' : (toErrorKind(reply.statusCode) ?? 'internal'));
     metrics.gatewayCalls.inc({ endpoint, outcome });
     metrics.gatewayCallDuration.observe({ endpoint }, durationMs / 1000);
@@ -96,6 +103,18 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
           code: request.voxmuxOutcome === 'ok' ? undefined : request.voxmuxOutcome,
         },
         'call completed',
+      );
+    }
+    if (deps.requestLog !== undefined && request.voxmuxCall !== undefined) {
+      deps.requestLog.write(
+        toRequestLogLine(request.voxmuxCall, {
+          arrivedWallMs: started.wallMs,
+          durationMs,
+          endMs,
+          status: reply.statusCode,
+          code: request.voxmuxCode,
+          gpuOf: (instanceId) => deps.instanceGpu?.(instanceId),
+        }),
       );
     }
   });
@@ -118,6 +137,7 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   app.setErrorHandler(async (err, request, reply) => {
     const error: ServiceError = toServiceError(err, { maxBodyBytes: options.maxBodyBytes, contentType: request.headers['content-type'] });
     request.voxmuxOutcome = error.kind;
+    request.voxmuxCode = error.code;
     if (error.kind === 'internal')
       request.log.error({ err: error.cause ?? err, code: error.code, requestId: request.id }, 'request failed');
     if (error.kind === 'cancelled' || reply.raw.destroyed) return;
