@@ -73,8 +73,8 @@ export function costSvg(results: CostResults): string {
     ].join('\n');
   });
   return [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="900" height="${height}" font-family="sans-serif">`,
-    `<rect width="900" height="${height}" fill="white"/>`,
+    `<svg xmlns="http://www.w3.org/2000/svg" width="980" height="${height}" font-family="sans-serif">`,
+    `<rect width="980" height="${height}" fill="white"/>`,
     `<text x="20" y="28" font-size="16">${escapeXml(`GPU cost per month by operating mode (${results.trace.calls} calls, ${results.trace.spanDays} days scaled to 30)`)}</text>`,
     ...bars,
     '</svg>',
