@@ -108,6 +108,7 @@ describe('voxmux bench cost (#20)', () => {
       const c = capture();
       assert.equal(await runBenchCli(['cost', ...args], c.io, c.deps), 2, args.join(' '));
       assert.match(c.err(), message, args.join(' '));
+      assert.match(c.err(), /Run voxmux cost --help for usage/);
       assert.equal(c.out(), '');
     }
   });

@@ -96,6 +96,7 @@ export const costCommand = defineCommand({
   usage: COST_USAGE,
   flags: COST_FLAGS,
   hasPositionals: true,
+  helpHint: 'Run voxmux cost --help for usage',
   run: async ({ values, positionals, io, cwd, clock, outputDir }) => {
     if (positionals.length === 0) throw usageError('Expected at least one request log file');
     const price = optionalNumber(values['gpu-hour-usd'], '--gpu-hour-usd', { min: 0, max: 1e6 });
