@@ -3,7 +3,7 @@
  * Routes raise ServiceErrors; the error handler maps them once, through error-mapping.ts.
  */
 import multipart from '@fastify/multipart';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { errors } from '../core/error-catalog.js';
 import type { ServiceError } from '../core/errors.js';
 import { createKeyChecker } from './auth.js';
@@ -71,8 +71,20 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   const checkKey = createKeyChecker(options.apiKeys);
   const startedAt = new WeakMap<FastifyRequest, { nowMs: number; wallMs: number }>();
 
-  app.addHook('onRequest', async (request) => {
-    startedAt.set(request, { nowMs: clock.nowMs(), wallMs: clock.wallMs() });
+  app.addHook('onRequest', async (request, reply) => {
+    const started = { nowMs: clock.nowMs(), wallMs: clock.wallMs() };
+    startedAt.set(request, started);
+    // NOTE: the request log listens for the response's close, not fastify's onResponse, which runs
+    // only on 'finish': a call whose client left, or whose stream was cut, must be recorded too.
+    const requestLog = deps.requestLog;
+    if (requestLog !== undefined) {
+      // Tracked here rather than read from writableFinished, which inject()'s responses do not keep.
+      let isWhole = false;
+      reply.raw.once('finish', () => (isWhole = true));
+      reply.raw.once('close', () =>
+        writeCallLine(requestLog, request, { res: reply.raw, isWhole, started }, { clock, instanceGpu: deps.instanceGpu }),
+      );
+    }
     const path = request.url.split('?')[0] ?? '';
     // A draining node keeps listening until its pending requests finish, so that a new call learns
     // at once to go elsewhere (503 with Retry-After) instead of finding the port closed.
@@ -103,18 +115,6 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
           code: request.voxmuxOutcome === 'ok' ? undefined : request.voxmuxOutcome,
         },
         'call completed',
-      );
-    }
-    if (deps.requestLog !== undefined && request.voxmuxCall !== undefined) {
-      deps.requestLog.write(
-        toRequestLogLine(request.voxmuxCall, {
-          arrivedWallMs: started.wallMs,
-          durationMs,
-          endMs,
-          status: reply.statusCode,
-          code: request.voxmuxCode,
-          gpuOf: (instanceId) => deps.instanceGpu?.(instanceId),
-        }),
       );
     }
   });
@@ -159,6 +159,32 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   registerHealthRoutes(app, deps);
   registerMetricsRoute(app, deps);
   return app;
+}
+
+/** Status recorded for a call whose response was cut before it was sent whole, before any status went out (nginx's). */
+export const CLOSED_BEFORE_ANSWER_STATUS = 499;
+
+function writeCallLine(
+  requestLog: NonNullable<GatewayDeps['requestLog']>,
+  request: FastifyRequest,
+  end: { res: FastifyReply['raw']; isWhole: boolean; started: { nowMs: number; wallMs: number } },
+  context: { clock: GatewayDeps['clock']; instanceGpu: GatewayDeps['instanceGpu'] },
+): void {
+  const record = request.voxmuxCall;
+  if (record === undefined) return;
+  const { res, isWhole, started } = end;
+  const endMs = context.clock.nowMs();
+  requestLog.write(
+    toRequestLogLine(record, {
+      arrivedWallMs: started.wallMs,
+      durationMs: endMs - started.nowMs,
+      endMs,
+      status: isWhole || res.headersSent ? res.statusCode : CLOSED_BEFORE_ANSWER_STATUS,
+      // The route learns of a cut only after this event: a cut without a code of its own is the client's leaving.
+      code: request.voxmuxCode ?? (isWhole ? undefined : 'client_disconnected'),
+      gpuOf: (instanceId) => context.instanceGpu?.(instanceId),
+    }),
+  );
 }
 
 /** Whether a request's body has all arrived: it has none, or the parser has read it to its end. */

@@ -11,10 +11,11 @@ import { after, describe, it } from 'node:test';
 import { parseRequestLogLine, type RequestLogLine } from '../../src/api/request-log.js';
 import { floatWav, noise } from '../support/audio.js';
 import { startServer, type RunningServer } from '../support/server-process.js';
+import { waitFor } from '../support/wait-for.js';
 
-let server: RunningServer | undefined;
+const running: RunningServer[] = [];
 after(async () => {
-  await server?.stop('SIGKILL');
+  await Promise.all(running.map((s) => s.stop('SIGKILL')));
 });
 
 function readLog(path: string): RequestLogLine[] {
@@ -34,7 +35,7 @@ describe('request log (#20)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'voxmux-request-log-e2e-'));
     const path = join(dir, 'requests.jsonl');
     // About 240 bytes a line: four lines a file, so seven calls need a rotation.
-    server = await startServer({
+    const server = await startServer({
       config: {
         requestLog: { path, maxBytes: 1024, keepFiles: 5 },
         supervisor: { heartbeatIntervalMs: 200 },
@@ -44,6 +45,7 @@ describe('request log (#20)', () => {
         },
       },
     });
+    running.push(server);
     const url = server.url;
     const transcribe = async (model: string, seconds: number) => {
       const form = new FormData();
@@ -110,5 +112,45 @@ describe('request log (#20)', () => {
       assert.ok(Math.abs(Date.parse(line.time) - Date.now()) < 120_000);
     }
     assert.doesNotMatch(files.map((f) => readFileSync(f, 'utf8')).join(''), /private prompt|Hello there|Second call/);
+  });
+
+  it('records a speech call whose client left after the first audio, with client_disconnected and the audio made until then', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'voxmux-request-log-e2e-'));
+    const path = join(dir, 'requests.jsonl');
+    const server = await startServer({
+      config: {
+        requestLog: { path },
+        supervisor: { heartbeatIntervalMs: 200 },
+        models: {
+          slow: { adapter: 'test', task: 'speech', instances: 1, voiceAliases: { alloy: 'tone-a' }, options: { speechChunkDelayMs: 300 } },
+        },
+      },
+    });
+    running.push(server);
+    const abort = new AbortController();
+    const res = await fetch(`${server.url}/v1/audio/speech`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'slow', voice: 'alloy', input: 'One. Two. Three. Four. Five. Six.', response_format: 'pcm' }),
+      signal: abort.signal,
+    });
+    assert.equal(res.status, 200);
+    await res.body!.getReader().read();
+    abort.abort();
+    const hasLine = () => {
+      try {
+        return readLog(path).length === 1;
+      } catch {
+        return false; // a line being written
+      }
+    };
+    await waitFor(hasLine, 'the request log line of the call that was left');
+    const [line] = readLog(path);
+    assert.equal(line!.model, 'slow');
+    assert.equal(line!.status, 200);
+    assert.equal(line!.code, 'client_disconnected');
+    assert.equal(line!.instanceId, 'slow-0-g1');
+    // The six sentences make about 5 s of audio; the client left after the first.
+    assert.ok(line!.audioOutSeconds > 0 && line!.audioOutSeconds < 4, `${line!.audioOutSeconds} s`);
   });
 });

@@ -259,6 +259,8 @@ async function synthesize(
   const emit = async (samples: Float32Array) => {
     if (samples.length === 0) return;
     sentSamples += samples.length;
+    // Kept current, so that a call cut short is recorded with the audio made until then.
+    if (request.voxmuxCall !== undefined) request.voxmuxCall.audioOutSeconds = sentSamples / SPEECH_SAMPLE_RATE_HZ;
     await encoder.write(floatToPcm16(samples));
   };
   let resampler: StreamResampler | undefined;
@@ -306,10 +308,7 @@ async function synthesize(
   } finally {
     call.signal.removeEventListener('abort', onAbort);
     deps.metrics.speechAudio.inc({ model }, sentSamples / SPEECH_SAMPLE_RATE_HZ);
-    if (request.voxmuxCall !== undefined) {
-      request.voxmuxCall.audioOutSeconds = sentSamples / SPEECH_SAMPLE_RATE_HZ;
-      request.voxmuxCall.resultMs = deps.clock.nowMs();
-    }
+    if (request.voxmuxCall !== undefined) request.voxmuxCall.resultMs = deps.clock.nowMs();
   }
 }
 
