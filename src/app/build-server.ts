@@ -156,7 +156,10 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       ? undefined
       : createRequestLog(
           { path: config.requestLog.path, maxBytes: config.requestLog.maxBytes, keepFiles: config.requestLog.keepFiles },
-          { log: log.child({ component: 'request-log' }) },
+          {
+            log: log.child({ component: 'request-log' }),
+            onLines: (outcome, count) => metrics.requestLogLines.inc({ outcome }, count),
+          },
         );
   const instanceGpu = (instanceId: string): number | undefined =>
     supervisor.stats().instances.find((i) => i.instanceId === instanceId)?.gpu ?? undefined;

@@ -88,18 +88,24 @@ describe('createRequestLog', () => {
   it('a write that fails is logged once as a warning and its lines counted as dropped, without throwing', async () => {
     const path = join(tempPath(), 'missing-folder', 'requests.jsonl');
     const { log, lines: logged } = captureLogger();
-    const writer = createRequestLog({ path, maxBytes: 4096, keepFiles: 1 }, { log });
+    const counted = { written: 0, dropped: 0 };
+    const writer = createRequestLog({ path, maxBytes: 4096, keepFiles: 1 }, { log, onLines: (outcome, n) => (counted[outcome] += n) });
     writer.write({ n: 1 });
     await writer.flush();
     writer.write({ n: 2 });
     await writer.close();
     assert.equal(writer.droppedLines(), 2);
+    assert.deepEqual(counted, { written: 0, dropped: 2 });
     assert.equal(logged().filter((l) => l.msg === 'request log write failed').length, 1);
   });
 
   it('drops lines past maxQueuedLines and after close', async () => {
     const path = tempPath();
-    const writer = createRequestLog({ path, maxBytes: 1024 * 1024, keepFiles: 1, maxQueuedLines: 3 }, { log: silentLogger() });
+    const counted = { written: 0, dropped: 0 };
+    const writer = createRequestLog(
+      { path, maxBytes: 1024 * 1024, keepFiles: 1, maxQueuedLines: 3 },
+      { log: silentLogger(), onLines: (outcome, n) => (counted[outcome] += n) },
+    );
     for (let n = 1; n <= 5; n += 1) writer.write({ n });
     await writer.close();
     writer.write({ n: 6 });
@@ -109,5 +115,6 @@ describe('createRequestLog', () => {
       [1, 2, 3, 4],
     );
     assert.equal(writer.droppedLines(), 2);
+    assert.deepEqual(counted, { written: 4, dropped: 2 });
   });
 });

@@ -23,6 +23,8 @@ export interface RequestLogOptions {
 
 export interface RequestLogDeps {
   log: Logger;
+  /** Counts lines written and dropped (voxmux_request_log_lines_total). */
+  onLines?: (outcome: 'written' | 'dropped', count: number) => void;
 }
 
 export interface RequestLogWriter {
@@ -102,8 +104,10 @@ export function createRequestLog(options: RequestLogOptions, deps: RequestLogDep
       queued = [];
       try {
         await append(lines);
+        deps.onLines?.('written', lines.length);
       } catch (err) {
         dropped += lines.length;
+        deps.onLines?.('dropped', lines.length);
         await handle?.close().catch(() => undefined);
         handle = undefined;
         // Degrade politely: calls are answered whatever the log's disk does; one warning per failure streak.
@@ -127,6 +131,7 @@ export function createRequestLog(options: RequestLogOptions, deps: RequestLogDep
     write(entry) {
       if (isClosed || queued.length >= maxQueued) {
         dropped += 1;
+        deps.onLines?.('dropped', 1);
         return;
       }
       queued.push(`${JSON.stringify(entry)}\n`);
