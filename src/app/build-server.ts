@@ -30,7 +30,10 @@ import {
 import type { Logger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { createRequestLog, type RequestLogWriter } from '../telemetry/request-log.js';
+import { constants } from 'node:fs';
+import { access, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { dirname, resolve } from 'node:path';
 
 export interface ServerDeps {
   log: Logger;
@@ -102,6 +105,22 @@ export function gpuHealth(
   return out;
 }
 
+/**
+ * The problem with requestLog.path, checked at startup so that a log that cannot be written fails
+ * the start instead of dropping every line; undefined when the log is off or its folder is writable.
+ */
+export async function checkRequestLogPath(path: string): Promise<string | undefined> {
+  if (path === '') return undefined;
+  const target = await stat(path).catch(() => undefined);
+  if (target?.isDirectory() === true) return `requestLog.path: expected a file: got the folder '${path}'`;
+  const folder = dirname(resolve(path));
+  const isWritable = await access(folder, constants.W_OK).then(
+    () => true,
+    () => false,
+  );
+  return isWritable ? undefined : `requestLog.path: expected a file in an existing, writable folder: got '${path}'`;
+}
+
 export async function buildServer(config: Config, deps: ServerDeps): Promise<Server> {
   const { log, clock } = deps;
   const metrics = createMetrics();
@@ -111,6 +130,8 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
   }
   const nodeGpus = config.supervisor.gpus.length > 0 ? config.supervisor.gpus : await detectGpus(runCommand, deps.baseEnv);
   const problems = Object.entries(config.models).flatMap(([name, model]) => checkPlacement(name, model, nodeGpus));
+  const logProblem = await checkRequestLogPath(config.requestLog.path);
+  if (logProblem !== undefined) problems.push(logProblem);
   if (problems.length > 0) throw new ConfigError(problems);
   log.info({ gpus: nodeGpus }, 'gpus');
   const supervisor = createSupervisor(
