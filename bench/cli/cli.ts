@@ -7,6 +7,7 @@
  *   voxmux bench speech --url URL --model M [--voice-prefix P --voice-count N --mix zipf] [options]
  *   voxmux bench accuracy --url URL --model M --manifest FILE [options]
  *   voxmux bench compare A.json B.json [...] [--out DIR]
+ *   voxmux bench cost LOG [...] --gpu-hour-usd USD [options]   (also `voxmux cost`)
  *
  * Exit codes: 0 done; 1 no request succeeded; 2 bad arguments or server unreachable;
  * 130 interrupted (results so far are still written).
@@ -15,12 +16,13 @@ import { accuracyCommand } from './accuracy-cli.js';
 import { usageError } from './bench-error.js';
 import { runReportingErrors, type BenchCliDeps, type BenchIo, type Command } from './command.js';
 import { compareCommand } from './compare-cli.js';
+import { costCommand } from './cost-cli.js';
 import { speechCommand } from './speech-cli.js';
 import { BENCH_USAGE, transcribeCommand } from './transcribe-cli.js';
 
 export type { BenchCliDeps, BenchIo } from './command.js';
 
-const COMMANDS: readonly Command[] = [transcribeCommand, speechCommand, accuracyCommand, compareCommand];
+const COMMANDS: readonly Command[] = [transcribeCommand, speechCommand, accuracyCommand, compareCommand, costCommand];
 
 export async function runBenchCli(argv: readonly string[], io?: Partial<BenchIo>, deps: BenchCliDeps = {}): Promise<number> {
   const out: BenchIo = {
@@ -40,7 +42,7 @@ export async function runBenchCli(argv: readonly string[], io?: Partial<BenchIo>
         out.stdout.write(BENCH_USAGE);
         return name === undefined ? 2 : 0;
       default:
-        throw usageError(`Unknown bench command '${name}': expected transcribe, speech, accuracy or compare`);
+        throw usageError(`Unknown bench command '${name}': expected transcribe, speech, accuracy, compare or cost`);
     }
   });
 }

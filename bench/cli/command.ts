@@ -83,6 +83,8 @@ export interface CommandSpec<F extends FlagSpecs> {
   flags: F;
   /** Whether arguments other than flags are accepted (files). @default false */
   hasPositionals?: boolean;
+  /** The line printed after a usage error. @default 'Run voxmux bench --help for usage' */
+  helpHint?: string;
   /** The command's work; returns the exit code. Failures are thrown as BenchErrors. */
   run(context: CommandContext<F>): Promise<number>;
 }
@@ -101,38 +103,43 @@ export function defineCommand<const F extends FlagSpecs>(spec: CommandSpec<F>): 
     name: spec.name,
     usage: spec.usage,
     run: (args, io, deps) =>
-      runReportingErrors(io, async () => {
-        if (isHelpRequested(args)) {
-          io.stdout.write(spec.usage);
-          return 0;
-        }
-        const { values, positionals } = parseArgs({
-          args: [...args],
-          options: spec.flags,
-          allowPositionals: spec.hasPositionals === true,
-          strict: true,
-        });
-        const cwd = deps.cwd ?? process.cwd();
-        return spec.run({
-          values: values as FlagValues<F>,
-          positionals,
-          args,
-          io,
-          deps,
-          cwd,
-          clock: deps.clock ?? systemClock,
-          outputDir: (out, defaultName) => resolveOutputDir(out === undefined ? join(cwd, 'bench', 'out', defaultName) : resolve(cwd, out)),
-          interruptibly: (onInterrupt, work) =>
-            runInterruptibly(
-              {
-                ...(deps.signal === undefined ? {} : { signal: deps.signal }),
-                ...(deps.shouldHandleSignals === undefined ? {} : { shouldHandleSignals: deps.shouldHandleSignals }),
-                onInterrupt,
-              },
-              work,
-            ),
-        });
-      }),
+      runReportingErrors(
+        io,
+        async () => {
+          if (isHelpRequested(args)) {
+            io.stdout.write(spec.usage);
+            return 0;
+          }
+          const { values, positionals } = parseArgs({
+            args: [...args],
+            options: spec.flags,
+            allowPositionals: spec.hasPositionals === true,
+            strict: true,
+          });
+          const cwd = deps.cwd ?? process.cwd();
+          return spec.run({
+            values: values as FlagValues<F>,
+            positionals,
+            args,
+            io,
+            deps,
+            cwd,
+            clock: deps.clock ?? systemClock,
+            outputDir: (out, defaultName) =>
+              resolveOutputDir(out === undefined ? join(cwd, 'bench', 'out', defaultName) : resolve(cwd, out)),
+            interruptibly: (onInterrupt, work) =>
+              runInterruptibly(
+                {
+                  ...(deps.signal === undefined ? {} : { signal: deps.signal }),
+                  ...(deps.shouldHandleSignals === undefined ? {} : { shouldHandleSignals: deps.shouldHandleSignals }),
+                  onInterrupt,
+                },
+                work,
+              ),
+          });
+        },
+        spec.helpHint,
+      ),
   };
 }
 
@@ -141,18 +148,18 @@ export function defineCommand<const F extends FlagSpecs>(spec: CommandSpec<F>): 
  * BenchErrors, and parseArgs' errors for unknown or malformed flags (usage, 2). Anything else is a
  * bug and is rethrown.
  */
-export async function runReportingErrors(io: BenchIo, work: () => Promise<number>): Promise<number> {
+export async function runReportingErrors(io: BenchIo, work: () => Promise<number>, helpHint = HELP_HINT): Promise<number> {
   try {
     return await work();
   } catch (err) {
     if (isBenchError(err)) {
       io.stderr.write(`${err.message}\n`);
-      if (err.code === 'usage') io.stderr.write(`${HELP_HINT}\n`);
+      if (err.code === 'usage') io.stderr.write(`${helpHint}\n`);
       return err.exitCode;
     }
     const code = (err as { code?: unknown }).code;
     if (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS')) {
-      io.stderr.write(`${(err as Error).message}\n${HELP_HINT}\n`);
+      io.stderr.write(`${(err as Error).message}\n${helpHint}\n`);
       return 2;
     }
     throw err;

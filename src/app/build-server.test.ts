@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { loadConfig } from '../config/load.js';
-import { createModelCatalog, gpuHealth } from './build-server.js';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { checkRequestLogPath, createModelCatalog, gpuHealth } from './build-server.js';
 
 describe('gpuHealth', () => {
   it('takes a GPU whose instances are all down out of rotation and names it', () => {
@@ -62,5 +65,18 @@ describe('createModelCatalog', () => {
     assert.equal(byId.get('gpu')?.speech?.voiceAliases.cedar, 'vits-12');
     assert.equal(byId.get('gpu')?.speech?.hasVoiceResources, true);
     assert.deepEqual(byId.get('fake')?.speech, { voiceAliases: { alloy: 'tone-a' }, hasVoiceResources: false });
+  });
+});
+
+describe('checkRequestLogPath (#20)', () => {
+  it('accepts the log off and a file in a writable folder, and names a missing folder or a folder given as the file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'voxmux-request-log-path-'));
+    assert.equal(await checkRequestLogPath(''), undefined);
+    assert.equal(await checkRequestLogPath(join(dir, 'requests.jsonl')), undefined);
+    assert.match(
+      (await checkRequestLogPath(join(dir, 'missing', 'requests.jsonl'))) ?? '',
+      /^requestLog\.path: expected a file in an existing, writable folder/,
+    );
+    assert.match((await checkRequestLogPath(dir)) ?? '', /^requestLog\.path: expected a file: got the folder/);
   });
 });

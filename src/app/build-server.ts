@@ -29,7 +29,11 @@ import {
 } from '../supervisor/index.js';
 import type { Logger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
+import { createRequestLog, type RequestLogWriter } from '../telemetry/request-log.js';
+import { constants } from 'node:fs';
+import { access, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { dirname, resolve } from 'node:path';
 
 export interface ServerDeps {
   log: Logger;
@@ -101,6 +105,22 @@ export function gpuHealth(
   return out;
 }
 
+/**
+ * The problem with requestLog.path, checked at startup so that a log that cannot be written fails
+ * the start instead of dropping every line; undefined when the log is off or its folder is writable.
+ */
+export async function checkRequestLogPath(path: string): Promise<string | undefined> {
+  if (path === '') return undefined;
+  const target = await stat(path).catch(() => undefined);
+  if (target?.isDirectory() === true) return `requestLog.path: expected a file: got the folder '${path}'`;
+  const folder = dirname(resolve(path));
+  const isWritable = await access(folder, constants.W_OK).then(
+    () => true,
+    () => false,
+  );
+  return isWritable ? undefined : `requestLog.path: expected a file in an existing, writable folder: got '${path}'`;
+}
+
 export async function buildServer(config: Config, deps: ServerDeps): Promise<Server> {
   const { log, clock } = deps;
   const metrics = createMetrics();
@@ -110,6 +130,8 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
   }
   const nodeGpus = config.supervisor.gpus.length > 0 ? config.supervisor.gpus : await detectGpus(runCommand, deps.baseEnv);
   const problems = Object.entries(config.models).flatMap(([name, model]) => checkPlacement(name, model, nodeGpus));
+  const logProblem = await checkRequestLogPath(config.requestLog.path);
+  if (logProblem !== undefined) problems.push(logProblem);
   if (problems.length > 0) throw new ConfigError(problems);
   log.info({ gpus: nodeGpus }, 'gpus');
   const supervisor = createSupervisor(
@@ -150,6 +172,18 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
   };
   const gateway = config.gateway;
   let isDraining = false;
+  const requestLog: RequestLogWriter | undefined =
+    config.requestLog.path === ''
+      ? undefined
+      : createRequestLog(
+          { path: config.requestLog.path, maxBytes: config.requestLog.maxBytes, keepFiles: config.requestLog.keepFiles },
+          {
+            log: log.child({ component: 'request-log' }),
+            onLines: (outcome, count) => metrics.requestLogLines.inc({ outcome }, count),
+          },
+        );
+  const instanceGpu = (instanceId: string): number | undefined =>
+    supervisor.stats().instances.find((i) => i.instanceId === instanceId)?.gpu ?? undefined;
   const voiceActivity = gateway.voiceActivity === 'energy' ? { detector: createEnergyDetector() } : await createSileroDetector();
   if (voiceActivity.fallbackReason !== undefined) {
     log.warn({ err: voiceActivity.fallbackReason }, 'silero vad unavailable: cutting long audio at energy minima');
@@ -187,6 +221,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       log,
       metrics,
       isDraining: () => isDraining,
+      ...(requestLog === undefined ? {} : { requestLog, instanceGpu }),
     },
   );
   return {
@@ -204,6 +239,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       isDraining = true;
       await scheduler.close();
       await app.close();
+      await requestLog?.close();
       await supervisor.close();
       await mps?.stop();
     },
@@ -211,6 +247,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       scheduler.destroy();
       supervisor.destroy();
       await app.close();
+      await requestLog?.close();
       await mps?.stop();
     },
   };

@@ -58,6 +58,12 @@ describe('runCli --help and --version (#16)', () => {
     assert.deepEqual([r.code, r.benched], [0, [['accuracy', '--help', '--version']]]);
   });
 
+  it('runs cost as the bench command cost, its help included (#20)', async () => {
+    assert.deepEqual((await run(['cost', 'a.jsonl', '--gpu-hour-usd', '2'])).benched, [['cost', 'a.jsonl', '--gpu-hour-usd', '2']]);
+    assert.deepEqual((await run(['cost', '--help'])).benched, [['cost', '--help']]);
+    assert.match(USAGE, /\n {2}cost {5}/);
+  });
+
   it('serves with the flags when no command is given, and reads nothing after --', async () => {
     assert.deepEqual((await run([])).served, [[]]);
     assert.deepEqual((await run(['--port', '9000'])).served, [['--port', '9000']]);

@@ -1,6 +1,7 @@
 /**
  * The voxmux command: `voxmux serve [flags]` runs the server; `voxmux bench ...` the load-ramp and
- * accuracy tool, which lives apart from the server (bench/cli/). The server never imports it: the
+ * accuracy tool, and `voxmux cost ...` the operating-mode cost table, which live apart from the
+ * server (bench/cli/). The server never imports it: the
  * entry point that starts the command (bin/voxmux.mjs, the bundle's entry) passes a loader that
  * imports it only when `voxmux bench` is run.
  *
@@ -15,6 +16,7 @@ export const USAGE = `usage: voxmux <command> [options]
 commands:
   serve    run the speech server (the default command); voxmux serve --help for its options
   bench    the load-ramp, accuracy and comparison tool; voxmux bench --help (docs/bench.md)
+  cost     GPU cost of each operating mode from request logs; voxmux cost --help (docs/bench.md#cost)
 
 options:
   -h, --help   print this help and exit
@@ -85,17 +87,19 @@ export async function runCli(argv: readonly string[], deps: CliDeps): Promise<nu
         return 0;
       }
       return (deps.serve ?? main)(rest);
-    case 'bench': {
+    case 'bench':
+    case 'cost': {
       if (hasFlag(rest, VERSION) && !hasFlag(rest, HELP)) {
         stdout.write(version);
         return 0;
       }
       if (deps.loadBench === undefined) {
-        stderr.write('voxmux: the bench is not part of this installation\n');
+        stderr.write(`voxmux: ${command === 'cost' ? 'voxmux cost' : 'the bench'} is not part of this installation\n`);
         return 2;
       }
       const runBench = await deps.loadBench();
-      return runBench(rest);
+      // `voxmux cost` lives with the bench (bench/cli/cost-cli.ts): it is `voxmux bench cost`.
+      return runBench(command === 'cost' ? ['cost', ...rest] : rest);
     }
     case 'help':
       stdout.write(USAGE);

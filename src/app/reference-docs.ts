@@ -10,7 +10,7 @@ import { ERROR_CATALOG, WIRE_ERROR_CODES } from '../core/error-catalog.js';
 import { HTTP_STATUS, OPENAI_TYPE } from '../gateway/index.js';
 import { createMetrics } from '../telemetry/metrics.js';
 
-const ENV_SECTIONS = new Set(['gateway', 'scheduler', 'supervisor', 'telemetry']);
+const ENV_SECTIONS = new Set(['gateway', 'scheduler', 'supervisor', 'telemetry', 'requestLog']);
 
 function typeOf(schema: TSchema): string {
   const kind = schema[Kind] as string;

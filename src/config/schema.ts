@@ -257,6 +257,28 @@ export const TelemetrySchema = Type.Object(
   { additionalProperties: false, default: {} },
 );
 
+export const RequestLogSchema = Type.Object(
+  {
+    path: Type.String({
+      description:
+        'File that gets one JSON line per finished transcription or speech call (docs/operations.md#request-log); empty turns the log off.',
+      default: '',
+    }),
+    maxBytes: Type.Integer({
+      description: 'Size a request log file may reach, in bytes; the line that would pass it starts a fresh file after rotation.',
+      default: 64 * 1024 * 1024,
+      minimum: 1024,
+    }),
+    keepFiles: Type.Integer({
+      description: 'Rotated request log files kept as <path>.1 (newest) to <path>.<keepFiles>; 0 keeps none.',
+      default: 5,
+      minimum: 0,
+      maximum: 1000,
+    }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
 /** The tasks an adapter serves; the first is its default (`task: auto`). An adapter not listed serves transcription. */
 export const ADAPTER_TASKS: Readonly<Record<string, readonly ModelTask[]>> = {
   pocketsphinx: ['transcription'],
@@ -365,6 +387,7 @@ export const ConfigSchema = Type.Object(
     scheduler: SchedulerSchema,
     supervisor: SupervisorSchema,
     telemetry: TelemetrySchema,
+    requestLog: RequestLogSchema,
     models: Type.Record(Type.String({ minLength: 1 }), ModelSchema, {
       description: 'Served models by name.',
       default: DEFAULT_MODELS,
@@ -380,6 +403,7 @@ export type SchedulerConfig = Static<typeof SchedulerSchema>;
 export type SupervisorConfig = Static<typeof SupervisorSchema>;
 export type ModelConfig = Static<typeof ModelSchema>;
 export type TelemetryConfig = Static<typeof TelemetrySchema>;
+export type RequestLogConfig = Static<typeof RequestLogSchema>;
 
 /** Paths whose values are secrets: redacted by --print-config. */
 export const SECRET_PATHS = ['gateway.apiKeys'] as const;

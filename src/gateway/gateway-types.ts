@@ -1,4 +1,5 @@
 /** Options and collaborators of the gateway, wired in app/build-server.ts. */
+import type { RequestLogLine } from '../api/request-log.js';
 import type { Clock } from '../core/clock.js';
 import type {
   CatalogEntry,
@@ -124,4 +125,8 @@ export interface GatewayDeps {
    * still open. @default never
    */
   isDraining?: () => boolean;
+  /** Where finished transcription and speech calls are recorded (requestLog in the config); absent: not recorded. */
+  requestLog?: { write(line: RequestLogLine): void };
+  /** The GPU index of an instance; undefined for a CPU instance or one no longer known. */
+  instanceGpu?: (instanceId: string) => number | undefined;
 }

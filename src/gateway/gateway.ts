@@ -3,10 +3,11 @@
  * Routes raise ServiceErrors; the error handler maps them once, through error-mapping.ts.
  */
 import multipart from '@fastify/multipart';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { errors } from '../core/error-catalog.js';
 import type { ServiceError } from '../core/errors.js';
 import { createKeyChecker } from './auth.js';
+import { toRequestLogLine, type CallRecord } from './call-record.js';
 import { fromClientError, toErrorKind, toHttpError, toRawHttpResponse, toServiceError } from './error-mapping.js';
 import type { GatewayDeps, GatewayOptions } from './gateway-types.js';
 import { registerHealthRoutes } from './routes/health.js';
@@ -27,6 +28,10 @@ const CLIENT_ERROR_LINGER_MS = 1000;
 declare module 'fastify' {
   interface FastifyRequest {
     voxmuxOutcome?: string;
+    /** The error code the call was answered with (set with voxmuxOutcome). */
+    voxmuxCode?: string;
+    /** What the request log records of an API call; set by the transcription and speech routes. */
+    voxmuxCall?: CallRecord;
   }
 }
 
@@ -64,10 +69,22 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   });
 
   const checkKey = createKeyChecker(options.apiKeys);
-  const startedAt = new WeakMap<FastifyRequest, number>();
+  const startedAt = new WeakMap<FastifyRequest, { nowMs: number; wallMs: number }>();
 
-  app.addHook('onRequest', async (request) => {
-    startedAt.set(request, clock.nowMs());
+  app.addHook('onRequest', async (request, reply) => {
+    const started = { nowMs: clock.nowMs(), wallMs: clock.wallMs() };
+    startedAt.set(request, started);
+    // NOTE: the request log listens for the response's close, not fastify's onResponse, which runs
+    // only on 'finish': a call whose client left, or whose stream was cut, must be recorded too.
+    const requestLog = deps.requestLog;
+    if (requestLog !== undefined) {
+      // Tracked here rather than read from writableFinished, which inject()'s responses do not keep.
+      let isWhole = false;
+      reply.raw.once('finish', () => (isWhole = true));
+      reply.raw.once('close', () =>
+        writeCallLine(requestLog, request, { res: reply.raw, isWhole, started }, { clock, instanceGpu: deps.instanceGpu }),
+      );
+    }
     const path = request.url.split('?')[0] ?? '';
     // A draining node keeps listening until its pending requests finish, so that a new call learns
     // at once to go elsewhere (503 with Retry-After) instead of finding the port closed.
@@ -81,7 +98,9 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
 
   app.addHook('onResponse', async (request, reply) => {
     const endpoint = request.routeOptions.url ?? 'unmatched';
-    const durationMs = clock.nowMs() - (startedAt.get(request) ?? clock.nowMs());
+    const endMs = clock.nowMs();
+    const started = startedAt.get(request) ?? { nowMs: endMs, wallMs: clock.wallMs() };
+    const durationMs = endMs - started.nowMs;
     const outcome = request.voxmuxOutcome ?? (reply.statusCode < 400 ? 'ok' : (toErrorKind(reply.statusCode) ?? 'internal'));
     metrics.gatewayCalls.inc({ endpoint, outcome });
     metrics.gatewayCallDuration.observe({ endpoint }, durationMs / 1000);
@@ -118,6 +137,7 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   app.setErrorHandler(async (err, request, reply) => {
     const error: ServiceError = toServiceError(err, { maxBodyBytes: options.maxBodyBytes, contentType: request.headers['content-type'] });
     request.voxmuxOutcome = error.kind;
+    request.voxmuxCode = error.code;
     if (error.kind === 'internal')
       request.log.error({ err: error.cause ?? err, code: error.code, requestId: request.id }, 'request failed');
     if (error.kind === 'cancelled' || reply.raw.destroyed) return;
@@ -139,6 +159,32 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   registerHealthRoutes(app, deps);
   registerMetricsRoute(app, deps);
   return app;
+}
+
+/** Status recorded for a call whose response was cut before it was sent whole, before any status went out (nginx's). */
+export const CLOSED_BEFORE_ANSWER_STATUS = 499;
+
+function writeCallLine(
+  requestLog: NonNullable<GatewayDeps['requestLog']>,
+  request: FastifyRequest,
+  end: { res: FastifyReply['raw']; isWhole: boolean; started: { nowMs: number; wallMs: number } },
+  context: { clock: GatewayDeps['clock']; instanceGpu: GatewayDeps['instanceGpu'] },
+): void {
+  const record = request.voxmuxCall;
+  if (record === undefined) return;
+  const { res, isWhole, started } = end;
+  const endMs = context.clock.nowMs();
+  requestLog.write(
+    toRequestLogLine(record, {
+      arrivedWallMs: started.wallMs,
+      durationMs: endMs - started.nowMs,
+      endMs,
+      status: isWhole || res.headersSent ? res.statusCode : CLOSED_BEFORE_ANSWER_STATUS,
+      // The route learns of a cut only after this event: a cut without a code of its own is the client's leaving.
+      code: request.voxmuxCode ?? (isWhole ? undefined : 'client_disconnected'),
+      gpuOf: (instanceId) => context.instanceGpu?.(instanceId),
+    }),
+  );
 }
 
 /** Whether a request's body has all arrived: it has none, or the parser has read it to its end. */

@@ -19,7 +19,7 @@ export type {
 } from './scheduler.js';
 export type { SequenceItem, SequenceResult } from './sequence-batcher/sequence-batcher.js';
 export type { StreamCall, StreamSummary } from './stream-call.js';
-export type { StreamOpenInput } from './stream-dispatcher.js';
+export type { Dispatch, StreamOpenInput } from './stream-dispatcher.js';
 export type { Executor } from './executor.js';
 export type {
   BatchInput,

@@ -70,6 +70,21 @@ describe('Scheduler', () => {
     assert.equal(clock.nowMs(), 0, 'no timer was needed');
   });
 
+  it('reports each dispatch through onDispatched with its instance and queued time (#20)', async () => {
+    const { clock, executor, scheduler } = setup();
+    const seen: { instanceId: string; queuedMs: number }[][] = [[], []];
+    const first = scheduler.submit('m', req(1), { timeoutMs: 10_000, onDispatched: (d) => seen[0]!.push(d) });
+    clock.advance(4);
+    const second = scheduler.submit('m', req(1), { timeoutMs: 10_000, onDispatched: (d) => seen[1]!.push(d) });
+    await settle();
+    assert.deepEqual(seen, [[], []], 'nothing is dispatched while the batch forms');
+    clock.advance(6);
+    await settle();
+    assert.deepEqual(seen, [[{ instanceId: 'i0', queuedMs: 10 }], [{ instanceId: 'i0', queuedMs: 6 }]]);
+    executor.complete(0);
+    await Promise.all([first, second]);
+  });
+
   it('dispatches a full batch at once without waiting', async () => {
     const { executor, scheduler } = setup();
     for (let i = 0; i < 4; i++) void scheduler.submit('m', req(1), { timeoutMs: 10_000 });

@@ -20,7 +20,7 @@ import type { BatchItemOutcome, CatalogEntry, TranscriptionRequest, TranscriptRe
 import { selectInstance, type InstanceLoad, type RouteCandidate } from './router.js';
 import { createSequenceBatcher, type SequenceItem, type SequenceResult } from './sequence-batcher/sequence-batcher.js';
 import type { StreamCall } from './stream-call.js';
-import { createStreamDispatcher, type StreamOpenInput } from './stream-dispatcher.js';
+import { createStreamDispatcher, type Dispatch, type StreamOpenInput } from './stream-dispatcher.js';
 import {
   batchMs,
   EMPTY_SERVICE_TIME,
@@ -93,6 +93,11 @@ export interface SubmitOptions {
    * @default 'predict'
    */
   admission?: 'predict' | 'queueLimitOnly';
+  /**
+   * Called each time an instance takes the work (again after a retry): which instance, and how long
+   * the work was queued, in milliseconds. The request log reads it.
+   */
+  onDispatched?: (dispatch: Dispatch) => void;
 }
 
 export interface StreamOptions {
@@ -102,6 +107,11 @@ export interface StreamOptions {
   signal?: AbortSignal;
   /** Time from open to the stream's end before deadline_exceeded, in milliseconds. */
   timeoutMs: number;
+  /**
+   * Called each time an instance takes the work (again after a retry): which instance, and how long
+   * the work was queued, in milliseconds. The request log reads it.
+   */
+  onDispatched?: (dispatch: Dispatch) => void;
 }
 
 /** Requests (batch requests and sequence items) and streams, queued and running. */
@@ -188,6 +198,7 @@ interface Entry {
   resolve: (result: TranscriptResult) => void;
   reject: (error: ServiceError) => void;
   detach: () => void;
+  onDispatched: ((dispatch: Dispatch) => void) | undefined;
 }
 
 const RETRYABLE_CODES = new Set(['instance_crashed', 'instance_wedged']);
@@ -422,6 +433,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
       entry.state = 'running';
       entry.attempts += 1;
       metrics.queueWait.observe({ model }, (nowMs - entry.enqueuedMs) / 1000);
+      entry.onDispatched?.({ instanceId, queuedMs: nowMs - entry.enqueuedMs });
     }
     running.set(model, (running.get(model) ?? 0) + batch.length);
     const load = loads.get(instanceId) ?? { runningBatches: 0, runningRequests: 0 };
@@ -549,6 +561,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
           resolve,
           reject,
           detach: () => undefined,
+          onDispatched: submitOptions.onDispatched,
         };
         const signal = submitOptions.signal;
         if (signal !== undefined) {

@@ -52,6 +52,24 @@ describe('StreamDispatcher', () => {
     assert.equal(scheduler.stats().streamsRunning, 0);
   });
 
+  it('reports each start through onDispatched with its instance and queued time (#20)', async () => {
+    const { clock, executor, scheduler } = setup();
+    const seen: { instanceId: string; queuedMs: number }[] = [];
+    const first = scheduler.openStream('m', input(), { timeoutMs: 10_000 });
+    const firstChunks = collect(first);
+    const second = scheduler.openStream('m', input(), { timeoutMs: 10_000, onDispatched: (d) => seen.push(d) });
+    const secondChunks = collect(second);
+    clock.advance(25);
+    await settle();
+    assert.deepEqual(seen, [], 'queued behind the first stream');
+    executor.streams[0]!.end({});
+    await firstChunks;
+    await settle();
+    assert.deepEqual(seen, [{ instanceId: 'a', queuedMs: 25 }]);
+    executor.streams[1]!.end({});
+    await secondChunks;
+  });
+
   it('keeps at most streamCreditChunks outstanding for a slow reader of a 200-chunk stream', async () => {
     const { executor, scheduler } = setup({ streamCreditChunks: 8 });
     const call = scheduler.openStream('m', input(), { timeoutMs: 1_000_000 });

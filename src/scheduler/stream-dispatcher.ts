@@ -37,6 +37,14 @@ export interface StreamOpenOptions {
   signal?: AbortSignal;
   /** Time from open to the stream's end before deadline_exceeded, in milliseconds. */
   timeoutMs: number;
+  /** Called each time an instance takes the stream (again after a retry). */
+  onDispatched?: (dispatch: Dispatch) => void;
+}
+
+/** An instance took a queued request or stream, after it was queued for queuedMs milliseconds. */
+export interface Dispatch {
+  instanceId: string;
+  queuedMs: number;
 }
 
 export interface StreamPolicy {
@@ -95,6 +103,7 @@ interface StreamEntry {
   call: StreamCallImpl;
   timer: TimerHandle | undefined;
   detach: () => void;
+  onDispatched: ((dispatch: Dispatch) => void) | undefined;
 }
 
 const RETRYABLE_CODES = new Set(['instance_crashed', 'instance_wedged']);
@@ -199,6 +208,7 @@ export function createStreamDispatcher(options: StreamDispatcherOptions, deps: S
     runningByModel.set(entry.model, (runningByModel.get(entry.model) ?? 0) + 1);
     updateGauges(entry.model);
     log.debug({ requestId: entry.requestId, model: entry.model, instanceId }, 'stream started');
+    entry.onDispatched?.({ instanceId, queuedMs: clock.nowMs() - entry.enqueuedMs });
     attempt.control = executor.openStream(
       instanceId,
       {
@@ -272,6 +282,7 @@ export function createStreamDispatcher(options: StreamDispatcherOptions, deps: S
         }),
         timer: undefined,
         detach: () => undefined,
+        onDispatched: openOptions.onDispatched,
       };
       const refuse = (error: ServiceError): StreamCall => {
         entry.state = 'done';

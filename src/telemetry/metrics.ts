@@ -327,6 +327,12 @@ export function createMetrics() {
       labelNames: ['format', 'stream_format', 'outcome'] as const,
       registers: r,
     }),
+    requestLogLines: new Counter({
+      name: 'voxmux_request_log_lines_total',
+      help: 'Request log lines by outcome: written, or dropped (the write failed, or too many lines were queued).',
+      labelNames: ['outcome'] as const,
+      registers: r,
+    }),
     eventLoopBusy: eventLoopBusyCounter(r),
   };
   collectDefaultMetrics({ register: registry, prefix: 'voxmux_process_' });

@@ -37,6 +37,7 @@ import type { CatalogEntry } from '../../scheduler/index.js';
 import type { GatewayDeps, GatewayOptions, SpeechModelSettings } from '../gateway-types.js';
 import { createSpeechEncoder, SPEECH_CONTENT_TYPES } from '../speech/speech-encoder.js';
 import { splitSpeechText } from '../speech/split-text.js';
+import { createCallRecord, noteDispatch } from '../call-record.js';
 import { openCall, type CallContext } from './call-context.js';
 
 /**
@@ -219,7 +220,14 @@ async function synthesize(
       params: { sentences: call.sentences, voice: call.voice, speed: fields.speed },
       body: new Uint8Array(0),
     },
-    { timeoutMs: call.timeoutMs, signal: call.signal, priority: call.priority },
+    {
+      timeoutMs: call.timeoutMs,
+      signal: call.signal,
+      priority: call.priority,
+      onDispatched: (dispatch) => {
+        if (request.voxmuxCall !== undefined) noteDispatch(request.voxmuxCall, dispatch, deps.clock.nowMs());
+      },
+    },
   );
   const chunks = stream[Symbol.asyncIterator]();
   const first = chunks.next();
@@ -251,6 +259,8 @@ async function synthesize(
   const emit = async (samples: Float32Array) => {
     if (samples.length === 0) return;
     sentSamples += samples.length;
+    // Kept current, so that a call cut short is recorded with the audio made until then.
+    if (request.voxmuxCall !== undefined) request.voxmuxCall.audioOutSeconds = sentSamples / SPEECH_SAMPLE_RATE_HZ;
     await encoder.write(floatToPcm16(samples));
   };
   let resampler: StreamResampler | undefined;
@@ -286,6 +296,7 @@ async function synthesize(
     if (!isOpen) throw err;
     const error = toServiceError(err, { maxBodyBytes: 0, contentType: undefined });
     request.voxmuxOutcome = error.kind;
+    request.voxmuxCode = error.code;
     if (error.kind === 'internal') deps.log.error({ err: error.cause ?? err, code: error.code, requestId: request.id }, 'request failed');
     if (isSse && error.kind !== 'cancelled' && !res.destroyed) {
       writeEvent({ type: 'error', ...toHttpError(error).body });
@@ -297,6 +308,7 @@ async function synthesize(
   } finally {
     call.signal.removeEventListener('abort', onAbort);
     deps.metrics.speechAudio.inc({ model }, sentSamples / SPEECH_SAMPLE_RATE_HZ);
+    if (request.voxmuxCall !== undefined) request.voxmuxCall.resultMs = deps.clock.nowMs();
   }
 }
 
@@ -318,14 +330,18 @@ export function registerSpeechRoute(app: FastifyInstance, options: GatewayOption
     scope.post('/v1/audio/speech', async (request: FastifyRequest, reply: FastifyReply) => {
       let format: SpeechResponseFormat | 'invalid' = 'invalid';
       let streamFormat: SpeechStreamFormat | 'invalid' = 'invalid';
+      const record = createCallRecord('speech');
+      request.voxmuxCall = record;
       try {
         const { abort, arrivedMs, priority, deadlineMs } = openCall(request, reply, deps, options);
         checkContentType(request.headers['content-type']);
         const fields = parseSpeechBody(parseJson(request.body));
         format = fields.responseFormat;
         streamFormat = fields.streamFormat;
+        record.model = fields.model;
         const model = deps.models.resolve(fields.model);
         if (model === undefined) throw errors.modelNotFound({ model: fields.model });
+        record.model = model;
         const entry = deps.models.list().find((m) => m.id === model);
         const settings = entry?.speech;
         if (entry?.task !== 'speech' || settings === undefined) {

@@ -4,13 +4,14 @@ import { Value } from '@sinclair/typebox/value';
 import { TranscriptionFieldsSchema, type TranscriptionFields } from '../../api/transcription.js';
 import { errors } from '../../core/error-catalog.js';
 import type { Clock, TimerHandle } from '../../core/clock.js';
-import type { SubmitOptions, TranscriptionRequest } from '../../scheduler/index.js';
+import type { Dispatch, SubmitOptions, TranscriptionRequest } from '../../scheduler/index.js';
 import type { GatewayDeps, GatewayOptions } from '../gateway-types.js';
 import { renderTranscript, toStreamEvents, type LanguageSource } from '../transcript-formats.js';
 import { toHttpError, toServiceError } from '../error-mapping.js';
 import { DEFAULT_MIN_PAUSE_MS, DEFAULT_SPEECH_THRESHOLD, planCuts, toPieceRanges } from '../pieces/split-policy.js';
 import { transcribeInPieces, type PieceRange } from '../pieces/transcribe-in-pieces.js';
 import { UploadPool, readIntoPool } from '../upload-pool.js';
+import { createCallRecord, noteDispatch } from '../call-record.js';
 import { openCall } from './call-context.js';
 
 const KNOWN_FIELDS = new Set(['model', 'language', 'prompt', 'response_format', 'temperature', 'timestamp_granularities', 'stream']);
@@ -228,12 +229,14 @@ async function streamPieces(context: {
         writeEvent({ type: 'transcript.text.delta', delta });
       },
     });
+    if (context.request.voxmuxCall !== undefined) context.request.voxmuxCall.resultMs = deps.clock.nowMs();
     open();
     writeEvent({ type: 'transcript.text.done', text: result.text, usage: { type: 'duration', seconds: Math.ceil(result.durationS) } });
   } catch (err) {
     if (!isOpen) throw err;
     const error = toServiceError(err, { maxBodyBytes: 0, contentType: undefined });
     context.request.voxmuxOutcome = error.kind;
+    context.request.voxmuxCode = error.code;
     if (error.kind === 'internal')
       deps.log.error({ err: error.cause ?? err, code: error.code, requestId: context.request.id }, 'request failed');
     if (error.kind !== 'cancelled') writeEvent({ type: 'error', ...toHttpError(error).body });
@@ -254,11 +257,15 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
   );
   app.post('/v1/audio/transcriptions', async (request: FastifyRequest, reply: FastifyReply) => {
     // The client may leave at any time: its queued request is then dropped by the scheduler.
+    const record = createCallRecord('transcription');
+    request.voxmuxCall = record;
     const { abort, arrivedMs, priority, deadlineMs } = openCall(request, reply, deps, options);
     const form = await readFormWithin(request, { uploads, options, clock: deps.clock, arrivedMs });
     const fields = parseFields(form.fields);
+    record.model = fields.model;
     const model = deps.models.resolve(fields.model);
     if (model === undefined) throw errors.modelNotFound({ model: fields.model });
+    record.model = model;
     const entry = deps.models.list().find((m) => m.id === model);
     if ((entry?.task ?? 'transcription') !== 'transcription') {
       throw errors.modelTaskMismatch({ model, task: entry?.task ?? 'transcription', endpoint: 'POST /v1/audio/transcriptions' });
@@ -271,6 +278,7 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
     const decodeStartMs = deps.clock.nowMs();
     const audio = await deps.decoder.decode(form.file, abort.signal);
     deps.metrics.gatewayDecodeDuration.observe({ format: audio.format }, (deps.clock.nowMs() - decodeStartMs) / 1000);
+    record.audioInSeconds = audio.samples.length / SAMPLE_RATE_HZ;
     const shouldIncludeWords = fields.timestamp_granularities.includes('word');
     const transcription = {
       audio: audio.samples,
@@ -285,6 +293,7 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
       signal: abort.signal,
       requestId: String(request.id),
       priority,
+      onDispatched: (dispatch: Dispatch) => noteDispatch(record, dispatch, deps.clock.nowMs()),
     };
     const truncatedHeader: Record<string, string> = audio.isTruncated ? { [AUDIO_TRUNCATED_HEADER]: 'true' } : {};
     const openStream = () => {
@@ -315,6 +324,7 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
             submit: (piece, pieceOptions) => deps.transcribe(model, piece, pieceOptions),
           })
         : await deps.transcribe(model, transcription, submitOptions);
+    record.resultMs = deps.clock.nowMs();
     // The result is in, so the host has read the audio: nothing reads the upload any more. (A call
     // that fails leaves its upload to the garbage collector: its batch may still be on its way.)
     uploads.giveBack(form.file);
