@@ -3,7 +3,7 @@
  * (the supervisor is the scheduler's Executor; the gateway reads snapshots, never internals).
  */
 import type { FastifyInstance } from 'fastify';
-import type { Clock } from '../core/clock.js';
+import type { Clock, TimerHandle } from '../core/clock.js';
 import { ConfigError } from '../config/load.js';
 import { taskOf, VOICE_RESOURCE_ADAPTERS, type Config } from '../config/schema.js';
 import {
@@ -11,6 +11,7 @@ import {
   createAudioDecoder,
   createEnergyDetector,
   createSileroDetector,
+  trackConnections,
   type ModelCatalog,
   type ModelEntry,
   type ReadinessSnapshot,
@@ -34,6 +35,9 @@ import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, resolve } from 'node:path';
+
+/** How often a draining server closes the keep-alive connections that became idle. */
+const DRAIN_IDLE_SWEEP_MS = 100;
 
 export interface ServerDeps {
   log: Logger;
@@ -224,6 +228,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       ...(requestLog === undefined ? {} : { requestLog, instanceGpu }),
     },
   );
+  const connections = trackConnections(app.server);
   return {
     app,
     scheduler,
@@ -238,7 +243,19 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       // with Retry-After (the gateway reads isDraining), then it closes (docs/operations.md).
       isDraining = true;
       await scheduler.close();
-      await app.close();
+      // app.close() waits for every connection: those serving no request (a keep-alive one whose
+      // call ended during the drain, a spare a client opened) are closed until it returns.
+      let sweep: TimerHandle | undefined;
+      const closeIdle = () => {
+        connections.closeIdle();
+        sweep = clock.setTimeout(closeIdle, DRAIN_IDLE_SWEEP_MS);
+      };
+      sweep = clock.setTimeout(closeIdle, DRAIN_IDLE_SWEEP_MS);
+      try {
+        await app.close();
+      } finally {
+        sweep.cancel();
+      }
       await requestLog?.close();
       await supervisor.close();
       await mps?.stop();

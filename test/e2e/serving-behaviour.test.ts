@@ -240,4 +240,19 @@ describe('serving spine with the test engine', () => {
     assert.equal(answer.json.text, expected(samples));
     assert.equal(await stopped, 0);
   });
+
+  it('drains on SIGTERM without waiting for connections that carry no request (a spare, an idle keep-alive)', async () => {
+    const server = await start(testConfig({ instances: 1 }));
+    const port = Number(new URL(server.url).port);
+    // A connection that never sends a request: Node counts it as neither idle nor done, and the
+    // listener's close alone would wait for its headers timeout (about a minute).
+    const spare = connect(port, '127.0.0.1');
+    await new Promise((resolve) => spare.once('connect', resolve));
+    spare.resume();
+    const spareClosed = new Promise((resolve) => spare.once('close', resolve));
+    const startedMs = Date.now();
+    assert.equal(await server.stop('SIGTERM'), 0);
+    await spareClosed;
+    assert.ok(Date.now() - startedMs < 10_000, `drained in ${Date.now() - startedMs} ms`);
+  });
 });
