@@ -249,7 +249,7 @@ def summarize(out_dir: Path, command: str, commit: Optional[str]) -> Dict[str, A
             "loadMsMedian": median([b["loadMs"] for b in boots]),
             "warmupMsMedian": median([b["warmupMs"] for b in boots]),
             "stageMsMedian": {name: median([stage_ms(b, name) for b in boots])
-                              for name in ("weight_read", "model_build", "device_upload", "compile", "warmup",
+                              for name in ("import", "device_init", "weight_read", "model_build", "device_upload", "compile", "warmup",
                                            "graph_capture")},
             "weightReadMBPerSMedian": median([b["weightReadBytesPerSecond"] / 1e6 for b in boots
                                               if b.get("weightReadBytesPerSecond")]),

@@ -31,8 +31,19 @@ from .protocol import (
 SequenceItemStateIn = Literal['new', 'resident', 'attached']
 SEQUENCE_ITEM_STATE_IN_VALUES: Tuple[SequenceItemStateIn, ...] = ('new', 'resident', 'attached')
 
-BootStageStage = Literal['weight_read', 'model_build', 'device_upload', 'compile', 'warmup', 'graph_capture']
+BootStageStage = Literal[
+    'import',
+    'device_init',
+    'weight_read',
+    'model_build',
+    'device_upload',
+    'compile',
+    'warmup',
+    'graph_capture',
+]
 BOOT_STAGE_STAGE_VALUES: Tuple[BootStageStage, ...] = (
+    'import',
+    'device_init',
     'weight_read',
     'model_build',
     'device_upload',

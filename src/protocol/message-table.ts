@@ -122,11 +122,20 @@ export const ResourceCountersSchema = Struct(
 
 /**
  * The parts of an instance's boot that an adapter may time (LoadResult.stages, WarmupResult.stages):
- * reading its weight files, building the model, uploading the weights to the device, compiling,
- * first runs of each shape (warmup) and CUDA graph capture. The supervisor times the process start
- * (spawn to Hello) itself.
+ * importing the adapter's code (timed by the host), starting the device, reading its weight files,
+ * building the model, uploading the weights to the device, compiling, first runs of each shape
+ * (warmup) and CUDA graph capture. The supervisor times the process start (spawn to Hello) itself.
  */
-export const BOOT_STAGES = ['weight_read', 'model_build', 'device_upload', 'compile', 'warmup', 'graph_capture'] as const;
+export const BOOT_STAGES = [
+  'import',
+  'device_init',
+  'weight_read',
+  'model_build',
+  'device_upload',
+  'compile',
+  'warmup',
+  'graph_capture',
+] as const;
 
 /** One timed part of a boot: its duration and, for a read or an upload, the bytes it moved (else 0). */
 export const BootStageSchema = Struct({ stage: Enum(BOOT_STAGES), ms: Type.Number(), bytes: Count() }, 'BootStage');

@@ -216,7 +216,7 @@ export function createMetrics() {
     }),
     instanceBootStage: new Histogram({
       name: 'voxmux_instance_boot_stage_seconds',
-      help: 'Parts of the load and warmup an adapter timed, by model and stage (weight_read, model_build, device_upload, compile, warmup, graph_capture).',
+      help: 'Parts of the load and warmup an adapter timed, by model and stage (import, device_init, weight_read, model_build, device_upload, compile, warmup, graph_capture).',
       labelNames: ['model', 'stage'] as const,
       buckets: BOOT_BUCKETS_S,
       registers: r,

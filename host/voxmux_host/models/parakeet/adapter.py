@@ -262,14 +262,16 @@ class ParakeetAdapter:
     def load(self, ctx: LoadContext) -> LoadInfo:
         options = _parse_options(dict(ctx.options))
         self._options = options
+        timer = StageTimer()
         device = _resolve_device(str(options["device"]))
         self._device = device
         if device.type == "cuda":
-            torch.cuda.set_device(device)
+            with timer.stage("device_init"):
+                torch.cuda.set_device(device)
+                torch.cuda.synchronize(device)  # creates the context here, so that it is timed apart
         dtype_name = options["dtype"] or ("bf16" if device.type == "cuda" else "fp32")
         dtype = _DTYPES[dtype_name]
 
-        timer = StageTimer()
         tokenizer: Optional[Tokenizer] = None
         if options["nemoPath"]:
             from .nemo import load_nemo_model  # imported here: needs pyyaml
