@@ -263,7 +263,7 @@ def summarize(out_dir: Path, command: str, commit: Optional[str]) -> Dict[str, A
         "summary": summary,
         "runs": runs,
     }
-    for extra in ("checkpoint.json", "read-compare.json", "gpu.txt"):
+    for extra in ("checkpoint.json", "read-compare.json", "gpu.txt", "filesystems.txt"):
         if (out_dir / extra).exists():
             text = (out_dir / extra).read_text()
             report[extra.split(".")[0]] = json.loads(text) if extra.endswith(".json") else text.strip()

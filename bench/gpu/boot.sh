@@ -14,17 +14,22 @@
 #    /health/ready polled every 0.2 s until the instance is ready, then one 45 s clip transcribed.
 #    Each instance's boot breakdown (process start, load, warmup and the adapter's stages) comes
 #    from /health/ready; the server log keeps its 'instance ready' line.
-# 4. Writes OUT_DIR/results.json (date, machine, commit, command, per-configuration medians, runs).
+# 4. Writes OUT_DIR/results.json (date, machine, commit, command, per-configuration medians, runs),
+#    again after every run.
+#
+# On one H200 a boot of this model took about 30 s: the default 3 rounds (6 boots), the archive's
+# writing and the read comparison take about 6 to 8 minutes; BOOT_BENCH_ROUNDS=2 for a 10-minute limit.
 #
 # Needs: node on PATH, the bundle .bundle/voxmux.mjs (npm run bundle), python3 with torch + CUDA and
-# pyyaml. BOOT_BENCH_NEMO: where the archive goes (default /tmp/voxmux-boot/parakeet-tdt-0.6b-synthetic.nemo;
+# pyyaml. BOOT_BENCH_NEMO: where the archive goes (default /var/tmp/voxmux-boot/parakeet-tdt-0.6b-synthetic.nemo,
+# on a disk rather than a tmpfs, where dropping the page cache would do nothing;
 # kept between runs on one machine, rewritten with BOOT_BENCH_REWRITE=1). BOOT_BENCH_COMMIT: the
 # commit to record when the tree has no .git.
 set -uo pipefail
 out=${1:?usage: boot.sh OUT_DIR}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rounds=${BOOT_BENCH_ROUNDS:-3}
-nemo=${BOOT_BENCH_NEMO:-/tmp/voxmux-boot/parakeet-tdt-0.6b-synthetic.nemo}
+nemo=${BOOT_BENCH_NEMO:-/var/tmp/voxmux-boot/parakeet-tdt-0.6b-synthetic.nemo}
 command_line="bash bench/gpu/boot.sh $out (BOOT_BENCH_ROUNDS=$rounds BOOT_BENCH_THREADS=${BOOT_BENCH_THREADS:-8})"
 commit=${BOOT_BENCH_COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}
 mkdir -p "$out/configs" "$out/runs" "$out/logs"
@@ -40,6 +45,9 @@ else
   python3 -c 'import json, os, sys; print(json.dumps({"path": sys.argv[1], "fileBytes": os.path.getsize(sys.argv[1]), "reused": True}))' "$nemo" > "$out/checkpoint.json"
 fi
 cat "$out/checkpoint.json"
+# Where the archive and the stream path's temporary copy live (a tmpfs there means memory, not disk).
+{ df -T "$(dirname "$nemo")" "$(python3 -c 'import tempfile; print(tempfile.gettempdir())')"; free -g; } > "$out/filesystems.txt" 2>&1
+cat "$out/filesystems.txt"
 python3 "$root/bench/gpu/boot-weights.py" read-compare "$nemo" --repeat "${BOOT_BENCH_READ_REPEAT:-3}" \
   --threads "${BOOT_BENCH_READ_THREADS:-4,8,16}" --out "$out/read-compare.json" > /dev/null || echo "read-compare failed"
 node "$root/bench/gpu/boot-configs.mjs" "$out/configs" "$root/host" "$nemo" || exit 1
@@ -88,7 +96,8 @@ for round in $(seq 1 "$rounds"); do
     printf '{"config":"%s","round":%d,"ok":%s,"serverStartToReadyMs":%d,"firstAnswerMs":%s}\n' \
       "$name" "$round" "$ok" "$ready_ms" "$first_ms" > "$out/runs/$run.timing.json"
     kill -TERM "$server" 2>/dev/null; wait "$server" 2>/dev/null
+    # After every run, so that a run cut off by a time limit still leaves its results.
+    python3 "$root/bench/gpu/boot-weights.py" summarize "$out" --command "$command_line" --commit "$commit" > /dev/null
   done
 done
-python3 "$root/bench/gpu/boot-weights.py" summarize "$out" --command "$command_line" --commit "$commit" > /dev/null
 python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(json.dumps({"commit": r["commit"], "summary": r["summary"], "read": r.get("read-compare", {}).get("summary")}, indent=2))' "$out/results.json"
