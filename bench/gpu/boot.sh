@@ -80,6 +80,9 @@ for round in $(seq 1 "$rounds"); do
     ok=false
     until all_ready "http://127.0.0.1:$port/health/ready" > /dev/null 2>&1; do
       if ! kill -0 "$server" 2>/dev/null; then echo "server died"; tail -20 "$out/logs/$run.server.log"; break; fi
+      if grep -q '"instance failed to start"' "$out/logs/$run.server.log"; then
+        echo "instance failed to start"; grep '"instance failed to start"' "$out/logs/$run.server.log" | head -1 | cut -c1-600; break
+      fi
       if [ $(( $(now_ms) - started )) -gt 600000 ]; then echo "not ready in 600 s"; kill -9 "$server"; break; fi
       sleep 0.2
     done
