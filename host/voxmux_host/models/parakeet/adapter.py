@@ -358,7 +358,8 @@ class ParakeetAdapter:
         runner = self._require_runner()
         timer = StageTimer()
         start = time.perf_counter()
-        with timer.stage("graph_capture"):
+        # Without graphs (CPU, cudaGraphs off) the warmup is one eager run: not a capture.
+        with timer.stage("graph_capture" if runner.uses_graphs else "warmup"):
             graphs = runner.warmup()
         self._warmup_ms = elapsed_ms(start)
         return ParakeetWarmupInfo(
