@@ -34,6 +34,16 @@ command_line="bash bench/gpu/boot.sh $out (BOOT_BENCH_ROUNDS=$rounds BOOT_BENCH_
 commit=${BOOT_BENCH_COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}
 mkdir -p "$out/configs" "$out/runs" "$out/logs"
 export VOXMUX_SUPERVISOR_PYTHON_PATH=${VOXMUX_SUPERVISOR_PYTHON_PATH:-$(command -v python3)}
+# A .nemo's config is YAML. A python3 without PyYAML (the GPU machine's venv need not have it) can use
+# a pure-Python copy carried in .device/pylib (cp -r /usr/lib/python3/dist-packages/yaml .device/pylib/);
+# the instances inherit PYTHONPATH.
+if ! python3 -c 'import yaml' 2> /dev/null; then
+  if [ -d "$root/.device/pylib/yaml" ]; then
+    export PYTHONPATH="$root/.device/pylib${PYTHONPATH:+:$PYTHONPATH}"
+  else
+    echo "python3 has no PyYAML: carry a copy in .device/pylib/yaml" >&2; exit 1
+  fi
+fi
 . "$root/bench/gpu/serve-lib.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" 2>/dev/null || echo "no nvidia-smi" > "$out/gpu.txt"
 cat "$out/gpu.txt"
