@@ -57,7 +57,9 @@ def test_host_runs_the_whole_lifecycle_and_answers_heartbeats_during_a_slow_batc
 
     loaded = host.request(LoadRequest('test-0', 'echo', 'test', {'batchDelayMs': 600}, None), 1, LoadResult)
     assert (loaded.model, loaded.device) == ('echo', 'cpu')
-    host.request(WarmupRequest(), 2, WarmupResult)
+    # The host times creating the adapter (its imports) as the first boot stage (#20).
+    assert [s.stage for s in loaded.stages] == ['import'] and loaded.stages[0].ms >= 0
+    assert host.request(WarmupRequest(), 2, WarmupResult).stages == ()
     idle = host.request(Heartbeat(1), 3, HeartbeatAck)
     assert (idle.seq, idle.state, idle.busy_ms, idle.queued_batches) == (1, 'idle', 0, 0)
 

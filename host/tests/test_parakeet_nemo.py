@@ -12,6 +12,7 @@ import pytest
 import torch
 import yaml
 
+from voxmux_host.boot_stages import StageTimer
 from voxmux_host.errors import InstanceError
 from voxmux_host.model_api import LoadContext, BatchInput, Transcript
 from voxmux_host.models.parakeet.adapter import ParakeetAdapter
@@ -187,6 +188,52 @@ def test_loads_weights_config_and_tokenizer(
         assert torch.equal(loaded[name], tensor), name
     assert tokenizer is not None and tokenizer.vocab_size == TINY.vocab_size
     assert tokenizer.decode([5, 6]) != ""
+
+
+@pytest.mark.parametrize("mode", ["w:", "w:gz"])
+def test_parallel_and_stream_weight_reads_load_the_same_weights_and_time_the_read(
+    tmp_path: Path, tiny_state: Dict[str, torch.Tensor], mode: str
+) -> None:
+    path = _archive(tmp_path, tiny_state, None, mode)
+    loaded = {}
+    for weight_read in ("parallel", "stream"):
+        timer = StageTimer()
+        model, _, _ = load_nemo_model(str(path), weight_read=weight_read, threads=3, timer=timer)
+        loaded[weight_read] = model.state_dict()
+        stages = timer.take()
+        assert [s.stage for s in stages] == ["weight_read", "model_build"]
+        with tarfile.open(path, "r:*") as tar:
+            assert stages[0].bytes == tar.getmember("./model_weights.ckpt").size
+    for name, tensor in tiny_state.items():
+        assert torch.equal(loaded["parallel"][name], tensor) and torch.equal(loaded["stream"][name], tensor), name
+    with pytest.raises(InstanceError, match="weight_read"):
+        load_nemo_model(str(path), weight_read="mmap")
+
+
+@pytest.mark.parametrize("weight_read", ["parallel", "stream"])
+def test_a_truncated_archive_fails_with_load_failed(
+    tmp_path: Path, tiny_state: Dict[str, torch.Tensor], weight_read: str
+) -> None:
+    path = _archive(tmp_path, tiny_state, None)
+    data = path.read_bytes()
+    with tarfile.open(path, "r:") as tar:
+        member = tar.getmember("./model_weights.ckpt")
+    path.write_bytes(data[: member.offset_data + member.size // 2])  # cut inside the weights
+    with pytest.raises(InstanceError, match="truncated") as caught:
+        load_nemo_model(str(path), weight_read=weight_read)
+    assert caught.value.code == "load_failed"
+
+
+def test_adapter_reports_its_boot_stages(tmp_path: Path, tiny_state: Dict[str, torch.Tensor]) -> None:
+    path = _archive(tmp_path, tiny_state, None)
+    adapter = ParakeetAdapter()
+    info = adapter.load(LoadContext("i0", "parakeet", {"nemoPath": str(path), "device": "cpu", "weightReadThreads": 2}))
+    assert [s.stage for s in info.stages] == ["weight_read", "model_build", "device_upload", "warmup"]
+    assert info.stages[0].bytes > 0 and info.stages[2].bytes > 0
+    assert [s.stage for s in adapter.warmup().stages] == ["warmup"]  # no graphs on the CPU
+    adapter.close()
+    with pytest.raises(InstanceError, match="weightRead"):
+        ParakeetAdapter().load(LoadContext("i0", "parakeet", {"nemoPath": str(path), "weightRead": "fast"}))
 
 
 def test_adapter_transcribes_with_a_nemo_archive(

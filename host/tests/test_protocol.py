@@ -22,6 +22,7 @@ from voxmux_host.messages import (
     TAG_STREAM_END,
     BatchItem,
     BatchResult,
+    BootStage,
     CancelStream,
     CatalogEntry,
     Close,
@@ -163,7 +164,7 @@ def test_sequence_goldens_split_into_audio_and_states() -> None:
 
 
 def test_encode_writes_the_documented_header_and_compact_meta() -> None:
-    expected = b'VXMX' + struct.pack('<HHIIII', 4, TAG_HEARTBEAT, 0, 9, 9, 0) + b'{"seq":5}'
+    expected = b'VXMX' + struct.pack('<HHIIII', 5, TAG_HEARTBEAT, 0, 9, 9, 0) + b'{"seq":5}'
     assert encode_message(Heartbeat(5), 9) == expected
 
 
@@ -220,8 +221,10 @@ MESSAGES: List[Message] = [
     Hello(1, '0.1.0', 1, ()),
     LoadResult('m', 'cpu', 0, 0, 0, ('batch', 'stream'),
                (CatalogEntry('v', 'voice', 'en-US', 22050, None, 'a voice'),
-                CatalogEntry('w', 'voice', 'en-GB', 16000, 'female', ''))),
-    WarmupResult(0, 0),
+                CatalogEntry('w', 'voice', 'en-GB', 16000, 'female', '')),
+               (BootStage('weight_read', 12.5, 1 << 33), BootStage('device_upload', 0, 0))),
+    WarmupResult(0, 0, ()),
+    WarmupResult(1, 2, (BootStage('graph_capture', 0.125, 0),)),
     BatchResult('b', (ItemResult('r1', None, Transcript('', 'en', 0.0, None, None)),
                       ItemResult('r2', None, Transcript('a b', 'en', 1.5, (Segment(0, 1.5, 'a b'),),
                                                         (Word('a', 0, 0.75), Word('b', 0.75, 1.5)))),
@@ -269,7 +272,8 @@ BAD_HEADERS = {
     'version 2 (no sequences or streams)': header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=2) + HEARTBEAT_META,
     'version 3 (no catalogue or resource counters)':
         header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=3) + HEARTBEAT_META,
-    'version 5': header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=5) + HEARTBEAT_META,
+    'version 4 (no boot stages)': header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=4) + HEARTBEAT_META,
+    'version 6': header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=6) + HEARTBEAT_META,
     'flags 1': header(TAG_HEARTBEAT, len(HEARTBEAT_META), flags=1) + HEARTBEAT_META,
     'flags high bit': header(TAG_HEARTBEAT, len(HEARTBEAT_META), flags=0x80000000) + HEARTBEAT_META,
     'type 0x00': header(0x00, len(HEARTBEAT_META)) + HEARTBEAT_META,

@@ -239,3 +239,17 @@ def test_bad_options_fail_the_load(cache_dir: Path, options: Dict[str, Any], cod
     with pytest.raises(InstanceError) as caught:
         adapter.load(LoadContext('i-0', 'vits-test', base))
     assert caught.value.code == code
+
+
+def test_load_and_warmup_report_their_boot_stages(cache_dir: Path) -> None:
+    adapter = VitsAdapter()
+    info = adapter.load(LoadContext('i-0', 'vits-test', {'config': 'tiny', 'randomVoices': 3, 'voiceCacheDir': str(cache_dir),
+                                                         'phonemizer': 'text', 'preloadVoices': ['vits-0']}))
+    stages = [s.stage for s in info.stages]
+    assert stages[0] == 'model_build' and 'weight_read' in stages  # no upload on the CPU
+    [read] = [s for s in info.stages if s.stage == 'weight_read']
+    assert read.bytes > 0
+    assert [s.stage for s in adapter.warmup().stages] == ['warmup']  # no graphs on the CPU
+    # A voice loaded for a request later is not a boot stage.
+    adapter.load_resource('vits-1', 'voice', {})
+    adapter.close()

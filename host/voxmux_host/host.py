@@ -49,6 +49,7 @@ from .messages import (
     LOAD_RESULT_WORK_KIND_VALUES,
     WIRE_ERROR_CODE_VALUES,
     BatchResult,
+    BootStage,
     CancelStream,
     Close,
     Closed,
@@ -331,9 +332,11 @@ class InstanceHost:
                 lock_file = self._acquire_load_lock(request.load_lock_path, log)
             started = self._clock()
             adapter = create_adapter(request.adapter, self._registry)
+            import_stage = BootStage('import', round((self._clock() - started) * 1000, 3), 0)
             kinds = work_kinds_of(adapter)
             info = adapter.load(LoadContext(request.instance_id, request.model, dict(request.options)))
             load_ms = int((self._clock() - started) * 1000)
+            stages = (import_stage, *info.stages)
             catalog = _catalog_of(adapter)
         except InstanceError as err:
             log.error('load failed', code=err.code, err=err)
@@ -357,11 +360,11 @@ class InstanceHost:
         self._model = request.model
         self._pipeline.bind(kinds)
         log.info('model loaded', device=info.device, durationMs=load_ms, memoryBytes=info.memory_bytes,
-                 workKinds=list(kinds.names), catalogEntries=len(catalog))
+                 workKinds=list(kinds.names), catalogEntries=len(catalog), stages=_stage_fields(stages))
         work_kinds: Tuple[LoadResultWorkKind, ...] = tuple(
             kind for kind in LOAD_RESULT_WORK_KIND_VALUES if kind in kinds.names)
         self._send(LoadResult(request.model, info.device, info.parameters, info.memory_bytes, load_ms, work_kinds,
-                              catalog), correlation_id)
+                              catalog, stages), correlation_id)
         if self._options.probe_interval_ms > 0:
             threading.Thread(target=self._probe_loop, args=(adapter,), name='probe', daemon=True).start()
 
@@ -402,8 +405,9 @@ class InstanceHost:
             return
         self._release_load_lock()
         warmup_ms = int((self._clock() - started) * 1000)
-        self._log.info('model warmed up', durationMs=warmup_ms, graphsCaptured=info.graphs_captured)
-        self._send(WarmupResult(warmup_ms, info.graphs_captured), correlation_id)
+        self._log.info('model warmed up', durationMs=warmup_ms, graphsCaptured=info.graphs_captured,
+                       stages=_stage_fields(info.stages))
+        self._send(WarmupResult(warmup_ms, info.graphs_captured, tuple(info.stages)), correlation_id)
 
     # -- results to frames (the pipeline's Sink) -------------------------------------------
 
@@ -539,6 +543,11 @@ def split_sequence(batch: RunSequenceBatch) -> List[SequenceWorkItem]:
         items.append(SequenceWorkItem(item.request_id, item.session_id, item.seq, audio, item.state_in, part.state,
                                       item.is_last, dict(item.options)))
     return items
+
+
+def _stage_fields(stages: Sequence[BootStage]) -> List[Dict[str, Any]]:
+    """Boot stages as log fields."""
+    return [{'stage': s.stage, 'ms': s.ms, 'bytes': s.bytes} for s in stages]
 
 
 def _catalog_of(adapter: Adapter) -> Tuple[CatalogEntry, ...]:

@@ -1,5 +1,5 @@
 # Generated from src/protocol/message-table.ts by `npm run docs`: do not edit.
-"""The messages of the instance protocol, version 4 (docs/protocol.md).
+"""The messages of the instance protocol, version 5 (docs/protocol.md).
 
 One frozen dataclass per named struct and per message, fields in wire order with snake_case names;
 ``FIELDS`` pairs each wire key with its parser, and a message's ``WIRE`` gives its tag, name,
@@ -30,6 +30,27 @@ from .protocol import (
 
 SequenceItemStateIn = Literal['new', 'resident', 'attached']
 SEQUENCE_ITEM_STATE_IN_VALUES: Tuple[SequenceItemStateIn, ...] = ('new', 'resident', 'attached')
+
+BootStageStage = Literal[
+    'import',
+    'device_init',
+    'weight_read',
+    'model_build',
+    'device_upload',
+    'compile',
+    'warmup',
+    'graph_capture',
+]
+BOOT_STAGE_STAGE_VALUES: Tuple[BootStageStage, ...] = (
+    'import',
+    'device_init',
+    'weight_read',
+    'model_build',
+    'device_upload',
+    'compile',
+    'warmup',
+    'graph_capture',
+)
 
 WireErrorCode = Literal[
     'invalid_audio',
@@ -136,6 +157,21 @@ class CatalogEntry(Record):
     sample_rate: int
     gender: Optional[str]
     description: str
+
+
+@dataclass(frozen=True)
+class BootStage(Record):
+    """Struct BootStage (docs/protocol.md)."""
+
+    FIELDS: ClassVar[Fields] = (
+        ('stage', read_enum(BOOT_STAGE_STAGE_VALUES)),
+        ('ms', read_number),
+        ('bytes', read_integer),
+    )
+
+    stage: BootStageStage
+    ms: float
+    bytes: int
 
 
 @dataclass(frozen=True)
@@ -444,6 +480,7 @@ class LoadResult(Record):
         ('loadMs', read_integer),
         ('workKinds', read_array(read_enum(LOAD_RESULT_WORK_KIND_VALUES))),
         ('catalog', read_array(CatalogEntry.from_meta)),
+        ('stages', read_array(BootStage.from_meta)),
     )
 
     model: str
@@ -453,6 +490,7 @@ class LoadResult(Record):
     load_ms: int
     work_kinds: Tuple[LoadResultWorkKind, ...]
     catalog: Tuple[CatalogEntry, ...]
+    stages: Tuple[BootStage, ...]
 
 
 @dataclass(frozen=True)
@@ -460,10 +498,15 @@ class WarmupResult(Record):
     """WarmupResult (tag 0x83, up, body none)."""
 
     WIRE: ClassVar[Optional[Wire]] = Wire(0x83, 'WarmupResult', 'up', 'none')
-    FIELDS: ClassVar[Fields] = (('warmupMs', read_integer), ('graphsCaptured', read_integer))
+    FIELDS: ClassVar[Fields] = (
+        ('warmupMs', read_integer),
+        ('graphsCaptured', read_integer),
+        ('stages', read_array(BootStage.from_meta)),
+    )
 
     warmup_ms: int
     graphs_captured: int
+    stages: Tuple[BootStage, ...]
 
 
 @dataclass(frozen=True)
@@ -728,6 +771,7 @@ STRUCT_CLASSES: Tuple[Type[Any], ...] = (
     BatchItem,
     SequenceItem,
     CatalogEntry,
+    BootStage,
     WireError,
     Segment,
     Word,

@@ -54,7 +54,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .errors import InstanceError
-from .messages import CatalogEntry, ResourceCounters, ResourceInfo, Segment, Transcript, Word
+from .messages import BootStage, CatalogEntry, ResourceCounters, ResourceInfo, Segment, Transcript, Word
 
 __all__ = [
     'Adapter', 'AdapterStats', 'BatchAdapter', 'BatchFinish', 'BatchInput', 'BatchOutput', 'CatalogEntry',
@@ -84,11 +84,15 @@ class LoadInfo:
     device: str
     parameters: int = 0
     memory_bytes: int = 0
+    #: The parts of the load the adapter timed, in order (``boot_stages.StageTimer.take()``).
+    stages: Tuple[BootStage, ...] = ()
 
 
 @dataclass
 class WarmupInfo:
     graphs_captured: int = 0
+    #: The parts of the warmup the adapter timed, in order (``boot_stages.StageTimer.take()``).
+    stages: Tuple[BootStage, ...] = ()
 
 
 @dataclass

@@ -21,6 +21,7 @@ import {
   MESSAGE_NAMES,
   MESSAGE_TABLE,
   type BatchItemSchema,
+  type BootStageSchema,
   type BodyLayout,
   type ItemResultSchema,
   type MessageName,
@@ -71,6 +72,7 @@ export type SequenceItem = Static<typeof SequenceItemSchema>;
 export type SequenceItemResult = Static<typeof SequenceItemResultSchema>;
 export type ResourceInfo = Static<typeof ResourceInfoSchema>;
 export type ResourceCounters = Static<typeof ResourceCountersSchema>;
+export type BootStage = Static<typeof BootStageSchema>;
 
 /** Fields of a message object that are not meta. */
 const ENVELOPE_KEYS = ['type', 'correlationId', 'body'] as const;

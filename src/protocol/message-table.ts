@@ -120,6 +120,26 @@ export const ResourceCountersSchema = Struct(
   'ResourceCounters',
 );
 
+/**
+ * The parts of an instance's boot that an adapter may time (LoadResult.stages, WarmupResult.stages):
+ * importing the adapter's code (timed by the host), starting the device, reading its weight files,
+ * building the model, uploading the weights to the device, compiling, first runs of each shape
+ * (warmup) and CUDA graph capture. The supervisor times the process start (spawn to Hello) itself.
+ */
+export const BOOT_STAGES = [
+  'import',
+  'device_init',
+  'weight_read',
+  'model_build',
+  'device_upload',
+  'compile',
+  'warmup',
+  'graph_capture',
+] as const;
+
+/** One timed part of a boot: its duration and, for a read or an upload, the bytes it moved (else 0). */
+export const BootStageSchema = Struct({ stage: Enum(BOOT_STAGES), ms: Type.Number(), bytes: Count() }, 'BootStage');
+
 export const HEARTBEAT_STATES = ['idle', 'busy', 'wedged'] as const;
 export const RESOURCE_SOURCES = ['disk', 'host', 'resident'] as const;
 
@@ -219,10 +239,18 @@ export const MESSAGE_TABLE = {
       workKinds: Type.Array(Enum(WORK_KINDS)),
       /** What the adapter can serve (its voices); empty when it declares none. */
       catalog: Type.Array(CatalogEntrySchema),
+      /** The parts of the load the adapter timed, in the order they ran. */
+      stages: Type.Array(BootStageSchema),
     }),
     body: 'none',
   },
-  WarmupResult: { tag: 0x83, direction: 'up', meta: Struct({ warmupMs: Count(), graphsCaptured: Count() }), body: 'none' },
+  WarmupResult: {
+    tag: 0x83,
+    direction: 'up',
+    /** `stages`: the parts of the warmup the adapter timed, in the order they ran. */
+    meta: Struct({ warmupMs: Count(), graphsCaptured: Count(), stages: Type.Array(BootStageSchema) }),
+    body: 'none',
+  },
   BatchResult: {
     tag: 0x84,
     direction: 'up',

@@ -2,6 +2,7 @@
 export { createSupervisor } from './supervisor.js';
 export type { Supervisor, SupervisorDeps, SupervisorOptions, SupervisorStats, InstanceSnapshot, SupervisedModel } from './supervisor.js';
 export type { ResourceLoad } from './instance-process.js';
+export type { InstanceBoot } from './boot-report.js';
 export { spawnInstance, runCommand } from './spawn.js';
 export type { SpawnInstance, SpawnRequest, InstanceChild, CommandResult } from './spawn.js';
 export type { InstanceState } from './instance-state.js';

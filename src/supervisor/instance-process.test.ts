@@ -134,6 +134,36 @@ describe('InstanceProcess start', () => {
     assert.deepEqual(child.kills, []);
   });
 
+  it('breaks its boot down: process start, load and warmup timed here, the stages its adapter reported (#20)', async () => {
+    const { clock, child, instance } = setup();
+    const started = track(instance.start());
+    clock.advance(300);
+    child.hello();
+    await settle();
+    assert.equal(instance.facts.boot, undefined);
+    clock.advance(2000);
+    const stages = [
+      { stage: 'weight_read' as const, ms: 1000, bytes: 2_000_000_000 },
+      { stage: 'device_upload' as const, ms: 400.5, bytes: 0 },
+    ];
+    child.reply(child.expect('LoadRequest'), { type: 'LoadResult', stages });
+    await settle();
+    clock.advance(700);
+    child.reply(child.expect('WarmupRequest'), { type: 'WarmupResult', stages: [{ stage: 'graph_capture', ms: 650, bytes: 0 }] });
+    await settle();
+    assert.equal(started.error, undefined);
+    assert.deepEqual(instance.facts.boot, {
+      processStartMs: 300,
+      loadMs: 2000,
+      warmupWaitMs: 0,
+      warmupMs: 700,
+      totalMs: 3000,
+      stages: [...stages, { stage: 'graph_capture', ms: 650, bytes: 0 }],
+      weightReadBytes: 2_000_000_000,
+      weightReadBytesPerSecond: 2_000_000_000,
+    });
+  });
+
   it('rejects with protocol_mismatch and kills the child when Hello names another protocol version', async () => {
     const { child, instance, ends } = setup();
     const started = instance.start();

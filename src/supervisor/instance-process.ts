@@ -49,6 +49,7 @@ import type {
   WorkKind,
 } from '../protocol/work.js';
 import type { Logger } from '../telemetry/logger.js';
+import { toBootLogFields, toInstanceBoot, type InstanceBoot } from './boot-report.js';
 import { canTransition, type InstanceState } from './instance-state.js';
 import type { InstanceChild, SpawnInstance, SpawnRequest } from './spawn.js';
 
@@ -106,6 +107,8 @@ export interface InstanceFacts {
   streams: number;
   /** Resources the instance keeps: its last HeartbeatAck, updated by ResourceLoaded and ResourceEvicted since. */
   resources: readonly ResourceInfo[];
+  /** Its boot broken down, once it is ready (boot-report.ts). */
+  boot: InstanceBoot | undefined;
 }
 
 /** What the host said about a resource it loaded (ResourceLoaded). */
@@ -193,6 +196,7 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
     sessions: 0,
     streams: 0,
     resources: [],
+    boot: undefined,
   };
 
   constructor(options: InstanceProcessOptions, deps: InstanceProcessDeps) {
@@ -227,12 +231,14 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
       this.#spawn();
       this.#transition('handshaking');
       const hello = await this.#awaitHello();
+      const helloMs = clock.nowMs();
       if (hello.type !== 'Hello') throw errors.badFrame({ reason: `expected Hello: got ${hello.type}` });
       if (hello.protocolVersion !== PROTOCOL_VERSION_EXPECTED) {
         throw errors.protocolMismatch({ expected: PROTOCOL_VERSION_EXPECTED, got: hello.protocolVersion });
       }
       this.#startHeartbeats();
       this.#transition('loading');
+      const loadSentMs = clock.nowMs();
       const loaded = await this.#request(
         {
           type: 'LoadRequest',
@@ -246,6 +252,7 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
         'LoadResult',
         this.#options.loadTimeoutMs,
       );
+      const loadedMs = clock.nowMs();
       if (loaded.type === 'LoadResult') {
         Object.assign(this.#facts, {
           device: loaded.device,
@@ -258,18 +265,23 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
       }
       this.#transition('warming');
       const release = (await this.#deps.beforeWarmup?.()) ?? (() => undefined);
+      const warmupSentMs = clock.nowMs();
       let warmed: HostMessage;
       try {
         warmed = await this.#request({ type: 'WarmupRequest', correlationId: 0 }, 'WarmupResult', this.#options.warmupTimeoutMs);
       } finally {
         release();
       }
+      const warmedMs = clock.nowMs();
       if (warmed.type === 'WarmupResult') {
         Object.assign(this.#facts, { warmupMs: warmed.warmupMs, graphsCaptured: warmed.graphsCaptured });
       }
+      const stages = [...(loaded.type === 'LoadResult' ? loaded.stages : []), ...(warmed.type === 'WarmupResult' ? warmed.stages : [])];
+      const boot = toInstanceBoot({ spawnedMs: startedMs, helloMs, loadSentMs, loadedMs, warmupSentMs, warmedMs }, stages);
+      this.#facts.boot = boot;
       this.#firstCountedSeq = this.#heartbeatSeq;
       this.#transition('ready');
-      log.info({ durationMs: Math.round(clock.nowMs() - startedMs), device: this.#facts.device, pid: this.#facts.pid }, 'instance ready');
+      log.info({ ...toBootLogFields(boot), device: this.#facts.device, pid: this.#facts.pid }, 'instance ready');
     } catch (err) {
       const error = err as ServiceError;
       // A start cut short by close() is not a failure: the close lets the child exit, or kills it.

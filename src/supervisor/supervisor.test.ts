@@ -720,12 +720,15 @@ describe('Supervisor exclusive warmup', () => {
 
 describe('Supervisor stats', () => {
   it('snapshots each slot: facts while live, restarts, lastEnd and restarting state after a crash, frozen', async () => {
-    const { clock, spawner, supervisor } = setup({ m: {} });
+    const { clock, spawner, supervisor, metrics } = setup({ m: {} });
     const started = supervisor.start();
     const child = spawner.last();
+    clock.advance(400);
     child.hello();
     await settle();
-    child.reply(child.expect('LoadRequest'), { type: 'LoadResult', device: 'cuda:0', memoryBytes: 2048 });
+    const stages = [{ stage: 'weight_read' as const, ms: 500, bytes: 1_000_000_000 }];
+    clock.advance(1_000);
+    child.reply(child.expect('LoadRequest'), { type: 'LoadResult', device: 'cuda:0', memoryBytes: 2048, stages });
     await settle();
     child.reply(child.expect('WarmupRequest'), { type: 'WarmupResult', warmupMs: 250, graphsCaptured: 3 });
     await started;
@@ -750,8 +753,23 @@ describe('Supervisor stats', () => {
       runningStreams: 0,
       resources: [],
       resourceCounters: null,
+      boot: {
+        processStartMs: 400,
+        loadMs: 1_000,
+        warmupWaitMs: 0,
+        warmupMs: 0,
+        totalMs: 1_400,
+        stages,
+        weightReadBytes: 1_000_000_000,
+        weightReadBytesPerSecond: 2_000_000_000,
+      },
       lastEnd: null,
     });
+    // The boot is exported once, when the instance becomes ready (#20).
+    const text = await metrics.registry.metrics();
+    assert.match(text, /voxmux_instance_boot_phase_seconds_sum\{model="m",phase="process_start"\} 0\.4\n/);
+    assert.match(text, /voxmux_instance_boot_stage_seconds_count\{model="m",stage="weight_read"\} 1\n/);
+    assert.match(text, /voxmux_instance_weight_read_bytes_per_second\{model="m"\} 2000000000\n/);
     void supervisor.runBatch('m-0-g1', batch('b1')).catch(() => undefined);
     assert.equal(supervisor.stats().instances[0]!.runningBatches, 1);
     clock.advance(3_000);
@@ -764,7 +782,7 @@ describe('Supervisor stats', () => {
         state: 'restarting',
         pid: null,
         restarts: 1,
-        lastEnd: { reason: 'exited', exitCode: null, signal: 'SIGKILL', code: 'instance_crashed', atMs: 1_700_000_003_000 },
+        lastEnd: { reason: 'exited', exitCode: null, signal: 'SIGKILL', code: 'instance_crashed', atMs: 1_700_000_004_400 },
       },
     );
     supervisor.destroy();

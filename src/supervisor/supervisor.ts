@@ -19,6 +19,7 @@ import type { JsonObject } from '../protocol/message-table.js';
 import type { ResourceCounters, ResourceInfo } from '../protocol/codec.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
+import { observeBoot, type InstanceBoot } from './boot-report.js';
 import { INSTANCE_STATES, type InstanceState } from './instance-state.js';
 import { InstanceProcess, type InstanceEnd, type InstanceTimeouts, type ResourceLoad } from './instance-process.js';
 import { decideRestart, type RestartPolicy } from './restart-policy.js';
@@ -81,6 +82,8 @@ export interface InstanceSnapshot {
   resources: readonly ResourceInfo[];
   /** The live instance's adapter resource counters (cumulative since it started); null when it keeps none. */
   resourceCounters: ResourceCounters | null;
+  /** The current instance's boot broken down (process start, load, warmup and its adapter's stages); null until it is ready. */
+  boot: InstanceBoot | null;
   lastEnd: { reason: InstanceEnd['reason']; exitCode: number | null; signal: string | null; code: string | null; atMs: number } | null;
 }
 
@@ -271,6 +274,8 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
       if (state === 'ready') {
         slot.catalog = instance.facts.catalog;
         metrics.instanceWarmup.observe({ model: slot.model }, (clock.nowMs() - startedMs) / 1000);
+        const { boot } = instance.facts;
+        if (boot !== undefined) observeBoot(metrics, slot.model, boot);
         slot.failuresMs = slot.isCrashLoop ? slot.failuresMs : [];
       }
       notify();
@@ -478,6 +483,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
           runningStreams: isLive ? (facts?.runningStreams ?? 0) : 0,
           resources: isLive ? (facts?.resources ?? []) : [],
           resourceCounters: isLive ? (facts?.resourceCounters ?? null) : null,
+          boot: facts?.boot ?? null,
           lastEnd: slot.lastEnd,
         };
       });

@@ -6,6 +6,7 @@ import { performance } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export const BATCH_SIZE_BUCKETS = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256];
+const BOOT_BUCKETS_S = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 45, 60, 90, 120, 300];
 const LATENCY_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 
 export function createMetrics() {
@@ -203,6 +204,33 @@ export function createMetrics() {
       help: 'Time an instance took to load and warm up, by model.',
       labelNames: ['model'] as const,
       buckets: [0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600],
+      registers: r,
+    }),
+    // issue 20: boot time, measured
+    instanceBootPhase: new Histogram({
+      name: 'voxmux_instance_boot_phase_seconds',
+      help: 'Phases of an instance boot, by model and phase: process_start (spawn to Hello), load, warmup_wait (the exclusive warmup gate) and warmup; they add up to voxmux_instance_warmup_seconds.',
+      labelNames: ['model', 'phase'] as const,
+      buckets: BOOT_BUCKETS_S,
+      registers: r,
+    }),
+    instanceBootStage: new Histogram({
+      name: 'voxmux_instance_boot_stage_seconds',
+      help: 'Parts of the load and warmup an adapter timed, by model and stage (import, device_init, weight_read, model_build, device_upload, compile, warmup, graph_capture).',
+      labelNames: ['model', 'stage'] as const,
+      buckets: BOOT_BUCKETS_S,
+      registers: r,
+    }),
+    instanceWeightReadBytes: new Gauge({
+      name: 'voxmux_instance_weight_read_bytes',
+      help: 'Bytes of weight files the last instance of a model to become ready read while it loaded.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    instanceWeightReadRate: new Gauge({
+      name: 'voxmux_instance_weight_read_bytes_per_second',
+      help: 'How fast the last instance of a model to become ready read its weight files (bytes over the weight_read stages).',
+      labelNames: ['model'] as const,
       registers: r,
     }),
     graphsCaptured: new Gauge({

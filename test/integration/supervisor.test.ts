@@ -42,6 +42,12 @@ describe('Supervisor with real Python instances', () => {
     const snapshot = supervisor.stats().instances[0]!;
     assert.equal(snapshot.state, 'ready');
     assert.ok(snapshot.pid !== null && snapshot.pid > 0);
+    // Its boot, timed here and by the host, crossed the protocol (#20).
+    assert.ok(snapshot.boot !== null && snapshot.boot.processStartMs > 0 && snapshot.boot.totalMs >= snapshot.boot.loadMs);
+    assert.deepEqual(
+      snapshot.boot.stages.map((s) => s.stage),
+      ['import'],
+    );
     assert.equal((await metrics.executions.get()).values[0]?.value, 1);
     assert.equal((await metrics.inferences.get()).values[0]?.value, 2);
     // One batch written to the instance's socket, and timed.

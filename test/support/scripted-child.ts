@@ -20,6 +20,7 @@ import {
   splitPcm16Body,
   splitSequenceBody,
   type BatchItem,
+  type BootStage,
   type ControllerMessage,
   type HostMessage,
   type MessageOf,
@@ -78,8 +79,9 @@ export type HostReply =
       loadMs?: number;
       workKinds?: WorkKind[];
       catalog?: CatalogEntry[];
+      stages?: BootStage[];
     }
-  | { type: 'WarmupResult'; warmupMs?: number; graphsCaptured?: number }
+  | { type: 'WarmupResult'; warmupMs?: number; graphsCaptured?: number; stages?: BootStage[] }
   /** Without `items`, every request of the RunBatch answered succeeds. */
   | { type: 'BatchResult'; items?: readonly ScriptedItem[]; computeMs?: number }
   /** Without `items`, every item of the RunSequenceBatch answered succeeds with output {} and state 'state of <sessionId>'. */
@@ -352,9 +354,16 @@ export class ScriptedChild implements InstanceChild {
           loadMs: answer.loadMs ?? 10,
           workKinds: answer.workKinds ?? ['batch', 'sequence', 'stream'],
           catalog: answer.catalog ?? [],
+          stages: answer.stages ?? [],
         };
       case 'WarmupResult':
-        return { type: 'WarmupResult', correlationId, warmupMs: answer.warmupMs ?? 5, graphsCaptured: answer.graphsCaptured ?? 0 };
+        return {
+          type: 'WarmupResult',
+          correlationId,
+          warmupMs: answer.warmupMs ?? 5,
+          graphsCaptured: answer.graphsCaptured ?? 0,
+          stages: answer.stages ?? [],
+        };
       case 'BatchResult': {
         const requests = to?.type === 'RunBatch' ? to.requests : [];
         const items = answer.items ?? requests.map((): ScriptedItem => ({}));

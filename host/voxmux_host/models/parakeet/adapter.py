@@ -6,6 +6,8 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | --- | --- | --- |
 | ``config`` | ``"full"`` | ``"full"`` (Parakeet-TDT-0.6B-v2 shapes) or ``"tiny"`` (CI); unused with nemoPath |
 | ``nemoPath`` | none | a ``.nemo`` archive: its config, weights and tokenizer replace the random model |
+| ``weightRead`` | ``"parallel"`` | how the ``.nemo`` weights are read: ``"parallel"`` (large reads on several threads into one buffer, unpickled from memory) or ``"stream"`` (the previous path: extracted to a temporary file, then ``torch.load`` with mmap); nemo.py |
+| ``weightReadThreads`` | 8 | threads of a ``"parallel"`` read |
 | ``tokenizerPath`` | none | a SentencePiece ``.model`` for a random-weights model (else a synthetic vocabulary) |
 | ``seed`` | 0 | seed of the random weights |
 | ``device`` | ``"auto"`` | ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` |
@@ -34,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from voxmux_host.boot_stages import StageTimer
 from voxmux_host.errors import InstanceError
 from voxmux_host.model_api import (
     AdapterStats,
@@ -66,6 +69,8 @@ SENTENCE_END = (".", "?", "!")
 DEFAULT_OPTIONS: Dict[str, Any] = {
     "config": "full",
     "nemoPath": None,
+    "weightRead": "parallel",
+    "weightReadThreads": 8,
     "tokenizerPath": None,
     "seed": 0,
     "device": "auto",
@@ -142,7 +147,9 @@ def _parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
         value = options[key]
         if not isinstance(value, list) or not value or not all(_is_int(v) and v > 0 for v in value):
             problems.append(f"Expected {key} to be a non-empty list of positive integers: got {value!r}")
-    for key in ("seed", "decodeChunkSteps", "probeTimeoutMs"):
+    if options["weightRead"] not in ("parallel", "stream"):
+        problems.append(f"Expected weightRead to be parallel or stream: got {options['weightRead']!r}")
+    for key in ("seed", "decodeChunkSteps", "probeTimeoutMs", "weightReadThreads"):
         if not _is_int(options[key]) or options[key] < (0 if key == "seed" else 1):
             kind = "non-negative" if key == "seed" else "positive"
             problems.append(f"Expected {key} to be a {kind} integer: got {options[key]!r}")
@@ -221,6 +228,11 @@ def _resolve_device(name: str) -> torch.device:
     return device
 
 
+def _tensor_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the model's parameters and buffers (what the device upload moved, in their final type)."""
+    return sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+
+
 def _is_oom(exc: BaseException) -> bool:
     oom_type = getattr(torch.cuda, "OutOfMemoryError", None)
     if oom_type is not None and isinstance(exc, oom_type):
@@ -250,10 +262,13 @@ class ParakeetAdapter:
     def load(self, ctx: LoadContext) -> LoadInfo:
         options = _parse_options(dict(ctx.options))
         self._options = options
+        timer = StageTimer()
         device = _resolve_device(str(options["device"]))
         self._device = device
         if device.type == "cuda":
-            torch.cuda.set_device(device)
+            with timer.stage("device_init"):
+                torch.cuda.set_device(device)
+                torch.cuda.synchronize(device)  # creates the context here, so that it is timed apart
         dtype_name = options["dtype"] or ("bf16" if device.type == "cuda" else "fp32")
         dtype = _DTYPES[dtype_name]
 
@@ -261,12 +276,18 @@ class ParakeetAdapter:
         if options["nemoPath"]:
             from .nemo import load_nemo_model  # imported here: needs pyyaml
 
-            model, nemo_tokenizer, config = load_nemo_model(str(options["nemoPath"]))
+            model, nemo_tokenizer, config = load_nemo_model(
+                str(options["nemoPath"]),
+                weight_read=str(options["weightRead"]),
+                threads=int(options["weightReadThreads"]),
+                timer=timer,
+            )
             tokenizer = nemo_tokenizer
             weights = str(options["nemoPath"])
         else:
             config = PRESETS[str(options["config"])]
-            model = build_model(config, seed=int(options["seed"]))
+            with timer.stage("model_build"):
+                model = build_model(config, seed=int(options["seed"]))
             weights = "random"
         if tokenizer is None and options["tokenizerPath"]:
             path = str(options["tokenizerPath"])
@@ -286,7 +307,11 @@ class ParakeetAdapter:
         if attention == "auto":
             attention = "sdpa" if HAS_SDPA else "manual"
         model.encoder.set_attention_impl(attention)
-        model.prepare_for_inference_(device, dtype)
+        with timer.stage("device_upload") as part:
+            model.prepare_for_inference_(device, dtype)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            part.bytes = _tensor_bytes(model)
         model.encoder.set_matmul(str(options["matmul"]))
         apply_experimental(model, options)
         if options["compileDecodeStep"]:
@@ -313,8 +338,10 @@ class ParakeetAdapter:
             torch.cuda.synchronize(device)
         # Compilation, cuDNN timing and every graph shape's first runs happen here, while sibling
         # instances may still serve; warmup(), under the exclusive-warmup gate, only captures.
-        self._runner.prepare()
+        with timer.stage("warmup"):
+            self._runner.prepare()
         return ParakeetLoadInfo(
+            stages=timer.take(),
             device=str(device),
             parameters=count_parameters(config),
             memory_bytes=self._memory_bytes(),
@@ -329,10 +356,14 @@ class ParakeetAdapter:
 
     def warmup(self) -> WarmupInfo:
         runner = self._require_runner()
+        timer = StageTimer()
         start = time.perf_counter()
-        graphs = runner.warmup()
+        # Without graphs (CPU, cudaGraphs off) the warmup is one eager run: not a capture.
+        with timer.stage("graph_capture" if runner.uses_graphs else "warmup"):
+            graphs = runner.warmup()
         self._warmup_ms = elapsed_ms(start)
         return ParakeetWarmupInfo(
+            stages=timer.take(),
             graphs_captured=graphs,
             warmup_ms=self._warmup_ms,
             graph_pool_bytes=runner.graph_pool_bytes,

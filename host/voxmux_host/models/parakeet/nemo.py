@@ -5,6 +5,13 @@ section of the OmegaConf config), ``model_weights.ckpt`` (``torch.save`` of the 
 artifacts named ``<uuid>_<basename>``, which the config references as ``nemo:<uuid>_<basename>``.
 Members are matched by basename, since NeMo writes them as ``./name``.
 
+Weights are read one of two ways (``weight_read``): ``parallel`` (the default) reads the weights
+member's bytes straight out of a plain tar with several threads doing large reads into one buffer
+(``voxmux_host.weight_read``) and unpickles them from memory; ``stream`` is the previous path, which
+copies the member to a temporary file and ``torch.load``s it with ``mmap``. A gzip-compressed
+archive cannot be read at offsets: ``parallel`` then decompresses the member into memory in one
+stream. bench/gpu/boot.sh compares the two.
+
 Every problem is reported at once, as an ``InstanceError('load_failed', ...)``: configuration values this
 implementation cannot honour, and every missing, unexpected or wrongly shaped tensor.
 """
@@ -16,11 +23,14 @@ import shutil
 import tarfile
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, BinaryIO, Dict, List, Mapping, Optional, Tuple, cast
 
+import numpy as np
 import torch
 
+from voxmux_host.boot_stages import StageTimer
 from voxmux_host.errors import InstanceError
+from voxmux_host.weight_read import DEFAULT_THREADS, MemoryReader, read_range
 
 from .config import ParakeetConfig
 from .model import ParakeetModel, build_model
@@ -29,6 +39,10 @@ from .tokenizer import SentencePieceTokenizer
 CONFIG_MEMBER = "model_config.yaml"
 WEIGHTS_MEMBER = "model_weights.ckpt"
 ARTIFACT_PREFIX = "nemo:"
+#: How the weights member is read (module docstring).
+WEIGHT_READS = ("parallel", "stream")
+#: The first bytes of a compressed tar (gzip, bzip2, xz): no member can be read at an offset.
+_COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ")
 #: Problems listed in full up to this many per kind; the count is always given.
 MAX_LISTED = 1000
 
@@ -68,10 +82,70 @@ def _torch_load(path: str) -> Any:
         return torch.load(path, weights_only=True, **kwargs)  # torch 1.13
 
 
-def read_nemo(path: str, extract_dir: Optional[str] = None) -> NemoArchive:
-    """Open the archive (plain tar or gzip), parse the config, load the weights and the tokenizer file."""
+def _is_compressed(path: str) -> bool:
+    with open(path, "rb") as handle:
+        head = handle.read(6)
+    return any(head.startswith(magic) for magic in _COMPRESSED_MAGIC)
+
+
+def _load_extracted(tar: tarfile.TarFile, info: tarfile.TarInfo, extract_dir: Optional[str]) -> Any:
+    """The previous path: the member copied to a temporary file, then ``torch.load`` with ``mmap``."""
+    scratch = tempfile.mkdtemp(prefix="voxmux-nemo-", dir=extract_dir)
+    try:
+        weights_path = os.path.join(scratch, WEIGHTS_MEMBER)
+        source = tar.extractfile(info)
+        if source is None:
+            raise _fail(f"Could not read {WEIGHTS_MEMBER} from the archive")
+        with source, open(weights_path, "wb") as target:
+            shutil.copyfileobj(source, target, length=16 << 20)
+        try:
+            return _torch_load(weights_path)
+        except Exception as exc:  # noqa: BLE001 - any unpickling failure is a load failure
+            raise _fail(f"Could not load {WEIGHTS_MEMBER}: {exc}") from exc
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _load_in_memory(path: str, tar: tarfile.TarFile, info: tarfile.TarInfo, threads: int) -> Any:
+    """The member read into one buffer (in parallel from a plain tar), then unpickled from memory."""
+    if _is_compressed(path):
+        data = np.empty(info.size, dtype=np.uint8)
+        source = tar.extractfile(info)
+        if source is None:
+            raise _fail(f"Could not read {WEIGHTS_MEMBER} from the archive")
+        with source:
+            got = source.readinto(data.data)  # type: ignore[attr-defined]
+        if got != info.size:
+            raise _fail(f"Could not read {WEIGHTS_MEMBER}: got {got} of {info.size} bytes")
+    else:
+        try:
+            data = read_range(path, info.offset_data, info.size, threads=threads).data
+        except (OSError, EOFError) as exc:
+            raise _fail(f"Could not read {WEIGHTS_MEMBER} from {path}: {exc}") from exc
+    try:
+        return torch.load(cast(BinaryIO, MemoryReader(data)), map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure is a load failure
+        raise _fail(f"Could not load {WEIGHTS_MEMBER}: {exc}") from exc
+
+
+def read_nemo(
+    path: str,
+    extract_dir: Optional[str] = None,
+    *,
+    weight_read: str = "parallel",
+    threads: int = DEFAULT_THREADS,
+    timer: Optional[StageTimer] = None,
+) -> NemoArchive:
+    """Open the archive (plain tar or gzip), parse the config, load the weights and the tokenizer file.
+
+    ``weight_read``: ``parallel`` or ``stream`` (module docstring), ``threads`` for ``parallel``;
+    reading the weights is timed as the ``weight_read`` stage of ``timer``.
+    """
     import yaml  # imported here: only needed for .nemo files
 
+    if weight_read not in WEIGHT_READS:
+        raise _fail(f"Expected weight_read to be one of {', '.join(WEIGHT_READS)}: got {weight_read!r}")
+    timer = timer if timer is not None else StageTimer()
     if not os.path.isfile(path):
         raise _fail(f"Expected a .nemo file at {path}: no such file")
     try:
@@ -79,7 +153,10 @@ def read_nemo(path: str, extract_dir: Optional[str] = None) -> NemoArchive:
     except (tarfile.TarError, OSError) as exc:
         raise _fail(f"Expected {path} to be a tar or tar.gz .nemo archive: {exc}") from exc
     with tar:
-        index = _member_index(tar)
+        try:
+            index = _member_index(tar)
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise _fail(f"Could not list the members of {path} (truncated or corrupt?): {exc}") from exc
         missing = [name for name in (CONFIG_MEMBER, WEIGHTS_MEMBER) if name not in index]
         if missing:
             raise _fail(f"The archive {path} lacks {', '.join(missing)}: it holds {sorted(index)}")
@@ -90,20 +167,13 @@ def read_nemo(path: str, extract_dir: Optional[str] = None) -> NemoArchive:
         if not isinstance(config, dict):
             raise _fail(f"Expected {CONFIG_MEMBER} to hold a mapping: got {type(config).__name__}")
         tokenizer_model = _read_tokenizer(tar, index, config)
-        scratch = tempfile.mkdtemp(prefix="voxmux-nemo-", dir=extract_dir)
-        try:
-            weights_path = os.path.join(scratch, WEIGHTS_MEMBER)
-            source = tar.extractfile(index[WEIGHTS_MEMBER])
-            if source is None:
-                raise _fail(f"Could not read {WEIGHTS_MEMBER} from the archive")
-            with source, open(weights_path, "wb") as target:
-                shutil.copyfileobj(source, target, length=16 << 20)
-            try:
-                state_dict = _torch_load(weights_path)
-            except Exception as exc:  # noqa: BLE001 - any unpickling failure is a load failure
-                raise _fail(f"Could not load {WEIGHTS_MEMBER}: {exc}") from exc
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        info = index[WEIGHTS_MEMBER]
+        with timer.stage("weight_read") as part:
+            if weight_read == "parallel":
+                state_dict = _load_in_memory(path, tar, info, threads)
+            else:
+                state_dict = _load_extracted(tar, info, extract_dir)
+            part.bytes = info.size
     if isinstance(state_dict, Mapping) and "state_dict" in state_dict and isinstance(state_dict["state_dict"], Mapping):
         state_dict = state_dict["state_dict"]
     if not isinstance(state_dict, Mapping):
@@ -275,14 +345,22 @@ def check_state_dict(model: ParakeetModel, state_dict: Mapping[str, torch.Tensor
 
 
 def load_nemo_model(
-    path: str, extract_dir: Optional[str] = None
+    path: str,
+    extract_dir: Optional[str] = None,
+    *,
+    weight_read: str = "parallel",
+    threads: int = DEFAULT_THREADS,
+    timer: Optional[StageTimer] = None,
 ) -> Tuple[ParakeetModel, Optional[SentencePieceTokenizer], ParakeetConfig]:
-    """Build the model described by the archive's config and load its weights (CPU, fp32)."""
-    archive = read_nemo(path, extract_dir)
+    """Build the model described by the archive's config and load its weights (CPU, fp32), timing the
+    ``weight_read`` and ``model_build`` stages of ``timer``."""
+    timer = timer if timer is not None else StageTimer()
+    archive = read_nemo(path, extract_dir, weight_read=weight_read, threads=threads, timer=timer)
     config = config_from_nemo(archive.config)
-    model = build_model(config, seed=None)
-    check_state_dict(model, archive.state_dict)
-    model.load_state_dict(archive.state_dict, strict=True)
+    with timer.stage("model_build"):
+        model = build_model(config, seed=None)
+        check_state_dict(model, archive.state_dict)
+        model.load_state_dict(archive.state_dict, strict=True)
     tokenizer: Optional[SentencePieceTokenizer] = None
     if archive.tokenizer_model is not None:
         try:

@@ -41,6 +41,7 @@ from typing import Any, ClassVar, Dict, Iterator, List, Optional, Tuple, Union
 import numpy as np
 import torch
 
+from voxmux_host.boot_stages import StageTimer
 from voxmux_host.errors import InstanceError
 from voxmux_host.model_api import (AdapterStats, LoadContext, LoadInfo, ResourceInfo, ResourceLoad, StreamPiece,
                                    StreamRequest, WarmupInfo)
@@ -128,6 +129,8 @@ class VitsAdapter:
         self._eager_batches = 0
         self._probe_lock = threading.Lock()
         self._probe_stream: Optional[Any] = None
+        #: Set while load() runs: preloaded voices' disk reads and uploads are timed as boot stages.
+        self._boot_timer: Optional[StageTimer] = None
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -142,44 +145,53 @@ class VitsAdapter:
         if self._device.type == 'cpu' and dtype_name != 'fp32':
             raise InstanceError('load_failed', f'dtype {dtype_name} needs a CUDA device: the CPU runs fp32')
         self._dtype = DTYPES[dtype_name]
-        self._template = skeleton(self._config)
-        self._layout = layout_of(self._template)
-        self._voices = self._catalogue(options)
-        self._phonemizers = self._make_phonemizers(options)
+        timer = StageTimer()
+        with timer.stage('model_build'):
+            self._template = skeleton(self._config)
+            self._layout = layout_of(self._template)
+            self._voices = self._catalogue(options)
+            self._phonemizers = self._make_phonemizers(options)
         layout = self._layout
         self._residency = VoiceResidency(
             ResidencyOptions(options['residentBudgetBytes'], options['hostBudgetBytes']),
             voice_bytes=lambda name: layout.bytes_fp32,
-            read_disk=lambda name: load_voice_file(self._voices[name].path, layout),
+            read_disk=self._read_voice,
             to_host=self._to_host,
             to_device=self._to_device)
-        for name in options['preloadVoices']:
-            if name not in self._voices:
-                raise InstanceError('load_failed', f"preloadVoices names '{name}': not in the catalogue "
-                                                   f'({len(self._voices)} voices)')
-            self._residency.load(name, for_request=False)
-        return LoadInfo(device=str(self._device), parameters=layout.numel, memory_bytes=self._resident_bytes())
+        self._boot_timer = timer
+        try:
+            for name in options['preloadVoices']:
+                if name not in self._voices:
+                    raise InstanceError('load_failed', f"preloadVoices names '{name}': not in the catalogue "
+                                                       f'({len(self._voices)} voices)')
+                self._residency.load(name, for_request=False)
+        finally:
+            self._boot_timer = None
+        return LoadInfo(device=str(self._device), parameters=layout.numel, memory_bytes=self._resident_bytes(),
+                        stages=timer.take())
 
     def warmup(self) -> WarmupInfo:
         """Run encode and a full decoder window once on zero weights (kernel selection, allocator), then
         capture the decoder graphs (CUDA with cudaGraphs)."""
         assert self._template is not None and self._layout is not None
-        flat = torch.zeros(self._layout.numel, dtype=torch.float32, device=self._device)
-        dummy = ResidentVoice(flat, self._bind(flat))
-        ids = torch.tensor([[1, 0, 20, 0, 30, 0, 2]], dtype=torch.long, device=self._device)
+        timer = StageTimer()
         frames = self._options['chunkFrames'] + 2 * self._options['paddingFrames']
-        with torch.no_grad(), self._autocast():
-            dummy.model.encode(ids, Scales(), torch.Generator().manual_seed(0))
-            z = torch.zeros(1, self._config.inter_channels, frames, device=self._device)
-            dummy.model.decode(z, torch.ones(1, 1, frames, device=self._device))
+        with timer.stage('warmup'):
+            flat = torch.zeros(self._layout.numel, dtype=torch.float32, device=self._device)
+            dummy = ResidentVoice(flat, self._bind(flat))
+            ids = torch.tensor([[1, 0, 20, 0, 30, 0, 2]], dtype=torch.long, device=self._device)
+            with torch.no_grad(), self._autocast():
+                dummy.model.encode(ids, Scales(), torch.Generator().manual_seed(0))
+                z = torch.zeros(1, self._config.inter_channels, frames, device=self._device)
+                dummy.model.decode(z, torch.ones(1, 1, frames, device=self._device))
         captured = 0
         if self._device.type == 'cuda' and self._options['cudaGraphs']:
-            with self._probe_lock:  # no probe kernel while capturing
+            with self._probe_lock, timer.stage('graph_capture'):  # no probe kernel while capturing
                 self._graphs = DecoderGraphs(self._template, self._layout, self._config, device=self._device,
                                              dtype=self._dtype, frames=frames,
                                              batch_sizes=self._options['graphBatchSizes'])
                 captured = self._graphs.capture()
-        return WarmupInfo(graphs_captured=captured)
+        return WarmupInfo(graphs_captured=captured, stages=timer.take())
 
     def stats(self) -> AdapterStats:
         return AdapterStats(memory_bytes=self._resident_bytes(), eager_batches=self._eager_batches,
@@ -393,16 +405,29 @@ class VitsAdapter:
         assert isinstance(model, SynthesizerTrn)
         return model
 
+    def _read_voice(self, name: str) -> torch.Tensor:
+        assert self._layout is not None
+        timer = self._boot_timer
+        if timer is None:
+            return load_voice_file(self._voices[name].path, self._layout)
+        with timer.stage('weight_read') as part:
+            flat = load_voice_file(self._voices[name].path, self._layout)
+            part.bytes = os.path.getsize(self._voices[name].path)
+        return flat
+
     def _to_host(self, flat: torch.Tensor) -> torch.Tensor:
         return flat.pin_memory() if self._device.type == 'cuda' else flat
 
     def _to_device(self, flat: torch.Tensor) -> ResidentVoice:
-        if self._device.type == 'cuda':
-            on_device = flat.to(self._device, non_blocking=True)
-            # Wait for the copy, so that the load time counted is the copy's.
-            torch.cuda.current_stream(self._device).synchronize()  # type: ignore[no-untyped-call]
-        else:
-            on_device = flat  # the CPU model reads the host tensor itself
+        if self._device.type != 'cuda':
+            return ResidentVoice(flat, self._bind(flat))  # the CPU model reads the host tensor itself
+        started = time.perf_counter()
+        on_device = flat.to(self._device, non_blocking=True)
+        # Wait for the copy, so that the load time counted is the copy's.
+        torch.cuda.current_stream(self._device).synchronize()  # type: ignore[no-untyped-call]
+        if self._boot_timer is not None:
+            self._boot_timer.record('device_upload', (time.perf_counter() - started) * 1000,
+                                    flat.numel() * flat.element_size())
         return ResidentVoice(on_device, self._bind(on_device))
 
     def _autocast(self) -> Any:
