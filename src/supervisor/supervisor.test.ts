@@ -751,13 +751,18 @@ describe('Supervisor stats', () => {
       resources: [],
       resourceCounters: null,
       lastEnd: null,
+      busyMs: 0,
+      completedRequests: 0,
     });
     void supervisor.runBatch('m-0-g1', batch('b1')).catch(() => undefined);
     assert.equal(supervisor.stats().instances[0]!.runningBatches, 1);
     clock.advance(3_000);
+    assert.equal(supervisor.stats().instances[0]!.busyMs, 3_000, 'busy while its batch runs');
     child.exit(null, 'SIGKILL');
     await settle();
     const after = supervisor.stats().instances[0]!;
+    assert.equal(after.busyMs, 3_000, 'busy time outlives the crash; the failed batch completed nothing');
+    assert.equal(after.completedRequests, 0);
     assert.deepEqual(
       { state: after.state, pid: after.pid, restarts: after.restarts, lastEnd: after.lastEnd },
       {
