@@ -248,6 +248,10 @@ describe('voxmux nodes behind nginx (deploy/nginx)', { skip: NGINX === '' ? 'ngi
       `calls per node: ${served.join(', ')}`,
     );
     assert.equal(await okCalls(nodes[2]!), 0, 'node C is not in the configuration yet');
+    // Each node measured its instance's busy time (the autoscaling metrics, docs/deploy.md).
+    for (const node of nodes.slice(0, 2)) {
+      assert.ok((await node.metric('voxmux_instance_busy_seconds_total', { model: 'echo', instance_index: '0' })) > 0);
+    }
   });
 
   it('sends every call of one session id to one node, by path, header and realtime handshake', async () => {
