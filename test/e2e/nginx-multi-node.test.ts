@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -46,6 +46,8 @@ class Nginx {
   constructor(port: number, nodes: RunningServer[]) {
     cpSync(NGINX_DIR, this.prefix, { recursive: true });
     mkdirSync(join(this.prefix, 'temp'));
+    // Started as root, nginx's workers run as nobody: they must reach the prefix too.
+    chmodSync(this.prefix, 0o755);
     const site = join(this.prefix, 'voxmux.conf');
     const conf = readFileSync(site, 'utf8');
     assert.equal(conf.split('listen 127.0.0.1:8080;').length, 2, 'voxmux.conf has one listen line to fill in');
