@@ -7,7 +7,9 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { request as httpRequest } from 'node:http';
+import { createServer as createHttpServer, request as httpRequest, type IncomingMessage } from 'node:http';
+import { createHash } from 'node:crypto';
+import type { Duplex } from 'node:stream';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,7 +45,7 @@ class Nginx {
   #process: ChildProcess | undefined;
   #stderr = '';
 
-  constructor(port: number, nodes: RunningServer[]) {
+  constructor(port: number, nodes: string[]) {
     cpSync(NGINX_DIR, this.prefix, { recursive: true });
     mkdirSync(join(this.prefix, 'temp'));
     // Started as root, nginx's workers run as nobody: they must reach the prefix too.
@@ -56,9 +58,9 @@ class Nginx {
     this.url = `http://127.0.0.1:${port}`;
   }
 
-  /** Rewrites voxmux-nodes.conf the way the committed example writes each node. */
-  setNodes(nodes: RunningServer[]): void {
-    const lines = nodes.map((node) => `server ${hostPort(node)} max_fails=1 fail_timeout=5s;`);
+  /** Rewrites voxmux-nodes.conf (host:port each) the way the committed example writes each node. */
+  setNodes(nodes: string[]): void {
+    const lines = nodes.map((node) => `server ${node} max_fails=1 fail_timeout=5s;`);
     writeFileSync(join(this.prefix, 'voxmux-nodes.conf'), `${lines.join('\n')}\n`);
   }
 
@@ -66,13 +68,15 @@ class Nginx {
     return ['-p', this.prefix, '-c', join(this.prefix, 'nginx.conf'), '-e', 'stderr', ...more];
   }
 
-  async start(): Promise<void> {
+  /** Starts nginx; `probe` waits for /health/live through it (a voxmux node behind it). */
+  async start(options: { probe?: boolean } = {}): Promise<void> {
     const test = spawnSync(NGINX, this.#args('-t'), { encoding: 'utf8' });
     assert.equal(test.status, 0, test.stderr);
     const child = spawn(NGINX, this.#args('-g', 'daemon off;'), { stdio: ['ignore', 'ignore', 'pipe'] });
     child.stderr!.on('data', (d: Buffer) => (this.#stderr += d.toString()));
     this.#process = child;
-    // Listening, with a node behind it: /health/live answers through nginx.
+    // Listening; with a voxmux node behind it, /health/live answers 200 through nginx.
+    const isUp = (status: number) => (options.probe === false ? status !== 0 : status === 200);
     const deadline = Date.now() + 15_000;
     for (;;) {
       assert.equal(child.exitCode, null, `nginx exited: ${this.#stderr}`);
@@ -80,7 +84,7 @@ class Nginx {
         (res) => res.status,
         () => 0,
       );
-      if (status === 200) break;
+      if (isUp(status)) break;
       assert.ok(Date.now() < deadline, `nginx did not answer in 15 s: ${this.#stderr}`);
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
@@ -231,7 +235,7 @@ describe('voxmux nodes behind nginx (deploy/nginx)', { skip: NGINX === '' ? 'ngi
   before(async () => {
     // A, B serve from the start; C joins at the reload.
     nodes = await Promise.all([0, 1, 2].map(() => startServer({ config: nodeConfig })));
-    nginx = new Nginx(await freePort(), nodes.slice(0, 2));
+    nginx = new Nginx(await freePort(), nodes.slice(0, 2).map(hostPort));
     await nginx.start();
   });
 
@@ -309,7 +313,7 @@ describe('voxmux nodes behind nginx (deploy/nginx)', { skip: NGINX === '' ? 'ngi
   it('loses no call under concurrent load when nginx reloads with a node added', async () => {
     const load = startLoad(nginx.url, 4);
     await waitFor(() => load.statuses.length >= 20, '20 calls before the reload');
-    nginx.setNodes([nodes[0]!, nodes[2]!]);
+    nginx.setNodes([nodes[0]!, nodes[2]!].map(hostPort));
     nginx.reload();
     // The new node is in use once the new workers run; the load continues past that point.
     const deadline = Date.now() + 30_000;
@@ -323,5 +327,67 @@ describe('voxmux nodes behind nginx (deploy/nginx)', { skip: NGINX === '' ? 'ngi
     assert.deepEqual(load.failures, []);
     assert.ok(load.statuses.length >= 50, `${load.statuses.length} calls`);
     assert.match(nginx.accessLog(), new RegExp(`upstream=${hostPort(nodes[2]!).replace('.', '\\.')}`));
+  });
+});
+
+/**
+ * A loopback WebSocket endpoint standing in for a node's /v1/realtime route (which lives elsewhere
+ * than these nodes): it completes the handshake and echoes the bytes, so the test sees whether
+ * nginx passes the upgrade through and then relays both ways.
+ */
+async function startWebSocketEcho(): Promise<{ hostPort: string; close(): Promise<void>; paths: string[] }> {
+  const paths: string[] = [];
+  const server = createHttpServer((_req, res) => res.writeHead(426).end());
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
+    paths.push(req.url ?? '');
+    const accept = createHash('sha1')
+      .update(`${String(req.headers['sec-websocket-key'])}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`)
+      .digest('base64');
+    socket.write(
+      `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`,
+    );
+    socket.pipe(socket);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  return {
+    hostPort: `127.0.0.1:${port}`,
+    paths,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+describe('WebSocket upgrade through nginx (deploy/nginx)', { skip: NGINX === '' ? 'nginx is not installed' : false }, () => {
+  it('passes a /v1/realtime handshake through and relays bytes both ways', async () => {
+    const echo = await startWebSocketEcho();
+    const nginx = new Nginx(await freePort(), [echo.hostPort]);
+    try {
+      await nginx.start({ probe: false });
+      const key = Buffer.from('voxmux-nginx-ws!').toString('base64');
+      const socket = await new Promise<Duplex>((resolve, reject) => {
+        const req = httpRequest(`${nginx.url}/v1/realtime?model=echo`, {
+          headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': key },
+        });
+        req.on('upgrade', (res: IncomingMessage, upgraded: Duplex) => {
+          assert.equal(res.statusCode, 101);
+          resolve(upgraded);
+        });
+        req.on('response', (res) => reject(new Error(`no upgrade: ${res.statusCode}`)));
+        req.on('error', reject);
+        req.end();
+      });
+      const echoed = new Promise<string>((resolve) => socket.once('data', (d: Buffer) => resolve(d.toString())));
+      socket.write('ping over the tunnel');
+      assert.equal(await echoed, 'ping over the tunnel');
+      socket.destroy();
+      assert.deepEqual(echo.paths, ['/v1/realtime?model=echo']);
+    } finally {
+      await nginx.stop();
+      await echo.close();
+    }
   });
 });
