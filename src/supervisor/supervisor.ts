@@ -479,14 +479,25 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
       if (slot === undefined) return instance.openStream(input, sink);
       const keys = busyKeys(slot);
       for (const key of keys) busy.begin(key);
-      return instance.openStream(input, {
-        chunk: (chunk) => sink.chunk(chunk),
-        end: (end) => {
-          keys.forEach((key) => busy.end(key));
-          if (end.ok) slot.completedRequests += 1;
-          sink.end(end);
-        },
-      });
+      let isEnded = false;
+      const endBusy = () => {
+        if (isEnded) return;
+        isEnded = true;
+        keys.forEach((key) => busy.end(key));
+      };
+      try {
+        return instance.openStream(input, {
+          chunk: (chunk) => sink.chunk(chunk),
+          end: (end) => {
+            endBusy();
+            if (end.ok) slot.completedRequests += 1;
+            sink.end(end);
+          },
+        });
+      } catch (err) {
+        endBusy();
+        throw err;
+      }
     },
 
     loadResource(instanceId, name, kind, source) {
