@@ -8,7 +8,7 @@
 //   config file named by --config or VOXMUX_CONFIG (models.*.adapter), else the default config,
 //   whose pocketsphinx engine needs no PyTorch.
 // --for test (`npm test`): every engine's packages and the test tooling (pytest, mypy, pyflakes,
-//   PyYAML, flite).
+//   PyYAML, flite, nginx).
 // --list: print the Debian packages the purpose needs, one a line, and exit without installing.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
@@ -41,8 +41,8 @@ const ADAPTER_PACKAGES = {
 };
 /** The default config's engines (src/config/schema.ts, DEFAULT_MODELS). */
 const DEFAULT_ADAPTERS = ['pocketsphinx', 'debian-voices'];
-/** Test tooling: host tests, typecheck and lint, and the speech synthesizer of the accuracy tests. */
-const TEST_PACKAGES = ['python3-pytest', 'python3-mypy', 'python3-pyflakes', 'python3-yaml', 'flite'];
+/** Test tooling: host tests, typecheck and lint, the speech synthesizer of the accuracy tests, and the proxy of the multi-node tests. */
+const TEST_PACKAGES = ['python3-pytest', 'python3-mypy', 'python3-pyflakes', 'python3-yaml', 'flite', 'nginx'];
 
 /** The adapters a config file names; the default config's when there is no file or it names no models. */
 function configuredAdapters(configPath) {

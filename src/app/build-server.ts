@@ -31,6 +31,7 @@ import {
 import type { Logger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { createRequestLog, type RequestLogWriter } from '../telemetry/request-log.js';
+import { createAutoscalingMetrics } from './autoscaling-metrics.js';
 import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -153,6 +154,15 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
     { ...config.scheduler, models: config.models },
     { executor: supervisor, clock, log: log.child({ component: 'scheduler' }), metrics },
   );
+  const autoscaling = createAutoscalingMetrics(
+    {
+      windowMs: config.telemetry.scaleWindowMs,
+      targetBusyPercent: config.telemetry.scaleTargetBusyPercent,
+      backlogDrainMs: config.telemetry.scaleBacklogDrainMs,
+      instances: Object.fromEntries(Object.entries(config.models).map(([name, m]) => [name, m.instances])),
+    },
+    { supervisorStats: () => supervisor.stats(), schedulerStats: () => scheduler.stats(), metrics, clock },
+  );
   const models = createModelCatalog(config, Math.floor(clock.wallMs() / 1000));
   const voiceModels = Object.entries(config.models)
     .filter(([, m]) => taskOf(m) === 'speech')
@@ -212,7 +222,10 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       models,
       voices,
       readiness,
-      metricsText: () => metrics.registry.metrics(),
+      metricsText: () => {
+        autoscaling.update();
+        return metrics.registry.metrics();
+      },
       metricsContentType: metrics.registry.contentType,
       decoder: createAudioDecoder({
         maxDurationMs: gateway.maxAudioDurationMs,

@@ -253,6 +253,24 @@ export const TelemetrySchema = Type.Object(
         'Log line format: json (one object a line), pretty (for people), or auto: pretty when stdout is a terminal, JSON otherwise.',
       default: 'auto',
     }),
+    // autoscaling hint (issue 21): voxmux_ops_desired_replicas
+    scaleTargetBusyPercent: Type.Integer({
+      description:
+        'Share of the time each instance should be busy when a pool has the replicas voxmux_ops_desired_replicas asks for, in percent; the rest is headroom for bursts.',
+      default: 70,
+      minimum: 1,
+      maximum: 100,
+    }),
+    scaleBacklogDrainMs: Ms(
+      'Time within which voxmux_ops_desired_replicas plans to run the queued requests, on top of the running load, in milliseconds.',
+      10_000,
+      1,
+    ),
+    scaleWindowMs: Ms(
+      'Window over which the busy ratios and the capacity behind voxmux_ops_desired_replicas are measured, in milliseconds.',
+      30_000,
+      1000,
+    ),
   },
   { additionalProperties: false, default: {} },
 );

@@ -1,6 +1,14 @@
 /** Public surface of the supervisor. */
 export { createSupervisor } from './supervisor.js';
-export type { Supervisor, SupervisorDeps, SupervisorOptions, SupervisorStats, InstanceSnapshot, SupervisedModel } from './supervisor.js';
+export type {
+  Supervisor,
+  SupervisorDeps,
+  SupervisorOptions,
+  SupervisorStats,
+  InstanceSnapshot,
+  GpuSnapshot,
+  SupervisedModel,
+} from './supervisor.js';
 export type { ResourceLoad } from './instance-process.js';
 export type { InstanceBoot } from './boot-report.js';
 export { spawnInstance, runCommand } from './spawn.js';

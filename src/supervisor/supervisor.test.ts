@@ -321,6 +321,30 @@ describe('Supervisor sequence, stream and resource work', () => {
     return { sink, chunks, ends };
   };
 
+  it('counts busy time per slot and per GPU, and the requests completed with a result (#21)', async () => {
+    const built = setup({ m: {} }, { shouldStartByItself: true }, { nodeGpus: [0] });
+    await built.supervisor.start();
+    const { clock, spawner, supervisor } = built;
+    assert.equal(supervisor.stats().instances[0]!.gpu, 0);
+    const running = supervisor.runBatch('m-0-g1', batch('b1', ['r1', 'r2']));
+    const sent = spawner.last().expect('RunBatch');
+    clock.advance(100);
+    spawner.last().reply(sent, { type: 'BatchResult', items: [{ transcript: { durationS: 2 } }, { error: { code: 'invalid_audio' } }] });
+    await running;
+    clock.advance(50); // idle: not busy
+    const sequence = supervisor.runSequenceBatch('m-0-g1', sequenceBatch());
+    const sentSequence = spawner.last().expect('RunSequenceBatch');
+    clock.advance(30);
+    assert.equal(supervisor.stats().instances[0]!.busyMs, 130, 'the open interval counts');
+    spawner.last().reply(sentSequence, { type: 'SequenceResult', items: [{ output: { n: 1 }, state: Uint8Array.of(7) }] });
+    await sequence;
+    clock.advance(20);
+    const stats = supervisor.stats();
+    assert.deepEqual([stats.instances[0]!.busyMs, stats.instances[0]!.completedRequests], [130, 2]);
+    assert.deepEqual(stats.gpus, [{ gpu: 0, busyMs: 130 }]);
+    supervisor.destroy();
+  });
+
   it('runs a sequence batch on the instance it names, with state in and out, and counts it', async () => {
     const { spawner, supervisor, metrics } = await setupStarted({ m: {} });
     const running = supervisor.runSequenceBatch('m-0-g1', sequenceBatch());
@@ -764,6 +788,8 @@ describe('Supervisor stats', () => {
         weightReadBytesPerSecond: 2_000_000_000,
       },
       lastEnd: null,
+      busyMs: 0,
+      completedRequests: 0,
     });
     // The boot is exported once, when the instance becomes ready (#20).
     const text = await metrics.registry.metrics();
@@ -773,9 +799,12 @@ describe('Supervisor stats', () => {
     void supervisor.runBatch('m-0-g1', batch('b1')).catch(() => undefined);
     assert.equal(supervisor.stats().instances[0]!.runningBatches, 1);
     clock.advance(3_000);
+    assert.equal(supervisor.stats().instances[0]!.busyMs, 3_000, 'busy while its batch runs');
     child.exit(null, 'SIGKILL');
     await settle();
     const after = supervisor.stats().instances[0]!;
+    assert.equal(after.busyMs, 3_000, 'busy time outlives the crash; the failed batch completed nothing');
+    assert.equal(after.completedRequests, 0);
     assert.deepEqual(
       { state: after.state, pid: after.pid, restarts: after.restarts, lastEnd: after.lastEnd },
       {

@@ -25,6 +25,7 @@ import { InstanceProcess, type InstanceEnd, type InstanceTimeouts, type Resource
 import { decideRestart, type RestartPolicy } from './restart-policy.js';
 import { placeInstances, type Placement } from './placement.js';
 import { findHostPath } from './host-path.js';
+import { createBusyMeter } from './busy-meter.js';
 import type { SpawnInstance } from './spawn.js';
 
 export interface SupervisedModel {
@@ -85,10 +86,21 @@ export interface InstanceSnapshot {
   /** The current instance's boot broken down (process start, load, warmup and its adapter's stages); null until it is ready. */
   boot: InstanceBoot | null;
   lastEnd: { reason: InstanceEnd['reason']; exitCode: number | null; signal: string | null; code: string | null; atMs: number } | null;
+  /** Milliseconds this slot had work running (batches, sequence batches, streams), across restarts. */
+  busyMs: number;
+  /** Requests and sequence items this slot completed with a result, across restarts. */
+  completedRequests: number;
+}
+
+/** One GPU of the node: how long any instance on it had work running. */
+export interface GpuSnapshot {
+  gpu: number;
+  busyMs: number;
 }
 
 export interface SupervisorStats {
   instances: readonly InstanceSnapshot[];
+  gpus: readonly GpuSnapshot[];
 }
 
 interface Slot {
@@ -106,6 +118,7 @@ interface Slot {
   catalog: readonly CatalogEntry[];
   /** The resource counters already exported to metrics, and the instance they came from. */
   exported: { instanceId: string; counters: ResourceCounters } | undefined;
+  completedRequests: number;
 }
 
 const BUNDLED_HOST_PATH = findHostPath(dirname(fileURLToPath(import.meta.url)));
@@ -154,6 +167,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
         lastEnd: null,
         catalog: [],
         exported: undefined,
+        completedRequests: 0,
       });
     }
   }
@@ -167,6 +181,31 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     metrics.sequenceExecutions.inc({ model }, 0);
     metrics.streamChunks.inc({ model }, 0);
     metrics.instanceStreams.inc({ model, outcome: 'ok' }, 0);
+  }
+
+  // Busy time per slot and per GPU, for the busy ratios the autoscaling metrics export.
+  const busy = createBusyMeter(clock);
+  const slotKey = (slot: Slot) => `slot:${slot.model}#${slot.index}`;
+  const gpuKey = (gpu: number) => `gpu:${gpu}`;
+  const busyKeys = (slot: Slot) => (slot.placement.gpu === undefined ? [slotKey(slot)] : [slotKey(slot), gpuKey(slot.placement.gpu)]);
+  /** Counts `work` as busy time of the instance's slot and GPU until it settles. */
+  function trackWork<T>(instance: InstanceProcess, work: Promise<T>, completed: (result: T) => number): Promise<T> {
+    const slot = slots.find((s) => s.current === instance);
+    if (slot === undefined) return work;
+    const keys = busyKeys(slot);
+    for (const key of keys) busy.begin(key);
+    const done = () => keys.forEach((key) => busy.end(key));
+    return work.then(
+      (result) => {
+        done();
+        slot.completedRequests += completed(result);
+        return result;
+      },
+      (err: unknown) => {
+        done();
+        throw err;
+      },
+    );
   }
 
   const notify = () => {
@@ -416,18 +455,19 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     runBatch(instanceId, batch) {
       const instance = byId.get(instanceId);
       if (instance === undefined) return Promise.reject(gone(instanceId));
-      return instance.runBatch(batch).then((outcomes) => {
+      const work = instance.runBatch(batch).then((outcomes) => {
         for (const o of outcomes) {
           if (o.ok) metrics.audioProcessed.inc({ model: instance.model }, o.result.durationS);
         }
         return outcomes;
       });
+      return trackWork(instance, work, (outcomes) => outcomes.filter((o) => o.ok).length);
     },
 
     runSequenceBatch(instanceId, batch) {
       const instance = byId.get(instanceId);
       if (instance === undefined) return Promise.reject(gone(instanceId));
-      return instance.runSequenceBatch(batch);
+      return trackWork(instance, instance.runSequenceBatch(batch), (outcomes) => outcomes.filter((o) => o.ok).length);
     },
 
     endSessions(instanceId, sessionIds) {
@@ -440,7 +480,29 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
         sink.end({ ok: false, error: gone(instanceId) });
         return { grant: () => undefined, cancel: () => undefined };
       }
-      return instance.openStream(input, sink);
+      const slot = slots.find((s) => s.current === instance);
+      if (slot === undefined) return instance.openStream(input, sink);
+      const keys = busyKeys(slot);
+      for (const key of keys) busy.begin(key);
+      let isEnded = false;
+      const endBusy = () => {
+        if (isEnded) return;
+        isEnded = true;
+        keys.forEach((key) => busy.end(key));
+      };
+      try {
+        return instance.openStream(input, {
+          chunk: (chunk) => sink.chunk(chunk),
+          end: (end) => {
+            endBusy();
+            if (end.ok) slot.completedRequests += 1;
+            sink.end(end);
+          },
+        });
+      } catch (err) {
+        endBusy();
+        throw err;
+      }
     },
 
     loadResource(instanceId, name, kind, source) {
@@ -485,9 +547,12 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
           resourceCounters: isLive ? (facts?.resourceCounters ?? null) : null,
           boot: facts?.boot ?? null,
           lastEnd: slot.lastEnd,
+          busyMs: busy.busyMs(slotKey(slot)),
+          completedRequests: slot.completedRequests,
         };
       });
-      return Object.freeze({ instances: Object.freeze(instances) });
+      const gpus = options.nodeGpus.map((gpu): GpuSnapshot => ({ gpu, busyMs: busy.busyMs(gpuKey(gpu)) }));
+      return Object.freeze({ instances: Object.freeze(instances), gpus: Object.freeze(gpus) });
     },
 
     async close() {

@@ -362,6 +362,37 @@ export function createMetrics() {
       registers: r,
     }),
     eventLoopBusy: eventLoopBusyCounter(r),
+    // issue 21: autoscaling, exported at each scrape from the supervisor's and scheduler's stats
+    instanceBusy: new Counter({
+      name: 'voxmux_instance_busy_seconds_total',
+      help: "Time an instance slot had work running (batches, sequence batches, streams), by model and instance index; its rate is the slot's busy ratio (0 to 1).",
+      labelNames: ['model', 'instance_index'] as const,
+      registers: r,
+    }),
+    gpuBusy: new Counter({
+      name: 'voxmux_gpu_busy_seconds_total',
+      help: 'Time at least one instance on a GPU had work running, by GPU index; its rate is the GPU busy ratio (0 to 1) as voxmux sees it (work outstanding, not kernel occupancy).',
+      labelNames: ['gpu'] as const,
+      registers: r,
+    }),
+    busyInstances: new Gauge({
+      name: 'voxmux_ops_busy_instances',
+      help: 'Mean busy instances of a model on this node over telemetry.scaleWindowMs (0 to its instance count).',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    capacity: new Gauge({
+      name: 'voxmux_ops_capacity_requests_per_second',
+      help: "Requests per second a model's instances on this node complete when all are busy, measured over telemetry.scaleWindowMs (0 until one completed).",
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    desiredReplicas: new Gauge({
+      name: 'voxmux_ops_desired_replicas',
+      help: "Replicas of this node a model's load needs, with its instances busy telemetry.scaleTargetBusyPercent of the time and its queue run within telemetry.scaleBacklogDrainMs; summed over a pool's nodes, the pool's replica count.",
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
   };
   collectDefaultMetrics({ register: registry, prefix: 'voxmux_process_' });
   return handles;

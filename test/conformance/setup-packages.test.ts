@@ -36,7 +36,7 @@ const SPEECH_VOICES = [
   'festvox-kallpc16k',
   'festvox-kdlpc16k',
 ];
-const TEST_TOOLING = ['python3-pytest', 'python3-mypy', 'python3-pyflakes', 'python3-yaml', 'flite'];
+const TEST_TOOLING = ['python3-pytest', 'python3-mypy', 'python3-pyflakes', 'python3-yaml', 'flite', 'nginx'];
 
 describe('scripts/setup.mjs (#16)', () => {
   it('installs for serving the default config (pocketsphinx, the Debian voices) without PyTorch or test tooling', () => {
