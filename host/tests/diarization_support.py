@@ -14,6 +14,7 @@ from scipy.optimize import linear_sum_assignment
 from scipy.signal import resample_poly
 
 from voxmux_host.models.debian_voices.catalogue import VOICES, Voice
+from voxmux_host.models.debian_voices.engine import Engine
 from voxmux_host.models.debian_voices.espeak import EspeakEngine
 from voxmux_host.models.debian_voices.flite import FliteEngine
 
@@ -149,7 +150,9 @@ _LOADED: Dict[str, bool] = {}
 def say(voice_name: str, text: str, speed: float = 1.0) -> NDArray[np.float64]:
     """``text`` said by a debian-voices voice, as 16 kHz floats, without leading or trailing silence."""
     voice = _VOICES[voice_name]
-    engine = _FLITE if voice.engine == 'flite' else _ESPEAK
+    engine: Engine = _FLITE
+    if voice.engine != 'flite':
+        engine = _ESPEAK
     if voice.name not in _LOADED:
         engine.load([voice])
         _LOADED[voice.name] = True

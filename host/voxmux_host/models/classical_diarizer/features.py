@@ -31,7 +31,7 @@ def frame_count(samples: int) -> int:
 
 
 def _mel(hz: NDArray[np.float64]) -> NDArray[np.float64]:
-    return 2595.0 * np.log10(1.0 + hz / 700.0)
+    return np.asarray(2595.0 * np.log10(1.0 + hz / 700.0), dtype=np.float64)
 
 
 @lru_cache(maxsize=1)
@@ -56,7 +56,7 @@ def dct_matrix() -> NDArray[np.float64]:
     k = np.arange(CEPSTRA)[:, None]
     basis = np.cos(np.pi * k * (2 * n + 1) / (2 * MEL_BANDS)) * np.sqrt(2.0 / MEL_BANDS)
     basis[0] /= np.sqrt(2.0)
-    return basis
+    return np.asarray(basis, dtype=np.float64)
 
 
 def frames_of(audio: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -65,7 +65,7 @@ def frames_of(audio: NDArray[np.float64]) -> NDArray[np.float64]:
     padded = np.zeros((count - 1) * HOP_SAMPLES + FRAME_SAMPLES)
     padded[:audio.size] = audio
     index = np.arange(FRAME_SAMPLES)[None, :] + HOP_SAMPLES * np.arange(count)[:, None]
-    return padded[index]
+    return np.asarray(padded[index], dtype=np.float64)
 
 
 def mfcc(audio: NDArray[np.float64]) -> NDArray[np.float64]:
