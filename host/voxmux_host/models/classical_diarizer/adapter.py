@@ -18,7 +18,7 @@ from ...model_api import (AdapterStats, ItemFailure, LoadContext, LoadInfo, Sequ
                           WarmupInfo)
 from .clustering import Thresholds
 from .diarizer import ChunkOptions, Settings, StepResult, diarize_chunk, diarize_file
-from .features import SAMPLE_RATE_HZ
+from .features import FRAME_RATE_HZ, SAMPLE_RATE_HZ
 from .state import EMPTY, decode, encode
 
 #: Load options and their defaults.
@@ -30,6 +30,7 @@ OPTIONS: Dict[str, Any] = {
     'assignThreshold': 0.4,
     'mergePenalty': 1.5,
     'minSpeakerSeconds': 3.0,
+    'minNewSpeakerSeconds': 2.0,
 }
 #: Item options (the diarization engine contract).
 ITEM_OPTIONS: Tuple[str, ...] = ('minSpeakers', 'maxSpeakers', 'chunkOffsetS', 'speech')
@@ -57,7 +58,9 @@ def parse_load_options(raw: Dict[str, Any]) -> Tuple[Settings, int, float]:
         raise InstanceError('load_failed', f'Expected option maxSpeakers to be an integer >= 1: got {cap!r}')
     thresholds = Thresholds(cluster=_number(options, 'clusterThreshold', 0), merge=_number(options, 'mergePenalty', 0),
                             assign=_number(options, 'assignThreshold', 0), min_frames=MIN_PIECE_FRAMES,
-                            min_speaker_frames=int(round(_number(options, 'minSpeakerSeconds', 0) * 100)))
+                            min_speaker_frames=int(round(_number(options, 'minSpeakerSeconds', 0) * FRAME_RATE_HZ)),
+                            min_new_speaker_frames=int(round(_number(options, 'minNewSpeakerSeconds', 0)
+                                                             * FRAME_RATE_HZ)))
     settings = Settings(change_threshold=_number(options, 'changeThreshold', 0), thresholds=thresholds)
     return settings, cap, _number(options, 'maxItemSeconds', 1)
 

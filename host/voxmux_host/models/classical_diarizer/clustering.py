@@ -41,6 +41,9 @@ class Thresholds:
     min_frames: int
     #: Frames a cluster needs to stand as a speaker of its own offline.
     min_speaker_frames: int
+    #: Frames a speaker opened online needs within its first chunk to stay (a chunk holds less of a new
+    #: speaker's speech than a whole file does, so the bar is lower than offline).
+    min_new_speaker_frames: int
 
 
 def nearest(model: Gaussian, speakers: Sequence[Gaussian]) -> tuple[int, float]:
@@ -140,3 +143,30 @@ def assign_online(model: Gaussian, speakers: List[Exemplars], limits: Limits, th
 def guess_online(model: Gaussian, speakers: Sequence[Exemplars], limits: Limits, thresholds: Thresholds) -> int:
     """What :func:`assign_online` would answer for an unfinished piece, changing nothing."""
     return assign_online(model, list(speakers), limits, thresholds)
+
+
+def settle_new_speakers(known: int, speakers: List[Exemplars], labels: List[int], models: Sequence[Gaussian],
+                        limits: Limits, thresholds: Thresholds) -> List[int]:
+    """The online form of dissolving small clusters: a speaker opened in this chunk (index ``known`` or
+    more) whose pieces hold less than ``min_new_speaker_frames`` of speech is taken back, its pieces given to
+    the nearest remaining speaker, as long as a speaker remains and at least ``minSpeakers`` do. Returns
+    the labels of ``models`` with the speakers renumbered in order of appearance; ``speakers`` is updated
+    in place."""
+    def frames(index: int) -> float:
+        return sum(m.count for m, label in zip(models, labels) if label == index)
+
+    while True:
+        small = [i for i in range(known, len(speakers)) if frames(i) < thresholds.min_new_speaker_frames]
+        if not small or len(speakers) <= max(1, limits.min_speakers):
+            break
+        drop = min(small, key=lambda i: (frames(i), i))
+        del speakers[drop]
+        kept: List[int] = []
+        for model, label in zip(models, labels):
+            if label == drop:
+                label = int(np.argmin([linkage(model, s) for s in speakers]))
+            elif label > drop:
+                label -= 1
+            kept.append(label)
+        labels = kept
+    return labels
