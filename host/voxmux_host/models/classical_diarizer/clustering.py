@@ -3,14 +3,14 @@ sessions.
 
 Offline, the pieces long enough to carry speaker statistics are clustered bottom-up with average
 linkage on their pairwise KL2 (scikit-learn's AgglomerativeClustering on the precomputed distances),
-stopped at a distance threshold and held within [minSpeakers, maxSpeakers]; clusters whose pooled
-models are still close are then merged (the pooled model of a speaker's several pieces averages out
-what was said, which one piece cannot), and every piece, the short ones included, is given the
-speaker whose pooled model is nearest.
+stopped at a distance threshold and held within [minSpeakers, maxSpeakers]. The clusters' pooled
+models are then merged while the BIC prefers one model to two, clusters with too little speech to be a
+speaker's are dissolved, and every piece, the short ones included, goes to the nearest pooled model.
 
-Online, each finished piece, in time order, goes to the nearest speaker model when it is close
-enough and opens a new speaker otherwise (while fewer than maxSpeakers exist); the model it joins
-absorbs its statistics.
+Online, each finished piece, in time order, joins the speaker whose latest pieces are nearest on
+average (the distance of average linkage) when it is close enough, and opens a new speaker otherwise
+(while fewer than maxSpeakers exist); a speaker opened in a chunk with too little speech in it is taken
+back (:func:`settle_new_speakers`).
 """
 from __future__ import annotations
 
