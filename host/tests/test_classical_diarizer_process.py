@@ -18,8 +18,8 @@ Item = Tuple[str, int, str, NDArray[np.int16], bytes, bool, Dict[str, Any]]
 
 
 def _batch(batch_id: str, *items: Item) -> RunSequenceBatch:
-    meta = tuple(SequenceItem(f'{batch_id}-{i}', session, seq, audio.size, state_in, len(attached),  # type: ignore[arg-type]
-                              is_last, options)
+    meta = tuple(SequenceItem(f'{batch_id}-{i}', session, seq, audio.size,
+                              state_in, len(attached), is_last, options)  # type: ignore[arg-type]
                  for i, (session, seq, state_in, audio, attached, is_last, options) in enumerate(items))
     body = b''.join(audio.astype('<i2').tobytes() + attached for _, _, _, audio, attached, _, _ in items)
     return RunSequenceBatch(batch_id, meta, body)

@@ -152,8 +152,9 @@ class ClassicalDiarizerAdapter:
     def _run_one(self, item: SequenceInput) -> SequenceOutput:
         settings = self._require_settings()
         if item.audio.size > self._max_item_samples:
-            raise InstanceError('invalid_audio', f'Expected an item of at most {self._max_item_samples / SAMPLE_RATE_HZ:g} '
-                                                 f's of audio: got {item.audio.size / SAMPLE_RATE_HZ:g} s')
+            limit_s = self._max_item_samples / SAMPLE_RATE_HZ
+            raise InstanceError('invalid_audio', f'Expected an item of at most {limit_s:g} s of audio: got '
+                                                 f'{item.audio.size / SAMPLE_RATE_HZ:g} s')
         options = parse_item_options(dict(item.options), self._cap, item.audio.size / SAMPLE_RATE_HZ)
         audio = np.asarray(item.audio, dtype=np.int16)
         if item.state is None:

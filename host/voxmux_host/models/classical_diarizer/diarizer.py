@@ -19,7 +19,8 @@ from numpy.typing import NDArray
 from .activity import BRIDGE_FRAMES, Region, energy_regions, given_regions
 from .clustering import (MAX_EXEMPLARS, Exemplars, Limits, Thresholds, assign_online, cluster_offline, guess_online,
                          settle_new_speakers)
-from .features import CEPSTRA, FRAME_RATE_HZ, FRAME_SAMPLES, HOP_SAMPLES, SAMPLE_RATE_HZ, frame_count, log_energy, mfcc
+from .features import (CEPSTRA, FRAME_RATE_HZ, FRAME_SAMPLES, HOP_SAMPLES, SAMPLE_RATE_HZ, cepstra, frame_count,
+                       log_energy, pre_emphasized)
 from .segmentation import pieces
 from .state import SessionState
 from .statistics import Gaussian
@@ -69,8 +70,10 @@ class StepResult:
 
 
 def features_of(audio: NDArray[np.float64]) -> NDArray[np.float64]:
-    blocks = [mfcc(audio[at:at + BLOCK_SAMPLES + FRAME_SAMPLES])[:frame_count(min(BLOCK_SAMPLES, audio.size - at))]
-              for at in range(0, audio.size, BLOCK_SAMPLES)]
+    """mfcc(audio), windowed a block at a time."""
+    emphasized = pre_emphasized(audio)
+    blocks = [cepstra(emphasized[at:at + BLOCK_SAMPLES + FRAME_SAMPLES])
+              [:frame_count(min(BLOCK_SAMPLES, audio.size - at))] for at in range(0, audio.size, BLOCK_SAMPLES)]
     return np.concatenate(blocks) if blocks else np.zeros((0, CEPSTRA))
 
 

@@ -68,19 +68,35 @@ def frames_of(audio: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.asarray(padded[index], dtype=np.float64)
 
 
-def mfcc(audio: NDArray[np.float64]) -> NDArray[np.float64]:
-    """[frames, CEPSTRA] MFCCs of 16 kHz ``audio`` (floats, full scale 1.0), one row per 10 ms."""
-    if audio.size == 0:
+def pre_emphasized(audio: NDArray[np.float64]) -> NDArray[np.float64]:
+    return np.asarray(np.append(audio[:1], audio[1:] - PRE_EMPHASIS * audio[:-1]), dtype=np.float64)
+
+
+def cepstra(emphasized: NDArray[np.float64]) -> NDArray[np.float64]:
+    """[frames, CEPSTRA] MFCCs of pre-emphasized audio."""
+    if emphasized.size == 0:
         return np.zeros((0, CEPSTRA))
-    emphasized = np.append(audio[:1], audio[1:] - PRE_EMPHASIS * audio[:-1])
     windows = frames_of(emphasized) * np.hamming(FRAME_SAMPLES)
     power = np.abs(np.fft.rfft(windows, FFT_SIZE)) ** 2
     log_mel = np.log(power @ mel_filterbank().T + 1e-10)
     return np.asarray(log_mel @ dct_matrix().T)
 
 
+def mfcc(audio: NDArray[np.float64]) -> NDArray[np.float64]:
+    """[frames, CEPSTRA] MFCCs of 16 kHz ``audio`` (floats, full scale 1.0), one row per 10 ms."""
+    return cepstra(pre_emphasized(audio))
+
+
+#: Frames windowed at a time by log_energy (60 s), to bound the memory of a long file.
+ENERGY_BLOCK_FRAMES = 6000
+
+
 def log_energy(audio: NDArray[np.float64]) -> NDArray[np.float64]:
     """[frames] energy of each 25 ms frame in dB (full scale 0 dB)."""
-    if audio.size == 0:
-        return np.zeros(0)
-    return np.asarray(10.0 * np.log10(np.mean(frames_of(audio) ** 2, axis=1) + 1e-12))
+    count = frame_count(audio.size)
+    energy = np.zeros(count)
+    for first in range(0, count, ENERGY_BLOCK_FRAMES):
+        last = min(count, first + ENERGY_BLOCK_FRAMES)
+        block = audio[first * HOP_SAMPLES:(last - 1) * HOP_SAMPLES + FRAME_SAMPLES]
+        energy[first:last] = np.mean(frames_of(block)[:last - first] ** 2, axis=1)
+    return np.asarray(10.0 * np.log10(energy + 1e-12), dtype=np.float64)

@@ -62,7 +62,8 @@ def decode(data: bytes) -> SessionState:
         if len(audio_bytes) % 2:
             raise ValueError('odd audio length')
         speakers: List[Tuple[Gaussian, ...]] = [
-            tuple(Gaussian(float(c), np.array(t, dtype=np.float64), np.array(q, dtype=np.float64)) for c, t, q in speaker)
+            tuple(Gaussian(float(c), np.array(t, dtype=np.float64), np.array(q, dtype=np.float64))
+                  for c, t, q in speaker)
             for speaker in head['speakers']]
         return SessionState(int(head['nextSeq']), tuple(speakers), float(head['tailStartS']),
                             np.frombuffer(audio_bytes, dtype='<i2').astype(np.int16),
