@@ -250,3 +250,26 @@ def test_the_registry_serves_it_as_a_sequence_adapter_that_warms_up() -> None:
     assert adapter.probe() is True
 
 
+
+
+def test_chunks_of_any_length_follow_each_other_without_gaps_in_time() -> None:
+    talk = conversation(*THREE_MIXED)
+    adapter = _adapter()
+    state: Optional[bytes] = None
+    segments: List[Dict[str, Any]] = []
+    at, seq = 0, 0
+    # Odd lengths (not whole 10 ms frames), one of a single sample, with speech regions that run past the chunk.
+    for size in (7 * SAMPLE_RATE_HZ + 37, 1, 5 * SAMPLE_RATE_HZ + 101, 13 * SAMPLE_RATE_HZ + 80):
+        chunk = talk.audio[at:at + size]
+        options: Dict[str, Any] = {'chunkOffsetS': at / SAMPLE_RATE_HZ}
+        if seq == 1:
+            options['speech'] = [[0.0, 0.5]]
+        output = _ok(_run(adapter, _item(chunk, seq=seq, state=state, is_last=False, options=options)))
+        segments += output.output['finalized']
+        state, at, seq = output.state, at + size, seq + 1
+    last = _ok(_run(adapter, _item(talk.audio[at:], seq=seq, state=state,
+                                   options={'chunkOffsetS': at / SAMPLE_RATE_HZ})))
+    segments += last.output['finalized']
+    _check_shape(segments)
+    assert segments[-1]['end'] <= talk.seconds + 0.01
+    assert score_der(talk.turns, turns_from_segments(segments)).der <= 0.15

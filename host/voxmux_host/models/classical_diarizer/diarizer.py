@@ -145,9 +145,12 @@ def diarize_chunk(state: SessionState, audio: NDArray[np.int16], is_last: bool, 
     buffer_audio = np.concatenate([state.tail_audio, audio])
     signal = buffer_audio.astype(np.float64) / 32768.0
     buffer_start_s = state.tail_start_s if state.tail_audio.size else options.chunk_offset_s
-    regions = _joined(state.tail_regions, tail_frames, _chunk_regions(chunk_signal, options))
-    features, energy = features_of(signal), log_energy(signal)
     total_frames = frame_count(buffer_audio.size)
+    # Clipped to the buffer: a chunk placed a frame late (see above) may reach a frame past it.
+    regions = [(a, min(b, total_frames))
+               for a, b in _joined(state.tail_regions, tail_frames, _chunk_regions(chunk_signal, options))
+               if min(b, total_frames) > a]
+    features, energy = features_of(signal), log_energy(signal)
     found = pieces(features, regions, settings.change_threshold)
     open_from = len(found)
     if not is_last and regions and regions[-1][1] > total_frames - BRIDGE_FRAMES:
