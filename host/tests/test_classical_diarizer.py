@@ -244,8 +244,8 @@ def test_a_missing_mismatched_or_corrupt_state_fails_the_item() -> None:
         assert isinstance(failed, ItemFailure) and failed.code == 'model_failed', corrupt
 
 
-@pytest.mark.parametrize('options', [{'speakers': 2}, {'maxSpeakers': 0}, {'clusterThreshold': 'high'},
-                                     {'maxItemSeconds': 0}])
+@pytest.mark.parametrize('options', [{'speakers': 2}, {'maxSpeakers': 0}, {'maxSpeakers': 17},
+                                     {'clusterThreshold': 'high'}, {'maxItemSeconds': 0}])
 def test_a_bad_load_option_fails_the_load(options: Dict[str, Any]) -> None:
     with pytest.raises(InstanceError) as caught:
         _adapter(options)

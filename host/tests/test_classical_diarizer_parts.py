@@ -77,3 +77,19 @@ def test_the_state_round_trips_bit_for_bit() -> None:
     with pytest.raises(InstanceError) as caught:
         decode(data[:-1])
     assert caught.value.code == 'model_failed'
+
+
+def test_the_largest_state_stays_under_1_mib() -> None:
+    from voxmux_host.models.classical_diarizer.adapter import MAX_SPEAKERS
+    from voxmux_host.models.classical_diarizer.clustering import MAX_EXEMPLARS
+    from voxmux_host.models.classical_diarizer.diarizer import KEEP_OPEN_FRAMES, MAX_TAIL_FRAMES
+    from voxmux_host.models.classical_diarizer.segmentation import MAX_PIECE_FRAMES
+    from voxmux_host.protocol import MAX_STATE_BYTES
+
+    rng = np.random.default_rng(4)
+    speakers = tuple(tuple(Gaussian.of(rng.normal(0, 7, (int(rng.integers(50, 200)), 20)) * np.pi)
+                           for _ in range(MAX_EXEMPLARS)) for _ in range(MAX_SPEAKERS))
+    tail_frames = max(MAX_TAIL_FRAMES, KEEP_OPEN_FRAMES + MAX_PIECE_FRAMES)
+    tail = rng.integers(-32768, 32767, tail_frames * HOP_SAMPLES).astype(np.int16)
+    regions = tuple((i, i + 1) for i in range(0, tail_frames, 2))
+    assert len(encode(SessionState(10 ** 6, speakers, 12345.678, tail, regions))) < MAX_STATE_BYTES

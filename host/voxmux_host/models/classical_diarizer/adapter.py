@@ -32,6 +32,9 @@ OPTIONS: Dict[str, Any] = {
     'minSpeakerSeconds': 3.0,
     'minNewSpeakerSeconds': 2.0,
 }
+#: The largest ``maxSpeakers``: with MAX_EXEMPLARS pieces each and the longest tail, the state stays under
+#: 1 MiB (test_classical_diarizer_parts.py checks the worst case).
+MAX_SPEAKERS = 16
 #: Item options (the diarization engine contract).
 ITEM_OPTIONS: Tuple[str, ...] = ('minSpeakers', 'maxSpeakers', 'chunkOffsetS', 'speech')
 #: Speech frames (10 ms) a piece needs to take part in clustering (0.5 s).
@@ -54,8 +57,9 @@ def parse_load_options(raw: Dict[str, Any]) -> Tuple[Settings, int, float]:
                                            f'{", ".join(unknown)}')
     options = {**OPTIONS, **raw}
     cap = options['maxSpeakers']
-    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
-        raise InstanceError('load_failed', f'Expected option maxSpeakers to be an integer >= 1: got {cap!r}')
+    if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= MAX_SPEAKERS:
+        raise InstanceError('load_failed', f'Expected option maxSpeakers to be an integer from 1 to {MAX_SPEAKERS}: '
+                                           f'got {cap!r}')
     thresholds = Thresholds(cluster=_number(options, 'clusterThreshold', 0), merge=_number(options, 'mergePenalty', 0),
                             assign=_number(options, 'assignThreshold', 0), min_frames=MIN_PIECE_FRAMES,
                             min_speaker_frames=int(round(_number(options, 'minSpeakerSeconds', 0) * FRAME_RATE_HZ)),

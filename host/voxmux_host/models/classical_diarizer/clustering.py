@@ -82,7 +82,8 @@ def cluster_offline(models: Sequence[Gaussian], limits: Limits, thresholds: Thre
             found = AgglomerativeClustering(n_clusters=wanted, metric='precomputed', linkage='average').fit(distances)
         labels = [int(label) for label in found.labels_]
     speakers = _pool(chosen, labels, max(labels) + 1)
-    # Merge the closest pooled models while they are close and more than minSpeakers remain.
+    # Merge the pair of pooled models that the BIC most prefers as one, while it prefers one (or more than
+    # maxSpeakers remain) and more than minSpeakers remain.
     while len(speakers) > max(1, limits.min_speakers):
         pairs = [(delta_bic(speakers[i], speakers[j], thresholds.merge), i, j)
                  for i in range(len(speakers)) for j in range(i + 1, len(speakers))]

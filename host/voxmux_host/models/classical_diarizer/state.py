@@ -1,6 +1,7 @@
 """A session's state as bytes: deterministic (the same session gives the same bytes on any instance)
-and small (speaker models of 19 x 2 + 1 numbers, and the unfinished speech at the end of the last
-chunk, at most MAX_TAIL_FRAMES of 16-bit audio: under 200 KiB).
+and small: for each speaker the statistics of its latest pieces (clustering.MAX_EXEMPLARS of 19 x 2 + 1
+numbers), and the unfinished speech at the end of the last chunk (at most 8 s of 16-bit audio): under
+600 KiB with the most speakers (adapter.MAX_SPEAKERS).
 
 Layout: ``MAGIC``, a little-endian uint32 length, that many bytes of JSON (sorted keys, compact; Python
 writes each float as its shortest round-trip decimal, so floats come back bit for bit), then the tail
