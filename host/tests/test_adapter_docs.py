@@ -28,3 +28,11 @@ def test_every_debian_voices_option_and_stream_param_is_documented_and_nothing_e
 
 def test_every_vits_option_is_documented_and_nothing_else() -> None:
     assert _section_options("vits") == set(VITS_OPTIONS)
+
+
+def test_every_classical_diarizer_option_and_item_option_is_documented() -> None:
+    from voxmux_host.models.classical_diarizer.adapter import ITEM_OPTIONS, OPTIONS
+
+    assert _section_options("classical-diarizer") == set(OPTIONS)
+    section = DOC.read_text(encoding="utf-8").split("## `classical-diarizer`", 1)[1].split("\n## ", 1)[0]
+    assert all(f"`{name}`" in section for name in ITEM_OPTIONS)

@@ -11,6 +11,12 @@ from .model_api import Adapter
 AdapterFactory = Callable[[], Adapter]
 
 
+def _classical_diarizer() -> Adapter:
+    from .models.classical_diarizer.adapter import ClassicalDiarizerAdapter
+
+    return ClassicalDiarizerAdapter()
+
+
 def _debian_voices() -> Adapter:
     from .models.debian_voices.adapter import DebianVoicesAdapter
 
@@ -43,6 +49,7 @@ def _test() -> Adapter:
 
 
 ADAPTERS: Dict[str, AdapterFactory] = {
+    'classical-diarizer': _classical_diarizer,
     'debian-voices': _debian_voices,
     'parakeet': _parakeet,
     'pocketsphinx': _pocketsphinx,
