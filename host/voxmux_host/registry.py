@@ -36,6 +36,13 @@ def _vits() -> Adapter:
     return VitsAdapter()
 
 
+def _sortformer() -> Adapter:
+    from .models.sortformer.adapter import SortformerAdapter
+
+    adapter: Adapter = SortformerAdapter()
+    return adapter
+
+
 def _test() -> Adapter:
     from .fakes.test_engine import TestEngineAdapter
 
@@ -46,6 +53,7 @@ ADAPTERS: Dict[str, AdapterFactory] = {
     'debian-voices': _debian_voices,
     'parakeet': _parakeet,
     'pocketsphinx': _pocketsphinx,
+    'sortformer': _sortformer,
     'test': _test,
     'vits': _vits,
 }
