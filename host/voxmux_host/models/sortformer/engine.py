@@ -11,7 +11,7 @@ recording every remaining step runs, with the right context clipped.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ContextManager, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -85,7 +85,7 @@ class EngineCounters:
     steps: int = 0
     eager_batches: int = 0
     graph_replays: int = 0
-    batch_items: List[int] = field(default_factory=list)
+    largest_batch: int = 0
 
 
 class StepEngine:
@@ -151,7 +151,7 @@ class StepEngine:
             self._trim_pending(state)
             results.append(chunk_preds.numpy())
         self.counters.steps += len(states)
-        self.counters.batch_items.append(len(states))
+        self.counters.largest_batch = max(self.counters.largest_batch, len(states))
         return results
 
     def _trim_pending(self, state: SessionState) -> None:
