@@ -207,6 +207,18 @@ def _resolve_device(name: str) -> torch.device:
     return device
 
 
+def _check_streaming(config: SortformerConfig, params: StreamingParams, storage_dtype: torch.dtype) -> int:
+    """The largest state of the configuration; load_failed listing every problem of the parameters."""
+    problems = params.problems(config.n_speakers)
+    limit = max_state_bytes(config, params, storage_dtype)
+    if limit > MAX_STATE_BYTES:
+        problems.append(f"a session state could reach {limit} bytes, over the {MAX_STATE_BYTES} allowed: "
+                        f"shorten chunkLen, rightContext, fifoLen or spkcacheLen")
+    if problems:
+        raise InstanceError("load_failed", "Invalid sortformer streaming parameters: " + "; ".join(problems))
+    return limit
+
+
 def graph_batch_sizes(max_batch_size: int) -> List[int]:
     sizes = []
     size = 1
@@ -245,6 +257,7 @@ class SortformerAdapter:
             torch.cuda.set_device(device)
         dtype_name = str(options["dtype"] or ("bf16" if device.type == "cuda" else "fp32"))
         dtype = _DTYPES[dtype_name]
+        storage_dtype = dtype
         if options["checkpoint"]:
             from .nemo import load_nemo_model  # imported here: needs pyyaml
 
@@ -252,18 +265,12 @@ class SortformerAdapter:
             if nemo_params is not None and not any(ctx.options.get(k) is not None for k in ("preset", *_STREAMING_KEYS)):
                 params = nemo_params
             weights = str(options["checkpoint"])
+            limit = _check_streaming(config, params, storage_dtype)
         else:
             config = CONFIGS[str(options["config"])]
+            limit = _check_streaming(config, params, storage_dtype)  # before the (slow) random weights
             model = build_model(config, seed=int(options["seed"]))
             weights = "random"
-        problems = params.problems(config.n_speakers)
-        storage_dtype = dtype if dtype != torch.float32 else torch.float32
-        limit = max_state_bytes(config, params, storage_dtype)
-        if limit > MAX_STATE_BYTES:
-            problems.append(f"a session state could reach {limit} bytes, over the {MAX_STATE_BYTES} allowed: "
-                            f"shorten chunkLen, rightContext, fifoLen or spkcacheLen")
-        if problems:
-            raise InstanceError("load_failed", "Invalid sortformer streaming parameters: " + "; ".join(problems))
         model.prepare_for_inference_(device, dtype)
         self._model, self._config, self._params, self._post = model, config, params, post
         self._options, self._device, self._storage_dtype = options, device, storage_dtype
