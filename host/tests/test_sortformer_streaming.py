@@ -18,7 +18,7 @@ from voxmux_host.models.sortformer.adapter import SortformerAdapter, max_state_b
 from voxmux_host.models.sortformer.cache import compress_spkcache
 from voxmux_host.models.sortformer.config import FULL, PRESETS, TINY, StreamingParams
 from voxmux_host.models.sortformer.engine import new_context, plan_step
-from voxmux_host.models.sortformer.features import log_mel, whole_recording_mel, window_signal
+from voxmux_host.models.sortformer.features import whole_recording_mel, window_mel
 from voxmux_host.models.sortformer.model import build_model
 from voxmux_host.models.sortformer.postprocess import PostState
 from voxmux_host.models.sortformer.session import SessionState
@@ -74,16 +74,17 @@ def test_windowed_frames_equal_whole_recording_frames() -> None:
     whole = whole_recording_mel(featurizer, audio)
     assert whole.shape == (audio.shape[0] // 160, 128)
     for first, end, start in ((0, 40, 0), (17, 90, 2000), (100, audio.shape[0] // 160, 15000)):
-        signal = window_signal(audio[start:], start, audio.shape[0], True, first, end, 160, 512, 0.97)
-        feats, counts = log_mel(featurizer, [signal], [end - first], torch.device("cpu"))
-        assert int(counts[0]) == end - first
-        torch.testing.assert_close(feats[0], whole[first:end], atol=1e-4, rtol=1e-5)
+        feats = window_mel(featurizer, audio[start:], start, audio.shape[0], first, end)
+        assert feats.shape == (end - first, 128)
+        torch.testing.assert_close(feats, whole[first:end], atol=1e-4, rtol=1e-5)
 
 
 def test_window_needs_the_sample_before_it() -> None:
     audio = recording(1.0, 2)
-    with pytest.raises(ValueError, match="Expected audio from sample"):
-        window_signal(audio[7000:], 7000, audio.shape[0], True, 40, 50, 160, 512, 0.97)
+    featurizer = build_model(TINY, seed=0).preprocessor.featurizer
+    with pytest.raises(ValueError, match="Expected audio from sample 6143"):
+        window_mel(featurizer, audio[6144:], 6144, audio.shape[0], 40, 50)
+    window_mel(featurizer, audio[6143:], 6143, audio.shape[0], 40, 50)
 
 
 def _nemo_windows(feat_len: int, params: StreamingParams) -> List[Tuple[int, int, int, int]]:

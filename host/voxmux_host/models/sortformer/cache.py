@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Dict, List, Tuple
 
 import torch
 
@@ -57,12 +57,14 @@ def update_context(
     left: int,
     core: int,
     params: StreamingParams,
+    compress: bool = True,
 ) -> Tuple[SpeakerContext, torch.Tensor]:
     """Apply one step to one session.
 
     preds [>= Lc + Lf + left + core, S] float32: the step's predictions over [cache | FIFO | chunk];
     chunk_embs [>= left + core, D]: the chunk's pre-encode embeddings (with its left context).
-    Returns the new context and the chunk core's predictions [core, S].
+    Returns the new context and the chunk core's predictions [core, S]. With ``compress=False`` a cache
+    that outgrew ``spkcache_len`` is left for :func:`compress_contexts` (which compresses many at once).
     """
     lc, lf = ctx.spkcache.shape[0], ctx.fifo.shape[0]
     preds = preds.float()
@@ -82,7 +84,7 @@ def update_context(
         mean_sil, n_sil = update_silence_profile(mean_sil, n_sil, popped, popped_preds, params.sil_threshold)
         spkcache = torch.cat((spkcache, popped), dim=0)
         spkcache_preds = torch.cat((spkcache_preds, popped_preds), dim=0)
-        if spkcache.shape[0] > params.spkcache_len:
+        if compress and spkcache.shape[0] > params.spkcache_len:
             spkcache, spkcache_preds = compress_spkcache(spkcache, spkcache_preds, mean_sil, params)
             compressed = True
     new = SpeakerContext(spkcache.contiguous(), spkcache_preds.contiguous(), fifo.contiguous(),
@@ -103,10 +105,30 @@ def update_silence_profile(
 
 
 def log_pred_scores(preds: torch.Tensor, threshold: float) -> torch.Tensor:
-    """High for confident single-speaker frames: log p_k - log(1 - p_k) + sum_j log(1 - p_j) - log 0.5."""
+    """High for confident single-speaker frames: log p_k - log(1 - p_k) + sum_j log(1 - p_j) - log 0.5
+    (speakers on the last dimension)."""
     log_p = torch.log(preds.clamp(min=threshold))
     log_1p = torch.log((1.0 - preds).clamp(min=threshold))
-    return log_p - log_1p + log_1p.sum(dim=1, keepdim=True) - math.log(0.5)
+    return log_p - log_1p + log_1p.sum(dim=-1, keepdim=True) - math.log(0.5)
+
+
+def compress_contexts(contexts: List[SpeakerContext], params: StreamingParams) -> List[SpeakerContext]:
+    """Compress every cache longer than ``spkcache_len``, those of equal length together."""
+    out = list(contexts)
+    groups: Dict[int, List[int]] = {}
+    for i, ctx in enumerate(contexts):
+        if ctx.spkcache.shape[0] > params.spkcache_len:
+            groups.setdefault(ctx.spkcache.shape[0], []).append(i)
+    for indices in groups.values():
+        embs = torch.stack([contexts[i].spkcache for i in indices])
+        preds = torch.stack([contexts[i].spkcache_preds for i in indices])
+        mean_sil = torch.stack([contexts[i].mean_sil_emb for i in indices])
+        kept, kept_preds = compress_spkcache_batch(embs, preds, mean_sil, params)
+        for row, i in enumerate(indices):
+            ctx = contexts[i]
+            out[i] = SpeakerContext(kept[row].clone(), kept_preds[row].clone(), ctx.fifo, ctx.fifo_preds,
+                                    ctx.mean_sil_emb, ctx.n_sil_frames, True)
+    return out
 
 
 def compress_spkcache(
@@ -114,7 +136,16 @@ def compress_spkcache(
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """Keep ``spkcache_len`` of N frames, ordered by speaker (0, 1, ...) and by time within a speaker;
     silence placeholders take the mean silence embedding and zero predictions."""
-    n_frames, n_spk = preds.shape
+    kept, kept_preds = compress_spkcache_batch(embs.unsqueeze(0), preds.unsqueeze(0), mean_sil.unsqueeze(0), params)
+    return kept[0], kept_preds[0]
+
+
+def compress_spkcache_batch(
+    embs: torch.Tensor, preds: torch.Tensor, mean_sil: torch.Tensor, params: StreamingParams
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """:func:`compress_spkcache` for G caches of N frames each: embs [G, N, D], preds [G, N, S], mean_sil
+    [G, D] -> ([G, spkcache_len, D], [G, spkcache_len, S])."""
+    groups, n_frames, n_spk = preds.shape
     per_spk = params.spkcache_len // n_spk - params.sil_frames_per_spk
     strong = math.floor(per_spk * params.strong_boost_rate)
     weak = math.floor(per_spk * params.weak_boost_rate)
@@ -124,30 +155,31 @@ def compress_spkcache(
     is_speech = preds > 0.5
     scores = torch.where(is_speech, scores, torch.full_like(scores, DISABLED))
     is_pos = scores > 0
-    replace = (~is_pos) & is_speech & (is_pos.sum(dim=0, keepdim=True) >= min_pos)
+    replace = (~is_pos) & is_speech & (is_pos.sum(dim=1, keepdim=True) >= min_pos)
     scores = torch.where(replace, torch.full_like(scores, DISABLED), scores)
     if params.scores_boost_latest > 0:
-        scores[params.spkcache_len :] += params.scores_boost_latest
+        scores[:, params.spkcache_len :] += params.scores_boost_latest
     scores = _boost_topk(scores, strong, 2.0)
     scores = _boost_topk(scores, weak, 1.0)
     if params.sil_frames_per_spk > 0:
-        pad = torch.full((params.sil_frames_per_spk, n_spk), float("inf"))
-        scores = torch.cat((scores, pad), dim=0)
-    padded_frames = scores.shape[0]
-    flat = scores.t().reshape(-1)  # speaker-major: index = k * padded_frames + t
-    # Deterministic top-k: highest score first, ties by lower index.
-    order = _desc_order(flat)
-    top = order[: params.spkcache_len]
-    valid = flat[top] != DISABLED
+        pad = torch.full((groups, params.sil_frames_per_spk, n_spk), float("inf"))
+        scores = torch.cat((scores, pad), dim=1)
+    padded_frames = scores.shape[1]
+    flat = scores.transpose(1, 2).reshape(groups, -1)  # speaker-major: index = k * padded_frames + t
+    top = _desc_order(flat, dim=1)[:, : params.spkcache_len]
+    valid = torch.gather(flat, 1, top) != DISABLED
     top = torch.where(valid, top, torch.full_like(top, _PLACEHOLDER))
-    top = torch.sort(top).values
+    top = torch.sort(top, dim=1).values
     disabled = top == _PLACEHOLDER
     frame = torch.remainder(top, padded_frames)
     disabled = disabled | (frame >= n_frames)
     frame = torch.where(disabled, torch.zeros_like(frame), frame)
-    kept = embs[frame]
-    kept = torch.where(disabled.unsqueeze(1), mean_sil.to(kept.dtype).unsqueeze(0).expand_as(kept), kept)
-    kept_preds = torch.where(disabled.unsqueeze(1), torch.zeros(1, n_spk), preds[frame])
+    d = embs.shape[2]
+    kept = torch.gather(embs, 1, frame.unsqueeze(-1).expand(groups, frame.shape[1], d))
+    silence = mean_sil.to(kept.dtype).unsqueeze(1).expand_as(kept)
+    kept = torch.where(disabled.unsqueeze(-1), silence, kept)
+    kept_preds = torch.gather(preds, 1, frame.unsqueeze(-1).expand(groups, frame.shape[1], n_spk))
+    kept_preds = torch.where(disabled.unsqueeze(-1), torch.zeros_like(kept_preds), kept_preds)
     return kept, kept_preds
 
 
@@ -155,17 +187,17 @@ _PLACEHOLDER = 1 << 40
 
 
 def _boost_topk(scores: torch.Tensor, k: int, scale: float) -> torch.Tensor:
-    """Add ``-scale * log 0.5`` to each speaker's ``k`` best frames (-inf stays -inf)."""
+    """Add ``-scale * log 0.5`` to each speaker's ``k`` best frames (-inf stays -inf); scores [G, N, S]."""
     if k <= 0:
         return scores
-    k = min(k, scores.shape[0])
-    order = torch.stack([_desc_order(scores[:, s])[:k] for s in range(scores.shape[1])], dim=1)
+    k = min(k, scores.shape[1])
+    order = _desc_order(scores, dim=1)[:, :k]
     boosted = scores.clone()
-    boosted.scatter_add_(0, order, torch.full(order.shape, -scale * math.log(0.5)))
+    boosted.scatter_add_(1, order, torch.full(order.shape, -scale * math.log(0.5)))
     return boosted
 
 
-def _desc_order(values: torch.Tensor) -> torch.Tensor:
-    """Indices from the highest value down; ties by lower index (deterministic)."""
-    order: torch.Tensor = torch.sort(-values, stable=True).indices
+def _desc_order(values: torch.Tensor, dim: int) -> torch.Tensor:
+    """Indices from the highest value down along ``dim``; ties by lower index (deterministic)."""
+    order: torch.Tensor = torch.sort(-values, dim=dim, stable=True).indices
     return order

@@ -18,9 +18,9 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from .cache import SpeakerContext, update_context
+from .cache import SpeakerContext, compress_contexts, update_context
 from .config import SortformerConfig, StreamingParams
-from .features import first_needed_sample, log_mel, ready_frames, window_signal
+from .features import first_needed_sample, log_mel, ready_frames, window_samples, window_span
 from .model import SortformerModel
 from .session import SessionState
 
@@ -101,6 +101,14 @@ class StepEngine:
         self.stream: Optional[torch.cuda.Stream] = None
         self._graphs: Dict[int, _Graph] = {}
         self.graph_batch_sizes: Tuple[int, ...] = ()
+        # Host staging (pinned on CUDA, so the copies to the device are asynchronous): each item's window
+        # of raw samples, and its packed context. Rows beyond an item's lengths are never read unmasked.
+        pin = device.type == "cuda"
+        cfg = self.config
+        lo, hi = window_span(0, self.window_feat_frames, cfg.hop_length, cfg.n_fft)
+        self._audio_stage = torch.zeros(max_batch_size, hi - lo + 1, dtype=torch.int16, pin_memory=pin)
+        self._context_stage = torch.zeros(max_batch_size, self.context_frames, cfg.fc_d_model, dtype=storage_dtype,
+                                          pin_memory=pin)
 
     # ------------------------------------------------------------------ shapes
     @property
@@ -130,26 +138,35 @@ class StepEngine:
     def step(self, states: Sequence[SessionState], windows: Sequence[StepWindow]) -> List[npt.NDArray[np.float32]]:
         """One batched step; updates each state in place; returns each item's core predictions."""
         cfg = self.config
-        signals = [
-            window_signal(s.pending, s.pending_start, s.samples, s.finished, w.first_frame, w.end_frame,
-                          cfg.hop_length, cfg.n_fft, cfg.preemph)
-            for s, w in zip(states, windows)
+        audio = self._audio_stage.numpy()
+        valid = [
+            window_samples(audio[b], s.pending, s.pending_start, s.samples, w.first_frame, w.end_frame,
+                           cfg.hop_length, cfg.n_fft)
+            for b, (s, w) in enumerate(zip(states, windows))
         ]
         frames = [w.end_frame - w.first_frame for w in windows]
-        contexts = [s.context.packed() for s in states]
-        preds, chunk, chunk_lengths = self._forward(signals, frames, contexts)
+        context_lengths = []
+        for b, state in enumerate(states):
+            n_cache, n_fifo = state.context.spkcache.shape[0], state.context.fifo.shape[0]
+            self._context_stage[b, :n_cache].copy_(state.context.spkcache)
+            self._context_stage[b, n_cache : n_cache + n_fifo].copy_(state.context.fifo)
+            context_lengths.append(n_cache + n_fifo)
+        preds, chunk, chunk_lengths = self._forward(valid, frames, context_lengths)
         results: List[npt.NDArray[np.float32]] = []
         for b, (state, window) in enumerate(zip(states, windows)):
             core = max(0, min(int(chunk_lengths[b]) - window.left - window.right, window.core_limit))
-            ctx_len = contexts[b].shape[0]
+            ctx_len = context_lengths[b]
             total = ctx_len + int(chunk_lengths[b])
             state.context, chunk_preds = update_context(
-                state.context, preds[b, :total], chunk[b, : int(chunk_lengths[b])], window.left, core, self.params
+                state.context, preds[b, :total], chunk[b, : int(chunk_lengths[b])], window.left, core, self.params,
+                compress=False,
             )
             state.steps += 1
             state.frames += core
             self._trim_pending(state)
             results.append(chunk_preds.numpy())
+        for state, context in zip(states, compress_contexts([s.context for s in states], self.params)):
+            state.context = context
         self.counters.steps += len(states)
         self.counters.largest_batch = max(self.counters.largest_batch, len(states))
         return results
@@ -164,25 +181,36 @@ class StepEngine:
             state.pending_start += drop
 
     def _forward(
-        self, signals: List[npt.NDArray[np.float32]], frames: List[int], contexts: List[torch.Tensor]
+        self, valid: List[int], frames: List[int], context_lengths: List[int]
     ) -> Tuple[torch.Tensor, torch.Tensor, List[int]]:
-        """(preds [B, T, S] float32 CPU, chunk embeddings [B, Tc, D] CPU in the storage dtype, chunk lengths)."""
+        """The batch's forward pass from the staged audio windows and contexts: (preds [B, T, S] float32
+        CPU, chunk embeddings [B, Tc, D] CPU in the storage dtype, chunk lengths)."""
         featurizer = self.model.preprocessor.featurizer
-        b = len(signals)
+        b = len(valid)
         graph_size = next((g for g in self.graph_batch_sizes if g >= b), None)
         with torch.inference_mode(), self._stream_context():  # type: ignore[no-untyped-call]
-            feats, feat_lengths = log_mel(featurizer, signals, frames, self.device)
+            feats, feat_lengths = log_mel(featurizer, self._audio_stage[:b], valid, frames, self.device)
+            lengths_host = torch.tensor(context_lengths, dtype=torch.int64)
             if graph_size is not None:
                 graph = self._graphs[graph_size]
-                self._fill(graph.inputs, feats, feat_lengths, contexts)
+                inputs = graph.inputs
+                t = feats.shape[1]
+                inputs.feats[:b, :t].copy_(feats)
+                inputs.feats[:b, t:].zero_()
+                inputs.feat_lengths.zero_()
+                inputs.feat_lengths[:b].copy_(feat_lengths)
+                inputs.context[:b].copy_(self._context_stage[:b], non_blocking=True)
+                inputs.context_lengths.zero_()
+                inputs.context_lengths[:b].copy_(lengths_host, non_blocking=True)
                 graph.graph.replay()  # type: ignore[no-untyped-call]
-                preds, chunk, chunk_lengths = (t[:b] for t in graph.outputs)
+                preds, chunk, chunk_lengths = (t_[:b] for t_ in graph.outputs)
                 self.counters.graph_replays += 1
             else:
-                inputs = self._eager_inputs(feats, feat_lengths, contexts)
+                width = max(context_lengths)
+                context = self._context_stage[:b, :width].to(self.device)
                 with autocast_context(self.device, self.model.compute_dtype):
                     preds, chunk, chunk_lengths = self.model.forward_step(
-                        inputs.feats, inputs.feat_lengths, inputs.context, inputs.context_lengths)
+                        feats, feat_lengths, context, lengths_host.to(self.device))
                 self.counters.eager_batches += 1
             preds_host = preds.float().cpu()
             chunk_host = chunk.to(self.storage_dtype).cpu()
@@ -193,33 +221,6 @@ class StepEngine:
         if self.stream is None:
             return contextlib.nullcontext()
         return torch.cuda.stream(self.stream)  # type: ignore[no-untyped-call,no-any-return]
-
-    def _context_tensor(self, contexts: List[torch.Tensor], width: int, rows: int) -> Tuple[torch.Tensor, torch.Tensor]:
-        d = self.config.fc_d_model
-        host = torch.zeros(rows, width, d, dtype=self.storage_dtype)
-        lengths = torch.zeros(rows, dtype=torch.int64)
-        for i, ctx in enumerate(contexts):
-            host[i, : ctx.shape[0]] = ctx
-            lengths[i] = ctx.shape[0]
-        return host, lengths
-
-    def _eager_inputs(self, feats: torch.Tensor, feat_lengths: torch.Tensor,
-                      contexts: List[torch.Tensor]) -> StepBatchInputs:
-        width = max(c.shape[0] for c in contexts)
-        host, lengths = self._context_tensor(contexts, width, len(contexts))
-        return StepBatchInputs(feats, feat_lengths, host.to(self.device), lengths.to(self.device))
-
-    def _fill(self, inputs: StepBatchInputs, feats: torch.Tensor, feat_lengths: torch.Tensor,
-              contexts: List[torch.Tensor]) -> None:
-        rows = inputs.feats.shape[0]
-        b, t = feats.shape[0], feats.shape[1]
-        inputs.feats.zero_()
-        inputs.feats[:b, :t].copy_(feats)
-        inputs.feat_lengths.zero_()
-        inputs.feat_lengths[:b].copy_(feat_lengths)
-        host, lengths = self._context_tensor(contexts, inputs.context.shape[1], rows)
-        inputs.context.copy_(host.to(self.device, non_blocking=False))
-        inputs.context_lengths.copy_(lengths.to(self.device))
 
     # ------------------------------------------------------------------ CUDA graphs
     def capture_graphs(self, batch_sizes: Sequence[int]) -> int:

@@ -101,16 +101,20 @@ def advance(
     n = probs.shape[0]
     for k, slot in enumerate(state.slots):
         column = probs[:, k] if k < probs.shape[1] else np.zeros(n, dtype=np.float32)
-        for i in range(n):
-            frame = state.frames + i
-            p = float(column[i])
+        ends = column < params.offset
+        starts = column > params.onset
+        i = 0
+        while i < n:  # one iteration per transition, not per frame
+            hits = ends[i:] if slot.in_speech else starts[i:]
+            if not hits.any():
+                break
+            frame = state.frames + i + int(np.argmax(hits))
             if slot.in_speech:
-                if p < params.offset:
-                    _close(slot, frame, params, frame_s)
-                    slot.start_frame = frame
-            elif p > params.onset:
-                slot.start_frame = frame
+                _close(slot, frame, params, frame_s)
+            else:
                 slot.in_speech = True
+            slot.start_frame = frame
+            i = frame - state.frames + 1
     state.frames += n
     if is_last:
         for slot in state.slots:
