@@ -69,7 +69,7 @@ def update_context(
     lc, lf = ctx.spkcache.shape[0], ctx.fifo.shape[0]
     preds = preds.float()
     chunk_preds = preds[lc + lf + left : lc + lf + left + core].clone()
-    fifo = torch.cat((ctx.fifo, chunk_embs[left : left + core].to(ctx.fifo.dtype)), dim=0)
+    fifo = _cat_rows(ctx.fifo, chunk_embs[left : left + core].to(ctx.fifo.dtype))
     fifo_preds = torch.cat((preds[lc : lc + lf], chunk_preds), dim=0)
     spkcache, spkcache_preds = ctx.spkcache, ctx.spkcache_preds
     if not ctx.compressed:
@@ -82,7 +82,7 @@ def update_context(
         popped, popped_preds = fifo[:pop], fifo_preds[:pop]
         fifo, fifo_preds = fifo[pop:], fifo_preds[pop:]
         mean_sil, n_sil = update_silence_profile(mean_sil, n_sil, popped, popped_preds, params.sil_threshold)
-        spkcache = torch.cat((spkcache, popped), dim=0)
+        spkcache = _cat_rows(spkcache, popped)
         spkcache_preds = torch.cat((spkcache_preds, popped_preds), dim=0)
         if compress and spkcache.shape[0] > params.spkcache_len:
             spkcache, spkcache_preds = compress_spkcache(spkcache, spkcache_preds, mean_sil, params)
@@ -175,15 +175,25 @@ def compress_spkcache_batch(
     disabled = disabled | (frame >= n_frames)
     frame = torch.where(disabled, torch.zeros_like(frame), frame)
     d = embs.shape[2]
-    kept = torch.gather(embs, 1, frame.unsqueeze(-1).expand(groups, frame.shape[1], d))
-    silence = mean_sil.to(kept.dtype).unsqueeze(1).expand_as(kept)
-    kept = torch.where(disabled.unsqueeze(-1), silence, kept)
+    index = torch.where(disabled, torch.full_like(frame, n_frames), frame)  # row n_frames: the silence profile
+    rows = torch.cat((_bits(embs), _bits(mean_sil.to(embs.dtype)).unsqueeze(1)), dim=1)
+    kept = torch.gather(rows, 1, index.unsqueeze(-1).expand(groups, index.shape[1], d)).view(embs.dtype)
     kept_preds = torch.gather(preds, 1, frame.unsqueeze(-1).expand(groups, frame.shape[1], n_spk))
     kept_preds = torch.where(disabled.unsqueeze(-1), torch.zeros_like(kept_preds), kept_preds)
     return kept, kept_preds
 
 
 _PLACEHOLDER = 1 << 40
+
+
+def _bits(tensor: torch.Tensor) -> torch.Tensor:
+    """A 16-bit float tensor as its bit patterns (int16), on which the CPU copies and gathers fast; other
+    dtypes as they are."""
+    return tensor.view(torch.int16) if tensor.dtype in (torch.bfloat16, torch.float16) else tensor
+
+
+def _cat_rows(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    return torch.cat((_bits(first), _bits(second)), dim=0).view(first.dtype)
 
 
 def _boost_topk(scores: torch.Tensor, k: int, scale: float) -> torch.Tensor:
