@@ -133,3 +133,20 @@ def _forward_ms(adapter: SortformerAdapter, batch: int) -> float:
     graph.graph.replay()  # type: ignore[no-untyped-call]
     torch.cuda.synchronize()
     return (time.perf_counter() - start) * 1000
+
+
+@pytest.mark.skipif(not hasattr(torch, "compile"), reason="needs torch.compile")
+def test_compiled_encoder_follows_eager_and_its_forward_time() -> None:
+    audios = [recording(40.0, 7), recording(25.0, 8)]
+    eager = step_predictions(load(cudaGraphs=False, maxBatchSize=2), audios)
+    start = time.perf_counter()
+    compiled_adapter = load(compileEncoder=True, maxBatchSize=64)
+    print(f"\ncompiled warmup (compile and capture of 7 batch sizes): {time.perf_counter() - start:.1f} s")
+    compiled = step_predictions(compiled_adapter, audios)
+    for a, b in zip(eager, compiled):
+        diff = np.abs(a - b)
+        print(f"compiled vs eager: mean {diff.mean():.5f}, max {diff.max():.5f}")
+        assert diff.mean() < 5e-3 and diff.max() < 5e-2
+    for batch in BATCH_SIZES:
+        times = [_forward_ms(compiled_adapter, batch) for _ in range(5)]
+        print(f"compiled forward, batch {batch:2d}: {float(np.median(times)):.1f} ms")

@@ -152,7 +152,8 @@ class SortformerModel(nn.Module):
         embeddings [B, T_chunk, fc_d_model] from ``pre_encode``; their lengths [B]). Row t < L +
         T_chunk of preds belongs to the packed position t: context then chunk.
         """
-        chunk, chunk_lengths = self.encoder.pre_encode(feats, feat_lengths)
+        pre_encode = self.encoder._compiled_pre_encode or self.encoder.pre_encode
+        chunk, chunk_lengths = pre_encode(feats, feat_lengths)
         b, l_ctx, d = context.shape
         t_chunk = chunk.shape[1]
         total = l_ctx + t_chunk
@@ -167,7 +168,8 @@ class SortformerModel(nn.Module):
         pad = time_mask(lengths, total)
         packed = packed.masked_fill(pad.unsqueeze(-1), 0.0)
         x, pos_emb = self.encoder.pos_enc(packed)
-        x = self.encoder._run_layers(x, pos_emb, pad)
+        layers = self.encoder._compiled_layers or self.encoder._run_layers
+        x = layers(x, pos_emb, pad)
         x = self.sortformer_modules.encoder_proj(x)
         x = self.transformer_encoder(x, pad)
         preds = self.sortformer_modules.forward_speaker_sigmoids(x)
