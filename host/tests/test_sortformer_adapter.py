@@ -107,6 +107,12 @@ def test_a_state_from_another_configuration_is_refused() -> None:
     assert "another configuration" in other.message
 
 
+def test_an_empty_whole_file_gives_an_empty_timeline() -> None:
+    result = make_adapter().run_sequence([item("a", 0, np.zeros(0, dtype=np.int16), None, True)])[0]
+    assert isinstance(result, SequenceOutput)
+    assert result.output == {"finalized": [], "provisional": [], "speakers": 0}
+
+
 def test_an_ended_session_takes_no_more_items() -> None:
     adapter = make_adapter()
     audio = recording(1.0, 9)

@@ -282,7 +282,7 @@ class SortformerAdapter:
         self._model, self._config, self._params, self._post = model, config, params, post
         self._options, self._device, self._storage_dtype = options, device, storage_dtype
         self._engine = StepEngine(model, params, device, int(options["maxBatchSize"]), storage_dtype)
-        self._fingerprint = _fingerprint(config, params, storage_dtype, weights, int(options["seed"]))
+        self._fingerprint = _fingerprint(config, params, post, storage_dtype, weights, int(options["seed"]))
         if device.type == "cuda":
             self._probe_buffer = torch.zeros(1, device=device)
         return SortformerLoadInfo(
@@ -405,17 +405,15 @@ class SortformerAdapter:
                 config: SortformerConfig) -> Union[SequenceOutput, ItemFailure]:
         final, provisional = advance(state.post, probs.astype(np.float32), self._post, config.frame_seconds,
                                      item.is_last)
-        for _, _, slot in final:
+        # A slot gets the next speaker id when it first shows, final or provisional (segments only grow or
+        # merge once shown, so ids follow the order of first appearance).
+        for _, _, slot in sorted(final + provisional, key=lambda s: (s[0], s[2])):
             if slot not in state.speakers:
                 state.speakers.append(slot)
-        tentative = list(state.speakers)
-        for _, _, slot in provisional:
-            if slot not in tentative:
-                tentative.append(slot)
         output = {
-            "finalized": [_segment(s, tentative) for s in final],
-            "provisional": [_segment(s, tentative) for s in provisional],
-            "speakers": len(tentative),
+            "finalized": [_segment(s, state.speakers) for s in final],
+            "provisional": [_segment(s, state.speakers) for s in provisional],
+            "speakers": len(state.speakers),
         }
         data = state.to_bytes()
         if len(data) > MAX_STATE_BYTES:
@@ -448,8 +446,8 @@ def _segment(segment: SlotSegment, speakers: List[int]) -> Dict[str, Any]:
     return {"start": seconds(start), "end": seconds(end), "speaker": speakers.index(slot)}
 
 
-def _fingerprint(config: SortformerConfig, params: StreamingParams, storage_dtype: torch.dtype, weights: str,
-                 seed: int) -> str:
+def _fingerprint(config: SortformerConfig, params: StreamingParams, post: PostProcessingParams,
+                 storage_dtype: torch.dtype, weights: str, seed: int) -> str:
     """Names what a state depends on; a state from another configuration is refused."""
-    text = repr((config, params, str(storage_dtype), weights if weights != "random" else f"random:{seed}"))
+    text = repr((config, params, post, str(storage_dtype), weights if weights != "random" else f"random:{seed}"))
     return "sortformer:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
