@@ -127,12 +127,14 @@ def test_unsupported_config_lists_every_problem() -> None:
     cfg["preprocessor"]["normalize"] = "per_feature"
     cfg["encoder"]["xscaling"] = False
     cfg["transformer_encoder"]["pre_ln"] = True
+    cfg["preprocessor"]["log_zero_guard_value"] = "tiny"
     with pytest.raises(InstanceError) as caught:
         config_from_nemo(cfg)
     message = caught.value.message
     assert "preprocessor.normalize is 'per_feature'" in message
     assert "encoder.xscaling is False" in message
     assert "transformer_encoder.pre_ln is True" in message
+    assert "preprocessor.log_zero_guard_value is 'tiny'" in message
 
 
 def test_not_an_archive_and_missing_file_fail_the_load(tmp_path: Path) -> None:

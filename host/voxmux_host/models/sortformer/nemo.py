@@ -57,6 +57,11 @@ def config_from_nemo(cfg: Dict[str, Any]) -> Tuple[SortformerConfig, Optional[St
     n_fft = _get(pre, "n_fft")
     n_fft = int(n_fft) if n_fft else 2 ** (win_length - 1).bit_length()
     n_mels = int(_get(pre, "features", _get(pre, "nfilt", 64)))
+    expect("preprocessor.log_zero_guard_type", _get(pre, "log_zero_guard_type", "add"), ("add",))
+    guard = _get(pre, "log_zero_guard_value", 2.0**-24)
+    if isinstance(guard, bool) or not isinstance(guard, (int, float)):
+        problems.append(f"preprocessor.log_zero_guard_value is {guard!r}, supported: a number")
+        guard = 2.0**-24
 
     expect("encoder.subsampling", _get(enc, "subsampling", "dw_striding"), ("dw_striding",))
     expect("encoder.subsampling_factor", int(_get(enc, "subsampling_factor", 8)), (8,))
@@ -88,7 +93,7 @@ def config_from_nemo(cfg: Dict[str, Any]) -> Tuple[SortformerConfig, Optional[St
         config = SortformerConfig(
             sample_rate_hz=sample_rate, n_mels=n_mels, n_fft=n_fft, win_length=win_length, hop_length=hop_length,
             preemph=float(_get(pre, "preemph", 0.97) or 0.0),
-            log_zero_guard=float(_get(pre, "log_zero_guard_value", 2.0**-24)),
+            log_zero_guard=float(guard),
             fc_d_model=d_model, fc_layers=int(_get(enc, "n_layers", FULL.fc_layers)),
             fc_heads=int(_get(enc, "n_heads", FULL.fc_heads)),
             ff_expansion=int(_get(enc, "ff_expansion_factor", 4)),
