@@ -137,6 +137,14 @@ def test_unsupported_config_lists_every_problem() -> None:
     assert "preprocessor.log_zero_guard_value is 'tiny'" in message
 
 
+def test_a_value_of_the_wrong_type_fails_the_load(tmp_path: Path) -> None:
+    cfg = _nemo_config(TINY)
+    cfg["encoder"]["n_layers"] = "many"
+    path = _write_nemo(tmp_path / "odd.nemo", build_model(TINY, seed=7).state_dict(), cfg)
+    with pytest.raises(InstanceError, match="Unsupported .nemo model config: ValueError"):
+        load_nemo_model(str(path))
+
+
 def test_not_an_archive_and_missing_file_fail_the_load(tmp_path: Path) -> None:
     junk = tmp_path / "junk.nemo"
     junk.write_bytes(b"not a tar")

@@ -147,7 +147,10 @@ def load_nemo_model(path: str, extract_dir: Optional[str] = None
                     ) -> Tuple[SortformerModel, SortformerConfig, Optional[StreamingParams]]:
     """Build the model the archive describes and load its weights (CPU, fp32)."""
     archive = read_nemo(path, extract_dir)
-    config, params = config_from_nemo(archive.config)
+    try:
+        config, params = config_from_nemo(archive.config)
+    except (TypeError, ValueError, AttributeError) as exc:  # a value of the wrong type in the YAML
+        raise _fail(f"Unsupported .nemo model config: {type(exc).__name__}: {exc}") from exc
     model = build_model(config, seed=None)
     check_state_dict(model, archive.state_dict)
     model.load_state_dict(archive.state_dict, strict=True)
