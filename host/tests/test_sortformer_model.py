@@ -141,7 +141,7 @@ def test_a_value_of_the_wrong_type_fails_the_load(tmp_path: Path) -> None:
     cfg = _nemo_config(TINY)
     cfg["encoder"]["n_layers"] = "many"
     path = _write_nemo(tmp_path / "odd.nemo", build_model(TINY, seed=7).state_dict(), cfg)
-    with pytest.raises(InstanceError, match="Unsupported .nemo model config: ValueError"):
+    with pytest.raises(InstanceError, match="Unsupported .nemo model config: .*invalid literal"):
         load_nemo_model(str(path))
 
 
