@@ -42,6 +42,13 @@ def _vits() -> Adapter:
     return VitsAdapter()
 
 
+def _sortformer() -> Adapter:
+    from .models.sortformer.adapter import SortformerAdapter
+
+    adapter: Adapter = SortformerAdapter()
+    return adapter
+
+
 def _test() -> Adapter:
     from .fakes.test_engine import TestEngineAdapter
 
@@ -53,6 +60,7 @@ ADAPTERS: Dict[str, AdapterFactory] = {
     'debian-voices': _debian_voices,
     'parakeet': _parakeet,
     'pocketsphinx': _pocketsphinx,
+    'sortformer': _sortformer,
     'test': _test,
     'vits': _vits,
 }
