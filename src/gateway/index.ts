@@ -3,6 +3,7 @@ export { buildGateway } from './gateway.js';
 export type {
   GatewayDeps,
   GatewayOptions,
+  DiarizationModelSettings,
   ModelCatalog,
   ModelEntry,
   ModelTask,

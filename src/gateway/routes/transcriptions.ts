@@ -18,7 +18,7 @@ const KNOWN_FIELDS = new Set(['model', 'language', 'prompt', 'response_format', 
 /** Fields the OpenAI API defines that voxmux accepts and ignores, so unmodified clients work. */
 const IGNORED_FIELDS = new Set(['chunking_strategy', 'include', 'include[]', 'known_speaker_names', 'known_speaker_references']);
 
-interface ParsedForm {
+export interface ParsedForm {
   file: Buffer | undefined;
   fields: Map<string, string[]>;
 }
@@ -73,7 +73,7 @@ async function readForm(request: FastifyRequest, uploads: UploadPool, maxBodyByt
  * declares a longer Content-Length than it sends, gets body_timeout; the error handler then closes
  * the connection, which ends the read left behind (its upload, if any, goes back to the pool).
  */
-async function readFormWithin(
+export async function readFormWithin(
   request: FastifyRequest,
   context: { uploads: UploadPool; options: GatewayOptions; clock: Clock; arrivedMs: number },
 ): Promise<ParsedForm> {
