@@ -77,6 +77,7 @@ export function createModelCatalog(config: Config, createdS: number): ModelCatal
     const languages = ADAPTER_LANGUAGES[model.adapter];
     const task = taskOf(model);
     const speech = { voiceAliases: model.voiceAliases, hasVoiceResources: VOICE_RESOURCE_ADAPTERS.has(model.adapter) };
+    const diarizationModel = diarizationModelOf(config, name);
     const diarization = { wantsSpeechRegions: SPEECH_REGION_ADAPTERS.has(model.adapter), sessionIdleTimeoutMs: model.sessionIdleTimeoutMs };
     return {
       id,
@@ -86,7 +87,7 @@ export function createModelCatalog(config: Config, createdS: number): ModelCatal
       ...(languages === undefined ? {} : { languages }),
       ...(task === 'speech' ? { speech } : {}),
       ...(task === 'diarization' ? { diarization } : {}),
-      ...(task === 'transcription' ? { diarizationModel: diarizationModelOf(config, name) } : {}),
+      ...(task === 'transcription' && diarizationModel !== undefined ? { diarizationModel } : {}),
     };
   });
   return { list: () => entries, resolve: (name) => names.get(name) };

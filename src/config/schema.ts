@@ -62,7 +62,11 @@ export const GatewaySchema = Type.Object(
       1000,
     ),
     // speaker diarization (issue 17)
-    maxDiarizationChunkMs: Ms('Longest audio chunk a diarization session accepts, in milliseconds (longer ones get 413 chunk_too_long).', 60_000, 1),
+    maxDiarizationChunkMs: Ms(
+      'Longest audio chunk a diarization session accepts, in milliseconds (longer ones get 413 chunk_too_long).',
+      60_000,
+      1,
+    ),
     voiceActivity: Type.Union([Type.Literal('silero'), Type.Literal('energy')], {
       description:
         'How pauses are found before cutting: silero (Silero VAD on onnxruntime, CPU) or energy (frame energy; also the fallback where onnxruntime cannot load).',

@@ -91,7 +91,8 @@ export class DiarizationSessionStore {
     const session = this.#sessions.get(id);
     if (session !== undefined && !session.isClosing) return session;
     const expired = this.#expired.get(id);
-    if (expired !== undefined) throw errors.sessionExpired({ model: expired.model, sessionId: id, sessionIdleTimeoutMs: expired.idleTimeoutMs });
+    if (expired !== undefined)
+      throw errors.sessionExpired({ model: expired.model, sessionId: id, sessionIdleTimeoutMs: expired.idleTimeoutMs });
     throw errors.sessionNotFound({ model: session?.model ?? '', sessionId: id });
   }
 

@@ -38,6 +38,9 @@ const SESSION_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 const MAX_SESSION_BODY_BYTES = 4096;
 const MAX_SPEAKERS = 64;
 
+/** Errors raised before the scheduler took the item: the sequence number was not used. */
+const NOT_TAKEN = new Set(['queue_full', 'shutting_down', 'model_not_found', 'no_ready_instance', 'sequence_gap', 'sequence_out_of_order']);
+
 type DiarizationModel = ModelEntry & { diarization: NonNullable<ModelEntry['diarization']> };
 
 function resolveDiarizationModel(name: string | undefined, deps: GatewayDeps, endpoint: string): DiarizationModel {
@@ -213,7 +216,11 @@ export function registerDiarizationRoutes(app: FastifyInstance, options: Gateway
       let id = `diar-${randomUUID()}`;
       if (body.id !== undefined) {
         if (typeof body.id !== 'string' || !SESSION_ID_PATTERN.test(body.id)) {
-          throw errors.invalidParameter({ param: 'id', expected: '1 to 128 letters, digits, dots, colons, dashes or underscores', got: body.id });
+          throw errors.invalidParameter({
+            param: 'id',
+            expected: '1 to 128 letters, digits, dots, colons, dashes or underscores',
+            got: body.id,
+          });
         }
         id = body.id;
       }
@@ -277,9 +284,6 @@ export function registerDiarizationRoutes(app: FastifyInstance, options: Gateway
     store.touch(session);
     return reply.type('application/json; charset=utf-8').send(await answer);
   });
-
-  /** Errors raised before the scheduler took the item: the sequence number was not used. */
-  const NOT_TAKEN = new Set(['queue_full', 'shutting_down', 'model_not_found', 'no_ready_instance', 'sequence_gap', 'sequence_out_of_order']);
 
   async function runChunk(
     session: DiarizationSession,
