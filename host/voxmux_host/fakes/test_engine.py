@@ -53,7 +53,8 @@ A state that is not at least 16 bytes fails the item with ``invalid_audio``.
 **diarization sequence.** An item whose options hold ``chunkOffsetS`` is a diarization chunk, with
 the options and output of the diarization contract (docs/adapters.md): ``chunkOffsetS`` (seconds,
 required), ``minSpeakers`` and ``maxSpeakers`` (integers from 1), ``speech`` (``[[startS, endS],
-...]`` relative to the chunk), besides ``itemDelayMs`` and ``command`` above. The audio is read in
+...]`` relative to the chunk), besides ``itemDelayMs`` and ``command`` above (without an item
+``itemDelayMs``, the load option ``itemDelayMs`` delays each diarization item). The audio is read in
 frames of ``DIARIZATION_FRAME_SAMPLES`` (100 ms; the chunk's last frame may be shorter): a frame is
 silence when its RMS is under ``DIARIZATION_SILENCE_RMS`` or it lies outside every ``speech`` region
 (by its middle), otherwise its loudness level is ``int(rms / DIARIZATION_LEVEL_RMS)``. Each level is a
@@ -369,8 +370,9 @@ class TestEngineAdapter:
             return ItemFailure('unsupported_option', f'Expected diarization options chunkOffsetS (seconds), '
                                                      f'minSpeakers, maxSpeakers (from 1), speech ([[startS, endS]...]), '
                                                      f'itemDelayMs and command: got {options!r}')
-        if options.get('itemDelayMs', 0) > 0:
-            time.sleep(options['itemDelayMs'] / 1000)
+        delay_ms = options.get('itemDelayMs', 0) or self._options.get('itemDelayMs', 0)
+        if delay_ms > 0:
+            time.sleep(delay_ms / 1000)
         command = options.get('command')
         if command == 'crash':
             os._exit(CRASH_EXIT_CODE)
