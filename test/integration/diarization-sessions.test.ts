@@ -9,7 +9,11 @@
  * without running again, and the scheduler must count each chunk exactly once.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { runBenchCli } from '../../bench/cli/cli.js';
 import type { DiarizationChunkResult, DiarizationSessionCreated, DiarizationSessionTimeline } from '../../src/api/diarization.js';
 import { buildServer, type Server } from '../../src/app/build-server.js';
 import { systemClock } from '../../src/core/clock.js';
@@ -137,5 +141,77 @@ describe('diarization sessions through the server (#17)', () => {
     const body = res.json<{ segments: unknown[]; speakers: number; duration: number }>();
     assert.equal(body.duration, 1);
     assert.ok(body.segments.length > 0);
+  });
+
+  it('bench diarize scores the test diarizer at DER 0 against its known turns, and loads 4 sessions without errors', async () => {
+    const url = await server.app.listen({ port: 0, host: '127.0.0.1' });
+    const dir = mkdtempSync(join(tmpdir(), 'voxmux-diarize-bench-'));
+    // speaker A (level 1) for 1 s, half a second of silence, speaker B (level 3) for 1.5 s
+    const samples = new Int16Array(48_000);
+    for (let i = 0; i < samples.length; i++) {
+      const amplitude = i < 16_000 ? 3000 : i < 24_000 ? 0 : 8000;
+      samples[i] = i % 2 === 0 ? amplitude : -amplitude;
+    }
+    writeFileSync(join(dir, 'talk.wav'), pcm16Wav(samples));
+    writeFileSync(join(dir, 'talk.rttm'), 'SPEAKER talk 1 0 1 <NA> <NA> alice <NA> <NA>\nSPEAKER talk 1 1.5 1.5 <NA> <NA> bob <NA> <NA>\n');
+    writeFileSync(join(dir, 'manifest.jsonl'), `${JSON.stringify({ audio: 'talk.wav', rttm: 'talk.rttm' })}\n`);
+    let out = '';
+    const io = {
+      stdout: { write: (text: string) => ((out += text), true) },
+      stderr: { write: (text: string) => ((out += text), true) },
+      isTTY: false,
+    };
+    const common = ['--url', url, '--model', 'diar'];
+    const accuracy = await runBenchCli(
+      ['diarize', '--mode', 'accuracy', ...common, '--manifest', join(dir, 'manifest.jsonl'), '--out', join(dir, 'acc')],
+      io,
+    );
+    assert.equal(accuracy, 0, out);
+    const scored = JSON.parse(readFileSync(join(dir, 'acc', 'results.json'), 'utf8')) as {
+      totals: { der: number; files: number; scoredSpeechS: number };
+    };
+    assert.equal(scored.totals.files, 1);
+    assert.equal(scored.totals.der, 0);
+    assert.ok(Math.abs(scored.totals.scoredSpeechS - 1.5) < 1e-9, 'collars of 0.25 s around 4 boundaries leave 1.5 s');
+    const load = await runBenchCli(
+      [
+        'diarize',
+        '--mode',
+        'load',
+        ...common,
+        '--audio',
+        join(dir, 'talk.wav'),
+        '--sessions',
+        '4',
+        '--chunk-s',
+        '0.75',
+        '--pacing',
+        'asap',
+        '--out',
+        join(dir, 'load'),
+      ],
+      io,
+    );
+    assert.equal(load, 0, out);
+    const loaded = JSON.parse(readFileSync(join(dir, 'load', 'results.json'), 'utf8')) as {
+      totals: {
+        chunks: number;
+        ok: number;
+        expiries: number;
+        latencyMs: { p50: number; p95: number; p99: number };
+        realTimeFactor: number;
+      };
+    };
+    assert.equal(loaded.totals.chunks, 16);
+    assert.equal(loaded.totals.ok, 16);
+    assert.equal(loaded.totals.expiries, 0);
+    assert.ok(loaded.totals.latencyMs.p99 >= loaded.totals.latencyMs.p50);
+    assert.ok(loaded.totals.realTimeFactor > 0);
+    assert.equal(
+      readFileSync(join(dir, 'load', 'results.csv'), 'utf8')
+        .trim()
+        .split('\n').length,
+      17,
+    );
   });
 });
