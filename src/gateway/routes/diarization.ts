@@ -25,14 +25,12 @@ import { errors } from '../../core/error-catalog.js';
 import type { ServiceError } from '../../core/errors.js';
 import type { GatewayDeps, GatewayOptions, ModelEntry } from '../gateway-types.js';
 import { DiarizationSessionStore, type DiarizationSession, type SpeakerBounds } from '../diarization/session-store.js';
-import { toEngineOutput, toRttm, toSpeakerSegments, toSpeechRegions } from '../diarization/timeline.js';
+import { diarizeRecording, SAMPLE_RATE_HZ, speechRegionsOf } from '../diarization/diarize-recording.js';
+import { toEngineOutput, toRttm, toSpeakerSegments } from '../diarization/timeline.js';
 import { UploadPool } from '../upload-pool.js';
 import { openCall } from './call-context.js';
 import { readFormWithin } from './transcriptions.js';
 
-const SAMPLE_RATE_HZ = 16_000;
-/** Voice-activity frames at or above this are speech in the `speech` option. */
-const SPEECH_REGION_THRESHOLD = 0.5;
 /** Client-chosen session ids: letters, digits and `._:-`, as in a URL path segment. */
 const SESSION_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 const MAX_SESSION_BODY_BYTES = 4096;
@@ -152,12 +150,11 @@ export function registerDiarizationRoutes(app: FastifyInstance, options: Gateway
   async function decodeChunk(file: Buffer, p: { model: DiarizationModel; signal: AbortSignal }) {
     const audio = await deps.decoder.decode(file, p.signal);
     if (audio.samples.length === 0) throw errors.emptyAudio();
-    const speech = p.model.diarization.wantsSpeechRegions
-      ? toSpeechRegions(await deps.voiceActivity.detect(audio.samples, p.signal), {
-          sampleRateHz: SAMPLE_RATE_HZ,
-          threshold: SPEECH_REGION_THRESHOLD,
-        })
-      : undefined;
+    const speech = await speechRegionsOf(
+      audio.samples,
+      { wantsSpeechRegions: p.model.diarization.wantsSpeechRegions, signal: p.signal },
+      deps,
+    );
     return { samples: audio.samples, speech };
   }
 
@@ -169,28 +166,25 @@ export function registerDiarizationRoutes(app: FastifyInstance, options: Gateway
     const bounds = parseSpeakerBounds(fields);
     const format = parseResponseFormat(fields.response_format);
     if (form.file === undefined) throw errors.missingParameter({ param: 'file' });
-    const { samples, speech } = await decodeChunk(form.file, { model, signal: abort.signal });
-    const sessionId = `diar-${randomUUID()}`;
-    const sequences = deps.sequences!;
-    try {
-      const result = await sequences.submit(
-        model.id,
-        {
-          sessionId,
-          seq: 0,
-          audio: samples,
-          isLast: true,
-          options: { ...bounds, chunkOffsetS: 0, ...(speech === undefined ? {} : { speech }) },
+    const audio = await deps.decoder.decode(form.file, abort.signal);
+    if (audio.samples.length === 0) throw errors.emptyAudio();
+    const { segments, speakers } = await diarizeRecording(
+      {
+        model: model.id,
+        wantsSpeechRegions: model.diarization.wantsSpeechRegions,
+        samples: audio.samples,
+        bounds,
+        submitOptions: {
+          timeoutMs: Math.max(1, deadlineMs - (clock.nowMs() - arrivedMs)),
+          signal: abort.signal,
+          requestId: String(request.id),
+          priority,
         },
-        { timeoutMs: Math.max(1, deadlineMs - (clock.nowMs() - arrivedMs)), signal: abort.signal, requestId: String(request.id), priority },
-      );
-      const output = toEngineOutput(result.output, model.id);
-      const segments = toSpeakerSegments([...output.finalized, ...output.provisional]);
-      const duration = Math.round((samples.length / SAMPLE_RATE_HZ) * 1000) / 1000;
-      return sendTimeline(reply, format, { fileId: 'audio', json: { duration, speakers: output.speakers, segments } });
-    } finally {
-      void sequences.end(model.id, sessionId);
-    }
+      },
+      deps,
+    );
+    const duration = Math.round((audio.samples.length / SAMPLE_RATE_HZ) * 1000) / 1000;
+    return sendTimeline(reply, format, { fileId: 'audio', json: { duration, speakers, segments } });
   });
 
   void app.register(async (scope) => {
