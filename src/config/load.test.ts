@@ -56,7 +56,7 @@ describe('loadConfig sources', () => {
     assert.equal(config.telemetry.logLevel, 'info');
     assert.deepEqual(Object.keys(config.models), ['pocketsphinx-en-us', 'voxmux-speech-cpu', 'voxmux-diarize-cpu']);
     assert.equal(config.models['voxmux-diarize-cpu']!.task, 'diarization');
-    assert.deepEqual(config.models['pocketsphinx-en-us']!.aliases, ['whisper-1']);
+    assert.deepEqual(config.models['pocketsphinx-en-us']!.aliases, ['whisper-1', 'gpt-4o-transcribe-diarize']);
     assert.equal(config.defaultModel, 'pocketsphinx-en-us');
   });
 

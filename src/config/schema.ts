@@ -361,7 +361,7 @@ export const ADAPTER_VOICE_ALIASES: Readonly<Record<string, Readonly<Record<stri
 export const DEFAULT_MODELS = {
   'pocketsphinx-en-us': {
     adapter: 'pocketsphinx',
-    aliases: ['whisper-1'],
+    aliases: ['whisper-1', 'gpt-4o-transcribe-diarize'],
     instances: 2,
     instancesPerGpu: 0,
     gpus: [],

@@ -13,6 +13,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import OpenAI, { toFile } from 'openai';
+import type { TranscriptionDiarized } from 'openai/resources/audio/transcriptions';
 import { runBenchCli } from '../../bench/cli/cli.js';
 import type { DiarizationChunkResult, DiarizationSessionCreated, DiarizationSessionTimeline } from '../../src/api/diarization.js';
 import { buildServer, type Server } from '../../src/app/build-server.js';
@@ -32,11 +34,13 @@ const CHUNK_SAMPLES = 16_000;
 const AMPLITUDES = [0, 3000, 8000, 13000];
 
 let server: Server;
+let url: string;
 before(async () => {
   const config = loadConfig({
     file: {
       models: {
         diar: { adapter: 'test', task: 'diarization', instances: 3, maxBatchSize: 8, options: { itemDelayMs: 3 } },
+        echo: { adapter: 'test', aliases: ['gpt-4o-transcribe-diarize'], instances: 1, diarizationModel: 'diar' },
       },
       supervisor: { hostPath: HOST_PATH, heartbeatIntervalMs: 100, restartInitialBackoffMs: 50, gpus: [] },
       gateway: { voiceActivity: 'energy' },
@@ -44,6 +48,7 @@ before(async () => {
   });
   server = await buildServer(config, { log: silentLogger(), clock: systemClock, spawn: spawnInstance, baseEnv: readProcessEnvironment() });
   await server.startInstances();
+  url = await server.app.listen({ port: 0, host: '127.0.0.1' });
 });
 after(() => server.destroy());
 
@@ -123,7 +128,7 @@ describe('diarization sessions through the server (#17)', () => {
     const killMidway = () => {
       answers += 1;
       if (answers !== Math.floor((SESSIONS * CHUNKS) / 3)) return;
-      const victim = server.supervisor.stats().instances.find((i) => i.state === 'ready' && i.pid !== null);
+      const victim = server.supervisor.stats().instances.find((i) => i.model === 'diar' && i.state === 'ready' && i.pid !== null);
       killedPid = victim?.pid ?? undefined;
       if (killedPid !== undefined) process.kill(killedPid, 'SIGKILL');
     };
@@ -131,7 +136,10 @@ describe('diarization sessions through the server (#17)', () => {
     assert.ok(killedPid !== undefined, 'an instance was killed');
     assert.deepEqual(disturbed, undisturbed);
     assert.equal(await okItems(), 2 * SESSIONS * CHUNKS);
-    await waitFor(() => server.supervisor.stats().instances.filter((i) => i.state === 'ready').length === 3, 'the killed instance back');
+    await waitFor(
+      () => server.supervisor.stats().instances.filter((i) => i.model === 'diar' && i.state === 'ready').length === 3,
+      'the killed instance back',
+    );
   });
 
   it('diarizes a whole file like the same audio as a one-chunk session', async () => {
@@ -144,7 +152,6 @@ describe('diarization sessions through the server (#17)', () => {
   });
 
   it('bench diarize scores the test diarizer at DER 0 against its known turns, and loads 4 sessions without errors', async () => {
-    const url = await server.app.listen({ port: 0, host: '127.0.0.1' });
     const dir = mkdtempSync(join(tmpdir(), 'voxmux-diarize-bench-'));
     // speaker A (level 1) for 1 s, half a second of silence, speaker B (level 3) for 1.5 s
     const samples = new Int16Array(48_000);
@@ -213,5 +220,58 @@ describe('diarization sessions through the server (#17)', () => {
         .split('\n').length,
       17,
     );
+  });
+
+  it('gives the unmodified openai SDK diarized_json transcripts, whole and streamed, with ASR words assigned to speaker turns', async () => {
+    const samples = new Int16Array(48_000);
+    for (let i = 0; i < samples.length; i++) {
+      const amplitude = i < 16_000 ? 3000 : i < 24_000 ? 0 : 8000;
+      samples[i] = i % 2 === 0 ? amplitude : -amplitude;
+    }
+    const wav = pcm16Wav(samples);
+    const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'not-needed', maxRetries: 0 });
+    // NOTE: this SDK version's overloads type only json, text and verbose_json answers.
+    const diarized = (await client.audio.transcriptions.create({
+      file: await toFile(wav, 'talk.wav'),
+      model: 'gpt-4o-transcribe-diarize',
+      response_format: 'diarized_json',
+      chunking_strategy: 'auto',
+    })) as unknown as TranscriptionDiarized;
+    // The test engine's three words span a second each: the first in speaker 0's turn (0-1 s),
+    // the others mostly in speaker 1's (1.5-3 s).
+    assert.equal(diarized.task, 'transcribe');
+    assert.equal(diarized.duration, 3);
+    assert.deepEqual(
+      diarized.segments.map((s) => [s.type, s.speaker, s.start, s.end, s.text.split(' ').length]),
+      [
+        ['transcript.text.segment', 'speaker_0', 0, 1, 1],
+        ['transcript.text.segment', 'speaker_1', 1, 3, 2],
+      ],
+    );
+    assert.equal(diarized.text, diarized.segments.map((s) => s.text).join(' '));
+    const stream = await client.audio.transcriptions.create({
+      file: await toFile(wav, 'talk.wav'),
+      model: 'gpt-4o-transcribe-diarize',
+      response_format: 'diarized_json',
+      chunking_strategy: 'auto',
+      stream: true,
+    });
+    const segments: string[] = [];
+    let deltas = '';
+    let done = '';
+    for await (const event of stream) {
+      if (event.type === 'transcript.text.segment') segments.push(event.speaker);
+      if (event.type === 'transcript.text.delta') deltas += event.delta;
+      if (event.type === 'transcript.text.done') done = event.text;
+    }
+    assert.deepEqual(segments, ['speaker_0', 'speaker_1']);
+    assert.equal(deltas, done);
+    assert.equal(done, diarized.text);
+    const res = await server.app.inject({
+      method: 'POST',
+      url: '/v1/audio/transcriptions',
+      ...multipart({ model: 'diar', response_format: 'diarized_json' }, wav),
+    });
+    assert.equal(res.json<{ error: { code: string } }>().error.code, 'model_task_mismatch');
   });
 });

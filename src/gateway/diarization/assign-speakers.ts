@@ -3,8 +3,8 @@
  * nearest turn when it overlaps none), and consecutive words of one speaker form a segment. A
  * transcript without word timestamps falls back to its segments, assigned the same way.
  */
-import type { DiarizedSegment } from '../../api/diarization.js';
-import type { SpeakerSegment } from '../../api/diarization.js';
+import type { DiarizedSegment, DiarizedTranscription, SpeakerSegment } from '../../api/diarization.js';
+import type { TranscriptResult } from '../../scheduler/index.js';
 
 export interface TimedText {
   text: string;
@@ -48,4 +48,35 @@ export function toDiarizedSegments(pieces: readonly TimedText[], turns: readonly
     segments.push({ type: 'transcript.text.segment', id: `seg_${segments.length}`, start: piece.start, end: piece.end, text, speaker });
   }
   return segments;
+}
+
+/** OpenAI's diarized_json: the transcript's words (or segments) grouped into speaker segments. */
+export function toDiarizedTranscription(result: TranscriptResult, turns: readonly SpeakerSegment[]): DiarizedTranscription {
+  const pieces: TimedText[] =
+    result.words !== null && result.words.length > 0
+      ? result.words.map((w) => ({ text: w.word, start: w.start, end: w.end }))
+      : (result.segments ?? [{ start: 0, end: result.durationS, text: result.text }]);
+  const segments = toDiarizedSegments(pieces, turns);
+  return {
+    task: 'transcribe',
+    duration: result.durationS,
+    text: segments.map((s) => s.text).join(' '),
+    segments,
+    usage: { type: 'duration', seconds: Math.ceil(result.durationS) },
+  };
+}
+
+export type DiarizedStreamEvent =
+  | { type: 'transcript.text.delta'; delta: string; segment_id: string }
+  | DiarizedSegment
+  | { type: 'transcript.text.done'; text: string; usage: { type: 'duration'; seconds: number } };
+
+/** stream=true: per segment its text as a delta, then the segment; the deltas add up to the done text. */
+export function toDiarizedStreamEvents(body: DiarizedTranscription): DiarizedStreamEvent[] {
+  const events: DiarizedStreamEvent[] = body.segments.flatMap((segment, i) => [
+    { type: 'transcript.text.delta' as const, delta: i === 0 ? segment.text : ` ${segment.text}`, segment_id: segment.id },
+    segment,
+  ]);
+  events.push({ type: 'transcript.text.done', text: body.text, usage: body.usage });
+  return events;
 }
