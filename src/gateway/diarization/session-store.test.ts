@@ -49,10 +49,10 @@ describe('DiarizationSessionStore (#17)', () => {
     store.touch(session);
     clock.advance(800);
     assert.deepEqual(expired, []);
-    session.running = { seq: 0, answer: new Promise(() => undefined) };
+    session.running.set(0, new Promise(() => undefined));
     clock.advance(5000);
     assert.deepEqual(expired, [], 'running');
-    session.running = undefined;
+    session.running.delete(0);
     store.touch(session);
     clock.advance(1000);
     assert.deepEqual(expired, ['a']);

@@ -34,8 +34,8 @@ export interface DiarizationSession {
   speakers: number;
   /** The last answered chunk and its answer, replayed to a retry of the same number. */
   lastAnswer: { seq: number; outcome: { ok: true; body: DiarizationChunkResult } | { ok: false; error: ServiceError } } | undefined;
-  /** The chunk running now (at most one: chunks are accepted in order). */
-  running: { seq: number; answer: Promise<DiarizationChunkResult> } | undefined;
+  /** The chunks sent to the scheduler and not answered yet, by sequence number (they run in order). */
+  running: Map<number, Promise<DiarizationChunkResult>>;
   lastActivityMs: number;
   isClosing: boolean;
 }
@@ -76,7 +76,7 @@ export class DiarizationSessionStore {
       provisional: [],
       speakers: 0,
       lastAnswer: undefined,
-      running: undefined,
+      running: new Map(),
       lastActivityMs: this.#deps.clock.nowMs(),
       isClosing: false,
     };
@@ -124,7 +124,7 @@ export class DiarizationSessionStore {
   }
 
   static isIdle(session: DiarizationSession): boolean {
-    return session.running === undefined && !session.isClosing;
+    return session.running.size === 0 && !session.isClosing;
   }
 
   #isDue(session: DiarizationSession, nowMs: number): boolean {

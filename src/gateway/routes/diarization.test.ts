@@ -35,6 +35,14 @@ class FakeSequences {
   readonly items: { model: string; item: SequenceItem }[] = [];
   readonly ended: string[] = [];
   nextError: Error | undefined;
+  /** While set, answers wait until `release()`. */
+  isHolding = false;
+  #held: (() => void)[] = [];
+
+  release(): void {
+    this.isHolding = false;
+    for (const go of this.#held.splice(0)) go();
+  }
   #open = new Map<string, { start: number; end: number; speaker: number } | undefined>();
 
   submit = (model: string, item: SequenceItem, options: SubmitOptions): Promise<SequenceResult> => {
@@ -53,7 +61,9 @@ class FakeSequences {
     const output = item.isLast
       ? { finalized: [...finalized, turn], provisional: [], speakers: Math.min(2, item.seq + 1) }
       : { finalized, provisional: [turn], speakers: Math.min(2, item.seq + 1) };
-    return Promise.resolve({ sessionId: item.sessionId, seq: item.seq, output });
+    const result = { sessionId: item.sessionId, seq: item.seq, output };
+    if (!this.isHolding) return Promise.resolve(result);
+    return new Promise((resolve) => this.#held.push(() => resolve(result)));
   };
 
   end = (_model: string, sessionId: string): Promise<void> => {
@@ -261,6 +271,21 @@ describe('diarization sessions (#17)', () => {
     assert.equal(old.statusCode, 400);
     assert.equal(old.json<{ error: { code: string } }>().error.code, 'sequence_out_of_order');
     assert.equal((await sendChunk(app, id, { seq: '2' }, chunkWav(1))).statusCode, 200);
+  });
+
+  it('answers a retry of a running chunk with the same answer, without running it twice', async () => {
+    const { app, sequences } = await setup();
+    const id = (await createSession(app)).json<DiarizationSessionCreated>().id;
+    sequences.isHolding = true;
+    const first = sendChunk(app, id, { seq: '0' }, chunkWav(1));
+    while (sequences.items.length === 0) await new Promise((resolve) => setImmediate(resolve));
+    const retry = sendChunk(app, id, { seq: '0' }, chunkWav(1));
+    for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
+    sequences.release();
+    const [a, b] = await Promise.all([first, retry]);
+    assert.equal(a.statusCode, 200, a.body);
+    assert.deepEqual(b.json(), a.json());
+    assert.equal(sequences.items.length, 1);
   });
 
   it('keeps the number of a chunk the scheduler refused before taking it (queue_full), so the client retries it', async () => {

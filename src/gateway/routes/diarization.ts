@@ -240,24 +240,20 @@ export function registerDiarizationRoutes(app: FastifyInstance, options: Gateway
     const isLast = parseFlag('is_last', fields.is_last);
     // Looked up again: the session may have expired or closed while the upload arrived.
     const session = store.get(id);
-    if (session.lastAnswer?.seq === seq) {
-      const { outcome } = session.lastAnswer;
-      if (!outcome.ok) throw outcome.error;
-      return reply.type('application/json; charset=utf-8').send(outcome.body);
-    }
-    if (session.running?.seq === seq) return reply.type('application/json; charset=utf-8').send(await session.running.answer);
+    const replayed = replay(session, seq);
+    if (replayed !== undefined) return reply.type('application/json; charset=utf-8').send(await replayed);
     const nextSeq = session.chunkSamples.length;
     if (seq > nextSeq) throw errors.sequenceGap({ sessionId: id, expectedSeq: nextSeq, seq });
-    if (seq < nextSeq || session.running !== undefined) {
-      throw errors.sequenceOutOfOrder({ sessionId: id, lastCompletedSeq: session.lastAnswer?.seq ?? -1, seq });
-    }
+    if (seq < nextSeq) throw errors.sequenceOutOfOrder({ sessionId: id, lastCompletedSeq: session.lastAnswer?.seq ?? -1, seq });
     if (form.file === undefined) throw errors.missingParameter({ param: 'file' });
     const model = resolveDiarizationModel(session.model, deps, 'POST /v1/audio/diarization/sessions/{id}/chunks');
     const { samples, speech } = await decodeChunk(form.file, { model, signal: abort.signal });
     const chunkMs = (samples.length / SAMPLE_RATE_HZ) * 1000;
     if (chunkMs > maxChunkMs) throw errors.chunkTooLong({ durationMs: chunkMs, maxChunkMs });
-    // Checked again after the decode: another call may have taken this number meanwhile.
-    if (session.running !== undefined || session.chunkSamples.length !== seq || store.get(id) !== session) {
+    // Checked again after the decode: a retry of this number may have taken it meanwhile.
+    if (store.get(id) !== session || session.chunkSamples.length !== seq) {
+      const taken = replay(session, seq);
+      if (taken !== undefined) return reply.type('application/json; charset=utf-8').send(await taken);
       throw errors.sequenceOutOfOrder({ sessionId: id, lastCompletedSeq: session.lastAnswer?.seq ?? -1, seq });
     }
     const chunkOffsetS = session.chunkSamples.reduce((a, b) => a + b, 0) / SAMPLE_RATE_HZ;
@@ -267,17 +263,23 @@ export function registerDiarizationRoutes(app: FastifyInstance, options: Gateway
       audio: samples,
       isLast,
       itemOptions: { ...session.bounds, chunkOffsetS, ...(speech === undefined ? {} : { speech }) },
-      submitOptions: {
-        timeoutMs: Math.max(1, deadlineMs - (clock.nowMs() - arrivedMs)),
-        signal: abort.signal,
-        requestId: String(request.id),
-        priority,
-      },
+      // NOTE: no abort signal: a chunk whose client left still runs, and its answer is kept for the
+      // client's retry; a cancelled chunk would leave its number unusable in the scheduler.
+      submitOptions: { timeoutMs: Math.max(1, deadlineMs - (clock.nowMs() - arrivedMs)), requestId: String(request.id), priority },
     });
-    session.running = { seq, answer };
+    session.running.set(seq, answer);
     store.touch(session);
     return reply.type('application/json; charset=utf-8').send(await answer);
   });
+
+  /** The answer to a number already sent: the last answered one again, or the one still running. */
+  function replay(session: DiarizationSession, seq: number): Promise<DiarizationChunkResult> | undefined {
+    if (session.lastAnswer?.seq === seq) {
+      const { outcome } = session.lastAnswer;
+      return outcome.ok ? Promise.resolve(outcome.body) : Promise.reject(outcome.error);
+    }
+    return session.running.get(seq);
+  }
 
   async function runChunk(
     session: DiarizationSession,
@@ -315,20 +317,21 @@ export function registerDiarizationRoutes(app: FastifyInstance, options: Gateway
       if (error.code === 'session_expired' || error.code === 'session_not_found') {
         store.markExpired(session);
       } else if (NOT_TAKEN.has(error.code)) {
-        session.chunkSamples.pop();
+        // The scheduler never took it, nor (their turn) any later number: they may be sent again.
+        session.chunkSamples.length = Math.min(session.chunkSamples.length, p.seq);
       } else {
         session.lastAnswer = { seq: p.seq, outcome: { ok: false, error } };
       }
       throw err;
     } finally {
-      session.running = undefined;
+      session.running.delete(p.seq);
       store.touch(session);
     }
   }
 
   async function closeSession(session: DiarizationSession): Promise<DiarizationSessionTimeline> {
     session.isClosing = true;
-    await session.running?.answer.catch(() => undefined);
+    await Promise.all([...session.running.values()].map((answer) => answer.catch(() => undefined)));
     store.delete(session);
     await deps.sequences?.end(session.model, session.id);
     return timelineOf(session, 'closed');
