@@ -288,6 +288,22 @@ describe('diarization sessions (#17)', () => {
     assert.equal(sequences.items.length, 1);
   });
 
+  it('takes the next chunk before the previous one is answered, with its offset, and answers both in order', async () => {
+    const { app, sequences } = await setup();
+    const id = (await createSession(app)).json<DiarizationSessionCreated>().id;
+    sequences.isHolding = true;
+    const first = sendChunk(app, id, { seq: '0' }, chunkWav(1));
+    while (sequences.items.length === 0) await new Promise((resolve) => setImmediate(resolve));
+    const second = sendChunk(app, id, { seq: '1' }, chunkWav(2));
+    while (sequences.items.length === 1) await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(sequences.items[1]!.item.options.chunkOffsetS, 1);
+    sequences.release();
+    const [a, b] = await Promise.all([first, second]);
+    assert.equal(a.statusCode, 200, a.body);
+    assert.deepEqual(b.json<DiarizationChunkResult>().finalized, [{ start: 0, end: 1, speaker: 'speaker_0' }]);
+    assert.equal(b.json<DiarizationChunkResult>().duration, 3);
+  });
+
   it('keeps the number of a chunk the scheduler refused before taking it (queue_full), so the client retries it', async () => {
     const { app, sequences } = await setup();
     const id = (await createSession(app)).json<DiarizationSessionCreated>().id;
