@@ -43,7 +43,7 @@ before(async () => {
         echo: { adapter: 'test', aliases: ['gpt-4o-transcribe-diarize'], instances: 1, diarizationModel: 'diar' },
       },
       supervisor: { hostPath: HOST_PATH, heartbeatIntervalMs: 100, restartInitialBackoffMs: 50, gpus: [] },
-      gateway: { voiceActivity: 'energy' },
+      gateway: { voiceActivity: 'energy', maxDiarizationChunkMs: 5000 },
     },
   });
   server = await buildServer(config, { log: silentLogger(), clock: systemClock, spawn: spawnInstance, baseEnv: readProcessEnvironment() });
@@ -140,6 +140,47 @@ describe('diarization sessions through the server (#17)', () => {
       () => server.supervisor.stats().instances.filter((i) => i.model === 'diar' && i.state === 'ready').length === 3,
       'the killed instance back',
     );
+  });
+
+  it('answers bad chunks with clear 4xx envelopes and the session stays usable; its timeline equals the whole file', async () => {
+    const created = await server.app.inject({
+      method: 'POST',
+      url: '/v1/audio/diarization/sessions',
+      payload: JSON.stringify({ model: 'diar' }),
+      headers: { 'content-type': 'application/json' },
+    });
+    const { id } = created.json<DiarizationSessionCreated>();
+    const chunk = (seq: string, file: Buffer) =>
+      server.app.inject({ method: 'POST', url: `/v1/audio/diarization/sessions/${id}/chunks`, ...multipart({ seq }, file) });
+    const codeOf = (res: { json: <T>() => T }) => res.json<{ error: { code: string } }>().error.code;
+    assert.equal((await chunk('0', chunkWav(1, 0))).statusCode, 200);
+    const long = pcm16Wav(new Int16Array(16_000 * 6));
+    const bad: [string, Buffer, number, string][] = [
+      ['1', Buffer.from('RIFF\u0000\u0000\u0000\u0000WAVEjunk'), 400, 'invalid_audio'],
+      ['3', chunkWav(1, 1), 400, 'sequence_gap'],
+      ['1', long, 413, 'chunk_too_long'],
+    ];
+    for (const [seq, file, status, code] of bad) {
+      const res = await chunk(seq, file);
+      assert.equal(res.statusCode, status, res.body);
+      assert.equal(codeOf(res), code);
+    }
+    assert.equal((await chunk('1', chunkWav(1, 1))).statusCode, 200);
+    const old = await chunk('0', chunkWav(1, 0));
+    assert.equal(codeOf(old), 'sequence_out_of_order');
+    const unknown = await server.app.inject({ method: 'GET', url: '/v1/audio/diarization/sessions/nobody' });
+    assert.equal(unknown.statusCode, 404);
+    assert.equal(codeOf(unknown), 'session_not_found');
+    assert.equal((await chunk('2', chunkWav(1, 2))).statusCode, 200);
+    const closed = (
+      await server.app.inject({ method: 'DELETE', url: `/v1/audio/diarization/sessions/${id}` })
+    ).json<DiarizationSessionTimeline>();
+    // The same three seconds as one file: the test diarizer's turns do not depend on the cuts.
+    const pcm = (wav: Buffer) => wav.subarray(44);
+    const whole = Buffer.concat([pcm(chunkWav(1, 0)), pcm(chunkWav(1, 1)), pcm(chunkWav(1, 2))]);
+    const file = pcm16Wav(new Int16Array(whole.buffer, whole.byteOffset, whole.byteLength / 2));
+    const res = await server.app.inject({ method: 'POST', url: '/v1/audio/diarization', ...multipart({ model: 'diar' }, file) });
+    assert.deepEqual(closed.segments, res.json<{ segments: unknown[] }>().segments);
   });
 
   it('diarizes a whole file like the same audio as a one-chunk session', async () => {
