@@ -38,9 +38,12 @@ const ADAPTER_PACKAGES = {
   parakeet: ['python3-torch', 'python3-sentencepiece'],
   test: [],
   vits: ['python3-torch', 'libespeak-ng1'],
+  // speaker diarization (issue 17): clustering from scikit-learn on CPU; Sortformer on PyTorch
+  'classical-diarizer': ['python3-sklearn'],
+  sortformer: ['python3-torch'],
 };
 /** The default config's engines (src/config/schema.ts, DEFAULT_MODELS). */
-const DEFAULT_ADAPTERS = ['pocketsphinx', 'debian-voices'];
+const DEFAULT_ADAPTERS = ['pocketsphinx', 'debian-voices', 'classical-diarizer'];
 /** Test tooling: host tests, typecheck and lint, the speech synthesizer of the accuracy tests, and the proxy of the multi-node tests. */
 const TEST_PACKAGES = ['python3-pytest', 'python3-mypy', 'python3-pyflakes', 'python3-yaml', 'flite', 'nginx'];
 

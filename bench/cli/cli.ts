@@ -6,6 +6,7 @@
  *   voxmux bench transcribe --url URL --model M --audio FILE|DIR [options]
  *   voxmux bench speech --url URL --model M [--voice-prefix P --voice-count N --mix zipf] [options]
  *   voxmux bench accuracy --url URL --model M --manifest FILE [options]
+ *   voxmux bench diarize --mode accuracy|load --url URL --model M [options]
  *   voxmux bench compare A.json B.json [...] [--out DIR]
  *   voxmux bench cost LOG [...] --gpu-hour-usd USD [options]   (also `voxmux cost`)
  *
@@ -17,12 +18,13 @@ import { usageError } from './bench-error.js';
 import { runReportingErrors, type BenchCliDeps, type BenchIo, type Command } from './command.js';
 import { compareCommand } from './compare-cli.js';
 import { costCommand } from './cost-cli.js';
+import { diarizeCommand } from './diarize-cli.js';
 import { speechCommand } from './speech-cli.js';
 import { BENCH_USAGE, transcribeCommand } from './transcribe-cli.js';
 
 export type { BenchCliDeps, BenchIo } from './command.js';
 
-const COMMANDS: readonly Command[] = [transcribeCommand, speechCommand, accuracyCommand, compareCommand, costCommand];
+const COMMANDS: readonly Command[] = [transcribeCommand, speechCommand, accuracyCommand, diarizeCommand, compareCommand, costCommand];
 
 export async function runBenchCli(argv: readonly string[], io?: Partial<BenchIo>, deps: BenchCliDeps = {}): Promise<number> {
   const out: BenchIo = {
@@ -42,7 +44,7 @@ export async function runBenchCli(argv: readonly string[], io?: Partial<BenchIo>
         out.stdout.write(BENCH_USAGE);
         return name === undefined ? 2 : 0;
       default:
-        throw usageError(`Unknown bench command '${name}': expected transcribe, speech, accuracy, compare or cost`);
+        throw usageError(`Unknown bench command '${name}': expected transcribe, speech, accuracy, diarize, compare or cost`);
     }
   });
 }

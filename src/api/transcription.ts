@@ -7,6 +7,8 @@ import { Type, type Static } from '@sinclair/typebox';
 export const RESPONSE_FORMATS = ['json', 'text', 'srt', 'vtt', 'verbose_json'] as const;
 export type ResponseFormat = (typeof RESPONSE_FORMATS)[number];
 export const TIMESTAMP_GRANULARITIES = ['word', 'segment'] as const;
+/** What the response_format field accepts: the transcript formats, and diarized_json (speaker segments). */
+export const FIELD_RESPONSE_FORMATS = [...RESPONSE_FORMATS, 'diarized_json'] as const;
 
 export const TranscriptionFieldsSchema = Type.Object(
   {
@@ -14,7 +16,7 @@ export const TranscriptionFieldsSchema = Type.Object(
     language: Type.Optional(Type.String({ pattern: '^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})?$' })),
     prompt: Type.Optional(Type.String({ maxLength: 8192 })),
     response_format: Type.Union(
-      RESPONSE_FORMATS.map((f) => Type.Literal(f)),
+      FIELD_RESPONSE_FORMATS.map((f) => Type.Literal(f)),
       { default: 'json' },
     ),
     temperature: Type.Number({ minimum: 0, maximum: 1, default: 0 }),

@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { ConfigError } from '../config/load.js';
-import { taskOf, VOICE_RESOURCE_ADAPTERS, type Config } from '../config/schema.js';
+import { SPEECH_REGION_ADAPTERS, taskOf, VOICE_RESOURCE_ADAPTERS, type Config } from '../config/schema.js';
 import {
   buildGateway,
   createAudioDecoder,
@@ -82,6 +82,8 @@ export function createModelCatalog(config: Config, createdS: number): ModelCatal
     const languages = ADAPTER_LANGUAGES[model.adapter];
     const task = taskOf(model);
     const speech = { voiceAliases: model.voiceAliases, hasVoiceResources: VOICE_RESOURCE_ADAPTERS.has(model.adapter) };
+    const diarizationModel = diarizationModelOf(config, name);
+    const diarization = { wantsSpeechRegions: SPEECH_REGION_ADAPTERS.has(model.adapter), sessionIdleTimeoutMs: model.sessionIdleTimeoutMs };
     return {
       id,
       created: createdS,
@@ -89,9 +91,18 @@ export function createModelCatalog(config: Config, createdS: number): ModelCatal
       task,
       ...(languages === undefined ? {} : { languages }),
       ...(task === 'speech' ? { speech } : {}),
+      ...(task === 'diarization' ? { diarization } : {}),
+      ...(task === 'transcription' && diarizationModel !== undefined ? { diarizationModel } : {}),
     };
   });
   return { list: () => entries, resolve: (name) => names.get(name) };
+}
+
+/** The diarization model of a transcription model's diarized_json: its diarizationModel, else the first diarization model. */
+export function diarizationModelOf(config: Config, name: string): string | undefined {
+  const chosen = config.models[name]?.diarizationModel ?? '';
+  if (chosen !== '') return chosen;
+  return Object.entries(config.models).find(([, m]) => taskOf(m) === 'diarization')?.[0];
 }
 
 /**
@@ -215,10 +226,15 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       pieceTargetMs: gateway.pieceTargetMs,
       maxPieceMs: Math.max(...config.scheduler.lengthBucketsMs),
       ffmpegPath: gateway.ffmpegPath,
+      maxDiarizationChunkMs: gateway.maxDiarizationChunkMs,
     },
     {
       transcribe: (model, request, options) => scheduler.submit(model, request, options),
       openStream: (model, input, options) => scheduler.openStream(model, input, options),
+      sequences: {
+        submit: (model, item, options) => scheduler.submitSequenceItem(model, item, options),
+        end: (model, sessionId) => scheduler.endSession(model, sessionId),
+      },
       models,
       voices,
       readiness,

@@ -54,8 +54,9 @@ describe('loadConfig sources', () => {
     assert.equal(config.scheduler.maxQueuedRequests, 512);
     assert.equal(config.supervisor.mps.enabled, false);
     assert.equal(config.telemetry.logLevel, 'info');
-    assert.deepEqual(Object.keys(config.models), ['pocketsphinx-en-us', 'voxmux-speech-cpu']);
-    assert.deepEqual(config.models['pocketsphinx-en-us']!.aliases, ['whisper-1']);
+    assert.deepEqual(Object.keys(config.models), ['pocketsphinx-en-us', 'voxmux-speech-cpu', 'voxmux-diarize-cpu']);
+    assert.equal(config.models['voxmux-diarize-cpu']!.task, 'diarization');
+    assert.deepEqual(config.models['pocketsphinx-en-us']!.aliases, ['whisper-1', 'gpt-4o-transcribe-diarize']);
     assert.equal(config.defaultModel, 'pocketsphinx-en-us');
   });
 
@@ -86,6 +87,40 @@ describe('loadConfig sources', () => {
       (err: ConfigError) =>
         err.problems.some((p) => p.startsWith('models.a.task: expected transcription for adapter pocketsphinx')) &&
         err.problems.some((p) => p.startsWith('models.b.voiceAliases: expected none for a transcription model')),
+    );
+  });
+
+  it('derives diarization from sortformer and classical-diarizer, and checks diarizationModel (#17)', () => {
+    const config = loadConfig({
+      file: {
+        models: {
+          asr: { adapter: 'pocketsphinx', diarizationModel: 'cpu' },
+          gpu: { adapter: 'sortformer' },
+          cpu: { adapter: 'classical-diarizer' },
+          fake: { adapter: 'test', task: 'diarization' },
+        },
+      },
+    });
+    assert.deepEqual(
+      Object.values(config.models).map((m) => m.task),
+      ['transcription', 'diarization', 'diarization', 'diarization'],
+    );
+    assert.throws(
+      () =>
+        loadConfig({
+          file: {
+            models: {
+              a: { adapter: 'pocketsphinx', diarizationModel: 'b' },
+              b: { adapter: 'pocketsphinx' },
+              c: { adapter: 'sortformer', diarizationModel: 'c' },
+              d: { adapter: 'sortformer', task: 'transcription' },
+            },
+          },
+        }),
+      (err: ConfigError) =>
+        err.problems.some((p) => p.startsWith("models.a.diarizationModel: expected the name of a diarization model: got 'b'")) &&
+        err.problems.some((p) => p.startsWith('models.c.diarizationModel: expected none for a diarization model')) &&
+        err.problems.some((p) => p.startsWith('models.d.task: expected diarization for adapter sortformer')),
     );
   });
 

@@ -223,6 +223,14 @@ export function crossCheck(config: Config, problems: string[]): void {
     if (taskOf(model) !== 'speech' && Object.keys(model.voiceAliases).length > 0) {
       problems.push(`models.${name}.voiceAliases: expected none for a ${taskOf(model)} model`);
     }
+    if (model.diarizationModel !== '') {
+      const target = config.models[model.diarizationModel];
+      if (taskOf(model) !== 'transcription') {
+        problems.push(`models.${name}.diarizationModel: expected none for a ${taskOf(model)} model`);
+      } else if (target === undefined || taskOf(target) !== 'diarization') {
+        problems.push(`models.${name}.diarizationModel: expected the name of a diarization model: got '${model.diarizationModel}'`);
+      }
+    }
     for (const id of [name, ...model.aliases]) {
       const owner = names.get(id);
       if (owner !== undefined) problems.push(`models.${name}.aliases: '${id}' is already a name of model '${owner}'`);

@@ -61,6 +61,12 @@ export const GatewaySchema = Type.Object(
       15_000,
       1000,
     ),
+    // speaker diarization (issue 17)
+    maxDiarizationChunkMs: Ms(
+      'Longest audio chunk a diarization session accepts, in milliseconds (longer ones get 413 chunk_too_long).',
+      60_000,
+      1,
+    ),
     voiceActivity: Type.Union([Type.Literal('silero'), Type.Literal('energy')], {
       description:
         'How pauses are found before cutting: silero (Silero VAD on onnxruntime, CPU) or energy (frame energy; also the fallback where onnxruntime cannot load).',
@@ -197,7 +203,7 @@ export const ModelSchema = Type.Object(
       default: false,
     }),
     sessionIdleTimeoutMs: Ms(
-      'Longest a session (sequence work) may go without items before it is dropped and its instance told to forget it, in milliseconds.',
+      'Longest a session (sequence work, such as a diarization session) may go without items before it is dropped and its instance told to forget it, in milliseconds.',
       600_000,
       1,
     ),
@@ -215,10 +221,16 @@ export const ModelSchema = Type.Object(
     }),
     options: Type.Record(Type.String(), Type.Unknown(), { description: 'Adapter options passed to the model host.', default: {} }),
     // speech synthesis (issue 18)
-    task: Type.Union([Type.Literal('auto'), Type.Literal('transcription'), Type.Literal('speech')], {
+    task: Type.Union([Type.Literal('auto'), Type.Literal('transcription'), Type.Literal('speech'), Type.Literal('diarization')], {
       description:
-        "What the model serves: transcription (POST /v1/audio/transcriptions) or speech (POST /v1/audio/speech); auto takes the adapter's (ADAPTER_TASKS: speech for debian-voices and vits, transcription otherwise). Only the test adapter serves either.",
+        "What the model serves: transcription (POST /v1/audio/transcriptions), speech (POST /v1/audio/speech) or diarization (POST /v1/audio/diarization and its sessions); auto takes the adapter's (ADAPTER_TASKS: speech for debian-voices and vits, diarization for sortformer and classical-diarizer, transcription otherwise). Only the test adapter serves any.",
       default: 'auto',
+    }),
+    // speaker diarization (issue 17)
+    diarizationModel: Type.String({
+      description:
+        'Transcription models: the diarization model that finds the speakers of response_format=diarized_json; empty means the first diarization model.',
+      default: '',
     }),
     voiceAliases: Type.Record(Type.String({ minLength: 1 }), Type.String({ minLength: 1 }), {
       description:
@@ -303,10 +315,18 @@ export const ADAPTER_TASKS: Readonly<Record<string, readonly ModelTask[]>> = {
   parakeet: ['transcription'],
   'debian-voices': ['speech'],
   vits: ['speech'],
-  test: ['transcription', 'speech'],
+  sortformer: ['diarization'],
+  'classical-diarizer': ['diarization'],
+  test: ['transcription', 'speech', 'diarization'],
 };
 
-export type ModelTask = 'transcription' | 'speech';
+export type ModelTask = 'transcription' | 'speech' | 'diarization';
+
+/**
+ * Diarization adapters that use the gateway's voice activity: each item then carries its chunk's
+ * Silero VAD speech regions as the `speech` option (docs/adapters.md, the diarization contract).
+ */
+export const SPEECH_REGION_ADAPTERS: ReadonlySet<string> = new Set(['classical-diarizer']);
 
 /** The task a model serves: its `task`, or its adapter's default for `auto`. */
 export function taskOf(model: { adapter: string; task: ModelTask | 'auto' }): ModelTask {
@@ -359,7 +379,7 @@ export const ADAPTER_VOICE_ALIASES: Readonly<Record<string, Readonly<Record<stri
 export const DEFAULT_MODELS = {
   'pocketsphinx-en-us': {
     adapter: 'pocketsphinx',
-    aliases: ['whisper-1'],
+    aliases: ['whisper-1', 'gpt-4o-transcribe-diarize'],
     instances: 2,
     instancesPerGpu: 0,
     gpus: [],
@@ -375,6 +395,7 @@ export const DEFAULT_MODELS = {
     exclusiveWarmup: false,
     mpsActiveThreadPercentages: [],
     task: 'transcription' as ModelTask,
+    diarizationModel: '',
     voiceAliases: {},
   },
   'voxmux-speech-cpu': {
@@ -395,7 +416,29 @@ export const DEFAULT_MODELS = {
     exclusiveWarmup: false,
     mpsActiveThreadPercentages: [],
     task: 'speech' as ModelTask,
+    diarizationModel: '',
     voiceAliases: { ...DEBIAN_VOICE_ALIASES },
+  },
+  'voxmux-diarize-cpu': {
+    adapter: 'classical-diarizer',
+    aliases: [],
+    instances: 1,
+    instancesPerGpu: 0,
+    gpus: [],
+    maxBatchSize: 4,
+    preferredBatchSizes: [],
+    maxQueueDelayMs: 5,
+    dispatchWhenIdle: true,
+    sessionIdleTimeoutMs: 600_000,
+    maxStreamsPerInstance: 4,
+    streamCreditChunks: 8,
+    options: {},
+    command: [],
+    exclusiveWarmup: false,
+    mpsActiveThreadPercentages: [],
+    task: 'diarization' as ModelTask,
+    diarizationModel: '',
+    voiceAliases: {},
   },
 };
 

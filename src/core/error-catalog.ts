@@ -69,6 +69,13 @@ export const ERROR_CATALOG = {
     kind: 'resource_exhausted',
     remedy: 'Retry after the Retry-After delay (the predicted drain time), send a longer voxmux-deadline-ms, or add instances.',
   },
+  // gateway: speaker diarization (POST /v1/audio/diarization and its sessions)
+  chunk_too_long: { kind: 'payload_too_large', remedy: 'Send shorter chunks, or raise gateway.maxDiarizationChunkMs.' },
+  session_already_exists: { kind: 'invalid_argument', remedy: 'Choose another session id, or leave it out to get a fresh one.' },
+  no_diarization_model: {
+    kind: 'invalid_argument',
+    remedy: 'Configure a diarization model (models.<name>.task diarization) or set the transcription model diarizationModel.',
+  },
   // gateway: speech synthesis (POST /v1/audio/speech)
   input_empty: { kind: 'invalid_argument', remedy: 'Send input with some text to speak.' },
   input_too_long: { kind: 'invalid_argument', remedy: 'Send at most 4096 characters of input, or split the text into several calls.' },
@@ -243,6 +250,18 @@ export const errors = {
   unsupportedStreamFormat: (p: { got: unknown; formats: readonly string[] }) =>
     make('unsupported_stream_format', `Expected stream_format to be one of ${p.formats.join(', ')}: got ${describe(p.got)}`, {
       param: 'stream_format',
+    }),
+  chunkTooLong: (p: { durationMs: number; maxChunkMs: number }) =>
+    make('chunk_too_long', `Expected a chunk of at most ${p.maxChunkMs} ms: got ${Math.round(p.durationMs)} ms`, {
+      param: 'file',
+      details: { durationMs: Math.round(p.durationMs), maxChunkMs: p.maxChunkMs },
+    }),
+  sessionAlreadyExists: (p: { sessionId: string }) =>
+    make('session_already_exists', `The session '${p.sessionId}' already exists`, { param: 'id', details: { sessionId: p.sessionId } }),
+  noDiarizationModel: (p: { model: string }) =>
+    make('no_diarization_model', `Model '${p.model}' has no diarization model to find the speakers of diarized_json`, {
+      param: 'response_format',
+      details: { model: p.model },
     }),
   modelTaskMismatch: (p: { model: string; task: string; endpoint: string }) =>
     make('model_task_mismatch', `Model '${p.model}' serves ${p.task}: it cannot answer ${p.endpoint}`, {

@@ -4,6 +4,8 @@ import type { Clock } from '../core/clock.js';
 import type {
   CatalogEntry,
   ResidentResource,
+  SequenceItem,
+  SequenceResult,
   StreamCall,
   StreamOpenInput,
   StreamOptions,
@@ -36,10 +38,20 @@ export interface GatewayOptions {
   maxPieceMs: number;
   /** ffmpeg binary that encodes speech as mp3, opus, aac and flac. @default 'ffmpeg' */
   ffmpegPath?: string;
+  /** Longest audio chunk a diarization session accepts, in milliseconds. @default 60000 */
+  maxDiarizationChunkMs?: number;
 }
 
-/** What a model serves: POST /v1/audio/transcriptions or POST /v1/audio/speech. */
-export type ModelTask = 'transcription' | 'speech';
+/** What a model serves: POST /v1/audio/transcriptions, POST /v1/audio/speech or POST /v1/audio/diarization. */
+export type ModelTask = 'transcription' | 'speech' | 'diarization';
+
+/** A diarization model's settings. */
+export interface DiarizationModelSettings {
+  /** Its engine uses the gateway's voice activity: each chunk carries its speech regions (the `speech` option). */
+  wantsSpeechRegions: boolean;
+  /** Idle time after which a session expires, in milliseconds (the model's sessionIdleTimeoutMs). */
+  sessionIdleTimeoutMs: number;
+}
 
 /** A speech model's voice settings. */
 export interface SpeechModelSettings {
@@ -63,6 +75,10 @@ export interface ModelEntry {
   task?: ModelTask;
   /** Present for speech models. */
   speech?: SpeechModelSettings;
+  /** Present for diarization models. */
+  diarization?: DiarizationModelSettings;
+  /** Transcription models: the diarization model that finds the speakers of diarized_json, if any. */
+  diarizationModel?: string;
 }
 
 export interface ModelCatalog {
@@ -104,6 +120,15 @@ export interface GatewayDeps {
    *   client_disconnected, shutting_down, and the instance's errors
    */
   openStream(model: string, input: StreamOpenInput, options: StreamOptions): StreamCall;
+  /**
+   * Sequence work (the scheduler's submitSequenceItem and endSession): diarization sessions.
+   * Absent: no model serves diarization.
+   */
+  sequences?: {
+    /** @throws session_not_found, session_expired, sequence_gap, sequence_out_of_order, queue_full, and the instance's errors */
+    submit(model: string, item: SequenceItem, options: SubmitOptions): Promise<SequenceResult>;
+    end(model: string, sessionId: string): Promise<void>;
+  };
   models: ModelCatalog;
   /**
    * The voices of the speech models: GET /v1/audio/voices lists them, and the speech route accepts

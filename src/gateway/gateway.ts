@@ -10,6 +10,7 @@ import { createKeyChecker } from './auth.js';
 import { toRequestLogLine, type CallRecord } from './call-record.js';
 import { fromClientError, toErrorKind, toHttpError, toRawHttpResponse, toServiceError } from './error-mapping.js';
 import type { GatewayDeps, GatewayOptions } from './gateway-types.js';
+import { registerDiarizationRoutes } from './routes/diarization.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerMetricsRoute } from './routes/metrics.js';
 import { registerModelRoutes } from './routes/models.js';
@@ -154,6 +155,7 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
 
   registerTranscriptionRoute(app, options, deps);
   registerSpeechRoute(app, options, deps);
+  registerDiarizationRoutes(app, options, deps);
   registerModelRoutes(app, deps);
   registerVoicesRoute(app, deps);
   registerHealthRoutes(app, deps);

@@ -4,6 +4,7 @@ export { trackConnections, type ConnectionTracker } from './connections.js';
 export type {
   GatewayDeps,
   GatewayOptions,
+  DiarizationModelSettings,
   ModelCatalog,
   ModelEntry,
   ModelTask,

@@ -284,6 +284,12 @@ export function createMetrics() {
       labelNames: ['model'] as const,
       registers: r,
     }),
+    diarizationSessionsExpired: new Counter({
+      name: 'voxmux_gateway_diarization_sessions_expired_total',
+      help: 'Diarization sessions closed after their model sessionIdleTimeoutMs without chunks, by model.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
     voiceActivityDuration: new Histogram({
       name: 'voxmux_gateway_voice_activity_seconds',
       help: 'Time spent finding pauses in a recording longer than gateway.splitAboveMs, by detector (silero or energy).',

@@ -39,7 +39,7 @@ const SPEECH_VOICES = [
 const TEST_TOOLING = ['python3-pytest', 'python3-mypy', 'python3-pyflakes', 'python3-yaml', 'flite', 'nginx'];
 
 describe('scripts/setup.mjs (#16)', () => {
-  it('installs for serving the default config (pocketsphinx, the Debian voices) without PyTorch or test tooling', () => {
+  it('installs for serving the default config (pocketsphinx, the Debian voices, the CPU diarizer) without PyTorch or test tooling', () => {
     const packages = listed([]);
     assert.deepEqual(packages.slice(0, 6), [
       'ffmpeg',
@@ -49,7 +49,7 @@ describe('scripts/setup.mjs (#16)', () => {
       'pocketsphinx-en-us',
       'python3-pocketsphinx',
     ]);
-    assert.deepEqual(packages.slice(6).sort(), [...SPEECH_VOICES, 'festlex-poslex'].sort());
+    assert.deepEqual(packages.slice(6).sort(), [...SPEECH_VOICES, 'festlex-poslex', 'python3-sklearn'].sort());
     for (const name of ['python3-torch', ...TEST_TOOLING]) assert.ok(!packages.includes(name), name);
   });
 
@@ -66,6 +66,13 @@ describe('scripts/setup.mjs (#16)', () => {
     assert.deepEqual(packages.slice(0, 3), ['ffmpeg', 'python3', 'python3-numpy']);
     for (const name of SPEECH_VOICES) assert.ok(packages.includes(name), name);
     assert.ok(!packages.includes('flite'), 'the flite library, not the program');
+  });
+
+  it('installs scikit-learn for classical-diarizer and PyTorch for sortformer (#17)', () => {
+    const cpu = configFile({ models: { diarize: { adapter: 'classical-diarizer' } } });
+    assert.deepEqual(listed(['--config', cpu]), ['ffmpeg', 'python3', 'python3-numpy', 'python3-sklearn']);
+    const gpu = configFile({ models: { diarize: { adapter: 'sortformer' } } });
+    assert.deepEqual(listed(['--config', gpu]), ['ffmpeg', 'python3', 'python3-numpy', 'python3-torch']);
   });
 
   it('installs PyTorch and the espeak-ng library for vits', () => {

@@ -50,6 +50,20 @@ item with ``unsupported_option``):
 
 A state that is not at least 16 bytes fails the item with ``invalid_audio``.
 
+**diarization sequence.** An item whose options hold ``chunkOffsetS`` is a diarization chunk, with
+the options and output of the diarization contract (docs/adapters.md): ``chunkOffsetS`` (seconds,
+required), ``minSpeakers`` and ``maxSpeakers`` (integers from 1), ``speech`` (``[[startS, endS],
+...]`` relative to the chunk), besides ``itemDelayMs`` and ``command`` above (without an item
+``itemDelayMs``, the load option ``itemDelayMs`` delays each diarization item). The audio is read in
+frames of ``DIARIZATION_FRAME_SAMPLES`` (100 ms; the chunk's last frame may be shorter): a frame is
+silence when its RMS is under ``DIARIZATION_SILENCE_RMS`` or it lies outside every ``speech`` region
+(by its middle), otherwise its loudness level is ``int(rms / DIARIZATION_LEVEL_RMS)``. Each level is a
+speaker, numbered in order of first appearance (capped at ``maxSpeakers - 1``). Runs of frames of one
+speaker are turns: a turn that reaches the chunk's end is provisional (it may go on in the next
+chunk); the others are finalized; with ``is_last`` everything is. The output is ``{"finalized",
+"provisional", "speakers"}``; the state is JSON (``levels`` seen, the open turn, the items so far), so
+a session resumed on another instance gives the same timeline.
+
 **stream.** ``StartStream.params`` (all optional; others end the stream with ``unsupported_option``):
 
 | param | type | default | effect |
@@ -91,6 +105,7 @@ since it was loaded: the stream that a load was made for is counted by that load
 """
 from __future__ import annotations
 
+import json
 import os
 import struct
 import threading
@@ -151,6 +166,10 @@ SPEECH_DEFAULT_RATE_HZ = 22050
 _BOOL_OPTIONS = ('crashOnLoad', 'failLoad', 'wedgeProbe')
 _SEQUENCE_COMMANDS = ('crash', 'hang', 'fail')
 _STREAM_PARAMS = ('chunks', 'chunkBytes', 'chunkDelayMs', 'failAfterChunks')
+_DIARIZATION_OPTIONS = ('chunkOffsetS', 'minSpeakers', 'maxSpeakers', 'speech', 'itemDelayMs', 'command')
+DIARIZATION_FRAME_SAMPLES = 1600
+DIARIZATION_SILENCE_RMS = 500.0
+DIARIZATION_LEVEL_RMS = 2500.0
 
 
 def echo_text(audio: NDArray[np.int16]) -> str:
@@ -305,6 +324,8 @@ class TestEngineAdapter:
         return [self._sequence_item(item) for item in items]
 
     def _sequence_item(self, item: SequenceInput) -> Union[SequenceOutput, ItemFailure]:
+        if 'chunkOffsetS' in item.options:
+            return self._diarization_item(item)
         unknown = sorted(set(item.options) - {'itemDelayMs', 'command', 'padStateBytes'})
         if unknown:
             return ItemFailure('unsupported_option', f'Expected item options itemDelayMs, command or padStateBytes: '
@@ -333,6 +354,80 @@ class TestEngineAdapter:
         total += int(np.asarray(item.audio, dtype=np.int64).sum())
         count += 1
         return SequenceOutput({'sum': total, 'items': count}, SEQUENCE_STATE.pack(total, count) + bytes(pad))
+
+    def _diarization_item(self, item: SequenceInput) -> Union[SequenceOutput, ItemFailure]:
+        options = item.options
+        unknown = sorted(set(options) - set(_DIARIZATION_OPTIONS))
+        offset_s, speech = options.get('chunkOffsetS'), options.get('speech')
+        max_speakers = options.get('maxSpeakers')
+        is_bad = (unknown or isinstance(offset_s, bool) or not isinstance(offset_s, (int, float)) or offset_s < 0
+                  or any(key in options and (not _is_count(options[key]) or options[key] < 1)
+                         for key in ('minSpeakers', 'maxSpeakers'))
+                  or (speech is not None and not _is_regions(speech))
+                  or not _is_count(options.get('itemDelayMs', 0))
+                  or options.get('command') not in (None, *_SEQUENCE_COMMANDS))
+        if is_bad:
+            return ItemFailure('unsupported_option', f'Expected diarization options chunkOffsetS (seconds), '
+                                                     f'minSpeakers, maxSpeakers (from 1), speech ([[startS, endS]...]), '
+                                                     f'itemDelayMs and command: got {options!r}')
+        delay_ms = options.get('itemDelayMs', 0) or self._options.get('itemDelayMs', 0)
+        if delay_ms > 0:
+            time.sleep(delay_ms / 1000)
+        command = options.get('command')
+        if command == 'crash':
+            os._exit(CRASH_EXIT_CODE)
+        if command == 'hang':
+            threading.Event().wait()
+        if command == 'fail':
+            return ItemFailure('model_failed', 'The test adapter was asked to fail this item')
+        levels: List[int] = []
+        open_turn: Optional[List[float]] = None  # [startS, endS, speaker]
+        items = 0
+        if item.state is not None:
+            try:
+                saved = json.loads(item.state.decode('utf-8'))
+                levels, open_turn, items = list(saved['levels']), saved['open'], int(saved['items'])
+            except (ValueError, KeyError, TypeError):
+                return ItemFailure('invalid_audio', 'Expected a diarization state of the test adapter')
+        audio = np.asarray(item.audio, dtype=np.float64)
+        base_s = float(offset_s or 0)
+        finalized: List[Dict[str, Any]] = []
+        cap = max_speakers if isinstance(max_speakers, int) else None
+
+        def close_open() -> None:
+            nonlocal open_turn
+            if open_turn is not None:
+                finalized.append(_turn(open_turn))
+                open_turn = None
+
+        for first in range(0, audio.shape[0], DIARIZATION_FRAME_SAMPLES):
+            frame = audio[first:first + DIARIZATION_FRAME_SAMPLES]
+            start_s = base_s + first / SAMPLE_RATE_HZ
+            end_s = base_s + (first + frame.shape[0]) / SAMPLE_RATE_HZ
+            middle_s = (first + frame.shape[0] / 2) / SAMPLE_RATE_HZ
+            rms = float(np.sqrt(np.mean(frame * frame)))
+            is_speech = rms >= DIARIZATION_SILENCE_RMS and (
+                speech is None or any(lo <= middle_s < hi for lo, hi in speech))
+            if not is_speech:
+                close_open()
+                continue
+            level = int(rms / DIARIZATION_LEVEL_RMS)
+            if level not in levels:
+                levels.append(level)
+            speaker = levels.index(level)
+            if cap is not None:
+                speaker = min(speaker, cap - 1)
+            if open_turn is not None and int(open_turn[2]) == speaker and abs(open_turn[1] - start_s) < 1e-6:
+                open_turn[1] = end_s
+            else:
+                close_open()
+                open_turn = [start_s, end_s, float(speaker)]
+        if item.is_last:
+            close_open()
+        provisional = [] if open_turn is None else [_turn(open_turn)]
+        speakers = len({int(level) for level in levels}) if cap is None else min(cap, len(levels))
+        state = json.dumps({'levels': levels, 'open': open_turn, 'items': items + 1}).encode('utf-8')
+        return SequenceOutput({'finalized': finalized, 'provisional': provisional, 'speakers': speakers}, state)
 
     # -- stream ----------------------------------------------------------------------------
 
@@ -489,6 +584,17 @@ def speech_tone(frames: int, rate: int, frequency_hz: float) -> NDArray[np.int16
         wave[frames - fade:] *= ramp[::-1]
     out: NDArray[np.int16] = np.round(wave * 32767).astype(np.int16)
     return out
+
+
+def _turn(turn: List[float]) -> Dict[str, Any]:
+    return {'start': round(turn[0], 3), 'end': round(turn[1], 3), 'speaker': int(turn[2])}
+
+
+def _is_regions(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(region, list) and len(region) == 2
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in region) and region[0] <= region[1]
+        for region in value)
 
 
 def _is_count(value: Any) -> bool:

@@ -4,7 +4,7 @@ import { errors } from '../../core/error-catalog.js';
 import type { GatewayDeps, ModelEntry } from '../gateway-types.js';
 
 /**
- * OpenAI's model object, with voxmux's own facts under `voxmux`: `task` (transcription or speech)
+ * OpenAI's model object, with voxmux's own facts under `voxmux`: `task` (transcription, speech or diarization)
  * and `languages` (null: not declared by the adapter).
  */
 const toModel = (m: ModelEntry) => ({

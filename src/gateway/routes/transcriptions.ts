@@ -5,7 +5,10 @@ import { TranscriptionFieldsSchema, type TranscriptionFields } from '../../api/t
 import { errors } from '../../core/error-catalog.js';
 import type { Clock, TimerHandle } from '../../core/clock.js';
 import type { Dispatch, SubmitOptions, TranscriptionRequest } from '../../scheduler/index.js';
-import type { GatewayDeps, GatewayOptions } from '../gateway-types.js';
+import type { GatewayDeps, GatewayOptions, ModelEntry } from '../gateway-types.js';
+import { invariant } from '../../core/invariant.js';
+import { toDiarizedStreamEvents, toDiarizedTranscription } from '../diarization/assign-speakers.js';
+import { diarizeRecording } from '../diarization/diarize-recording.js';
 import { renderTranscript, toStreamEvents, type LanguageSource } from '../transcript-formats.js';
 import { toHttpError, toServiceError } from '../error-mapping.js';
 import { DEFAULT_MIN_PAUSE_MS, DEFAULT_SPEECH_THRESHOLD, planCuts, toPieceRanges } from '../pieces/split-policy.js';
@@ -18,7 +21,7 @@ const KNOWN_FIELDS = new Set(['model', 'language', 'prompt', 'response_format', 
 /** Fields the OpenAI API defines that voxmux accepts and ignores, so unmodified clients work. */
 const IGNORED_FIELDS = new Set(['chunking_strategy', 'include', 'include[]', 'known_speaker_names', 'known_speaker_references']);
 
-interface ParsedForm {
+export interface ParsedForm {
   file: Buffer | undefined;
   fields: Map<string, string[]>;
 }
@@ -73,7 +76,7 @@ async function readForm(request: FastifyRequest, uploads: UploadPool, maxBodyByt
  * declares a longer Content-Length than it sends, gets body_timeout; the error handler then closes
  * the connection, which ends the read left behind (its upload, if any, goes back to the pool).
  */
-async function readFormWithin(
+export async function readFormWithin(
   request: FastifyRequest,
   context: { uploads: UploadPool; options: GatewayOptions; clock: Clock; arrivedMs: number },
 ): Promise<ParsedForm> {
@@ -132,7 +135,7 @@ export function parseFields(raw: Map<string, string[]>): TranscriptionFields {
     throw errors.invalidParameter({ param, expected: describeSchema(param), got: first.value });
   }
   const fields = withDefaults as TranscriptionFields;
-  if (fields.stream && fields.response_format !== 'json' && fields.response_format !== 'text') {
+  if (fields.stream && !['json', 'text', 'diarized_json'].includes(fields.response_format)) {
     throw errors.invalidParameter({ param: 'stream', expected: 'false with response_format srt, vtt or verbose_json', got: true });
   }
   return fields;
@@ -141,7 +144,7 @@ export function parseFields(raw: Map<string, string[]>): TranscriptionFields {
 function describeSchema(param: string): string {
   switch (param) {
     case 'response_format':
-      return 'one of json, text, srt, vtt, verbose_json';
+      return 'one of json, text, srt, vtt, verbose_json, diarized_json';
     case 'temperature':
       return 'a number from 0 to 1';
     case 'timestamp_granularities':
@@ -244,6 +247,14 @@ async function streamPieces(context: {
   context.reply.raw.end();
 }
 
+/** The diarization model that serves a transcription model's diarized_json. @throws no_diarization_model */
+function diarizerOf(model: string, entry: ModelEntry | undefined, deps: GatewayDeps): { model: string; wantsSpeechRegions: boolean } {
+  const name = entry?.diarizationModel;
+  const settings = deps.models.list().find((m) => m.id === name)?.diarization;
+  if (name === undefined || settings === undefined || deps.sequences === undefined) throw errors.noDiarizationModel({ model });
+  return { model: name, wantsSpeechRegions: settings.wantsSpeechRegions };
+}
+
 export function registerTranscriptionRoute(app: FastifyInstance, options: GatewayOptions, deps: GatewayDeps): void {
   const uploads = new UploadPool(
     { maxPooledBytes: options.uploadPoolBytes, idleMs: options.uploadPoolIdleMs },
@@ -270,6 +281,8 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
     if ((entry?.task ?? 'transcription') !== 'transcription') {
       throw errors.modelTaskMismatch({ model, task: entry?.task ?? 'transcription', endpoint: 'POST /v1/audio/transcriptions' });
     }
+    const isDiarized = fields.response_format === 'diarized_json';
+    const diarizer = isDiarized ? diarizerOf(model, entry, deps) : undefined;
     const languages = entry?.languages;
     if (fields.language !== undefined && languages !== undefined && !languages.includes(fields.language)) {
       throw errors.unsupportedLanguage({ model, language: fields.language, languages });
@@ -284,7 +297,7 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
       audio: audio.samples,
       language: fields.language ?? null,
       prompt: fields.prompt ?? null,
-      wordTimestamps: shouldIncludeWords,
+      wordTimestamps: shouldIncludeWords || isDiarized,
     };
     const ranges = await pieceRangesOf(audio.samples, { options, deps, signal: abort.signal });
     const submitOptions = {
@@ -306,6 +319,30 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
       });
     };
     const writeEvent = (event: unknown) => reply.raw.write(`data: ${JSON.stringify(event)}\n\n`);
+    if (diarizer !== undefined) {
+      const [result, diarization] = await Promise.all([
+        ranges.length > 1
+          ? transcribeInPieces({
+              request: transcription,
+              ranges,
+              sampleRateHz: SAMPLE_RATE_HZ,
+              options: submitOptions,
+              submit: (piece, pieceOptions) => deps.transcribe(model, piece, pieceOptions),
+            })
+          : deps.transcribe(model, transcription, submitOptions),
+        diarizeRecording({ ...diarizer, samples: audio.samples, bounds: {}, submitOptions }, deps),
+      ]);
+      record.resultMs = deps.clock.nowMs();
+      uploads.giveBack(form.file);
+      const body = toDiarizedTranscription(result, diarization.segments);
+      if (fields.stream) {
+        openStream();
+        for (const event of toDiarizedStreamEvents(body)) writeEvent(event);
+        reply.raw.end();
+        return reply;
+      }
+      return reply.headers(truncatedHeader).type('application/json; charset=utf-8').send(body);
+    }
     if (ranges.length > 1) {
       deps.metrics.audioPieces.inc({ model }, ranges.length);
       if (fields.stream) {
@@ -336,6 +373,7 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
       reply.raw.end();
       return reply;
     }
+    invariant(fields.response_format !== 'diarized_json', 'diarized_json is answered above');
     const rendered = renderTranscript(result, fields.response_format, {
       includeWords: shouldIncludeWords,
       includeSegments: fields.timestamp_granularities.includes('segment') || !shouldIncludeWords,

@@ -1,0 +1,57 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { advanceSettling, FakeClock, settle } from '../../test/support/fake-clock.js';
+import { pcm16Wav } from '../../test/support/audio.js';
+import { runDiarizeLoad, splitWav } from './diarize-run.js';
+import { summarizeDiarizeLoad } from './diarize-report.js';
+
+describe('splitWav (#17)', () => {
+  it('cuts a 16-bit WAV into WAV chunks of the given length, the last one shorter', () => {
+    const { chunks, chunkSeconds } = splitWav(new Uint8Array(pcm16Wav(new Int16Array(40_000))), 1);
+    assert.deepEqual(chunkSeconds, [1, 1, 0.5]);
+    assert.deepEqual(
+      chunks.map((c) => c.byteLength),
+      [44 + 32_000, 44 + 32_000, 44 + 16_000],
+    );
+    assert.equal(Buffer.from(chunks[2]!.subarray(0, 4)).toString('ascii'), 'RIFF');
+    assert.throws(() => splitWav(new Uint8Array(Buffer.from('not a wav file at all')), 1), /WAV/);
+  });
+});
+
+describe('runDiarizeLoad (#17)', () => {
+  it('sends each session a chunk every chunk length in real time, starts spread over one chunk, and counts expiries', async () => {
+    const clock = new FakeClock();
+    const sent: { url: string; atMs: number }[] = [];
+    const fetch = (async (url: string | URL, init?: RequestInit) => {
+      const u = String(url);
+      sent.push({ url: u, atMs: clock.nowMs() });
+      if (u.endsWith('/sessions'))
+        return new Response(JSON.stringify({ id: `s${sent.filter((s) => s.url === u).length}` }), { status: 201 });
+      if (u.includes('/s2/chunks') && String(init?.body).length > 0 && sent.filter((s) => s.url.includes('/s2/chunks')).length === 3) {
+        return new Response(
+          JSON.stringify({ error: { code: 'session_expired', message: 'expired', type: 'invalid_request_error', param: null } }),
+          { status: 404 },
+        );
+      }
+      return new Response('{}', { status: 200 });
+    }) as typeof globalThis.fetch;
+    const recording = splitWav(new Uint8Array(pcm16Wav(new Int16Array(48_000))), 1);
+    const done = runDiarizeLoad(
+      { sessionsUrl: 'http://h/v1/audio/diarization/sessions', model: 'm', sessions: 2, recording, pacing: 'realtime', timeoutMs: 10_000 },
+      { fetch, clock },
+    );
+    await settle();
+    await advanceSettling(clock, 4000, 50);
+    const run = await done;
+    const chunkTimes = (session: string) => sent.filter((s) => s.url.includes(`/${session}/chunks`)).map((s) => s.atMs);
+    assert.deepEqual(chunkTimes('s1'), [0, 1000, 2000]);
+    assert.deepEqual(chunkTimes('s2'), [500, 1500, 2500]);
+    const totals = summarizeDiarizeLoad(run, 2);
+    assert.equal(totals.chunks, 6);
+    assert.equal(totals.ok, 5);
+    assert.equal(totals.expiries, 1);
+    assert.deepEqual(totals.errors, { session_expired: 1 });
+    assert.equal(sent.filter((s) => s.url.endsWith('/s1')).length, 1, 'the whole session is closed');
+    assert.equal(sent.filter((s) => s.url.endsWith('/s2')).length, 0, 'an expired one is not');
+  });
+});

@@ -1,0 +1,340 @@
+/**
+ * The two runs of `voxmux bench diarize`:
+ * - accuracy: each manifest file is diarized once (POST /v1/audio/diarization) and scored against
+ *   its RTTM reference (diarization-error-rate.ts);
+ * - load: N concurrent sessions each send one recording chunk by chunk, in real time (a chunk
+ *   every chunk length) or as fast as answers come, and every chunk's latency is measured.
+ */
+import { readFile } from 'node:fs/promises';
+import { basename } from 'node:path';
+import type { DiarizationJson } from '../../src/api/diarization.js';
+import type { Clock } from '../../src/core/clock.js';
+import { diarizationErrorRate, parseRttm, type DerResult } from './diarization-error-rate.js';
+import { buildMultipartBody } from './multipart-body.js';
+import { errorCodeFromBody, readText } from './transcribe-workload.js';
+import { RequestAbort, toTransportErrorCode } from './workload.js';
+
+export interface DiarizeAccuracyItem {
+  /** The path as the manifest wrote it. */
+  audio: string;
+  audioPath: string;
+  rttmPath: string;
+}
+
+export interface DiarizeRunDeps {
+  fetch: typeof globalThis.fetch;
+  clock: Clock;
+  /** Aborting it stops the run; what finished is still reported. */
+  signal?: AbortSignal;
+}
+
+interface CallResult {
+  status?: number;
+  text?: string;
+  latencyMs: number;
+  errorCode?: string;
+}
+
+/** One HTTP call with a timeout; transport failures become error codes, never throws. */
+async function call(
+  url: string,
+  init: { method: string; body?: Uint8Array; contentType?: string; apiKey?: string; timeoutMs: number },
+  deps: DiarizeRunDeps,
+): Promise<CallResult> {
+  const controller = new AbortController();
+  const timer = deps.clock.setTimeout(() => controller.abort(new RequestAbort('timeout')), init.timeoutMs);
+  const onAbort = (): void => controller.abort(new RequestAbort('interrupted'));
+  deps.signal?.addEventListener('abort', onAbort, { once: true });
+  const headers: Record<string, string> = { accept: 'application/json' };
+  if (init.contentType !== undefined) headers['content-type'] = init.contentType;
+  if (init.apiKey !== undefined) headers.authorization = `Bearer ${init.apiKey}`;
+  const startMs = deps.clock.nowMs();
+  let status: number | undefined;
+  try {
+    const response = await deps.fetch(url, {
+      method: init.method,
+      headers,
+      signal: controller.signal,
+      redirect: 'manual',
+      ...(init.body === undefined ? {} : { body: init.body }),
+    });
+    status = response.status;
+    const text = await readText(response, controller.signal);
+    const latencyMs = deps.clock.nowMs() - startMs;
+    if (status < 200 || status >= 300) return { status, text, latencyMs, errorCode: errorCodeFromBody(text, status) };
+    return { status, text, latencyMs };
+  } catch (err) {
+    return {
+      latencyMs: deps.clock.nowMs() - startMs,
+      ...(status === undefined ? {} : { status }),
+      errorCode: toTransportErrorCode(err, controller.signal),
+    };
+  } finally {
+    timer.cancel();
+    deps.signal?.removeEventListener('abort', onAbort);
+  }
+}
+
+function isDiarizationJson(value: unknown): value is DiarizationJson {
+  if (typeof value !== 'object' || value === null) return false;
+  const segments = (value as { segments?: unknown }).segments;
+  return (
+    Array.isArray(segments) &&
+    segments.every(
+      (s: unknown) =>
+        typeof s === 'object' &&
+        s !== null &&
+        typeof (s as Record<string, unknown>).start === 'number' &&
+        typeof (s as Record<string, unknown>).end === 'number' &&
+        typeof (s as Record<string, unknown>).speaker === 'string',
+    )
+  );
+}
+
+function parseJson(text: string | undefined): unknown {
+  try {
+    return JSON.parse(text ?? '');
+  } catch {
+    return undefined;
+  }
+}
+
+export interface DiarizeAccuracyOptions {
+  /** The full URL of POST /v1/audio/diarization. */
+  endpoint: string;
+  model: string;
+  items: readonly DiarizeAccuracyItem[];
+  concurrency: number;
+  timeoutMs: number;
+  collarS: number;
+  /** Extra multipart fields, such as min_speakers=2. */
+  extraFields: ReadonlyArray<readonly [string, string]>;
+  apiKey?: string;
+}
+
+export interface DiarizeAccuracyItemResult {
+  audio: string;
+  latencyMs: number;
+  status?: number;
+  errorCode?: string;
+  score?: DerResult;
+  /** Speakers in the reference and in the hypothesis. */
+  referenceSpeakers?: number;
+  hypothesisSpeakers?: number;
+}
+
+export async function runDiarizeAccuracy(
+  options: DiarizeAccuracyOptions,
+  deps: DiarizeRunDeps & { onItem?: (done: number) => void },
+): Promise<{ items: DiarizeAccuracyItemResult[]; isInterrupted: boolean }> {
+  const results: Array<DiarizeAccuracyItemResult | undefined> = new Array(options.items.length);
+  let next = 0;
+  let done = 0;
+  const one = async (item: DiarizeAccuracyItem): Promise<DiarizeAccuracyItemResult> => {
+    let audio: Uint8Array;
+    let reference: ReturnType<typeof parseRttm>;
+    try {
+      audio = new Uint8Array(await readFile(item.audioPath));
+      reference = parseRttm(await readFile(item.rttmPath, 'utf8'));
+    } catch {
+      return { audio: item.audio, latencyMs: 0, errorCode: 'input_unreadable' };
+    }
+    const multipart = buildMultipartBody(
+      { field: 'file', fileName: basename(item.audioPath), contentType: 'application/octet-stream', bytes: audio },
+      [['model', options.model], ['response_format', 'json'], ...options.extraFields],
+    );
+    const result = await call(
+      options.endpoint,
+      {
+        method: 'POST',
+        body: multipart.body,
+        contentType: multipart.contentType,
+        timeoutMs: options.timeoutMs,
+        ...(options.apiKey === undefined ? {} : { apiKey: options.apiKey }),
+      },
+      deps,
+    );
+    const base = { audio: item.audio, latencyMs: result.latencyMs, ...(result.status === undefined ? {} : { status: result.status }) };
+    if (result.errorCode !== undefined) return { ...base, errorCode: result.errorCode };
+    const body = parseJson(result.text);
+    if (!isDiarizationJson(body)) return { ...base, errorCode: 'bad_response' };
+    return {
+      ...base,
+      score: diarizationErrorRate(reference, body.segments, { collarS: options.collarS }),
+      referenceSpeakers: new Set(reference.map((t) => t.speaker)).size,
+      hypothesisSpeakers: new Set(body.segments.map((s) => s.speaker)).size,
+    };
+  };
+  const worker = async (): Promise<void> => {
+    while (next < options.items.length && deps.signal?.aborted !== true) {
+      const index = next;
+      next += 1;
+      results[index] = await one(options.items[index]!);
+      done += 1;
+      deps.onItem?.(done);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(options.concurrency, options.items.length) }, () => worker()));
+  return { items: results.filter((r): r is DiarizeAccuracyItemResult => r !== undefined), isInterrupted: deps.signal?.aborted === true };
+}
+
+/** Pooled scores: each error summed over files, divided by the summed scored speech (md-eval's overall figure). */
+export function pooledDer(items: readonly DiarizeAccuracyItemResult[]): Omit<DerResult, 'mapping'> & { files: number; failed: number } {
+  const scored = items.flatMap((i) => (i.score === undefined ? [] : [i.score]));
+  const sum = (pick: (s: DerResult) => number) => scored.reduce((a, s) => a + pick(s), 0);
+  const scoredSpeechS = sum((s) => s.scoredSpeechS);
+  const missedS = sum((s) => s.missedS);
+  const falseAlarmS = sum((s) => s.falseAlarmS);
+  const confusionS = sum((s) => s.confusionS);
+  return {
+    files: scored.length,
+    failed: items.length - scored.length,
+    scoredSpeechS,
+    missedS,
+    falseAlarmS,
+    confusionS,
+    der: scoredSpeechS > 0 ? (missedS + falseAlarmS + confusionS) / scoredSpeechS : 0,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// load
+
+/** A recording cut into WAV chunks of 16-bit PCM. */
+export interface ChunkedRecording {
+  chunks: Uint8Array[];
+  chunkSeconds: number[];
+}
+
+/**
+ * Cuts a 16-bit PCM WAV into WAV files of `chunkS` seconds (the last may be shorter).
+ * @throws Error for a file that is not 16-bit PCM WAV
+ */
+export function splitWav(bytes: Uint8Array, chunkS: number): ChunkedRecording {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const tag = (at: number) => String.fromCharCode(...bytes.subarray(at, at + 4));
+  if (bytes.byteLength < 12 || tag(0) !== 'RIFF' || tag(8) !== 'WAVE') throw new Error('Expected a WAV file (RIFF/WAVE)');
+  let at = 12;
+  let format: { channels: number; rateHz: number; bits: number } | undefined;
+  let data: Uint8Array | undefined;
+  while (at + 8 <= bytes.byteLength) {
+    const id = tag(at);
+    const size = view.getUint32(at + 4, true);
+    if (id === 'fmt ')
+      format = { channels: view.getUint16(at + 10, true), rateHz: view.getUint32(at + 12, true), bits: view.getUint16(at + 22, true) };
+    if (id === 'data') data = bytes.subarray(at + 8, Math.min(bytes.byteLength, at + 8 + size));
+    at += 8 + size + (size % 2);
+  }
+  if (format === undefined || data === undefined || format.bits !== 16) throw new Error('Expected a 16-bit PCM WAV file');
+  const frameBytes = 2 * format.channels;
+  const chunkBytes = Math.max(1, Math.round(chunkS * format.rateHz)) * frameBytes;
+  const chunks: Uint8Array[] = [];
+  const chunkSeconds: number[] = [];
+  for (let start = 0; start + frameBytes <= data.byteLength; start += chunkBytes) {
+    const body = data.subarray(start, Math.min(data.byteLength, start + chunkBytes));
+    const header = Buffer.alloc(44);
+    header.write('RIFF', 0, 'ascii');
+    header.writeUInt32LE(36 + body.byteLength, 4);
+    header.write('WAVEfmt ', 8, 'ascii');
+    header.writeUInt32LE(16, 16);
+    header.writeUInt16LE(1, 20);
+    header.writeUInt16LE(format.channels, 22);
+    header.writeUInt32LE(format.rateHz, 24);
+    header.writeUInt32LE(format.rateHz * frameBytes, 28);
+    header.writeUInt16LE(frameBytes, 32);
+    header.writeUInt16LE(16, 34);
+    header.write('data', 36, 'ascii');
+    header.writeUInt32LE(body.byteLength, 40);
+    chunks.push(new Uint8Array(Buffer.concat([header, body])));
+    chunkSeconds.push(body.byteLength / frameBytes / format.rateHz);
+  }
+  return { chunks, chunkSeconds };
+}
+
+export interface DiarizeLoadOptions {
+  /** The full URL of POST /v1/audio/diarization/sessions. */
+  sessionsUrl: string;
+  model: string;
+  sessions: number;
+  recording: ChunkedRecording;
+  /** realtime: a session sends a chunk every chunk length (sessions start spread over one chunk length); asap: as answers come. */
+  pacing: 'realtime' | 'asap';
+  timeoutMs: number;
+  apiKey?: string;
+}
+
+export interface DiarizeChunkSample {
+  session: number;
+  seq: number;
+  latencyMs: number;
+  audioS: number;
+  errorCode?: string;
+}
+
+export interface DiarizeLoadRun {
+  chunks: DiarizeChunkSample[];
+  /** Sessions that could not be created, by error code. */
+  createErrors: Record<string, number>;
+  wallS: number;
+  isInterrupted: boolean;
+}
+
+export async function runDiarizeLoad(options: DiarizeLoadOptions, deps: DiarizeRunDeps): Promise<DiarizeLoadRun> {
+  const samples: DiarizeChunkSample[] = [];
+  const createErrors: Record<string, number> = {};
+  const auth = options.apiKey === undefined ? {} : { apiKey: options.apiKey };
+  const { chunks, chunkSeconds } = options.recording;
+  const chunkMs = (chunkSeconds[0] ?? 1) * 1000;
+  const startMs = deps.clock.nowMs();
+  const sleepUntil = (atMs: number) =>
+    new Promise<void>((resolve) => {
+      const waitMs = atMs - deps.clock.nowMs();
+      if (waitMs <= 0 || deps.signal?.aborted === true) return resolve();
+      const handle = deps.clock.setTimeout(resolve, waitMs);
+      deps.signal?.addEventListener('abort', () => (handle.cancel(), resolve()), { once: true });
+    });
+  const isAborted = () => deps.signal?.aborted === true;
+  const runSession = async (index: number): Promise<void> => {
+    const offsetMs = options.pacing === 'realtime' ? (chunkMs * index) / options.sessions : 0;
+    await sleepUntil(startMs + offsetMs);
+    if (isAborted()) return;
+    const body = new Uint8Array(Buffer.from(JSON.stringify({ model: options.model })));
+    const created = await call(
+      options.sessionsUrl,
+      { method: 'POST', body, contentType: 'application/json', timeoutMs: options.timeoutMs, ...auth },
+      deps,
+    );
+    const id = (parseJson(created.text) as { id?: unknown } | undefined)?.id;
+    if (created.errorCode !== undefined || typeof id !== 'string') {
+      const code = created.errorCode ?? 'bad_response';
+      createErrors[code] = (createErrors[code] ?? 0) + 1;
+      return;
+    }
+    const sessionUrl = `${options.sessionsUrl}/${encodeURIComponent(id)}`;
+    for (let seq = 0; seq < chunks.length && !isAborted(); seq++) {
+      if (options.pacing === 'realtime') await sleepUntil(startMs + offsetMs + seq * chunkMs);
+      const fields: [string, string][] = [['seq', String(seq)]];
+      if (seq === chunks.length - 1) fields.push(['is_last', 'true']);
+      const multipart = buildMultipartBody(
+        { field: 'file', fileName: `chunk-${seq}.wav`, contentType: 'audio/wav', bytes: chunks[seq]! },
+        fields,
+      );
+      const result = await call(
+        `${sessionUrl}/chunks`,
+        { method: 'POST', body: multipart.body, contentType: multipart.contentType, timeoutMs: options.timeoutMs, ...auth },
+        deps,
+      );
+      samples.push({
+        session: index,
+        seq,
+        latencyMs: result.latencyMs,
+        audioS: chunkSeconds[seq]!,
+        ...(result.errorCode === undefined ? {} : { errorCode: result.errorCode }),
+      });
+      if (result.errorCode === 'session_expired' || result.errorCode === 'session_not_found') return;
+    }
+    await call(sessionUrl, { method: 'DELETE', timeoutMs: options.timeoutMs, ...auth }, deps);
+  };
+  await Promise.all(Array.from({ length: options.sessions }, (_, i) => runSession(i)));
+  return { chunks: samples, createErrors, wallS: (deps.clock.nowMs() - startMs) / 1000, isInterrupted: deps.signal?.aborted === true };
+}

@@ -1,0 +1,30 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { speakerOf, toDiarizedSegments } from './assign-speakers.js';
+
+const turns = [
+  { start: 0, end: 2, speaker: 'speaker_0' },
+  { start: 2.5, end: 5, speaker: 'speaker_1' },
+];
+
+describe('toDiarizedSegments (#17)', () => {
+  it('gives each word the turn it overlaps most and joins consecutive words of one speaker', () => {
+    const words = [
+      { text: 'hello', start: 0.1, end: 0.5 },
+      { text: 'there', start: 0.6, end: 1.0 },
+      { text: 'general', start: 1.9, end: 2.7 },
+      { text: 'kenobi', start: 2.8, end: 3.5 },
+    ];
+    assert.deepEqual(toDiarizedSegments(words, turns), [
+      { type: 'transcript.text.segment', id: 'seg_0', start: 0.1, end: 1.0, text: 'hello there', speaker: 'speaker_0' },
+      { type: 'transcript.text.segment', id: 'seg_1', start: 1.9, end: 3.5, text: 'general kenobi', speaker: 'speaker_1' },
+    ]);
+  });
+
+  it('gives a word in no turn the nearest one, and one with no turns at all speaker_0; skips empty words', () => {
+    assert.equal(speakerOf({ start: 2.2, end: 2.4 }, turns), 'speaker_1');
+    assert.equal(speakerOf({ start: 2.05, end: 2.1 }, turns), 'speaker_0');
+    assert.equal(speakerOf({ start: 0, end: 1 }, []), 'speaker_0');
+    assert.deepEqual(toDiarizedSegments([{ text: ' ', start: 0, end: 1 }], turns), []);
+  });
+});

@@ -1,0 +1,82 @@
+/**
+ * Diarized transcripts (pure): each ASR word goes to the speaker turn it overlaps most (the
+ * nearest turn when it overlaps none), and consecutive words of one speaker form a segment. A
+ * transcript without word timestamps falls back to its segments, assigned the same way.
+ */
+import type { DiarizedSegment, DiarizedTranscription, SpeakerSegment } from '../../api/diarization.js';
+import type { TranscriptResult } from '../../scheduler/index.js';
+
+export interface TimedText {
+  text: string;
+  start: number;
+  end: number;
+}
+
+function overlapS(a: { start: number; end: number }, b: { start: number; end: number }): number {
+  return Math.max(0, Math.min(a.end, b.end) - Math.max(a.start, b.start));
+}
+
+function gapS(a: { start: number; end: number }, b: { start: number; end: number }): number {
+  return Math.max(0, a.start - b.end, b.start - a.end);
+}
+
+/** The speaker of a span: most overlap, then the nearest turn, then the first speaker. */
+export function speakerOf(span: { start: number; end: number }, turns: readonly SpeakerSegment[]): string {
+  let best: { speaker: string; overlap: number; gap: number } | undefined;
+  for (const turn of turns) {
+    const candidate = { speaker: turn.speaker, overlap: overlapS(span, turn), gap: gapS(span, turn) };
+    if (best === undefined || candidate.overlap > best.overlap || (candidate.overlap === best.overlap && candidate.gap < best.gap)) {
+      best = candidate;
+    }
+  }
+  return best?.speaker ?? 'speaker_0';
+}
+
+/** Segments of consecutive words (or transcript segments) of one speaker, in time order. */
+export function toDiarizedSegments(pieces: readonly TimedText[], turns: readonly SpeakerSegment[]): DiarizedSegment[] {
+  const segments: DiarizedSegment[] = [];
+  for (const piece of pieces) {
+    const text = piece.text.trim();
+    if (text === '') continue;
+    const speaker = speakerOf(piece, turns);
+    const last = segments.at(-1);
+    if (last !== undefined && last.speaker === speaker) {
+      last.text = `${last.text} ${text}`;
+      last.end = piece.end;
+      continue;
+    }
+    segments.push({ type: 'transcript.text.segment', id: `seg_${segments.length}`, start: piece.start, end: piece.end, text, speaker });
+  }
+  return segments;
+}
+
+/** OpenAI's diarized_json: the transcript's words (or segments) grouped into speaker segments. */
+export function toDiarizedTranscription(result: TranscriptResult, turns: readonly SpeakerSegment[]): DiarizedTranscription {
+  const pieces: TimedText[] =
+    result.words !== null && result.words.length > 0
+      ? result.words.map((w) => ({ text: w.word, start: w.start, end: w.end }))
+      : (result.segments ?? [{ start: 0, end: result.durationS, text: result.text }]);
+  const segments = toDiarizedSegments(pieces, turns);
+  return {
+    task: 'transcribe',
+    duration: result.durationS,
+    text: segments.map((s) => s.text).join(' '),
+    segments,
+    usage: { type: 'duration', seconds: Math.ceil(result.durationS) },
+  };
+}
+
+export type DiarizedStreamEvent =
+  | { type: 'transcript.text.delta'; delta: string; segment_id: string }
+  | DiarizedSegment
+  | { type: 'transcript.text.done'; text: string; usage: { type: 'duration'; seconds: number } };
+
+/** stream=true: per segment its text as a delta, then the segment; the deltas add up to the done text. */
+export function toDiarizedStreamEvents(body: DiarizedTranscription): DiarizedStreamEvent[] {
+  const events: DiarizedStreamEvent[] = body.segments.flatMap((segment, i) => [
+    { type: 'transcript.text.delta' as const, delta: i === 0 ? segment.text : ` ${segment.text}`, segment_id: segment.id },
+    segment,
+  ]);
+  events.push({ type: 'transcript.text.done', text: body.text, usage: body.usage });
+  return events;
+}

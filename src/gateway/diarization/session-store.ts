@@ -1,0 +1,164 @@
+/**
+ * The diarization sessions the API knows: each session's timeline so far (what its chunks'
+ * answers finalized, and the latest provisional segments), the lengths of its chunks (the next
+ * chunk's offset is their sum), its last answer (replayed to a retry) and its idle expiry.
+ *
+ * The scheduler holds the engine state of the same session id (sequence work) and decides where
+ * its chunks run; this store holds what the API shows. Both expire after the model's
+ * sessionIdleTimeoutMs without chunks; an expired id is remembered (bounded) so that it answers
+ * session_expired rather than session_not_found.
+ *
+ * A session moves open → closing (DELETE, waiting for its running chunk) → gone; or open →
+ * expired when idle past its timeout with no chunk running.
+ */
+import type { DiarizationChunkResult } from '../../api/diarization.js';
+import type { Clock, TimerHandle } from '../../core/clock.js';
+import { errors } from '../../core/error-catalog.js';
+import type { ServiceError } from '../../core/errors.js';
+import type { EngineSegment } from './timeline.js';
+
+export interface SpeakerBounds {
+  minSpeakers?: number;
+  maxSpeakers?: number;
+}
+
+export interface DiarizationSession {
+  id: string;
+  model: string;
+  bounds: SpeakerBounds;
+  idleTimeoutMs: number;
+  /** Samples of each accepted chunk, by sequence number. */
+  chunkSamples: number[];
+  finalized: EngineSegment[];
+  provisional: EngineSegment[];
+  speakers: number;
+  /** The last answered chunk and its answer, replayed to a retry of the same number. */
+  lastAnswer: { seq: number; outcome: { ok: true; body: DiarizationChunkResult } | { ok: false; error: ServiceError } } | undefined;
+  /** The chunks sent to the scheduler and not answered yet, by sequence number (they run in order). */
+  running: Map<number, Promise<DiarizationChunkResult>>;
+  lastActivityMs: number;
+  isClosing: boolean;
+}
+
+/** Expired ids remembered, oldest forgotten first. */
+const EXPIRED_MEMORY = 4096;
+
+export interface DiarizationSessionStoreDeps {
+  clock: Clock;
+  /** A session expired: the scheduler may still hold its engine state. */
+  onExpired(session: DiarizationSession): void;
+}
+
+export class DiarizationSessionStore {
+  #sessions = new Map<string, DiarizationSession>();
+  #expired = new Map<string, { model: string; idleTimeoutMs: number }>();
+  #reaper: { atMs: number; handle: TimerHandle } | undefined;
+  #isClosed = false;
+  readonly #deps: DiarizationSessionStoreDeps;
+
+  constructor(deps: DiarizationSessionStoreDeps) {
+    this.#deps = deps;
+  }
+
+  get size(): number {
+    return this.#sessions.size;
+  }
+
+  /** @throws session_already_exists */
+  create(p: { id: string; model: string; bounds: SpeakerBounds; idleTimeoutMs: number }): DiarizationSession {
+    this.#expireDue();
+    if (this.#sessions.has(p.id)) throw errors.sessionAlreadyExists({ sessionId: p.id });
+    this.#expired.delete(p.id);
+    const session: DiarizationSession = {
+      ...p,
+      chunkSamples: [],
+      finalized: [],
+      provisional: [],
+      speakers: 0,
+      lastAnswer: undefined,
+      running: new Map(),
+      lastActivityMs: this.#deps.clock.nowMs(),
+      isClosing: false,
+    };
+    this.#sessions.set(p.id, session);
+    this.#scheduleReap();
+    return session;
+  }
+
+  /** @throws session_not_found, session_expired */
+  get(id: string): DiarizationSession {
+    this.#expireDue();
+    const session = this.#sessions.get(id);
+    if (session !== undefined && !session.isClosing) return session;
+    const expired = this.#expired.get(id);
+    if (expired !== undefined)
+      throw errors.sessionExpired({ model: expired.model, sessionId: id, sessionIdleTimeoutMs: expired.idleTimeoutMs });
+    throw errors.sessionNotFound({ model: session?.model ?? '', sessionId: id });
+  }
+
+  /** The session was used now: its idle time starts again. */
+  touch(session: DiarizationSession): void {
+    session.lastActivityMs = this.#deps.clock.nowMs();
+    this.#scheduleReap();
+  }
+
+  /** The scheduler reported the session expired: the API session goes the same way. */
+  markExpired(session: DiarizationSession): void {
+    if (this.#sessions.get(session.id) !== session) return;
+    this.#expire(session);
+  }
+
+  delete(session: DiarizationSession): void {
+    if (this.#sessions.get(session.id) === session) this.#sessions.delete(session.id);
+  }
+
+  /** Expires due sessions now (the reaper's timer also does). */
+  expireDue(): void {
+    this.#expireDue();
+  }
+
+  close(): void {
+    this.#isClosed = true;
+    this.#reaper?.handle.cancel();
+    this.#reaper = undefined;
+  }
+
+  static isIdle(session: DiarizationSession): boolean {
+    return session.running.size === 0 && !session.isClosing;
+  }
+
+  #isDue(session: DiarizationSession, nowMs: number): boolean {
+    return DiarizationSessionStore.isIdle(session) && nowMs - session.lastActivityMs >= session.idleTimeoutMs;
+  }
+
+  #expire(session: DiarizationSession): void {
+    this.#sessions.delete(session.id);
+    this.#expired.set(session.id, { model: session.model, idleTimeoutMs: session.idleTimeoutMs });
+    if (this.#expired.size > EXPIRED_MEMORY) this.#expired.delete(this.#expired.keys().next().value!);
+    this.#deps.onExpired(session);
+  }
+
+  #expireDue(): void {
+    const nowMs = this.#deps.clock.nowMs();
+    for (const session of [...this.#sessions.values()]) if (this.#isDue(session, nowMs)) this.#expire(session);
+  }
+
+  #scheduleReap(): void {
+    if (this.#isClosed) return;
+    let atMs: number | undefined;
+    for (const s of this.#sessions.values()) {
+      if (!DiarizationSessionStore.isIdle(s)) continue;
+      const dueMs = s.lastActivityMs + s.idleTimeoutMs;
+      if (atMs === undefined || dueMs < atMs) atMs = dueMs;
+    }
+    if (atMs === undefined) return;
+    if (this.#reaper !== undefined && this.#reaper.atMs <= atMs) return;
+    this.#reaper?.handle.cancel();
+    const handle = this.#deps.clock.setTimeout(() => {
+      this.#reaper = undefined;
+      this.#expireDue();
+      this.#scheduleReap();
+    }, atMs - this.#deps.clock.nowMs());
+    this.#reaper = { atMs, handle };
+  }
+}

@@ -1,0 +1,98 @@
+/**
+ * A diarization engine's item output (the contract in docs/adapters.md: `finalized`,
+ * `provisional`, `speakers`), checked, and turned into the API's shapes: JSON segments with
+ * speaker labels, and RTTM lines (NIST's SPEAKER records, one per turn).
+ */
+import { speakerLabel, type SpeakerSegment } from '../../api/diarization.js';
+import { errors } from '../../core/error-catalog.js';
+import type { VoiceActivity } from '../pieces/split-policy.js';
+
+/** A segment as the engine sends it: seconds from the session start, a speaker index. */
+export interface EngineSegment {
+  start: number;
+  end: number;
+  speaker: number;
+}
+
+export interface EngineOutput {
+  finalized: EngineSegment[];
+  provisional: EngineSegment[];
+  speakers: number;
+}
+
+function isSegment(value: unknown): value is EngineSegment {
+  if (typeof value !== 'object' || value === null) return false;
+  const { start, end, speaker } = value as Record<string, unknown>;
+  return (
+    typeof start === 'number' &&
+    typeof end === 'number' &&
+    Number.isFinite(start) &&
+    Number.isFinite(end) &&
+    start >= 0 &&
+    end >= start &&
+    Number.isInteger(speaker) &&
+    (speaker as number) >= 0
+  );
+}
+
+/**
+ * The engine's output, checked against the contract.
+ * @throws internal_error when the output breaks the contract (an engine bug, not the caller's)
+ */
+export function toEngineOutput(output: Readonly<Record<string, unknown>>, model: string): EngineOutput {
+  const { finalized, provisional, speakers } = output;
+  const isValid =
+    Array.isArray(finalized) &&
+    Array.isArray(provisional) &&
+    finalized.every(isSegment) &&
+    provisional.every(isSegment) &&
+    Number.isInteger(speakers) &&
+    (speakers as number) >= 0;
+  if (!isValid) {
+    throw errors.internal({
+      cause: new Error(`The diarization model '${model}' answered without finalized and provisional segment lists and a speaker count`),
+    });
+  }
+  return { finalized: finalized as EngineSegment[], provisional: provisional as EngineSegment[], speakers: speakers as number };
+}
+
+/** Seconds rounded to the millisecond, as the API reports them. */
+function roundS(s: number): number {
+  return Math.round(s * 1000) / 1000;
+}
+
+export function toSpeakerSegments(segments: readonly EngineSegment[]): SpeakerSegment[] {
+  return segments.map((s) => ({ start: roundS(s.start), end: roundS(s.end), speaker: speakerLabel(s.speaker) }));
+}
+
+/**
+ * RTTM (NIST Rich Transcription Time Marked): one `SPEAKER <file> 1 <onset> <duration> <NA> <NA>
+ * <speaker> <NA> <NA>` line per turn, the format that DER scorers (dscore, pyannote) read.
+ */
+export function toRttm(fileId: string, segments: readonly SpeakerSegment[]): string {
+  const file = fileId.replace(/\s+/g, '_') || 'audio';
+  return segments
+    .map((s) => `SPEAKER ${file} 1 ${s.start.toFixed(3)} ${(s.end - s.start).toFixed(3)} <NA> <NA> ${s.speaker} <NA> <NA>\n`)
+    .join('');
+}
+
+/**
+ * The speech regions of a chunk, `[[startS, endS], ...]` relative to its start: runs of
+ * voice-activity frames at or above `threshold`. This is the `speech` item option of engines
+ * that use the gateway's voice activity.
+ */
+export function toSpeechRegions(activity: VoiceActivity, options: { sampleRateHz: number; threshold: number }): [number, number][] {
+  const frameS = activity.frameSamples / options.sampleRateHz;
+  const regions: [number, number][] = [];
+  let startFrame: number | undefined;
+  const count = activity.values.length;
+  for (let k = 0; k <= count; k++) {
+    const isSpeech = k < count && activity.values[k]! >= options.threshold;
+    if (isSpeech && startFrame === undefined) startFrame = k;
+    if (!isSpeech && startFrame !== undefined) {
+      regions.push([roundS(startFrame * frameS), roundS(k * frameS)]);
+      startFrame = undefined;
+    }
+  }
+  return regions;
+}

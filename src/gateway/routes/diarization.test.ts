@@ -1,0 +1,360 @@
+import assert from 'node:assert/strict';
+import type { FastifyInstance } from 'fastify';
+import { afterEach, describe, it } from 'node:test';
+import { FakeClock } from '../../../test/support/fake-clock.js';
+import { pcm16Wav } from '../../../test/support/audio.js';
+import type {
+  DiarizationChunkResult,
+  DiarizationJson,
+  DiarizationSessionCreated,
+  DiarizationSessionTimeline,
+} from '../../api/diarization.js';
+import { errors } from '../../core/error-catalog.js';
+import type { SequenceItem, SequenceResult, SubmitOptions } from '../../scheduler/index.js';
+import { createLogger } from '../../telemetry/logger.js';
+import { createMetrics } from '../../telemetry/metrics.js';
+import { buildGateway, createAudioDecoder, createEnergyDetector, type ModelCatalog, type ModelEntry } from '../index.js';
+
+const ENTRIES: ModelEntry[] = [
+  {
+    id: 'diar',
+    created: 0,
+    ownedBy: 'voxmux',
+    task: 'diarization',
+    diarization: { wantsSpeechRegions: true, sessionIdleTimeoutMs: 60_000 },
+  },
+  { id: 'asr', created: 0, ownedBy: 'voxmux', task: 'transcription' },
+];
+const MODELS: ModelCatalog = { list: () => ENTRIES, resolve: (name) => (name === 'diar' || name === 'asr' ? name : undefined) };
+
+/**
+ * A sequence port that plays a diarizer: each chunk is one turn of speaker seq % 2, provisional
+ * until the next chunk finalizes it. It records every submitted item and can hold items back.
+ */
+class FakeSequences {
+  readonly items: { model: string; item: SequenceItem }[] = [];
+  readonly ended: string[] = [];
+  nextError: Error | undefined;
+  /** While set, answers wait until `release()`. */
+  isHolding = false;
+  #held: (() => void)[] = [];
+
+  release(): void {
+    this.isHolding = false;
+    for (const go of this.#held.splice(0)) go();
+  }
+  #open = new Map<string, { start: number; end: number; speaker: number } | undefined>();
+
+  submit = (model: string, item: SequenceItem, options: SubmitOptions): Promise<SequenceResult> => {
+    assert.ok(options.timeoutMs > 0);
+    this.items.push({ model, item });
+    if (this.nextError !== undefined) {
+      const error = this.nextError;
+      this.nextError = undefined;
+      return Promise.reject(error);
+    }
+    const offset = item.options.chunkOffsetS as number;
+    const turn = { start: offset, end: offset + item.audio.length / 16_000, speaker: item.seq % 2 };
+    const previous = this.#open.get(item.sessionId);
+    const finalized = previous === undefined ? [] : [previous];
+    this.#open.set(item.sessionId, turn);
+    const output = item.isLast
+      ? { finalized: [...finalized, turn], provisional: [], speakers: Math.min(2, item.seq + 1) }
+      : { finalized, provisional: [turn], speakers: Math.min(2, item.seq + 1) };
+    const result = { sessionId: item.sessionId, seq: item.seq, output };
+    if (!this.isHolding) return Promise.resolve(result);
+    return new Promise((resolve) => this.#held.push(() => resolve(result)));
+  };
+
+  end = (_model: string, sessionId: string): Promise<void> => {
+    this.ended.push(sessionId);
+    return Promise.resolve();
+  };
+}
+
+let current: FastifyInstance | undefined;
+afterEach(async () => {
+  await current?.close();
+  current = undefined;
+});
+
+async function setup() {
+  const clock = new FakeClock();
+  const sequences = new FakeSequences();
+  const metrics = createMetrics();
+  const app = await buildGateway(
+    {
+      maxBodyBytes: 1024 * 1024,
+      requestTimeoutMs: 30_000,
+      apiKeys: [],
+      uploadPoolBytes: 0,
+      uploadPoolIdleMs: 10_000,
+      bodyTimeoutMs: 60_000,
+      splitAboveMs: 0,
+      pieceTargetMs: 15_000,
+      maxPieceMs: 60_000,
+      maxDiarizationChunkMs: 5_000,
+    },
+    {
+      transcribe: () => Promise.reject(new Error('not used')),
+      openStream: () => {
+        throw new Error('not used');
+      },
+      sequences,
+      models: MODELS,
+      voices: { models: () => [], catalog: () => [], residency: () => [] },
+      readiness: () => ({ isReady: true, body: {} }),
+      metricsText: () => metrics.registry.metrics(),
+      metricsContentType: 'text/plain',
+      voiceActivity: createEnergyDetector(),
+      decoder: createAudioDecoder({ maxDurationMs: 600_000, ffmpegPath: 'ffmpeg', ffmpegTimeoutMs: 10_000, tmpDir: '/tmp' }),
+      clock,
+      log: createLogger({ level: 'silent' }),
+      metrics,
+    },
+  );
+  current = app;
+  return { app, clock, sequences, metrics };
+}
+
+/** `seconds` of a loud square wave (speech to the energy detector) after a quiet half second. */
+function chunkWav(seconds: number): Buffer {
+  const samples = new Int16Array(Math.round(seconds * 16_000));
+  for (let i = 8000; i < samples.length; i++) samples[i] = i % 2 === 0 ? 8000 : -8000;
+  return pcm16Wav(samples);
+}
+
+function multipart(fields: Record<string, string>, file?: Buffer): { payload: Buffer; headers: Record<string, string> } {
+  const boundary = 'voxmuxdiarization';
+  const parts: Buffer[] = [];
+  for (const [name, value] of Object.entries(fields)) {
+    parts.push(Buffer.from(`--${boundary}\r\ncontent-disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`));
+  }
+  if (file !== undefined) {
+    parts.push(
+      Buffer.from(`--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="a.wav"\r\ncontent-type: audio/wav\r\n\r\n`),
+      file,
+      Buffer.from('\r\n'),
+    );
+  }
+  parts.push(Buffer.from(`--${boundary}--\r\n`));
+  return { payload: Buffer.concat(parts), headers: { 'content-type': `multipart/form-data; boundary=${boundary}` } };
+}
+
+async function createSession(app: FastifyInstance, body: Record<string, unknown> = { model: 'diar' }) {
+  return app.inject({
+    method: 'POST',
+    url: '/v1/audio/diarization/sessions',
+    payload: JSON.stringify(body),
+    headers: { 'content-type': 'application/json' },
+  });
+}
+
+async function sendChunk(app: FastifyInstance, id: string, fields: Record<string, string>, file?: Buffer) {
+  return app.inject({ method: 'POST', url: `/v1/audio/diarization/sessions/${id}/chunks`, ...multipart(fields, file) });
+}
+
+describe('POST /v1/audio/diarization (#17)', () => {
+  it('diarizes a whole file as a one-chunk session with its speech regions, and forgets the session', async () => {
+    const { app, sequences } = await setup();
+    const res = await app.inject({
+      method: 'POST',
+      url: '/v1/audio/diarization',
+      ...multipart({ model: 'diar', min_speakers: '1', max_speakers: '3' }, chunkWav(2)),
+    });
+    assert.equal(res.statusCode, 200, res.body);
+    const body = res.json<DiarizationJson>();
+    assert.deepEqual(body, { duration: 2, speakers: 1, segments: [{ start: 0, end: 2, speaker: 'speaker_0' }] });
+    const item = sequences.items[0]!.item;
+    assert.equal(item.isLast, true);
+    assert.equal(item.options.minSpeakers, 1);
+    assert.equal(item.options.maxSpeakers, 3);
+    assert.equal(item.options.chunkOffsetS, 0);
+    const speech = item.options.speech as [number, number][];
+    assert.equal(speech.length, 1);
+    assert.ok(Math.abs(speech[0]![0] - 0.5) <= 0.03 && Math.abs(speech[0]![1] - 2) <= 0.03, JSON.stringify(speech));
+    assert.deepEqual(sequences.ended, [item.sessionId]);
+  });
+
+  it('answers RTTM, and rejects a model of another task, a bad speaker range and an unknown format', async () => {
+    const { app } = await setup();
+    const rttm = await app.inject({
+      method: 'POST',
+      url: '/v1/audio/diarization',
+      ...multipart({ model: 'diar', response_format: 'rttm' }, chunkWav(1)),
+    });
+    assert.equal(rttm.statusCode, 200);
+    assert.equal(rttm.body, 'SPEAKER audio 1 0.000 1.000 <NA> <NA> speaker_0 <NA> <NA>\n');
+    const cases: [Record<string, string>, number, string][] = [
+      [{ model: 'asr' }, 400, 'model_task_mismatch'],
+      [{ model: 'nope' }, 404, 'model_not_found'],
+      [{ model: 'diar', min_speakers: '3', max_speakers: '2' }, 400, 'invalid_parameter'],
+      [{ model: 'diar', max_speakers: 'many' }, 400, 'invalid_parameter'],
+      [{ model: 'diar', response_format: 'srt' }, 400, 'unsupported_response_format'],
+    ];
+    for (const [fields, status, code] of cases) {
+      const res = await app.inject({ method: 'POST', url: '/v1/audio/diarization', ...multipart(fields, chunkWav(1)) });
+      assert.equal(res.statusCode, status, JSON.stringify(fields));
+      assert.equal(res.json<{ error: { code: string } }>().error.code, code);
+    }
+  });
+});
+
+describe('diarization sessions (#17)', () => {
+  it('runs chunks in order with their offsets, replays a retried number without running it, and closes with the final timeline', async () => {
+    const { app, sequences } = await setup();
+    const created = await createSession(app, { model: 'diar', id: 'call-42', max_speakers: 2 });
+    assert.equal(created.statusCode, 201, created.body);
+    const session = created.json<DiarizationSessionCreated>();
+    assert.equal(session.id, 'call-42');
+    assert.equal(session.idle_timeout, 60);
+    const first = await sendChunk(app, 'call-42', { seq: '0' }, chunkWav(1.5));
+    assert.equal(first.statusCode, 200, first.body);
+    assert.deepEqual(first.json<DiarizationChunkResult>().provisional, [{ start: 0, end: 1.5, speaker: 'speaker_0' }]);
+    const second = await sendChunk(app, 'call-42', { seq: '1' }, chunkWav(1));
+    const answer = second.json<DiarizationChunkResult>();
+    assert.deepEqual(answer.finalized, [{ start: 0, end: 1.5, speaker: 'speaker_0' }]);
+    assert.deepEqual(answer.provisional, [{ start: 1.5, end: 2.5, speaker: 'speaker_1' }]);
+    assert.equal(answer.duration, 2.5);
+    const retried = await sendChunk(app, 'call-42', { seq: '1' }, chunkWav(1));
+    assert.deepEqual(retried.json(), second.json(), 'the same answer');
+    assert.equal(sequences.items.length, 2, 'the retry did not run');
+    assert.deepEqual(
+      sequences.items.map(({ item }) => [item.seq, item.options.chunkOffsetS, item.options.maxSpeakers]),
+      [
+        [0, 0, 2],
+        [1, 1.5, 2],
+      ],
+    );
+    const got = await app.inject({ method: 'GET', url: '/v1/audio/diarization/sessions/call-42' });
+    const timeline = got.json<DiarizationSessionTimeline>();
+    assert.equal(timeline.status, 'open');
+    assert.equal(timeline.finalized, 1);
+    assert.equal(timeline.segments.length, 2);
+    const rttm = await app.inject({ method: 'GET', url: '/v1/audio/diarization/sessions/call-42?response_format=rttm' });
+    assert.equal(rttm.body.split('\n').filter(Boolean).length, 2);
+    const closed = await app.inject({ method: 'DELETE', url: '/v1/audio/diarization/sessions/call-42' });
+    const final = closed.json<DiarizationSessionTimeline>();
+    assert.equal(final.status, 'closed');
+    assert.equal(final.finalized, 2);
+    assert.deepEqual(sequences.ended, ['call-42']);
+    const after = await app.inject({ method: 'GET', url: '/v1/audio/diarization/sessions/call-42' });
+    assert.equal(after.statusCode, 404);
+    assert.equal(after.json<{ error: { code: string } }>().error.code, 'session_not_found');
+  });
+
+  it('answers a clear 4xx to gaps, old numbers, malformed and oversized chunks, and the session stays usable', async () => {
+    const { app, sequences } = await setup();
+    const id = (await createSession(app)).json<DiarizationSessionCreated>().id;
+    assert.equal((await sendChunk(app, id, { seq: '0' }, chunkWav(1))).statusCode, 200);
+    const cases: [Record<string, string>, Buffer | undefined, number, string, string?][] = [
+      [{ seq: '3' }, chunkWav(1), 400, 'sequence_gap', 'Expected sequence number 1: got 3'],
+      [{ seq: 'x' }, chunkWav(1), 400, 'invalid_parameter'],
+      [{}, chunkWav(1), 400, 'missing_parameter'],
+      [{ seq: '1' }, undefined, 400, 'missing_parameter'],
+      [{ seq: '1' }, Buffer.from('RIFF....WAVEfmt garbage'), 400, 'invalid_audio'],
+      [{ seq: '1' }, Buffer.from('this is not audio at all, just text'), 415, 'unsupported_audio_format'],
+      [{ seq: '1' }, chunkWav(6), 413, 'chunk_too_long'],
+      [{ seq: '1', is_last: 'maybe' }, chunkWav(1), 400, 'invalid_parameter'],
+    ];
+    for (const [fields, file, status, code, message] of cases) {
+      const res = await sendChunk(app, id, fields, file);
+      assert.equal(res.statusCode, status, `${code}: ${res.body}`);
+      const body = res.json<{ error: { code: string; message: string; type: string } }>();
+      assert.equal(body.error.code, code);
+      if (message !== undefined) assert.equal(body.error.message, message);
+    }
+    assert.equal(sequences.items.length, 1, 'no rejected chunk reached the scheduler');
+    const next = await sendChunk(app, id, { seq: '1' }, chunkWav(1));
+    assert.equal(next.statusCode, 200, next.body);
+    const old = await sendChunk(app, id, { seq: '0' }, chunkWav(1));
+    assert.equal(old.statusCode, 400);
+    assert.equal(old.json<{ error: { code: string } }>().error.code, 'sequence_out_of_order');
+    assert.equal((await sendChunk(app, id, { seq: '2' }, chunkWav(1))).statusCode, 200);
+  });
+
+  it('answers a retry of a running chunk with the same answer, without running it twice', async () => {
+    const { app, sequences } = await setup();
+    const id = (await createSession(app)).json<DiarizationSessionCreated>().id;
+    sequences.isHolding = true;
+    const first = sendChunk(app, id, { seq: '0' }, chunkWav(1));
+    while (sequences.items.length === 0) await new Promise((resolve) => setImmediate(resolve));
+    const retry = sendChunk(app, id, { seq: '0' }, chunkWav(1));
+    for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
+    sequences.release();
+    const [a, b] = await Promise.all([first, retry]);
+    assert.equal(a.statusCode, 200, a.body);
+    assert.deepEqual(b.json(), a.json());
+    assert.equal(sequences.items.length, 1);
+  });
+
+  it('takes the next chunk before the previous one is answered, with its offset, and answers both in order', async () => {
+    const { app, sequences } = await setup();
+    const id = (await createSession(app)).json<DiarizationSessionCreated>().id;
+    sequences.isHolding = true;
+    const first = sendChunk(app, id, { seq: '0' }, chunkWav(1));
+    while (sequences.items.length === 0) await new Promise((resolve) => setImmediate(resolve));
+    const second = sendChunk(app, id, { seq: '1' }, chunkWav(2));
+    while (sequences.items.length === 1) await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(sequences.items[1]!.item.options.chunkOffsetS, 1);
+    sequences.release();
+    const [a, b] = await Promise.all([first, second]);
+    assert.equal(a.statusCode, 200, a.body);
+    assert.deepEqual(b.json<DiarizationChunkResult>().finalized, [{ start: 0, end: 1, speaker: 'speaker_0' }]);
+    assert.equal(b.json<DiarizationChunkResult>().duration, 3);
+  });
+
+  it('keeps the number of a chunk the scheduler refused before taking it (queue_full), so the client retries it', async () => {
+    const { app, sequences } = await setup();
+    const id = (await createSession(app)).json<DiarizationSessionCreated>().id;
+    sequences.nextError = errors.queueFull({ model: 'diar', queued: 1, retryAfterMs: 1000 });
+    const refused = await sendChunk(app, id, { seq: '0' }, chunkWav(1));
+    assert.equal(refused.statusCode, 429);
+    const retried = await sendChunk(app, id, { seq: '0' }, chunkWav(1));
+    assert.equal(retried.statusCode, 200, retried.body);
+  });
+
+  it('rejects unknown sessions, duplicate and malformed ids, and non-JSON bodies', async () => {
+    const { app } = await setup();
+    const unknown = await sendChunk(app, 'nope', { seq: '0' }, chunkWav(1));
+    assert.equal(unknown.statusCode, 404);
+    assert.equal(unknown.json<{ error: { code: string } }>().error.code, 'session_not_found');
+    assert.equal((await createSession(app, { model: 'diar', id: 'dup' })).statusCode, 201);
+    const dup = await createSession(app, { model: 'diar', id: 'dup' });
+    assert.equal(dup.json<{ error: { code: string } }>().error.code, 'session_already_exists');
+    const bad = await createSession(app, { model: 'diar', id: 'a/b' });
+    assert.equal(bad.json<{ error: { code: string; param: string } }>().error.param, 'id');
+    const text = await app.inject({
+      method: 'POST',
+      url: '/v1/audio/diarization/sessions',
+      payload: 'model=diar',
+      headers: { 'content-type': 'text/plain' },
+    });
+    assert.equal(text.json<{ error: { code: string } }>().error.code, 'invalid_content_type');
+    const broken = await app.inject({
+      method: 'POST',
+      url: '/v1/audio/diarization/sessions',
+      payload: '{',
+      headers: { 'content-type': 'application/json' },
+    });
+    assert.equal(broken.json<{ error: { code: string } }>().error.code, 'invalid_parameter');
+    const asr = await createSession(app, { model: 'asr' });
+    assert.equal(asr.json<{ error: { code: string } }>().error.code, 'model_task_mismatch');
+  });
+
+  it('expires an idle session on the clock: 404 session_expired, counted in metrics, its engine state released', async () => {
+    const { app, clock, sequences, metrics } = await setup();
+    const id = (await createSession(app)).json<DiarizationSessionCreated>().id;
+    assert.equal((await sendChunk(app, id, { seq: '0' }, chunkWav(1))).statusCode, 200);
+    clock.advance(59_999);
+    assert.equal((await app.inject({ method: 'GET', url: `/v1/audio/diarization/sessions/${id}` })).statusCode, 200);
+    clock.advance(60_000);
+    assert.deepEqual(sequences.ended, [id], 'expired by the timer, without a call');
+    const res = await sendChunk(app, id, { seq: '1' }, chunkWav(1));
+    assert.equal(res.statusCode, 404);
+    const error = res.json<{ error: { code: string; message: string } }>().error;
+    assert.equal(error.code, 'session_expired');
+    assert.match(error.message, /expired after 60000 ms/);
+    assert.match(await metrics.registry.metrics(), /voxmux_gateway_diarization_sessions_expired_total\{model="diar"\} 1/);
+  });
+});
