@@ -135,7 +135,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
   if (problems.length > 0) throw new ConfigError(problems);
   log.info({ gpus: nodeGpus }, 'gpus');
   const supervisor = createSupervisor(
-    { ...config.supervisor, nodeGpus, models: config.models },
+    { ...config.supervisor, nodeGpus, models: config.models, retryAfterMs: config.scheduler.retryAfterMs },
     {
       spawn: deps.spawn,
       clock,
