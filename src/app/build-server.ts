@@ -16,6 +16,7 @@ import {
   type ReadinessSnapshot,
   type VoiceDirectory,
 } from '../gateway/index.js';
+import { createBudgetGuard, type BudgetGuard } from '../ops/index.js';
 import { createScheduler, type Scheduler } from '../scheduler/index.js';
 import {
   checkPlacement,
@@ -47,6 +48,8 @@ export interface Server {
   scheduler: Scheduler;
   supervisor: Supervisor;
   metrics: Metrics;
+  /** The budget guard; undefined when no budget, uptime limit or price is configured. */
+  budget: BudgetGuard | undefined;
   /** Starts MPS (when enabled) and every instance; resolves when each is ready or failed to start. */
   startInstances(): Promise<void>;
   /** Drains: answers new calls 503 shutting_down while pending requests finish, then closes the listener and the instances. */
@@ -121,6 +124,27 @@ export async function checkRequestLogPath(path: string): Promise<string | undefi
   return isWritable ? undefined : `requestLog.path: expected a file in an existing, writable folder: got '${path}'`;
 }
 
+const HELD_STATES: ReadonlySet<string> = new Set(['spawning', 'handshaking', 'loading', 'warming', 'ready', 'draining']);
+
+/** GPUs on which at least one instance is live (spawned and not yet ended): what the budget accrues. */
+export function countGpusHeld(instances: readonly { gpu: number | null; state: string }[]): number {
+  return new Set(instances.filter((i) => i.gpu !== null && HELD_STATES.has(i.state)).map((i) => i.gpu)).size;
+}
+
+const WEBHOOK_TIMEOUT_MS = 10_000;
+
+/** POSTs JSON (the budget webhook); rejects on a network error, a timeout or a status other than 2xx. */
+async function postJson(url: string, body: unknown): Promise<void> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(WEBHOOK_TIMEOUT_MS),
+  });
+  await res.arrayBuffer();
+  if (!res.ok) throw new Error(`webhook answered ${res.status}`);
+}
+
 export async function buildServer(config: Config, deps: ServerDeps): Promise<Server> {
   const { log, clock } = deps;
   const metrics = createMetrics();
@@ -134,6 +158,13 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
   if (logProblem !== undefined) problems.push(logProblem);
   if (problems.length > 0) throw new ConfigError(problems);
   log.info({ gpus: nodeGpus }, 'gpus');
+  const b = config.budget;
+  const isBudgetOn = b.monthlyBudgetUsd > 0 || b.dailyUptimeLimitHours > 0 || b.gpuHourPriceUsd > 0;
+  // The guard counts the GPUs the supervisor's placement put live instances on (created below).
+  let gpusHeld = (): number => 0;
+  const budget = isBudgetOn
+    ? createBudgetGuard(b, { clock, log: log.child({ component: 'budget' }), metrics, gpusHeld: () => gpusHeld(), postJson })
+    : undefined;
   const supervisor = createSupervisor(
     { ...config.supervisor, nodeGpus, models: config.models, retryAfterMs: config.scheduler.retryAfterMs },
     {
@@ -143,8 +174,10 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       metrics,
       baseEnv: deps.baseEnv,
       instanceEnv: mps === undefined ? undefined : () => mps.instanceEnv(),
+      wakeRefusal: budget === undefined ? undefined : (model) => budget.wakeRefusal(model),
     },
   );
+  gpusHeld = () => countGpusHeld(supervisor.stats().instances);
   const scheduler = createScheduler(
     { ...config.scheduler, models: config.models },
     { executor: supervisor, clock, log: log.child({ component: 'scheduler' }), metrics },
@@ -160,15 +193,18 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
   };
   const readiness = (): ReadinessSnapshot => {
     const { instances } = supervisor.stats();
-    const body: Record<string, { isReady: boolean; instances: unknown[] }> = {};
+    const body: Record<string, { isReady: boolean; state: string; instances: unknown[] }> = {};
     let isReady = true;
     for (const [name, model] of Object.entries(config.models)) {
       const mine = instances.filter((i) => i.model === name);
       const isModelReady = model.instances === 0 || mine.some((i) => i.state === 'ready');
-      isReady &&= isModelReady;
-      body[name] = { isReady: isModelReady, instances: mine.map((i) => ({ ...i })) };
+      // A model stopped when idle (or waking on demand) does not make the server unready: a
+      // request wakes it, so traffic must keep coming.
+      isReady &&= isModelReady || supervisor.isOnDemand(name);
+      body[name] = { isReady: isModelReady, state: supervisor.modelState(name), instances: mine.map((i) => ({ ...i })) };
     }
-    return { isReady, body: { models: body, gpus: gpuHealth(nodeGpus, instances), scheduler: scheduler.stats() } };
+    const budgetBody = budget === undefined ? {} : { budget: budget.snapshot() };
+    return { isReady, body: { models: body, gpus: gpuHealth(nodeGpus, instances), scheduler: scheduler.stats(), ...budgetBody } };
   };
   const gateway = config.gateway;
   let isDraining = false;
@@ -221,6 +257,12 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       log,
       metrics,
       isDraining: () => isDraining,
+      lifecycle: {
+        state: (model) => supervisor.modelState(model),
+        wake: (model) => supervisor.wake(model),
+        sleep: (model) => supervisor.sleep(model),
+        whyUnavailable: (model) => supervisor.whyUnavailable(model),
+      },
       ...(requestLog === undefined ? {} : { requestLog, instanceGpu }),
     },
   );
@@ -229,14 +271,17 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
     scheduler,
     supervisor,
     metrics,
+    budget,
     async startInstances() {
       await mps?.start();
+      budget?.start();
       await supervisor.start();
     },
     async close() {
       // The listener stays open while pending requests finish: new calls get 503 shutting_down
       // with Retry-After (the gateway reads isDraining), then it closes (docs/operations.md).
       isDraining = true;
+      budget?.close();
       await scheduler.close();
       await app.close();
       await requestLog?.close();
@@ -244,6 +289,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       await mps?.stop();
     },
     async destroy() {
+      budget?.close();
       scheduler.destroy();
       supervisor.destroy();
       await app.close();

@@ -293,7 +293,8 @@ export const RequestLogSchema = Type.Object(
 export const BudgetSchema = Type.Object(
   {
     gpuHourPriceUsd: Type.Number({
-      description: 'Price of one GPU hour, in US dollars; spend is the GPU hours accrued (each GPU counts while at least one instance runs on it) times this.',
+      description:
+        'Price of one GPU hour, in US dollars; spend is the GPU hours accrued (each GPU counts while at least one instance runs on it) times this.',
       default: 0,
       minimum: 0,
     }),

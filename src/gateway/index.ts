@@ -5,6 +5,8 @@ export type {
   GatewayOptions,
   ModelCatalog,
   ModelEntry,
+  ModelLifecycleControl,
+  ModelLifecycleState,
   ModelTask,
   ReadinessSnapshot,
   SpeechModelSettings,

@@ -177,8 +177,7 @@ export function createStreamDispatcher(options: StreamDispatcherOptions, deps: S
     pumping.add(model);
     try {
       if (q.length > 0 && executor.availability(model) === 'unavailable') {
-        for (const entry of [...q])
-          finish(entry, { ok: false, error: unavailableError(executor, model, options.retryAfterMs) });
+        for (const entry of [...q]) finish(entry, { ok: false, error: unavailableError(executor, model, options.retryAfterMs) });
         return;
       }
       for (;;) {

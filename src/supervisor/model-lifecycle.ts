@@ -197,11 +197,7 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
       void stop(model, e, 'failed');
     };
     const timer = clock.setTimeout(
-      () =>
-        fail(
-          'timeout',
-          errors.modelWakeTimeout({ model, wakeTimeoutMs: policy.wakeTimeoutMs, retryAfterMs: options.retryAfterMs }),
-        ),
+      () => fail('timeout', errors.modelWakeTimeout({ model, wakeTimeoutMs: policy.wakeTimeoutMs, retryAfterMs: options.retryAfterMs })),
       policy.wakeTimeoutMs,
     );
     deps.startInstances(model).then(
@@ -220,8 +216,7 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
         armIdleTimer(model, e);
         settleWaiters(e);
       },
-      (err: unknown) =>
-        fail('failed', errors.modelWakeFailed({ model, reason: String(err), retryAfterMs: options.retryAfterMs })),
+      (err: unknown) => fail('failed', errors.modelWakeFailed({ model, reason: String(err), retryAfterMs: options.retryAfterMs })),
     );
   }
 
