@@ -254,16 +254,19 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
       else if (e.state === 'starting' && e.isWoken) metrics.modelHeldRequests.inc({ model });
       wake(model, e);
     },
+    // Boot changes notify no one: the supervisor's start() reports its instances itself.
     booting(model) {
       const e = entryOf(model);
       e.isWoken = false;
-      setState(e, 'starting');
+      e.state = 'starting';
+      updateGauges();
     },
     booted(model) {
       const e = entryOf(model);
       if (e.state !== 'starting' || e.isWoken) return;
       e.lastDemandMs = clock.nowMs();
-      setState(e, 'ready');
+      e.state = 'ready';
+      updateGauges();
       armIdleTimer(model, e);
       settleWaiters(e);
     },

@@ -508,8 +508,8 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     availability(model) {
       if (options.models[model] !== undefined && !isClosing) {
         const state = lifecycle.state(model);
+        // A starting model is judged by its instances below: one already ready takes work.
         if (state === 'stopped' || state === 'stopping') return lifecycle.isWaking(model) ? 'starting' : 'unavailable';
-        if (state === 'starting') return 'starting';
       }
       const mine = slots.filter((s) => s.model === model);
       if (mine.some((s) => s.current?.state === 'ready')) return 'ready';
