@@ -113,15 +113,20 @@ export function gpuHealth(
  * the start instead of dropping every line; undefined when the log is off or its folder is writable.
  */
 export async function checkRequestLogPath(path: string): Promise<string | undefined> {
+  return checkFilePath('requestLog.path', path);
+}
+
+/** The problem with a file setting (requestLog.path, budget.statePath) whose folder must exist and be writable. */
+export async function checkFilePath(key: string, path: string): Promise<string | undefined> {
   if (path === '') return undefined;
   const target = await stat(path).catch(() => undefined);
-  if (target?.isDirectory() === true) return `requestLog.path: expected a file: got the folder '${path}'`;
+  if (target?.isDirectory() === true) return `${key}: expected a file: got the folder '${path}'`;
   const folder = dirname(resolve(path));
   const isWritable = await access(folder, constants.W_OK).then(
     () => true,
     () => false,
   );
-  return isWritable ? undefined : `requestLog.path: expected a file in an existing, writable folder: got '${path}'`;
+  return isWritable ? undefined : `${key}: expected a file in an existing, writable folder: got '${path}'`;
 }
 
 const HELD_STATES: ReadonlySet<string> = new Set(['spawning', 'handshaking', 'loading', 'warming', 'ready', 'draining']);
@@ -156,6 +161,8 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
   const problems = Object.entries(config.models).flatMap(([name, model]) => checkPlacement(name, model, nodeGpus));
   const logProblem = await checkRequestLogPath(config.requestLog.path);
   if (logProblem !== undefined) problems.push(logProblem);
+  const stateProblem = await checkFilePath('budget.statePath', config.budget.statePath);
+  if (stateProblem !== undefined) problems.push(stateProblem);
   if (problems.length > 0) throw new ConfigError(problems);
   log.info({ gpus: nodeGpus }, 'gpus');
   const b = config.budget;

@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { floatWav, noise } from '../support/audio.js';
 import { startServer, type RunningServer } from '../support/server-process.js';
 import { waitFor } from '../support/wait-for.js';
 
@@ -86,5 +87,30 @@ describe('budget guards (#20)', () => {
     await sleep(2500);
     assert.equal(receiver.posts.length, 4);
     assert.ok((await under.metric('voxmux_budget_spend_usd')) >= 3, 'the spend was kept across restarts');
+  });
+
+  it('with hardStop, refuses to wake a stopped model once the budget is used up: 503 gpu_budget_exhausted', async () => {
+    // $1 per GPU-second against $1: used up after the first second with the instance up.
+    const server = await startServer({
+      config: {
+        supervisor: { gpus: [0], heartbeatIntervalMs: 200 },
+        budget: { gpuHourPriceUsd: 3600, monthlyBudgetUsd: 1, checkIntervalMs: 1000, hardStop: true },
+        models: { echo: { adapter: 'test', instances: 1, idleStopAfterMs: 1500 } },
+      },
+    });
+    running.push(server);
+    await waitFor(() => server.logs.some((l) => l.msg === 'model stopped'), 'the idle stop', 20_000);
+    await waitFor(() => server.logs.some((l) => l.msg === 'budget threshold reached' && l.percent === 100), 'the 100 % check', 20_000);
+    const form = new FormData();
+    form.append('model', 'echo');
+    form.append('file', new Blob([floatWav(noise(8_000, 1))]), 'a.wav');
+    const res = await fetch(`${server.url}/v1/audio/transcriptions`, { method: 'POST', body: form });
+    const body = (await res.json()) as { error?: { code: string } };
+    assert.equal(res.status, 503);
+    assert.equal(body.error?.code, 'gpu_budget_exhausted');
+    assert.ok(Number(res.headers.get('retry-after')) >= 1);
+    const woken = await fetch(`${server.url}/v1/models/echo/wake`, { method: 'POST' });
+    assert.equal(woken.status, 503);
+    assert.equal(await server.metric('voxmux_model_wakes_total', { model: 'echo', outcome: 'refused' }), 2);
   });
 });
