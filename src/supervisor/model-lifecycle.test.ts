@@ -51,6 +51,13 @@ async function booted(t: ReturnType<typeof setup>): Promise<void> {
   await settle();
 }
 
+/** Boots, then stops the model by hand, forgetting those calls. */
+async function stopped(t: ReturnType<typeof setup>): Promise<void> {
+  await booted(t);
+  await t.lifecycle.sleep('m');
+  t.calls.length = 0;
+}
+
 describe('ModelLifecycle', () => {
   it('stops a model after idleStopAfterMs without requests, not before', async () => {
     const t = setup();
@@ -115,6 +122,7 @@ describe('ModelLifecycle', () => {
 
   it('fails a wake that is not ready within wakeTimeoutMs with model_wake_timeout, and the next demand wakes again', async () => {
     const t = setup({ idleStopAfterMs: 0, wakeTimeoutMs: 5000 });
+    await stopped(t);
     const waited = t.lifecycle.wake('m');
     t.clock.advance(4999);
     await settle();
@@ -134,6 +142,7 @@ describe('ModelLifecycle', () => {
 
   it('fails a wake whose instances cannot start with model_wake_failed at once', async () => {
     const t = setup();
+    await stopped(t);
     const waited = t.lifecycle.wake('m');
     t.finishStart(false);
     assert.equal(await waited, 'stopped');
@@ -162,6 +171,7 @@ describe('ModelLifecycle', () => {
 
   it('refuses a wake while the budget refuses wakes, leaving the model stopped with that reason', async () => {
     const t = setup();
+    await stopped(t);
     t.refuse(errors.gpuBudgetExhausted({ model: 'm', guard: 'monthly GPU budget', retryAfterMs: 60_000 }));
     assert.equal(await t.lifecycle.wake('m'), 'stopped');
     assert.equal(t.lifecycle.failure('m')?.code, 'gpu_budget_exhausted');

@@ -94,8 +94,9 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
   const entries = new Map<string, Entry>();
   let isClosed = false;
   for (const model of Object.keys(options.models)) {
+    // Every model starts at boot (the supervisor's start()): until then it is starting.
     entries.set(model, {
-      state: 'stopped',
+      state: 'starting',
       isWoken: false,
       lastDemandMs: clock.nowMs(),
       idleTimer: undefined,
