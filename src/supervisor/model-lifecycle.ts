@@ -273,7 +273,7 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
     },
     wake(model) {
       const e = entryOf(model);
-      if (e.state === 'ready') return Promise.resolve(e.state);
+      if (e.state === 'ready' || isClosed) return Promise.resolve(e.state);
       return new Promise<ModelState>((resolve) => {
         e.waiters.push(resolve);
         wake(model, e);
