@@ -4,7 +4,7 @@ import { loadConfig } from '../config/load.js';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { checkRequestLogPath, createModelCatalog, gpuHealth } from './build-server.js';
+import { checkFilePath, checkRequestLogPath, countGpusHeld, createModelCatalog, gpuHealth } from './build-server.js';
 
 describe('gpuHealth', () => {
   it('takes a GPU whose instances are all down out of rotation and names it', () => {
@@ -78,5 +78,23 @@ describe('checkRequestLogPath (#20)', () => {
       /^requestLog\.path: expected a file in an existing, writable folder/,
     );
     assert.match((await checkRequestLogPath(dir)) ?? '', /^requestLog\.path: expected a file: got the folder/);
+  });
+});
+
+describe('checkFilePath and countGpusHeld (#20)', () => {
+  it('names the setting whose file cannot be written', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'voxmux-state-path-'));
+    assert.equal(await checkFilePath('budget.statePath', join(dir, 'budget.json')), undefined);
+    assert.match(
+      (await checkFilePath('budget.statePath', join(dir, 'no', 'budget.json'))) ?? '',
+      /^budget\.statePath: expected a file in an existing/,
+    );
+  });
+
+  it('counts each GPU that at least one live instance is placed on, once', () => {
+    const i = (gpu: number | null, state: string) => ({ gpu, state });
+    assert.equal(countGpusHeld([i(0, 'ready'), i(0, 'loading'), i(1, 'closed'), i(2, 'restarting'), i(null, 'ready')]), 1);
+    assert.equal(countGpusHeld([i(0, 'spawning'), i(1, 'draining')]), 2);
+    assert.equal(countGpusHeld([]), 0);
   });
 });

@@ -17,6 +17,7 @@ import {
   type ReadinessSnapshot,
   type VoiceDirectory,
 } from '../gateway/index.js';
+import { createBudgetGuard, type BudgetGuard } from '../ops/index.js';
 import { createScheduler, type Scheduler } from '../scheduler/index.js';
 import {
   checkPlacement,
@@ -52,6 +53,8 @@ export interface Server {
   scheduler: Scheduler;
   supervisor: Supervisor;
   metrics: Metrics;
+  /** The budget guard; undefined when no budget, uptime limit or price is configured. */
+  budget: BudgetGuard | undefined;
   /** Starts MPS (when enabled) and every instance; resolves when each is ready or failed to start. */
   startInstances(): Promise<void>;
   /** Drains: answers new calls 503 shutting_down while pending requests finish, then closes the listener and the instances. */
@@ -126,15 +129,41 @@ export function gpuHealth(
  * the start instead of dropping every line; undefined when the log is off or its folder is writable.
  */
 export async function checkRequestLogPath(path: string): Promise<string | undefined> {
+  return checkFilePath('requestLog.path', path);
+}
+
+/** The problem with a file setting (requestLog.path, budget.statePath) whose folder must exist and be writable. */
+export async function checkFilePath(key: string, path: string): Promise<string | undefined> {
   if (path === '') return undefined;
   const target = await stat(path).catch(() => undefined);
-  if (target?.isDirectory() === true) return `requestLog.path: expected a file: got the folder '${path}'`;
+  if (target?.isDirectory() === true) return `${key}: expected a file: got the folder '${path}'`;
   const folder = dirname(resolve(path));
   const isWritable = await access(folder, constants.W_OK).then(
     () => true,
     () => false,
   );
-  return isWritable ? undefined : `requestLog.path: expected a file in an existing, writable folder: got '${path}'`;
+  return isWritable ? undefined : `${key}: expected a file in an existing, writable folder: got '${path}'`;
+}
+
+const HELD_STATES: ReadonlySet<string> = new Set(['spawning', 'handshaking', 'loading', 'warming', 'ready', 'draining']);
+
+/** GPUs on which at least one instance is live (spawned and not yet ended): what the budget accrues. */
+export function countGpusHeld(instances: readonly { gpu: number | null; state: string }[]): number {
+  return new Set(instances.filter((i) => i.gpu !== null && HELD_STATES.has(i.state)).map((i) => i.gpu)).size;
+}
+
+const WEBHOOK_TIMEOUT_MS = 10_000;
+
+/** POSTs JSON (the budget webhook); rejects on a network error, a timeout or a status other than 2xx. */
+async function postJson(url: string, body: unknown): Promise<void> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(WEBHOOK_TIMEOUT_MS),
+  });
+  await res.arrayBuffer();
+  if (!res.ok) throw new Error(`webhook answered ${res.status}`);
 }
 
 export async function buildServer(config: Config, deps: ServerDeps): Promise<Server> {
@@ -148,10 +177,19 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
   const problems = Object.entries(config.models).flatMap(([name, model]) => checkPlacement(name, model, nodeGpus));
   const logProblem = await checkRequestLogPath(config.requestLog.path);
   if (logProblem !== undefined) problems.push(logProblem);
+  const stateProblem = await checkFilePath('budget.statePath', config.budget.statePath);
+  if (stateProblem !== undefined) problems.push(stateProblem);
   if (problems.length > 0) throw new ConfigError(problems);
   log.info({ gpus: nodeGpus }, 'gpus');
+  const b = config.budget;
+  const isBudgetOn = b.monthlyBudgetUsd > 0 || b.dailyUptimeLimitHours > 0 || b.gpuHourPriceUsd > 0;
+  // The guard counts the GPUs the supervisor's placement put live instances on (created below).
+  let gpusHeld = (): number => 0;
+  const budget = isBudgetOn
+    ? createBudgetGuard(b, { clock, log: log.child({ component: 'budget' }), metrics, gpusHeld: () => gpusHeld(), postJson })
+    : undefined;
   const supervisor = createSupervisor(
-    { ...config.supervisor, nodeGpus, models: config.models },
+    { ...config.supervisor, nodeGpus, models: config.models, retryAfterMs: config.scheduler.retryAfterMs },
     {
       spawn: deps.spawn,
       clock,
@@ -159,8 +197,10 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       metrics,
       baseEnv: deps.baseEnv,
       instanceEnv: mps === undefined ? undefined : () => mps.instanceEnv(),
+      wakeRefusal: budget === undefined ? undefined : (model) => budget.wakeRefusal(model),
     },
   );
+  gpusHeld = () => countGpusHeld(supervisor.stats().instances);
   const scheduler = createScheduler(
     { ...config.scheduler, models: config.models },
     { executor: supervisor, clock, log: log.child({ component: 'scheduler' }), metrics },
@@ -185,15 +225,18 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
   };
   const readiness = (): ReadinessSnapshot => {
     const { instances } = supervisor.stats();
-    const body: Record<string, { isReady: boolean; instances: unknown[] }> = {};
+    const body: Record<string, { isReady: boolean; state: string; instances: unknown[] }> = {};
     let isReady = true;
     for (const [name, model] of Object.entries(config.models)) {
       const mine = instances.filter((i) => i.model === name);
       const isModelReady = model.instances === 0 || mine.some((i) => i.state === 'ready');
-      isReady &&= isModelReady;
-      body[name] = { isReady: isModelReady, instances: mine.map((i) => ({ ...i })) };
+      // A model stopped when idle (or waking on demand) does not make the server unready: a
+      // request wakes it, so traffic must keep coming.
+      isReady &&= isModelReady || supervisor.isOnDemand(name);
+      body[name] = { isReady: isModelReady, state: supervisor.modelState(name), instances: mine.map((i) => ({ ...i })) };
     }
-    return { isReady, body: { models: body, gpus: gpuHealth(nodeGpus, instances), scheduler: scheduler.stats() } };
+    const budgetBody = budget === undefined ? {} : { budget: budget.snapshot() };
+    return { isReady, body: { models: body, gpus: gpuHealth(nodeGpus, instances), scheduler: scheduler.stats(), ...budgetBody } };
   };
   const gateway = config.gateway;
   let isDraining = false;
@@ -254,6 +297,12 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       log,
       metrics,
       isDraining: () => isDraining,
+      lifecycle: {
+        state: (model) => supervisor.modelState(model),
+        wake: (model) => supervisor.wake(model),
+        sleep: (model) => supervisor.sleep(model),
+        whyUnavailable: (model) => supervisor.whyUnavailable(model),
+      },
       ...(requestLog === undefined ? {} : { requestLog, instanceGpu }),
     },
   );
@@ -263,14 +312,17 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
     scheduler,
     supervisor,
     metrics,
+    budget,
     async startInstances() {
       await mps?.start();
+      budget?.start();
       await supervisor.start();
     },
     async close() {
       // The listener stays open while pending requests finish: new calls get 503 shutting_down
       // with Retry-After (the gateway reads isDraining), then it closes (docs/operations.md).
       isDraining = true;
+      budget?.close();
       await scheduler.close();
       // app.close() waits for every connection: those serving no request (a keep-alive one whose
       // call ended during the drain, a spare a client opened) are closed until it returns.
@@ -290,6 +342,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       await mps?.stop();
     },
     async destroy() {
+      budget?.close();
       scheduler.destroy();
       supervisor.destroy();
       await app.close();

@@ -250,6 +250,17 @@ export const ModelSchema = Type.Object(
       description: 'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE by instance index on its GPU (cycled); empty leaves it unset.',
       default: [],
     }),
+    // model lifecycle (issue 20)
+    idleStopAfterMs: Ms(
+      "Stop the model's instances (freeing their memory) after this long without requests, in milliseconds; the next request wakes it. 0 never stops it.",
+      0,
+      0,
+    ),
+    wakeTimeoutMs: Ms(
+      'Longest a request for a stopped model is held while the model wakes, in milliseconds; a wake not ready by then answers its held requests 503 model_wake_timeout.',
+      90_000,
+      1,
+    ),
   },
   { additionalProperties: false },
 );
@@ -304,6 +315,42 @@ export const RequestLogSchema = Type.Object(
       default: 5,
       minimum: 0,
       maximum: 1000,
+    }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+export const BudgetSchema = Type.Object(
+  {
+    gpuHourPriceUsd: Type.Number({
+      description:
+        'Price of one GPU hour, in US dollars; spend is the GPU hours accrued (each GPU counts while at least one instance runs on it) times this.',
+      default: 0,
+      minimum: 0,
+    }),
+    monthlyBudgetUsd: Type.Number({
+      description: 'GPU spend allowed per calendar month (UTC), in US dollars; 0 turns the monthly guard off.',
+      default: 0,
+      minimum: 0,
+    }),
+    dailyUptimeLimitHours: Type.Number({
+      description: 'Hours per day (UTC) during which at least one instance may hold a GPU; 0 turns the daily guard off.',
+      default: 0,
+      minimum: 0,
+      maximum: 24,
+    }),
+    checkIntervalMs: Ms('Time between budget checks, in milliseconds; a missed check is made up by the next one.', 300_000, 1000),
+    webhookUrl: Type.String({
+      description: 'URL that gets a JSON POST each time a guard crosses 80 % or 100 %; empty posts nothing.',
+      default: '',
+    }),
+    hardStop: Type.Boolean({
+      description: 'At 100 % of a guard, refuse every wake of a stopped model (503 gpu_budget_exhausted); running models keep serving.',
+      default: false,
+    }),
+    statePath: Type.String({
+      description: 'File keeping the accrued GPU hours and uptime across restarts; empty keeps them in memory only.',
+      default: '',
     }),
   },
   { additionalProperties: false, default: {} },
@@ -394,6 +441,8 @@ export const DEFAULT_MODELS = {
     command: [],
     exclusiveWarmup: false,
     mpsActiveThreadPercentages: [],
+    idleStopAfterMs: 0,
+    wakeTimeoutMs: 90_000,
     task: 'transcription' as ModelTask,
     diarizationModel: '',
     voiceAliases: {},
@@ -415,6 +464,8 @@ export const DEFAULT_MODELS = {
     command: [],
     exclusiveWarmup: false,
     mpsActiveThreadPercentages: [],
+    idleStopAfterMs: 0,
+    wakeTimeoutMs: 90_000,
     task: 'speech' as ModelTask,
     diarizationModel: '',
     voiceAliases: { ...DEBIAN_VOICE_ALIASES },
@@ -449,6 +500,7 @@ export const ConfigSchema = Type.Object(
     supervisor: SupervisorSchema,
     telemetry: TelemetrySchema,
     requestLog: RequestLogSchema,
+    budget: BudgetSchema,
     models: Type.Record(Type.String({ minLength: 1 }), ModelSchema, {
       description: 'Served models by name.',
       default: DEFAULT_MODELS,
@@ -465,6 +517,7 @@ export type SupervisorConfig = Static<typeof SupervisorSchema>;
 export type ModelConfig = Static<typeof ModelSchema>;
 export type TelemetryConfig = Static<typeof TelemetrySchema>;
 export type RequestLogConfig = Static<typeof RequestLogSchema>;
+export type BudgetConfig = Static<typeof BudgetSchema>;
 
 /** Paths whose values are secrets: redacted by --print-config. */
 export const SECRET_PATHS = ['gateway.apiKeys'] as const;

@@ -33,6 +33,19 @@ export const ERROR_CATALOG = {
   no_ready_instance: { kind: 'unavailable', remedy: 'Retry after the Retry-After delay; see /health/ready.' },
   deadline_exceeded: { kind: 'deadline_exceeded', remedy: 'Retry, or raise gateway.requestTimeoutMs.' },
   shutting_down: { kind: 'unavailable', remedy: 'Retry against another node.' },
+  // model lifecycle (idle stop and wake) and budget guards
+  model_wake_failed: {
+    kind: 'unavailable',
+    remedy: 'Retry after the Retry-After delay (the next request wakes the model again); see the instance log and /health/ready.',
+  },
+  model_wake_timeout: {
+    kind: 'unavailable',
+    remedy: "Retry after the Retry-After delay, or raise the model's wakeTimeoutMs.",
+  },
+  gpu_budget_exhausted: {
+    kind: 'unavailable',
+    remedy: 'Wait for the next day or month, or raise budget.monthlyBudgetUsd / budget.dailyUptimeLimitHours.',
+  },
   client_disconnected: { kind: 'cancelled', remedy: 'None: the client went away.' },
   // instances (codes that cross the wire, see docs/protocol.md)
   instance_crashed: { kind: 'unavailable', remedy: 'Retry; the instance is being restarted.' },
@@ -162,6 +175,21 @@ export const errors = {
   deadlineExceeded: (p: { requestId: string; timeoutMs: number }) =>
     make('deadline_exceeded', `The request did not finish within ${p.timeoutMs} ms`, {
       details: { requestId: p.requestId, timeoutMs: p.timeoutMs },
+    }),
+  modelWakeFailed: (p: { model: string; reason: string; retryAfterMs: number }) =>
+    make('model_wake_failed', `The model '${p.model}' could not be started: ${p.reason}`, {
+      details: { model: p.model },
+      retryAfterMs: p.retryAfterMs,
+    }),
+  modelWakeTimeout: (p: { model: string; wakeTimeoutMs: number; retryAfterMs: number }) =>
+    make('model_wake_timeout', `The model '${p.model}' did not become ready within ${p.wakeTimeoutMs} ms of its wake`, {
+      details: { model: p.model, wakeTimeoutMs: p.wakeTimeoutMs },
+      retryAfterMs: p.retryAfterMs,
+    }),
+  gpuBudgetExhausted: (p: { model: string; guard: string; retryAfterMs: number }) =>
+    make('gpu_budget_exhausted', `The model '${p.model}' is stopped and may not be woken: the ${p.guard} is used up`, {
+      details: { model: p.model, guard: p.guard },
+      retryAfterMs: p.retryAfterMs,
     }),
   shuttingDown: () => make('shutting_down', 'The server is shutting down', { retryAfterMs: 1000 }),
   clientDisconnected: (p: { requestId: string }) =>

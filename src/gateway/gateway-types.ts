@@ -1,6 +1,7 @@
 /** Options and collaborators of the gateway, wired in app/build-server.ts. */
 import type { RequestLogLine } from '../api/request-log.js';
 import type { Clock } from '../core/clock.js';
+import type { ServiceError } from '../core/errors.js';
 import type {
   CatalogEntry,
   ResidentResource,
@@ -107,6 +108,20 @@ export interface VoiceDirectory {
   residency(model: string): readonly { instanceId: string; resources: readonly ResidentResource[] }[];
 }
 
+/** A model's lifecycle state: stopped (no instance runs), starting, ready (instances supervised) or stopping. */
+export type ModelLifecycleState = 'stopped' | 'starting' | 'ready' | 'stopping';
+
+/** Starts and stops models (POST /v1/models/{id}/wake and /sleep); the supervisor's lifecycle. */
+export interface ModelLifecycleControl {
+  state(model: string): ModelLifecycleState;
+  /** Wakes a stopped model (idempotent); resolves with its state once the wake ends. */
+  wake(model: string): Promise<ModelLifecycleState>;
+  /** Stops a model (idempotent); resolves once stopped. */
+  sleep(model: string): Promise<void>;
+  /** Why the model cannot serve (a failed or refused wake); undefined otherwise. */
+  whyUnavailable(model: string): ServiceError | undefined;
+}
+
 export interface ReadinessSnapshot {
   isReady: boolean;
   body: Record<string, unknown>;
@@ -154,4 +169,6 @@ export interface GatewayDeps {
   requestLog?: { write(line: RequestLogLine): void };
   /** The GPU index of an instance; undefined for a CPU instance or one no longer known. */
   instanceGpu?: (instanceId: string) => number | undefined;
+  /** Model lifecycle (wake and sleep routes, each model's state in /v1/models); absent: every model shows ready. */
+  lifecycle?: ModelLifecycleControl;
 }

@@ -5,7 +5,15 @@ import { FakeClock, settle } from '../../test/support/fake-clock.js';
 import type { TranscriptionRequest, TranscriptResult } from '../scheduler/index.js';
 import { createLogger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
-import { buildGateway, createEnergyDetector, type ModelCatalog, type ReadinessSnapshot } from './index.js';
+import { errors } from '../core/error-catalog.js';
+import {
+  buildGateway,
+  createEnergyDetector,
+  type ModelCatalog,
+  type ModelLifecycleControl,
+  type ModelLifecycleState,
+  type ReadinessSnapshot,
+} from './index.js';
 
 const KEYS = ['gateway-key-one', 'gateway-key-two'];
 
@@ -25,7 +33,15 @@ afterEach(async () => {
   current = undefined;
 });
 
-async function setup(options: { apiKeys?: string[]; maxBodyBytes?: number; isDraining?: () => boolean; models?: ModelCatalog } = {}) {
+async function setup(
+  options: {
+    apiKeys?: string[];
+    maxBodyBytes?: number;
+    isDraining?: () => boolean;
+    models?: ModelCatalog;
+    lifecycle?: ModelLifecycleControl;
+  } = {},
+) {
   const metrics = createMetrics();
   let readiness: ReadinessSnapshot = { isReady: false, body: { models: { echo: { isReady: false } } } };
   let transcribeCalls = 0;
@@ -70,6 +86,7 @@ async function setup(options: { apiKeys?: string[]; maxBodyBytes?: number; isDra
       log: createLogger({ level: 'silent' }),
       metrics,
       ...(options.isDraining === undefined ? {} : { isDraining: options.isDraining }),
+      ...(options.lifecycle === undefined ? {} : { lifecycle: options.lifecycle }),
     },
   );
   current = app;
@@ -218,13 +235,19 @@ describe('buildGateway routing', () => {
     assert.deepEqual(list.json(), {
       object: 'list',
       data: [
-        { id: 'echo', object: 'model', created: 1_700_000_000, owned_by: 'voxmux', voxmux: { task: 'transcription', languages: null } },
+        {
+          id: 'echo',
+          object: 'model',
+          created: 1_700_000_000,
+          owned_by: 'voxmux',
+          voxmux: { task: 'transcription', languages: null, state: 'ready' },
+        },
         {
           id: 'whisper-1',
           object: 'model',
           created: 1_700_000_000,
           owned_by: 'voxmux',
-          voxmux: { task: 'transcription', languages: ['en'] },
+          voxmux: { task: 'transcription', languages: ['en'], state: 'ready' },
         },
       ],
     });
@@ -234,7 +257,7 @@ describe('buildGateway routing', () => {
       object: 'model',
       created: 1_700_000_000,
       owned_by: 'voxmux',
-      voxmux: { task: 'transcription', languages: ['en'] },
+      voxmux: { task: 'transcription', languages: ['en'], state: 'ready' },
     });
     const unknown = await app.inject({ method: 'GET', url: '/v1/models/nope' });
     assert.deepEqual([unknown.statusCode, errorCode(unknown)], [404, 'model_not_found']);
@@ -328,5 +351,45 @@ describe('buildGateway languages (#16)', () => {
       requests.map((r) => r.language),
       ['de', null],
     );
+  });
+
+  it('wakes and sleeps a model by POST /v1/models/{id}/wake and /sleep, aliases included, and shows its state (#20)', async () => {
+    let state: ModelLifecycleState = 'stopped';
+    let isRefused = false;
+    const calls: string[] = [];
+    const lifecycle: ModelLifecycleControl = {
+      state: () => state,
+      wake: (model) => {
+        calls.push(`wake ${model}`);
+        if (isRefused) return Promise.resolve(state);
+        state = 'starting';
+        return new Promise((resolve) => setTimeout(() => resolve((state = 'ready')), 0));
+      },
+      sleep: (model) => {
+        calls.push(`sleep ${model}`);
+        state = 'stopped';
+        return Promise.resolve();
+      },
+      whyUnavailable: () =>
+        isRefused ? errors.gpuBudgetExhausted({ model: 'echo', guard: 'monthly GPU budget', retryAfterMs: 60_000 }) : undefined,
+    };
+    const { app } = await setup({ lifecycle });
+    const listed = await app.inject({ method: 'GET', url: '/v1/models/echo' });
+    assert.equal((listed.json() as { voxmux: { state: string } }).voxmux.state, 'stopped');
+    const woken = await app.inject({ method: 'POST', url: '/v1/models/whisper-1/wake' });
+    assert.deepEqual([woken.statusCode, woken.json()], [202, { id: 'whisper-1', object: 'model.state', state: 'starting' }]);
+    const waited = await app.inject({ method: 'POST', url: '/v1/models/echo/wake?wait=true' });
+    assert.deepEqual([waited.statusCode, (waited.json() as { state: string }).state], [200, 'ready']);
+    const slept = await app.inject({ method: 'POST', url: '/v1/models/echo/sleep' });
+    assert.deepEqual([slept.statusCode, (slept.json() as { state: string }).state], [200, 'stopped']);
+    assert.deepEqual(calls, ['wake echo', 'wake echo', 'sleep echo']);
+    const badWait = await app.inject({ method: 'POST', url: '/v1/models/echo/wake?wait=yes' });
+    assert.deepEqual([badWait.statusCode, errorCode(badWait)], [400, 'invalid_parameter']);
+    const unknown = await app.inject({ method: 'POST', url: '/v1/models/nope/sleep' });
+    assert.deepEqual([unknown.statusCode, errorCode(unknown)], [404, 'model_not_found']);
+    isRefused = true;
+    const refused = await app.inject({ method: 'POST', url: '/v1/models/echo/wake' });
+    assert.deepEqual([refused.statusCode, errorCode(refused)], [503, 'gpu_budget_exhausted']);
+    assert.equal(refused.headers['retry-after'], '60');
   });
 });

@@ -7,6 +7,8 @@ export type {
   DiarizationModelSettings,
   ModelCatalog,
   ModelEntry,
+  ModelLifecycleControl,
+  ModelLifecycleState,
   ModelTask,
   ReadinessSnapshot,
   SpeechModelSettings,

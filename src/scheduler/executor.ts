@@ -2,7 +2,24 @@
  * The port the scheduler needs to run work on instances. The supervisor satisfies it; tests use a
  * FakeExecutor. The scheduler never imports the supervisor: both read the interface from the
  * shared vocabulary (protocol/work.ts).
+ *
+ * Two optional members let a model be stopped when idle and woken on demand: the scheduler calls
+ * `demand` for every request, sequence item and stream it is given (before it looks at the model's
+ * availability, so a stopped model is already starting and the work is held, not refused), and
+ * asks `whyUnavailable` for the error that work held for a model that cannot serve gets.
  */
+import { errors } from '../core/error-catalog.js';
+import type { ServiceError } from '../core/errors.js';
 import type { WorkExecutor } from '../protocol/work.js';
 
-export type Executor = WorkExecutor;
+export interface Executor extends WorkExecutor {
+  /** A request for the model arrived: a stopped model wakes, and its idle time starts again. */
+  demand?(model: string): void;
+  /** Why the model cannot serve (a failed or refused wake); undefined for no particular reason. */
+  whyUnavailable?(model: string): ServiceError | undefined;
+}
+
+/** The error for work on a model that is unavailable: the executor's reason, else no_ready_instance. */
+export function unavailableError(executor: Executor, model: string, retryAfterMs: number): ServiceError {
+  return executor.whyUnavailable?.(model) ?? errors.noReadyInstance({ model, retryAfterMs });
+}

@@ -15,7 +15,7 @@ import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { canAdmit, decideAdmission, type AdmissionDecision } from './admission.js';
 import { bucketOf, decideBatch, type BatchPolicy } from './dynamic-batcher.js';
-import type { Executor } from './executor.js';
+import { unavailableError, type Executor } from './executor.js';
 import type { BatchItemOutcome, CatalogEntry, TranscriptionRequest, TranscriptResult } from '../protocol/work.js';
 import { selectInstance, type InstanceLoad, type RouteCandidate } from './router.js';
 import { createSequenceBatcher, type SequenceItem, type SequenceResult } from './sequence-batcher/sequence-batcher.js';
@@ -356,7 +356,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
     if (q.length > 0 && executor.availability(model) === 'unavailable') {
       // No instance will come back soon (none configured, or a crash loop): fail fast, not at the deadline.
       for (const entry of [...q]) {
-        finish(entry, { error: errors.noReadyInstance({ model, retryAfterMs: options.retryAfterMs }) });
+        finish(entry, { error: unavailableError(executor, model, options.retryAfterMs) });
       }
       return;
     }
@@ -407,8 +407,10 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
   /**
    * When each ready instance of the model is predicted to finish the batch work it holds. An
    * instance whose batches belong to several models uses each model's estimate.
-   * NOTE: with no instance ready (all restarting), one instance free now is assumed: a request
-   * is not refused for a gap that the supervisor is already closing.
+   * NOTE: with no instance ready (all restarting, or the model waking from an idle stop), one
+   * instance free now is assumed: a request is not refused for a gap that the supervisor is
+   * already closing, and a request held for a wake is bounded by the wake's own limit
+   * (wakeTimeoutMs), which answers it model_wake_timeout, not by a prediction.
    */
   function instanceFreeAt(model: string, nowMs: number): number[] {
     const ready = executor.readyInstances(model);
@@ -495,13 +497,15 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
       if (q === undefined) return Promise.reject(errors.modelNotFound({ model }));
       if (isClosing) return Promise.reject(errors.shuttingDown());
       if (submitOptions.signal?.aborted) return Promise.reject(errors.clientDisconnected({ requestId }));
+      // A stopped model starts waking now, so the request is held for it rather than refused.
+      executor.demand?.(model);
       if (!canAdmit(q.length, options.maxQueuedRequests)) {
         metrics.requests.inc({ model, outcome: 'queue_full' });
         return Promise.reject(errors.queueFull({ model, queued: q.length, retryAfterMs: options.retryAfterMs }));
       }
       if (executor.availability(model) === 'unavailable') {
         metrics.requests.inc({ model, outcome: 'no_ready_instance' });
-        return Promise.reject(errors.noReadyInstance({ model, retryAfterMs: options.retryAfterMs }));
+        return Promise.reject(unavailableError(executor, model, options.retryAfterMs));
       }
       const priorityName = submitOptions.priority ?? 'normal';
       const priority = PRIORITIES.indexOf(priorityName);
@@ -575,6 +579,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
     },
 
     submitSequenceItem(model, item, submitOptions) {
+      if (queues.has(model) && !isClosing) executor.demand?.(model);
       const result = sequences.submit(model, item, { ...submitOptions, priority: PRIORITIES.indexOf(submitOptions.priority ?? 'normal') });
       updateGauges(model);
       return result;
@@ -583,6 +588,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
     endSession: (model, sessionId) => sequences.endSession(model, sessionId),
 
     openStream(model, input, streamOptions) {
+      if (queues.has(model) && !isClosing) executor.demand?.(model);
       return streams.open(model, input, { ...streamOptions, priority: PRIORITIES.indexOf(streamOptions.priority ?? 'normal') });
     },
 

@@ -16,7 +16,7 @@ import type { ServiceError } from '../core/errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { canAdmit } from './admission.js';
-import type { Executor } from './executor.js';
+import { unavailableError, type Executor } from './executor.js';
 import type { StreamControl, StreamEnd } from '../protocol/work.js';
 import { selectStreamInstance, type StreamRouteCandidate } from './router.js';
 import { StreamCallImpl, type StreamCall } from './stream-call.js';
@@ -177,8 +177,7 @@ export function createStreamDispatcher(options: StreamDispatcherOptions, deps: S
     pumping.add(model);
     try {
       if (q.length > 0 && executor.availability(model) === 'unavailable') {
-        for (const entry of [...q])
-          finish(entry, { ok: false, error: errors.noReadyInstance({ model, retryAfterMs: options.retryAfterMs }) });
+        for (const entry of [...q]) finish(entry, { ok: false, error: unavailableError(executor, model, options.retryAfterMs) });
         return;
       }
       for (;;) {
@@ -298,7 +297,7 @@ export function createStreamDispatcher(options: StreamDispatcherOptions, deps: S
         return refuse(errors.queueFull({ model, queued: q.length, retryAfterMs: options.retryAfterMs }));
       }
       if (executor.availability(model) === 'unavailable') {
-        return refuse(errors.noReadyInstance({ model, retryAfterMs: options.retryAfterMs }));
+        return refuse(unavailableError(executor, model, options.retryAfterMs));
       }
       entry.timer = clock.setTimeout(
         () => finish(entry, { ok: false, error: errors.deadlineExceeded({ requestId, timeoutMs: openOptions.timeoutMs }) }),

@@ -26,6 +26,7 @@ import { decideRestart, type RestartPolicy } from './restart-policy.js';
 import { placeInstances, type Placement } from './placement.js';
 import { findHostPath } from './host-path.js';
 import { createBusyMeter } from './busy-meter.js';
+import { createModelLifecycle, type ModelState } from './model-lifecycle.js';
 import type { SpawnInstance } from './spawn.js';
 
 export interface SupervisedModel {
@@ -37,6 +38,10 @@ export interface SupervisedModel {
   command: readonly string[];
   exclusiveWarmup: boolean;
   mpsActiveThreadPercentages: readonly number[];
+  /** Stop the model's instances after this long without requests, in milliseconds; 0 never. @default 0 */
+  idleStopAfterMs?: number;
+  /** Longest a wake may take, in milliseconds. @default 90000 */
+  wakeTimeoutMs?: number;
 }
 
 export interface SupervisorOptions extends InstanceTimeouts, RestartPolicy {
@@ -48,6 +53,8 @@ export interface SupervisorOptions extends InstanceTimeouts, RestartPolicy {
   /** GPUs of this node (detected or configured); empty on a CPU-only node. */
   nodeGpus: readonly number[];
   models: Readonly<Record<string, SupervisedModel>>;
+  /** Retry-After of the errors requests held for a failed wake get, in milliseconds. @default 1000 */
+  retryAfterMs?: number;
 }
 
 export interface SupervisorDeps {
@@ -59,6 +66,8 @@ export interface SupervisorDeps {
   baseEnv: Readonly<Record<string, string>>;
   /** Extra environment for instances (MPS pipe and log directories). */
   instanceEnv?: () => Readonly<Record<string, string>>;
+  /** The refusal of a wake (the budget's hard stop), or undefined to allow it. */
+  wakeRefusal?: (model: string) => ServiceError | undefined;
 }
 
 export interface InstanceSnapshot {
@@ -113,6 +122,8 @@ interface Slot {
   failuresMs: number[];
   isCrashLoop: boolean;
   restartTimer: TimerHandle | undefined;
+  /** The model is stopped (idle stop or sleep): the slot is not refilled. */
+  isStopped: boolean;
   lastEnd: InstanceSnapshot['lastEnd'];
   /** The catalogue of the last instance that became ready here: it outlives restarts. */
   catalog: readonly CatalogEntry[];
@@ -120,6 +131,8 @@ interface Slot {
   exported: { instanceId: string; counters: ResourceCounters } | undefined;
   completedRequests: number;
 }
+
+export const DEFAULT_WAKE_TIMEOUT_MS = 90_000;
 
 const BUNDLED_HOST_PATH = findHostPath(dirname(fileURLToPath(import.meta.url)));
 
@@ -132,6 +145,21 @@ export interface Supervisor extends WorkExecutor {
   /** Resolves with the bytes freed. @throws instance_crashed, instance_wedged, and wire codes from the instance */
   evictResource(instanceId: string, name: string): Promise<{ name: string; bytes: number }>;
   stats(): SupervisorStats;
+  /** Each model's lifecycle state. */
+  modelState(model: string): ModelState;
+  /** Whether the model is stopped or waking by demand (it then does not make the server unready). */
+  isOnDemand(model: string): boolean;
+  /** A request for the model arrived: its idle timer restarts, and a stopped model wakes (the scheduler calls it). */
+  demand(model: string): void;
+  /** Why the model cannot serve now (its wake failed or was refused); undefined otherwise. */
+  whyUnavailable(model: string): ServiceError | undefined;
+  /**
+   * Wakes a stopped model (idempotent). Resolves once the wake ends with the model's state (ready,
+   * or stopped with whyUnavailable() saying why).
+   */
+  wake(model: string): Promise<ModelState>;
+  /** Stops a model's instances (idempotent): running work finishes first. */
+  sleep(model: string): Promise<void>;
   /** Lets running batches finish, then stops every instance. */
   close(): Promise<void>;
   /** Kills every instance now. */
@@ -164,6 +192,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
         failuresMs: [],
         isCrashLoop: false,
         restartTimer: undefined,
+        isStopped: false,
         lastEnd: null,
         catalog: [],
         exported: undefined,
@@ -206,6 +235,72 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
         throw err;
       },
     );
+  }
+
+  const lifecycle = createModelLifecycle(
+    {
+      models: Object.fromEntries(
+        Object.entries(options.models).map(([model, m]) => [
+          model,
+          { idleStopAfterMs: m.idleStopAfterMs ?? 0, wakeTimeoutMs: m.wakeTimeoutMs ?? DEFAULT_WAKE_TIMEOUT_MS },
+        ]),
+      ),
+      retryAfterMs: options.retryAfterMs ?? 1000,
+    },
+    {
+      clock,
+      log,
+      metrics,
+      startInstances: startModel,
+      stopInstances: stopModel,
+      isBusy: (model) =>
+        slots.some((s) => s.model === model && ((s.current?.facts.runningBatches ?? 0) > 0 || (s.current?.facts.runningStreams ?? 0) > 0)),
+      wakeRefusal: deps.wakeRefusal,
+      onChanged: () => notify(),
+    },
+  );
+
+  /** Launches a stopped model's slots; true once one instance is ready, false when none started. */
+  async function startModel(model: string): Promise<boolean> {
+    const mine = slots.filter((s) => s.model === model);
+    for (const slot of mine) {
+      slot.isStopped = false;
+      slot.failuresMs = [];
+      slot.isCrashLoop = false;
+    }
+    const launches = mine.map((slot) => launch(slot).then(() => slot.current?.state === 'ready'));
+    if (launches.length === 0) return false;
+    // The first ready instance ends the wake; the others join as they become ready.
+    return new Promise<boolean>((resolve) => {
+      let left = launches.length;
+      for (const l of launches) {
+        void l.then((isReady) => {
+          left -= 1;
+          if (isReady) resolve(true);
+          else if (left === 0) resolve(false);
+        });
+      }
+    });
+  }
+
+  /** Stops a model's slots: ready instances finish their work and close, others are killed now. */
+  async function stopModel(model: string): Promise<void> {
+    const closing: Promise<void>[] = [];
+    for (const slot of slots.filter((s) => s.model === model)) {
+      slot.isStopped = true;
+      slot.restartTimer?.cancel();
+      slot.restartTimer = undefined;
+      const instance = slot.current;
+      if (instance === undefined || instance.end !== undefined) continue;
+      if (instance.state === 'ready' || instance.state === 'draining') closing.push(instance.close());
+      else {
+        const ended = new Promise<void>((resolve) => instance.on('ended', () => resolve()));
+        instance.destroy();
+        closing.push(ended);
+      }
+    }
+    await Promise.all(closing);
+    notify();
   }
 
   const notify = () => {
@@ -391,7 +486,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     byId.delete(instance.instanceId);
     if (slot.exported !== undefined) metrics.resourceResidentBytes.set({ model: slot.model, instance_index: String(slot.index) }, 0);
     slot.lastEnd = { reason: end.reason, exitCode: end.exitCode, signal: end.signal, code: end.error?.code ?? null, atMs: clock.wallMs() };
-    if (isClosing || end.reason === 'closed') {
+    if (isClosing || slot.isStopped || end.reason === 'closed') {
       notify();
       return;
     }
@@ -420,9 +515,18 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
 
   return {
     async start() {
+      for (const model of Object.keys(options.models)) lifecycle.booting(model);
       await Promise.all(slots.map((slot) => launch(slot)));
+      for (const model of Object.keys(options.models)) lifecycle.booted(model);
       notify();
     },
+
+    modelState: (model) => lifecycle.state(model),
+    isOnDemand: (model) => lifecycle.isOnDemand(model),
+    demand: (model) => lifecycle.demand(model),
+    whyUnavailable: (model) => (options.models[model] === undefined ? undefined : lifecycle.failure(model)),
+    wake: (model) => lifecycle.wake(model),
+    sleep: (model) => lifecycle.sleep(model),
 
     readyInstances(model) {
       const out: InstanceView[] = [];
@@ -446,6 +550,11 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     },
 
     availability(model) {
+      if (options.models[model] !== undefined && !isClosing) {
+        const state = lifecycle.state(model);
+        // A starting model is judged by its instances below: one already ready takes work.
+        if (state === 'stopped' || state === 'stopping') return lifecycle.isWaking(model) ? 'starting' : 'unavailable';
+      }
       const mine = slots.filter((s) => s.model === model);
       if (mine.some((s) => s.current?.state === 'ready')) return 'ready';
       if (isClosing || mine.length === 0 || mine.every((s) => s.isCrashLoop)) return 'unavailable';
@@ -557,6 +666,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
 
     async close() {
       isClosing = true;
+      lifecycle.close();
       for (const slot of slots) {
         slot.restartTimer?.cancel();
         slot.restartTimer = undefined;
@@ -567,6 +677,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
 
     destroy() {
       isClosing = true;
+      lifecycle.close();
       for (const slot of slots) {
         slot.restartTimer?.cancel();
         slot.restartTimer = undefined;

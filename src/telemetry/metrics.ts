@@ -367,6 +367,58 @@ export function createMetrics() {
       labelNames: ['outcome'] as const,
       registers: r,
     }),
+    modelState: new Gauge({
+      name: 'voxmux_model_state',
+      help: "1 for each model's lifecycle state (stopped, starting, ready, stopping), 0 for the others.",
+      labelNames: ['model', 'state'] as const,
+      registers: r,
+    }),
+    modelWakes: new Counter({
+      name: 'voxmux_model_wakes_total',
+      help: 'Wakes of a stopped model by outcome: ok, failed (no instance could start) or timeout (not ready within wakeTimeoutMs), refused (budget hard stop).',
+      labelNames: ['model', 'outcome'] as const,
+      registers: r,
+    }),
+    modelSleeps: new Counter({
+      name: 'voxmux_model_sleeps_total',
+      help: 'Stops of a model by reason: idle (idleStopAfterMs passed without requests) or requested (POST /v1/models/{id}/sleep).',
+      labelNames: ['model', 'reason'] as const,
+      registers: r,
+    }),
+    modelWakeDuration: new Histogram({
+      name: 'voxmux_model_wake_seconds',
+      help: 'Time from a wake to the first ready instance of the model.',
+      labelNames: ['model'] as const,
+      buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 45, 60, 90, 120, 300],
+      registers: r,
+    }),
+    modelHeldRequests: new Counter({
+      name: 'voxmux_model_held_requests_total',
+      help: 'Requests, sequence items and streams that arrived for a stopped or starting model and were held for its wake.',
+      labelNames: ['model'] as const,
+      registers: r,
+    }),
+    budgetGpuHours: new Gauge({
+      name: 'voxmux_budget_gpu_hours',
+      help: 'GPU hours accrued this calendar month (UTC): hours during which at least one instance held each GPU.',
+      registers: r,
+    }),
+    budgetSpend: new Gauge({
+      name: 'voxmux_budget_spend_usd',
+      help: "GPU spend accrued this calendar month (UTC): the month's GPU hours times budget.gpuHourPriceUsd.",
+      registers: r,
+    }),
+    budgetUptimeHours: new Gauge({
+      name: 'voxmux_budget_uptime_hours',
+      help: 'Hours today (UTC) during which at least one instance held a GPU.',
+      registers: r,
+    }),
+    budgetAlerts: new Counter({
+      name: 'voxmux_budget_alerts_total',
+      help: 'Budget thresholds crossed, by guard (monthly_spend, daily_uptime) and percent (80, 100).',
+      labelNames: ['guard', 'percent'] as const,
+      registers: r,
+    }),
     eventLoopBusy: eventLoopBusyCounter(r),
     // issue 21: autoscaling, exported at each scrape from the supervisor's and scheduler's stats
     instanceBusy: new Counter({

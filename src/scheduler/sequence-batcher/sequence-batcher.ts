@@ -19,7 +19,7 @@ import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import { canAdmit } from '../admission.js';
 import type { BatchPolicy } from '../dynamic-batcher.js';
-import type { Executor } from '../executor.js';
+import { unavailableError, type Executor } from '../executor.js';
 import type { SequenceItemOutcome, SequenceStateIn } from '../../protocol/work.js';
 import type { InstanceLoad } from '../router.js';
 import { isExpired, nextExpiryMs } from './idle-reaper.js';
@@ -205,7 +205,7 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
       // No instance will come back soon (none configured, or a crash loop): fail fast.
       for (const session of [...state.sessions.values()]) {
         for (const entry of [...session.queued]) {
-          finish(session, entry, { ok: false, error: errors.noReadyInstance({ model, retryAfterMs: options.retryAfterMs }) });
+          finish(session, entry, { ok: false, error: unavailableError(executor, model, options.retryAfterMs) });
         }
       }
       return;
@@ -388,7 +388,7 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
         return reject(errors.queueFull({ model, queued: state.queued, retryAfterMs: options.retryAfterMs }));
       }
       if (executor.availability(model) === 'unavailable') {
-        return reject(errors.noReadyInstance({ model, retryAfterMs: options.retryAfterMs }));
+        return reject(unavailableError(executor, model, options.retryAfterMs));
       }
       if (session === undefined) {
         session = {

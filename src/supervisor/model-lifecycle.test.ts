@@ -1,0 +1,183 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { errors } from '../core/error-catalog.js';
+import { createMetrics } from '../telemetry/metrics.js';
+import { FakeClock, settle } from '../../test/support/fake-clock.js';
+import { silentLogger } from '../../test/support/test-logger.js';
+import { createModelLifecycle, type ModelLifecycleDeps } from './model-lifecycle.js';
+
+/** A lifecycle over fake instances: starts and stops resolve when the test says so. */
+function setup(policy = { idleStopAfterMs: 60_000, wakeTimeoutMs: 90_000 }, overrides: Partial<ModelLifecycleDeps> = {}) {
+  const clock = new FakeClock();
+  const metrics = createMetrics();
+  const calls: string[] = [];
+  let finishStart: ((isReady: boolean) => void) | undefined;
+  let isBusy = false;
+  let refusal: ReturnType<typeof errors.gpuBudgetExhausted> | undefined;
+  const lifecycle = createModelLifecycle(
+    { models: { m: policy }, retryAfterMs: 1000 },
+    {
+      clock,
+      log: silentLogger(),
+      metrics,
+      startInstances: () => {
+        calls.push('start');
+        return new Promise<boolean>((resolve) => (finishStart = resolve));
+      },
+      stopInstances: () => {
+        calls.push('stop');
+        return Promise.resolve();
+      },
+      isBusy: () => isBusy,
+      wakeRefusal: () => refusal,
+      onChanged: () => undefined,
+      ...overrides,
+    },
+  );
+  return {
+    clock,
+    metrics,
+    calls,
+    lifecycle,
+    finishStart: (isReady: boolean) => finishStart?.(isReady),
+    setBusy: (b: boolean) => (isBusy = b),
+    refuse: (e: typeof refusal) => (refusal = e),
+  };
+}
+
+async function booted(t: ReturnType<typeof setup>): Promise<void> {
+  t.lifecycle.booting('m');
+  t.lifecycle.booted('m');
+  await settle();
+}
+
+/** Boots, then stops the model by hand, forgetting those calls. */
+async function stopped(t: ReturnType<typeof setup>): Promise<void> {
+  await booted(t);
+  await t.lifecycle.sleep('m');
+  t.calls.length = 0;
+}
+
+describe('ModelLifecycle', () => {
+  it('stops a model after idleStopAfterMs without requests, not before', async () => {
+    const t = setup();
+    await booted(t);
+    t.clock.advance(59_999);
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'ready');
+    t.clock.advance(1);
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'stopped');
+    assert.deepEqual(t.calls, ['stop']);
+  });
+
+  it('restarts the idle time at each request, and counts running work as activity', async () => {
+    const t = setup();
+    await booted(t);
+    t.clock.advance(50_000);
+    t.lifecycle.demand('m');
+    t.clock.advance(50_000);
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'ready');
+    t.setBusy(true);
+    t.clock.advance(10_000);
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'ready', 'busy at the check: not idle');
+    t.setBusy(false);
+    t.clock.advance(59_999);
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'ready');
+    t.clock.advance(1);
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'stopped');
+  });
+
+  it('never stops a model whose idleStopAfterMs is 0', async () => {
+    const t = setup({ idleStopAfterMs: 0, wakeTimeoutMs: 90_000 });
+    await booted(t);
+    t.clock.advance(10 * 86_400_000);
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'ready');
+  });
+
+  it('wakes a stopped model on demand, once, and is ready when an instance is', async () => {
+    const t = setup();
+    await booted(t);
+    await t.lifecycle.sleep('m');
+    assert.equal(t.lifecycle.state('m'), 'stopped');
+    t.lifecycle.demand('m');
+    t.lifecycle.demand('m');
+    assert.equal(t.lifecycle.state('m'), 'starting');
+    assert.equal(t.lifecycle.isWaking('m'), true);
+    assert.equal(t.lifecycle.isOnDemand('m'), true);
+    const waited = t.lifecycle.wake('m');
+    t.clock.advance(3000);
+    t.finishStart(true);
+    assert.equal(await waited, 'ready');
+    assert.deepEqual(t.calls, ['stop', 'start']);
+    const text = await t.metrics.registry.getSingleMetricAsString('voxmux_model_wake_seconds');
+    assert.match(text, /voxmux_model_wake_seconds_sum\{model="m"\} 3/);
+    assert.match(await t.metrics.registry.getSingleMetricAsString('voxmux_model_held_requests_total'), /\{model="m"\} 2/);
+  });
+
+  it('fails a wake that is not ready within wakeTimeoutMs with model_wake_timeout, and the next demand wakes again', async () => {
+    const t = setup({ idleStopAfterMs: 0, wakeTimeoutMs: 5000 });
+    await stopped(t);
+    const waited = t.lifecycle.wake('m');
+    t.clock.advance(4999);
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'starting');
+    t.clock.advance(1);
+    assert.equal(await waited, 'stopped');
+    assert.equal(t.lifecycle.failure('m')?.code, 'model_wake_timeout');
+    assert.equal(t.lifecycle.failure('m')?.retryAfterMs, 1000);
+    t.finishStart(true); // the abandoned wake's late result is ignored
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'stopped');
+    t.lifecycle.demand('m');
+    assert.equal(t.lifecycle.state('m'), 'starting');
+    assert.equal(t.lifecycle.failure('m'), undefined);
+    assert.deepEqual(t.calls, ['start', 'stop', 'start']);
+  });
+
+  it('fails a wake whose instances cannot start with model_wake_failed at once', async () => {
+    const t = setup();
+    await stopped(t);
+    const waited = t.lifecycle.wake('m');
+    t.finishStart(false);
+    assert.equal(await waited, 'stopped');
+    assert.equal(t.lifecycle.failure('m')?.code, 'model_wake_failed');
+    assert.match(await t.metrics.registry.getSingleMetricAsString('voxmux_model_wakes_total'), /model="m",outcome="failed"\} 1/);
+  });
+
+  it('wakes again right after a stop when a request arrived while stopping', async () => {
+    let finishStop: (() => void) | undefined;
+    const t = setup(undefined, {
+      stopInstances: () => new Promise<void>((resolve) => (finishStop = resolve)),
+    });
+    await booted(t);
+    const slept = t.lifecycle.sleep('m');
+    assert.equal(t.lifecycle.state('m'), 'stopping');
+    assert.equal(t.lifecycle.isWaking('m'), false);
+    t.lifecycle.demand('m');
+    assert.equal(t.lifecycle.isWaking('m'), true);
+    finishStop?.();
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'starting');
+    t.finishStart(true);
+    await slept;
+    assert.equal(t.lifecycle.state('m'), 'ready');
+  });
+
+  it('refuses a wake while the budget refuses wakes, leaving the model stopped with that reason', async () => {
+    const t = setup();
+    await stopped(t);
+    t.refuse(errors.gpuBudgetExhausted({ model: 'm', guard: 'monthly GPU budget', retryAfterMs: 60_000 }));
+    assert.equal(await t.lifecycle.wake('m'), 'stopped');
+    assert.equal(t.lifecycle.failure('m')?.code, 'gpu_budget_exhausted');
+    assert.deepEqual(t.calls, []);
+    t.refuse(undefined);
+    t.lifecycle.demand('m');
+    assert.equal(t.lifecycle.state('m'), 'starting');
+  });
+});

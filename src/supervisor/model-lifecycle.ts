@@ -1,0 +1,304 @@
+/**
+ * Model lifecycle: whether a model's instances run at all. A model is
+ * - `starting`: its instances are being started (at boot, or by a wake);
+ * - `ready`: its instances are supervised (restarted when they end), serving when one is ready;
+ * - `stopping`: its instances are being closed (idle stop, or a sleep);
+ * - `stopped`: no instance runs and none is restarted; its memory is freed.
+ *
+ * Transitions: starting → ready (an instance became ready) or → stopping (the wake failed or
+ * timed out); ready → stopping (idle for idleStopAfterMs, or a sleep); stopping → stopped, then
+ * → starting again at once when a request arrived meanwhile; stopped → starting (a request or a
+ * wake). A failed wake is remembered until the next demand, which wakes again: a model is never
+ * locked out by one failure.
+ *
+ * The idle check is a timer on the injected clock, armed for lastDemand + idleStopAfterMs.
+ */
+import type { Clock, TimerHandle } from '../core/clock.js';
+import { errors } from '../core/error-catalog.js';
+import type { ServiceError } from '../core/errors.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { Metrics } from '../telemetry/metrics.js';
+
+export const MODEL_STATES = ['stopped', 'starting', 'ready', 'stopping'] as const;
+export type ModelState = (typeof MODEL_STATES)[number];
+
+export interface LifecyclePolicy {
+  /** Stop after this long without requests, in milliseconds; 0 never stops. */
+  idleStopAfterMs: number;
+  /** Longest a wake may take before it fails with model_wake_timeout, in milliseconds. */
+  wakeTimeoutMs: number;
+}
+
+export interface ModelLifecycleOptions {
+  models: Readonly<Record<string, LifecyclePolicy>>;
+  /** Retry-After of the errors held requests get, in milliseconds. */
+  retryAfterMs: number;
+}
+
+export interface ModelLifecycleDeps {
+  clock: Clock;
+  log: Logger;
+  metrics: Metrics;
+  /** Starts the model's instances; resolves true once one is ready, false when none could start. */
+  startInstances(model: string): Promise<boolean>;
+  /** Stops the model's instances (no restarts); resolves when they have ended. */
+  stopInstances(model: string): Promise<void>;
+  /** Whether the model's instances run work now (an idle stop waits for it). */
+  isBusy(model: string): boolean;
+  /** The refusal of a wake (the budget's hard stop), or undefined to allow it. */
+  wakeRefusal?(model: string): ServiceError | undefined;
+  /** Called after every state change. */
+  onChanged(): void;
+}
+
+export interface ModelLifecycle {
+  state(model: string): ModelState;
+  /** Whether the model is stopped or waking by demand (it then does not make the server unready). */
+  isOnDemand(model: string): boolean;
+  /** Whether the model is starting, or stopping with a wake to follow: requests are held for it. */
+  isWaking(model: string): boolean;
+  /** Why the model cannot serve now: its last wake failed, or wakes are refused. Undefined otherwise. */
+  failure(model: string): ServiceError | undefined;
+  /** A request arrived: the idle timer restarts, and a stopped model wakes. */
+  demand(model: string): void;
+  /** Marks the model starting (at boot, before its instances are launched). */
+  booting(model: string): void;
+  /** The boot start ended: the model is ready (supervised) from now on. */
+  booted(model: string): void;
+  /**
+   * Wakes a stopped model (idempotent). Resolves with the state once the wake ends: ready, or
+   * stopped when it failed (see failure()).
+   */
+  wake(model: string): Promise<ModelState>;
+  /** Stops the model's instances (idempotent); resolves once stopped. */
+  sleep(model: string): Promise<void>;
+  close(): void;
+}
+
+interface Entry {
+  state: ModelState;
+  isWoken: boolean;
+  lastDemandMs: number;
+  idleTimer: TimerHandle | undefined;
+  failure: ServiceError | undefined;
+  /** Resolvers of wake() calls waiting for the current wake or stop to end. */
+  waiters: ((state: ModelState) => void)[];
+  /** A request arrived while stopping: wake once stopped. */
+  isWakeQueued: boolean;
+  /** Bumped by every wake, so a late result of an abandoned one is ignored. */
+  wakeId: number;
+}
+
+export function createModelLifecycle(options: ModelLifecycleOptions, deps: ModelLifecycleDeps): ModelLifecycle {
+  const { clock, log, metrics } = deps;
+  const entries = new Map<string, Entry>();
+  let isClosed = false;
+  for (const model of Object.keys(options.models)) {
+    // Every model starts at boot (the supervisor's start()): until then it is starting.
+    entries.set(model, {
+      state: 'starting',
+      isWoken: false,
+      lastDemandMs: clock.nowMs(),
+      idleTimer: undefined,
+      failure: undefined,
+      waiters: [],
+      isWakeQueued: false,
+      wakeId: 0,
+    });
+    for (const outcome of ['ok', 'failed', 'timeout', 'refused']) metrics.modelWakes.inc({ model, outcome }, 0);
+    for (const reason of ['idle', 'requested']) metrics.modelSleeps.inc({ model, reason }, 0);
+    metrics.modelHeldRequests.inc({ model }, 0);
+    metrics.modelWakeDuration.zero({ model });
+  }
+  updateGauges();
+
+  function updateGauges(): void {
+    for (const [model, e] of entries) for (const s of MODEL_STATES) metrics.modelState.set({ model, state: s }, e.state === s ? 1 : 0);
+  }
+
+  function setState(e: Entry, state: ModelState): void {
+    e.state = state;
+    updateGauges();
+    deps.onChanged();
+  }
+
+  function settleWaiters(e: Entry): void {
+    const waiters = e.waiters;
+    e.waiters = [];
+    for (const w of waiters) w(e.state);
+  }
+
+  function armIdleTimer(model: string, e: Entry): void {
+    e.idleTimer?.cancel();
+    e.idleTimer = undefined;
+    const idleMs = options.models[model]!.idleStopAfterMs;
+    if (idleMs <= 0 || e.state !== 'ready' || isClosed) return;
+    e.idleTimer = clock.setTimeout(
+      () => {
+        e.idleTimer = undefined;
+        if (e.state !== 'ready') return;
+        const nowMs = clock.nowMs();
+        // Running work counts as activity: the idle time starts when the model has nothing to do.
+        if (deps.isBusy(model)) e.lastDemandMs = nowMs;
+        if (nowMs - e.lastDemandMs >= idleMs) {
+          log.info({ model, idleMs: nowMs - e.lastDemandMs }, 'model idle: stopping');
+          void stop(model, e, 'idle');
+          return;
+        }
+        armIdleTimer(model, e);
+      },
+      Math.max(0, e.lastDemandMs + idleMs - clock.nowMs()),
+    );
+  }
+
+  async function stop(model: string, e: Entry, reason: 'idle' | 'requested' | 'failed'): Promise<void> {
+    e.idleTimer?.cancel();
+    e.idleTimer = undefined;
+    e.wakeId += 1;
+    if (reason !== 'failed') metrics.modelSleeps.inc({ model, reason });
+    setState(e, 'stopping');
+    await deps.stopInstances(model);
+    if (e.state !== 'stopping') return;
+    e.isWoken = false;
+    log.info({ model, reason }, 'model stopped');
+    setState(e, 'stopped');
+    if (e.isWakeQueued && !isClosed) {
+      e.isWakeQueued = false;
+      startWake(model, e);
+      return;
+    }
+    settleWaiters(e);
+  }
+
+  function startWake(model: string, e: Entry): void {
+    const refusal = deps.wakeRefusal?.(model);
+    if (refusal !== undefined) {
+      e.failure = refusal;
+      metrics.modelWakes.inc({ model, outcome: 'refused' });
+      log.warn({ model, code: refusal.code }, 'model wake refused');
+      deps.onChanged();
+      settleWaiters(e);
+      return;
+    }
+    const policy = options.models[model]!;
+    const wakeId = ++e.wakeId;
+    const startedMs = clock.nowMs();
+    e.failure = undefined;
+    e.isWoken = true;
+    e.lastDemandMs = startedMs;
+    log.info({ model }, 'model waking');
+    setState(e, 'starting');
+    const fail = (outcome: 'failed' | 'timeout', error: ServiceError) => {
+      if (e.wakeId !== wakeId || e.state !== 'starting') return;
+      timer.cancel();
+      e.failure = error;
+      metrics.modelWakes.inc({ model, outcome });
+      log.error({ model, code: error.code, wakeMs: clock.nowMs() - startedMs }, 'model wake failed');
+      // The failure is set before the state changes, so held requests get it at once.
+      void stop(model, e, 'failed');
+    };
+    const timer = clock.setTimeout(
+      () => fail('timeout', errors.modelWakeTimeout({ model, wakeTimeoutMs: policy.wakeTimeoutMs, retryAfterMs: options.retryAfterMs })),
+      policy.wakeTimeoutMs,
+    );
+    deps.startInstances(model).then(
+      (isReady) => {
+        if (e.wakeId !== wakeId || e.state !== 'starting') return;
+        if (!isReady) {
+          fail('failed', errors.modelWakeFailed({ model, reason: 'no instance could start', retryAfterMs: options.retryAfterMs }));
+          return;
+        }
+        timer.cancel();
+        const wakeMs = clock.nowMs() - startedMs;
+        metrics.modelWakes.inc({ model, outcome: 'ok' });
+        metrics.modelWakeDuration.observe({ model }, wakeMs / 1000);
+        log.info({ model, wakeMs }, 'model woke');
+        setState(e, 'ready');
+        armIdleTimer(model, e);
+        settleWaiters(e);
+      },
+      (err: unknown) => fail('failed', errors.modelWakeFailed({ model, reason: String(err), retryAfterMs: options.retryAfterMs })),
+    );
+  }
+
+  function entryOf(model: string): Entry {
+    const e = entries.get(model);
+    if (e === undefined) throw new Error(`Unknown model '${model}'`);
+    return e;
+  }
+
+  function wake(model: string, e: Entry): void {
+    if (isClosed) return;
+    if (e.state === 'stopped') startWake(model, e);
+    else if (e.state === 'stopping') e.isWakeQueued = true;
+  }
+
+  return {
+    state: (model) => entryOf(model).state,
+    isOnDemand(model) {
+      const e = entryOf(model);
+      return e.state === 'stopped' || e.state === 'stopping' || (e.state === 'starting' && e.isWoken);
+    },
+    isWaking(model) {
+      const e = entryOf(model);
+      return e.state === 'starting' || (e.state === 'stopping' && e.isWakeQueued);
+    },
+    failure(model) {
+      const e = entryOf(model);
+      return e.state === 'stopped' || e.state === 'stopping' ? e.failure : undefined;
+    },
+    demand(model) {
+      const e = entries.get(model);
+      if (e === undefined) return;
+      e.lastDemandMs = clock.nowMs();
+      if (e.state === 'stopped' || e.state === 'stopping') metrics.modelHeldRequests.inc({ model });
+      else if (e.state === 'starting' && e.isWoken) metrics.modelHeldRequests.inc({ model });
+      wake(model, e);
+    },
+    // Boot changes notify no one: the supervisor's start() reports its instances itself.
+    booting(model) {
+      const e = entryOf(model);
+      e.isWoken = false;
+      e.state = 'starting';
+      updateGauges();
+    },
+    booted(model) {
+      const e = entryOf(model);
+      if (e.state !== 'starting' || e.isWoken) return;
+      e.lastDemandMs = clock.nowMs();
+      e.state = 'ready';
+      updateGauges();
+      armIdleTimer(model, e);
+      settleWaiters(e);
+    },
+    wake(model) {
+      const e = entryOf(model);
+      if (e.state === 'ready' || isClosed) return Promise.resolve(e.state);
+      return new Promise<ModelState>((resolve) => {
+        e.waiters.push(resolve);
+        wake(model, e);
+        // A refused wake settles at once, leaving the model stopped.
+      });
+    },
+    async sleep(model) {
+      const e = entryOf(model);
+      e.isWakeQueued = false;
+      if (e.state === 'stopped') return;
+      if (e.state === 'stopping') {
+        await new Promise<ModelState>((resolve) => e.waiters.push(resolve));
+        return;
+      }
+      const done = new Promise<ModelState>((resolve) => e.waiters.push(resolve));
+      void stop(model, e, 'requested');
+      await done;
+    },
+    close() {
+      isClosed = true;
+      for (const e of entries.values()) {
+        e.idleTimer?.cancel();
+        e.idleTimer = undefined;
+        e.wakeId += 1;
+      }
+    },
+  };
+}
