@@ -36,6 +36,13 @@ def _vits() -> Adapter:
     return VitsAdapter()
 
 
+def _whisper() -> Adapter:
+    from .models.whisper.adapter import WhisperAdapter
+
+    adapter: Adapter = WhisperAdapter()
+    return adapter
+
+
 def _test() -> Adapter:
     from .fakes.test_engine import TestEngineAdapter
 
@@ -48,6 +55,7 @@ ADAPTERS: Dict[str, AdapterFactory] = {
     'pocketsphinx': _pocketsphinx,
     'test': _test,
     'vits': _vits,
+    'whisper': _whisper,
 }
 
 
