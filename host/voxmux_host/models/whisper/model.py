@@ -36,7 +36,10 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[tor
     broadcastable to [B, H, T, S]. Softmax in float32."""
     if HAS_SDPA and q.dtype != torch.float64:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # type: ignore[attr-defined,no-any-return]
-    scores = (q @ k.transpose(-1, -2)).float() * (q.shape[-1] ** -0.5)
+    scores = torch.matmul(q, k.transpose(-1, -2))
+    if scores.dtype not in (torch.float32, torch.float64):
+        scores = scores.float()
+    scores = scores * (q.shape[-1] ** -0.5)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1).to(q.dtype)
