@@ -38,6 +38,7 @@ const ADAPTER_PACKAGES = {
   parakeet: ['python3-torch', 'python3-sentencepiece'],
   test: [],
   vits: ['python3-torch', 'libespeak-ng1'],
+  whisper: ['python3-torch'],
 };
 /** The default config's engines (src/config/schema.ts, DEFAULT_MODELS). */
 const DEFAULT_ADAPTERS = ['pocketsphinx', 'debian-voices'];

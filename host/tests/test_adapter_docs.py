@@ -28,3 +28,9 @@ def test_every_debian_voices_option_and_stream_param_is_documented_and_nothing_e
 
 def test_every_vits_option_is_documented_and_nothing_else() -> None:
     assert _section_options("vits") == set(VITS_OPTIONS)
+
+
+def test_every_whisper_option_is_documented_and_nothing_else() -> None:
+    from voxmux_host.models.whisper.adapter import DEFAULT_OPTIONS as WHISPER_OPTIONS
+
+    assert _section_options("whisper") == set(WHISPER_OPTIONS)

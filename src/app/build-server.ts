@@ -30,6 +30,7 @@ import {
 import type { Logger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { createRequestLog, type RequestLogWriter } from '../telemetry/request-log.js';
+import { WHISPER_LANGUAGES } from './whisper-languages.js';
 import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -64,6 +65,7 @@ export interface Server {
 export const ADAPTER_LANGUAGES: Readonly<Record<string, readonly string[]>> = {
   pocketsphinx: ['en'],
   parakeet: ['en'],
+  whisper: WHISPER_LANGUAGES,
 };
 
 export function createModelCatalog(config: Config, createdS: number): ModelCatalog {

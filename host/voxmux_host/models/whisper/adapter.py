@@ -46,7 +46,10 @@ from .config import PRESETS, count_parameters
 from .decoding import TASKS, EngineOptions, RequestOptions, Transcription, WhisperEngine
 from .features import pcm_to_float
 from .model import WhisperModel, build_model
-from .tokenizer import WhisperTokenizer, synthetic_tokenizer, tiny_tokenizer
+from .tokenizer import LANGUAGES, WhisperTokenizer, synthetic_tokenizer, tiny_tokenizer
+
+#: LANGUAGES: every language a Whisper tokenizer may know (the gateway's list: src/app/whisper-languages.ts).
+__all__ = ["DEFAULT_OPTIONS", "LANGUAGES", "WhisperAdapter", "load_weights", "parse_options"]
 
 DEFAULT_OPTIONS: Dict[str, Any] = {
     "config": "large-v3-turbo",
