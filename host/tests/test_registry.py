@@ -13,7 +13,7 @@ HOST_DIR = Path(__file__).resolve().parents[1]
 
 
 def test_registry_names_the_adapters() -> None:
-    assert adapter_names() == ['debian-voices', 'parakeet', 'pocketsphinx', 'test', 'vits']
+    assert adapter_names() == ['debian-voices', 'parakeet', 'pocketsphinx', 'test', 'vits', 'whisper']
 
 
 def test_create_adapter_fails_with_load_failed_for_an_unknown_name() -> None:

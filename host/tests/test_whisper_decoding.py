@@ -187,7 +187,8 @@ def test_adapter_transcribes_and_fails_requests_alone() -> None:
     adapter = _adapter({"config": "tiny", "seed": 5})
     requests = [BatchInput("a", _pcm(2.0, 1), language="en"), BatchInput("b", _pcm(1.0, 2), word_timestamps=True),
                 BatchInput("c", _pcm(1.0, 3), language="xx"), BatchInput("d", np.zeros(0, dtype=np.int16)),
-                BatchInput("e", _pcm(1.5, 4), prompt="the cat")]
+                BatchInput("e", _pcm(1.5, 4), prompt="the cat"), BatchInput("f", _pcm(1.0, 5), task="translate"),
+                BatchInput("g", _pcm(1.0, 6), temperature=1.5), BatchInput("h", _pcm(1.0, 7), temperature=0.5)]
     outputs = adapter.run_batch(requests)
     assert isinstance(outputs[0], Transcript) and outputs[0].duration_s == 2.0 and outputs[0].language == "en"
     assert outputs[0].words is None and outputs[0].segments is not None
@@ -197,14 +198,17 @@ def test_adapter_transcribes_and_fails_requests_alone() -> None:
     assert "'xx'" in outputs[2].message
     assert isinstance(outputs[3], ItemFailure) and outputs[3].code == "invalid_audio"
     assert isinstance(outputs[4], Transcript)
+    assert isinstance(outputs[5], Transcript) and outputs[5].language == "en"  # a translation's text is English
+    assert isinstance(outputs[6], ItemFailure) and outputs[6].code == "unsupported_option"
+    assert isinstance(outputs[7], Transcript)
     stats = adapter.stats()
-    assert stats.clips == 2 and adapter.probe()  # type: ignore[attr-defined]
+    assert stats.clips == 4 and adapter.probe()  # type: ignore[attr-defined]
     adapter.close()
 
 
 @pytest.mark.parametrize("options, message", [
     ({"config": "huge"}, "Expected config"), ({"nope": 1}, "Unknown whisper option"),
-    ({"task": "summarise"}, "Expected task"), ({"batchSizes": []}, "Expected batchSizes"),
+({"batchSizes": []}, "Expected batchSizes"),
     ({"maxTokensPerAudioSecond": 0}, "maxTokensPerAudioSecond"), ({"temperatureIncrement": 2}, "temperatureIncrement"),
     ({"dtype": "int4"}, "Expected dtype"), ({"device": "tpu"}, "Expected device"),
     ({"checkpointPath": "/nonexistent/whisper"}, "does not exist"),

@@ -1,5 +1,5 @@
 # Generated from src/protocol/message-table.ts by `npm run docs`: do not edit.
-"""The messages of the instance protocol, version 4 (docs/protocol.md).
+"""The messages of the instance protocol, version 5 (docs/protocol.md).
 
 One frozen dataclass per named struct and per message, fields in wire order with snake_case names;
 ``FIELDS`` pairs each wire key with its parser, and a message's ``WIRE`` gives its tag, name,
@@ -27,6 +27,9 @@ from .protocol import (
     read_string,
 )
 
+
+BatchItemTask = Literal['transcribe', 'translate']
+BATCH_ITEM_TASK_VALUES: Tuple[BatchItemTask, ...] = ('transcribe', 'translate')
 
 SequenceItemStateIn = Literal['new', 'resident', 'attached']
 SEQUENCE_ITEM_STATE_IN_VALUES: Tuple[SequenceItemStateIn, ...] = ('new', 'resident', 'attached')
@@ -83,6 +86,8 @@ class BatchItem(Record):
         ('language', read_optional(read_string)),
         ('prompt', read_optional(read_string)),
         ('wordTimestamps', read_boolean),
+        ('task', read_enum(BATCH_ITEM_TASK_VALUES)),
+        ('temperature', read_number),
     )
 
     request_id: str
@@ -90,6 +95,8 @@ class BatchItem(Record):
     language: Optional[str]
     prompt: Optional[str]
     word_timestamps: bool
+    task: BatchItemTask
+    temperature: float
 
 
 @dataclass(frozen=True)

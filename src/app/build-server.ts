@@ -62,6 +62,9 @@ export interface Server {
  * adapter declares none. test/conformance/adapter-languages.test.ts fails when this table and the
  * host modules' LANGUAGE disagree, or when a registered adapter with a LANGUAGE is missing here.
  */
+/** Adapters that also translate speech into English text (POST /v1/audio/translations). */
+export const TRANSLATING_ADAPTERS: ReadonlySet<string> = new Set(['whisper']);
+
 export const ADAPTER_LANGUAGES: Readonly<Record<string, readonly string[]>> = {
   pocketsphinx: ['en'],
   parakeet: ['en'],
@@ -84,6 +87,7 @@ export function createModelCatalog(config: Config, createdS: number): ModelCatal
       created: createdS,
       ownedBy: 'voxmux',
       task,
+      ...(TRANSLATING_ADAPTERS.has(model.adapter) ? { translates: true } : {}),
       ...(languages === undefined ? {} : { languages }),
       ...(task === 'speech' ? { speech } : {}),
     };

@@ -218,13 +218,19 @@ describe('buildGateway routing', () => {
     assert.deepEqual(list.json(), {
       object: 'list',
       data: [
-        { id: 'echo', object: 'model', created: 1_700_000_000, owned_by: 'voxmux', voxmux: { task: 'transcription', languages: null } },
+        {
+          id: 'echo',
+          object: 'model',
+          created: 1_700_000_000,
+          owned_by: 'voxmux',
+          voxmux: { task: 'transcription', languages: null, translation: false },
+        },
         {
           id: 'whisper-1',
           object: 'model',
           created: 1_700_000_000,
           owned_by: 'voxmux',
-          voxmux: { task: 'transcription', languages: ['en'] },
+          voxmux: { task: 'transcription', languages: ['en'], translation: false },
         },
       ],
     });
@@ -234,7 +240,7 @@ describe('buildGateway routing', () => {
       object: 'model',
       created: 1_700_000_000,
       owned_by: 'voxmux',
-      voxmux: { task: 'transcription', languages: ['en'] },
+      voxmux: { task: 'transcription', languages: ['en'], translation: false },
     });
     const unknown = await app.inject({ method: 'GET', url: '/v1/models/nope' });
     assert.deepEqual([unknown.statusCode, errorCode(unknown)], [404, 'model_not_found']);

@@ -73,6 +73,8 @@ describe('protocol golden frames (shared with the Python host)', () => {
       language: string | null;
       prompt: string | null;
       wordTimestamps: boolean;
+      task: 'transcribe' | 'translate';
+      temperature: number;
     }[];
     let offset = 0;
     const message = runBatchMessage(
@@ -81,7 +83,7 @@ describe('protocol golden frames (shared with the Python host)', () => {
         requests: requests.map((r) => {
           const audio = pcm.slice(offset, offset + r.samples);
           offset += r.samples;
-          return { requestId: r.requestId, audio, language: r.language, prompt: r.prompt, wordTimestamps: r.wordTimestamps };
+          return { ...r, audio };
         }),
       },
       twin.correlationId,
@@ -131,7 +133,8 @@ describe('protocol golden frames (shared with the Python host)', () => {
       ['version 1', mutate(4, (b) => b.writeUInt16LE(1, 4)), 'protocol_mismatch'],
       ['version 2', mutate(4, (b) => b.writeUInt16LE(2, 4)), 'protocol_mismatch'],
       ['version 3', mutate(4, (b) => b.writeUInt16LE(3, 4)), 'protocol_mismatch'],
-      ['version 5', mutate(4, (b) => b.writeUInt16LE(5, 4)), 'protocol_mismatch'],
+      ['version 4', mutate(4, (b) => b.writeUInt16LE(4, 4)), 'protocol_mismatch'],
+      ['version 6', mutate(4, (b) => b.writeUInt16LE(6, 4)), 'protocol_mismatch'],
       ['type', mutate(6, (b) => b.writeUInt16LE(0x42, 6)), 'bad_frame'],
       ['flags', mutate(8, (b) => b.writeUInt32LE(1, 8)), 'bad_frame'],
       ['meta length', mutate(16, (b) => b.writeUInt32LE(2 << 20, 16)), 'bad_frame'],

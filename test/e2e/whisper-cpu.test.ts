@@ -1,6 +1,6 @@
 /**
  * The whisper adapter (tiny configuration, random weights, CPU) behind the real server, driven by the
- * unmodified `openai` SDK: every response format, language and prompt, languages in /v1/models, and the
+ * unmodified `openai` SDK: every response format, language and prompt, translations, languages in /v1/models, and the
  * enveloped errors for a language the model does not know and for word timestamps.
  */
 import assert from 'node:assert/strict';
@@ -63,6 +63,22 @@ describe('whisper adapter behind the server, through the openai SDK', () => {
     assert.equal(body.language, 'german');
     assert.ok(body.duration > 1 && body.duration < 5, String(body.duration));
     for (const segment of body.segments) assert.ok(0 <= segment.start && segment.start <= segment.end && segment.end <= body.duration);
+  });
+
+  it('translates through /v1/audio/translations in json, verbose_json and srt', async () => {
+    const [json, verbose, srt] = await Promise.all([
+      client.audio.translations.create({ model: 'whisper-1', file: await file(), prompt: 'Station.' }),
+      client.audio.translations.create({ model: 'whisper-1', file: await file(), response_format: 'verbose_json', temperature: 0.2 }),
+      client.audio.translations.create({ model: 'whisper-1', file: await file(), response_format: 'srt' }),
+    ]);
+    assert.equal(typeof json.text, 'string');
+    const body = verbose as unknown as { task: string; language: string; duration: number; segments: unknown[] };
+    assert.deepEqual([body.task, body.language], ['translate', 'english']);
+    assert.ok(body.duration > 1 && body.duration < 5, String(body.duration));
+    assert.equal(typeof srt, 'string');
+    const models = await client.models.list();
+    const whisper = models.data.find((m) => m.id === 'whisper') as unknown as { voxmux: { translation: boolean } };
+    assert.equal(whisper.voxmux.translation, true);
   });
 
   it('refuses a language the model does not know, in the error envelope', async () => {

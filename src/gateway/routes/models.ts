@@ -4,15 +4,16 @@ import { errors } from '../../core/error-catalog.js';
 import type { GatewayDeps, ModelEntry } from '../gateway-types.js';
 
 /**
- * OpenAI's model object, with voxmux's own facts under `voxmux`: `task` (transcription or speech)
- * and `languages` (null: not declared by the adapter).
+ * OpenAI's model object, with voxmux's own facts under `voxmux`: `task` (transcription or speech),
+ * `languages` (null: not declared by the adapter) and `translation` (it also answers
+ * POST /v1/audio/translations).
  */
 const toModel = (m: ModelEntry) => ({
   id: m.id,
   object: 'model',
   created: m.created,
   owned_by: m.ownedBy,
-  voxmux: { task: m.task ?? 'transcription', languages: m.languages ?? null },
+  voxmux: { task: m.task ?? 'transcription', languages: m.languages ?? null, translation: m.translates === true },
 });
 
 export function registerModelRoutes(app: FastifyInstance, deps: GatewayDeps): void {

@@ -13,7 +13,6 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``dtype`` | ``"bf16"`` on CUDA, ``"fp32"`` on CPU | compute type (``"fp64"``: tests); the front end and the logits stay fp32 |
 | ``cudaGraphs`` | true | capture a CUDA graph of the decode step per batch size at warmup (CUDA only) |
 | ``batchSizes`` | [1, 2, 4, 8, 16, 32, 64] | decode-step batch sizes captured; the largest is the number of cache slots |
-| ``task`` | ``"transcribe"`` | ``"transcribe"`` or ``"translate"`` (to English) for every request of the instance |
 | ``temperatureIncrement`` | 0.2 | fallback: retry a window this much hotter (up to 1.0); 0 turns fallback off |
 | ``compressionRatioThreshold`` | 2.4 | fallback when a window's text compresses better than this (null: never) |
 | ``logprobThreshold`` | -1.0 | fallback when a window's average token log-probability is below this (null: never) |
@@ -22,8 +21,9 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``conditionOnPreviousText`` | true | each window's prompt holds the text of the windows before it |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel |
 
-Per request: ``language`` (an ISO 639-1 code the model knows; detected from the first window when absent)
-and ``prompt`` (previous-text conditioning). Word timestamps fail the request with ``unsupported_option``.
+Per request: ``language`` (an ISO 639-1 code the model knows; detected from the first window when absent),
+``prompt`` (previous-text conditioning), ``task`` (transcribe, or translate into English) and ``temperature``
+(the first decoding's; fallback goes on from there). Word timestamps fail the request with ``unsupported_option``.
 """
 from __future__ import annotations
 
@@ -60,7 +60,6 @@ DEFAULT_OPTIONS: Dict[str, Any] = {
     "dtype": None,
     "cudaGraphs": True,
     "batchSizes": [1, 2, 4, 8, 16, 32, 64],
-    "task": "transcribe",
     "temperatureIncrement": 0.2,
     "compressionRatioThreshold": 2.4,
     "logprobThreshold": -1.0,
@@ -126,8 +125,6 @@ def parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
     sizes = options["batchSizes"]
     if not isinstance(sizes, list) or not sizes or not all(_is_int(v) and 0 < v <= 1024 for v in sizes):
         problems.append(f"Expected batchSizes to be a non-empty list of integers from 1 to 1024: got {sizes!r}")
-    if options["task"] not in TASKS:
-        problems.append(f"Expected task to be transcribe or translate: got {options['task']!r}")
     for key in ("seed", "probeTimeoutMs"):
         if not _is_int(options[key]) or options[key] < (0 if key == "seed" else 1):
             problems.append(f"Expected {key} to be a {'non-negative' if key == 'seed' else 'positive'} integer: "
@@ -288,8 +285,8 @@ class WhisperAdapter:
                 results[i] = failure
                 continue
             audios.append(pcm_to_float(np.ascontiguousarray(item.audio)))
-            requests.append(RequestOptions(task=str(self._options["task"]), language=item.language,
-                                           prompt=item.prompt or None))
+            requests.append(RequestOptions(task=item.task, language=item.language, prompt=item.prompt or None,
+                                           temperature=float(item.temperature)))
             indices.append(i)
         if audios:
             try:
@@ -303,7 +300,7 @@ class WhisperAdapter:
                     results[i] = ItemFailure("out_of_memory", f"Out of device memory running a batch of {len(indices)}")
             else:
                 for i, transcription in zip(indices, done):
-                    results[i] = _to_transcript(transcription)
+                    results[i] = _to_transcript(transcription, inputs[i].task)
                 self._clips += len(done)
                 self._audio_seconds += sum(t.duration_s for t in done)
         outputs = [r for r in results if r is not None]
@@ -319,6 +316,10 @@ class WhisperAdapter:
         if item.word_timestamps:
             return ItemFailure("unsupported_option", "Word timestamps are not supported by the whisper engine: ask "
                                                      "for segment timestamps instead")
+        if item.task not in TASKS:
+            return ItemFailure("unsupported_option", f"Expected task transcribe or translate: got {item.task!r}")
+        if not 0.0 <= item.temperature <= 1.0:
+            return ItemFailure("unsupported_option", f"Expected temperature from 0 to 1: got {item.temperature!r}")
         languages = self.engine.tokenizer.languages
         if item.language is not None and item.language not in languages:
             return ItemFailure("unsupported_option", f"Expected language to be one of this model's {len(languages)} "
@@ -371,10 +372,12 @@ class WhisperAdapter:
         return int(sum(t.numel() * t.element_size() for t in tensors)) + engine.cache.nbytes
 
 
-def _to_transcript(transcription: Transcription) -> Transcript:
+def _to_transcript(transcription: Transcription, task: str) -> Transcript:
+    """The protocol's transcript; a translation's language is its text's, English."""
     segments = tuple(Segment(start=seconds(s.start), end=seconds(s.end), text=s.text)
                      for s in transcription.segments)
-    return Transcript(text=transcription.text, language=transcription.language,
+    language = "en" if task == "translate" else transcription.language
+    return Transcript(text=transcription.text, language=language,
                       duration_s=seconds(transcription.duration_s), segments=segments, words=None)
 
 
