@@ -18,19 +18,19 @@ type BenchConfigs = Record<string, { models: { whisper: { maxBatchSize: number; 
 describe('whisper benchmark configs', () => {
   it('are valid configs of the whisper adapter with the same token budget', async () => {
     const bench = (await import(SCRIPT)) as Record<string, unknown>;
-    const CONFIGS = bench.CONFIGS as BenchConfigs;
-    const TOKENS_PER_AUDIO_SECOND = bench.TOKENS_PER_AUDIO_SECOND as number;
-    assert.deepEqual(Object.keys(CONFIGS), ['whisper-a-naive', 'whisper-b-engine']);
-    for (const [name, file] of Object.entries(CONFIGS)) {
+    const configs = bench.CONFIGS as BenchConfigs;
+    const tokensPerAudioSecond = bench.TOKENS_PER_AUDIO_SECOND as number;
+    assert.deepEqual(Object.keys(configs), ['whisper-a-naive', 'whisper-b-engine']);
+    for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
       const model = config.models.whisper!;
       assert.equal(model.adapter, 'whisper');
       assert.equal(config.gateway.splitAboveMs, 0, 'the engine reads 45 s clips as two 30 s windows');
-      assert.equal(model.options.maxTokensPerAudioSecond, TOKENS_PER_AUDIO_SECOND);
+      assert.equal(model.options.maxTokensPerAudioSecond, tokensPerAudioSecond);
       assert.equal(model.options.config, 'large-v3-turbo');
     }
-    const naive = CONFIGS['whisper-a-naive']!.models.whisper;
-    const engine = CONFIGS['whisper-b-engine']!.models.whisper;
+    const naive = configs['whisper-a-naive']!.models.whisper;
+    const engine = configs['whisper-b-engine']!.models.whisper;
     assert.deepEqual([naive.maxBatchSize, naive.options.cudaGraphs, naive.options.batchSizes], [1, false, [1]]);
     assert.deepEqual([engine.maxBatchSize, engine.options.cudaGraphs], [64, true]);
   });
