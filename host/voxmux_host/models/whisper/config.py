@@ -56,10 +56,10 @@ class WhisperConfig:
 
 LARGE_V3 = WhisperConfig()
 LARGE_V3_TURBO = dataclasses.replace(LARGE_V3, n_text_layer=4)
-#: A model for CI: 30 s windows like the others, two thin layers each side (two encoder heads: attention over
-#: 1500 positions is most of its cost), and the vocabulary of the
+#: A model for CI: 30 s windows like the others, thin layers (one encoder layer of two heads: attention over
+#: 1500 positions is most of its cost; two decoder layers), and the vocabulary of the
 #: generated tiny tokenizer (tokenizer.tiny_tokenizer: 256 bytes + 44 merges + the special tokens).
-TINY = WhisperConfig(n_mels=80, n_audio_state=64, n_audio_head=2, n_audio_layer=2, n_vocab=1909, n_text_state=64,
+TINY = WhisperConfig(n_mels=80, n_audio_state=64, n_audio_head=2, n_audio_layer=1, n_vocab=1909, n_text_state=64,
                      n_text_head=4, n_text_layer=2)
 
 PRESETS: Dict[str, WhisperConfig] = {"large-v3": LARGE_V3, "large-v3-turbo": LARGE_V3_TURBO, "tiny": TINY}
