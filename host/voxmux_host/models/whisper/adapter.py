@@ -217,6 +217,8 @@ class WhisperAdapter:
         self._clips = 0
         self._audio_seconds = 0.0
         self._probe_lock = threading.Lock()
+        #: Set while warmup captures graphs: a kernel launched from the probe thread then would break the capture.
+        self._capturing = threading.Event()
 
     @property
     def engine(self) -> WhisperEngine:
@@ -252,7 +254,12 @@ class WhisperAdapter:
     def warmup(self) -> WarmupInfo:
         engine = self.engine
         start = time.perf_counter()
-        graphs = engine.capture_graphs()
+        with self._probe_lock:
+            self._capturing.set()
+        try:
+            graphs = engine.capture_graphs()
+        finally:
+            self._capturing.clear()
         self._warmup_ms = int((time.perf_counter() - start) * 1000)
         return WhisperWarmupInfo(graphs_captured=graphs, warmup_ms=self._warmup_ms, memory_bytes=self._memory_bytes())
 
@@ -342,10 +349,13 @@ class WhisperAdapter:
             tokens_per_audio_second=tokens / self._audio_seconds if self._audio_seconds else 0.0)
 
     def probe(self) -> bool:
-        """A one-element kernel on the device, waited for up to probeTimeoutMs; False on timeout or error."""
+        """A one-element kernel on a stream of its own, waited for up to probeTimeoutMs (not while warmup
+        captures graphs); False on timeout or error."""
         timeout_s = int(self._options.get("probeTimeoutMs", 1500)) / 1000.0
         try:
             with self._probe_lock:
+                if self._capturing.is_set():
+                    return True  # never launch work while graphs are being captured
                 if self._device.type != "cuda":
                     return bool(torch.ones(1).add_(1).item() == 2.0)
                 stream = torch.cuda.Stream(device=self._device)  # type: ignore[no-untyped-call]
