@@ -340,20 +340,7 @@ class WhisperEngine:
             for k, choice in zip(detect, logits.argmax(dim=-1).tolist()):
                 group[k].job.language = t.languages[int(choice)]
         prompts = [self._prompt(w) for w in group]
-        by_length: Dict[int, List[int]] = {}
-        for k, prompt in enumerate(prompts):
-            by_length.setdefault(len(prompt), []).append(k)
-        no_speech = [0.0] * len(group)
-        for length, members in by_length.items():
-            if length < 2:
-                continue
-            tokens = torch.tensor([prompts[k][:-1] for k in members], device=self.device)
-            positions = torch.arange(length - 1, device=self.device).expand(len(members), -1)
-            hidden = self.model.decoder.forward_cached(self.cache, tokens, positions, slot_index[members])
-            sot_at = prompts[members[0]].index(t.sot)
-            probs = torch.softmax(self.model.decoder.logits(hidden[:, sot_at]), dim=-1)[:, t.no_speech]
-            for k, p in zip(members, probs.tolist()):
-                no_speech[k] = float(p)
+        no_speech = self._prefill(prompts, slot_index)
         st = self.state
         budgets = []
         for k, (w, prompt) in enumerate(zip(group, prompts)):
@@ -373,6 +360,23 @@ class WhisperEngine:
         st.temperature[slot_index] = torch.tensor([w.temperature for w in group], device=self.device)
         st.timestamps[slot_index] = torch.tensor([w.job.options.timestamps for w in group], device=self.device)
         self.counters.windows += len(group)
+
+    def _prefill(self, prompts: List[List[int]], slot_index: torch.Tensor) -> List[float]:
+        """Every prompt but its last token (the first step feeds that one) in one decoder call, the shorter
+        ones padded at the end: a padded position's keys and values are overwritten by the step that reaches
+        that position before any query attends to it. Returns each prompt's no-speech probability (at its
+        ``<|startoftranscript|>``)."""
+        t = self.tokenizer
+        longest = max(len(p) for p in prompts) - 1
+        if longest < 1:
+            return [0.0] * len(prompts)
+        tokens = torch.tensor([p[:-1] + [t.eot] * (longest - len(p) + 1) for p in prompts], device=self.device)
+        positions = torch.arange(longest, device=self.device).expand(len(prompts), -1)
+        hidden = self.model.decoder.forward_cached(self.cache, tokens, positions, slot_index)
+        sot_at = torch.tensor([p.index(t.sot) for p in prompts], device=self.device)
+        at_sot = hidden[torch.arange(len(prompts), device=self.device), sot_at]
+        probs = torch.softmax(self.model.decoder.logits(at_sot), dim=-1)[:, t.no_speech]
+        return [float(p) if len(prompt) > 1 else 0.0 for p, prompt in zip(probs.tolist(), prompts)]
 
     def _prompt(self, window: _Window) -> List[int]:
         job, t = window.job, self.tokenizer
