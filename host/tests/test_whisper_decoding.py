@@ -242,3 +242,25 @@ def test_a_tokenizer_that_does_not_fit_fails_the_load(tmp_path: Path) -> None:
     with pytest.raises(InstanceError, match="Expected a tokenizer of 1909 tokens") as info:
         WhisperAdapter().load(LoadContext("i0", "w", options))
     assert info.value.code == "load_failed"
+
+
+class _ReplayStep:
+    """Stands in for a CUDA graph of batch size ``b`` on the CPU: replaying runs the eager step on rows
+    0..b-1, free slots included, as the captured graph does."""
+
+    def __init__(self, engine: WhisperEngine, b: int) -> None:
+        self.engine, self.b = engine, b
+
+    def replay(self) -> None:
+        self.engine._step(self.b)
+
+
+def test_steps_padded_to_a_captured_batch_size_give_the_same_results(model: WhisperModel) -> None:
+    audios = [_audio(s, 20 + i) for i, s in enumerate((3.0, 31.0, 1.0))]
+    requests = [RequestOptions(language="en"), RequestOptions(language="it"), RequestOptions(language="en")]
+    eager = _engine(model, slots=4, batch_sizes=(1, 2, 4))
+    padded = _engine(model, slots=4, batch_sizes=(4,))  # every step runs all four rows
+    padded.graphs = {4: _ReplayStep(padded, 4)}  # type: ignore[dict-item]
+    expected = eager.transcribe(audios, requests)
+    assert _summary(padded.transcribe(audios, requests)) == _summary(expected)
+    assert padded.counters.graph_replays == padded.counters.decode_steps and padded.counters.eager_steps == 0
