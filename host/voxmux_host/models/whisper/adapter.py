@@ -23,7 +23,8 @@ Options (``LoadContext.options``; unknown keys fail the load):
 
 Per request: ``language`` (an ISO 639-1 code the model knows; detected from the first window when absent),
 ``prompt`` (previous-text conditioning), ``task`` (transcribe, or translate into English) and ``temperature``
-(the first decoding's; fallback goes on from there). Word timestamps fail the request with ``unsupported_option``.
+(the first decoding's; fallback goes on from there). Word timestamps come from the decoder's cross-attention
+(alignment.py).
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ import torch
 
 from voxmux_host.errors import InstanceError
 from voxmux_host.model_api import (AdapterStats, BatchFinish, BatchInput, BatchOutput, ItemFailure, LoadContext,
-                                   LoadInfo, Segment, StagedBatch, Transcript, WarmupInfo, seconds)
+                                   LoadInfo, Segment, StagedBatch, Transcript, WarmupInfo, Word, seconds)
 
 from .checkpoints import CheckpointError, load_hf_directory, load_openai_checkpoint
 from .config import PRESETS, count_parameters
@@ -293,7 +294,7 @@ class WhisperAdapter:
                 continue
             audios.append(pcm_to_float(np.ascontiguousarray(item.audio)))
             requests.append(RequestOptions(task=item.task, language=item.language, prompt=item.prompt or None,
-                                           temperature=float(item.temperature)))
+                                           temperature=float(item.temperature), word_timestamps=item.word_timestamps))
             indices.append(i)
         if audios:
             try:
@@ -307,7 +308,7 @@ class WhisperAdapter:
                     results[i] = ItemFailure("out_of_memory", f"Out of device memory running a batch of {len(indices)}")
             else:
                 for i, transcription in zip(indices, done):
-                    results[i] = _to_transcript(transcription, inputs[i].task)
+                    results[i] = _to_transcript(transcription, inputs[i])
                 self._clips += len(done)
                 self._audio_seconds += sum(t.duration_s for t in done)
         outputs = [r for r in results if r is not None]
@@ -320,9 +321,6 @@ class WhisperAdapter:
                                                 f"{getattr(audio, 'dtype', None)} of shape {getattr(audio, 'shape', None)}")
         if audio.shape[0] == 0:
             return ItemFailure("invalid_audio", "Expected at least one sample: got 0")
-        if item.word_timestamps:
-            return ItemFailure("unsupported_option", "Word timestamps are not supported by the whisper engine: ask "
-                                                     "for segment timestamps instead")
         if item.task not in TASKS:
             return ItemFailure("unsupported_option", f"Expected task transcribe or translate: got {item.task!r}")
         if not 0.0 <= item.temperature <= 1.0:
@@ -382,13 +380,14 @@ class WhisperAdapter:
         return int(sum(t.numel() * t.element_size() for t in tensors)) + engine.cache.nbytes
 
 
-def _to_transcript(transcription: Transcription, task: str) -> Transcript:
+def _to_transcript(transcription: Transcription, request: BatchInput) -> Transcript:
     """The protocol's transcript; a translation's language is its text's, English."""
     segments = tuple(Segment(start=seconds(s.start), end=seconds(s.end), text=s.text)
                      for s in transcription.segments)
-    language = "en" if task == "translate" else transcription.language
-    return Transcript(text=transcription.text, language=language,
-                      duration_s=seconds(transcription.duration_s), segments=segments, words=None)
+    language = "en" if request.task == "translate" else transcription.language
+    words = tuple(Word(word=w, start=seconds(start), end=seconds(end)) for w, start, end in transcription.words)
+    return Transcript(text=transcription.text, language=language, duration_s=seconds(transcription.duration_s),
+                      segments=segments, words=words if request.word_timestamps else None)
 
 
 def _is_oom(exc: BaseException) -> bool:

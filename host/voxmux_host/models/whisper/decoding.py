@@ -30,6 +30,7 @@ from typing import Deque, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from .config import HOP_LENGTH, INPUT_STRIDE, N_FRAMES, SAMPLE_RATE, TIME_PRECISION
+from .alignment import word_times
 from .features import log_mel_spectrogram
 from .model import KVCache, WhisperModel
 from .tokenizer import WhisperTokenizer
@@ -48,6 +49,8 @@ class RequestOptions:
     prompt: Optional[str] = None
     temperature: float = 0.0
     timestamps: bool = True
+    #: Word start and end times from the cross-attention (alignment.py).
+    word_timestamps: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ class Transcription:
     duration_s: float
     segments: List[DecodedSegment]
     tokens: int  # tokens decoded, timestamps included, retries excluded
+    words: List[Tuple[str, float, float]] = field(default_factory=list)  # with word_timestamps
 
 
 @dataclass
@@ -112,6 +116,7 @@ class _Job:
     prompt_reset_since: int = 0
     segments: List[DecodedSegment] = field(default_factory=list)
     tokens: int = 0
+    words: List[Tuple[str, float, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -408,7 +413,7 @@ class WhisperEngine:
             self.counters.fallbacks += 1
             waiting.appendleft(_Window(job, window.seek, window.segment_size, next_temperature, window.features))
             return
-        window.features = None
+        features, window.features = window.features, None
         job.tokens += len(tokens)
         self.counters.tokens += len(tokens)
         if silent:
@@ -420,6 +425,12 @@ class WhisperEngine:
                 segment.temperature, segment.avg_logprob = window.temperature, avg_logprob
                 segment.compression_ratio, segment.no_speech_prob = ratio, active.no_speech_prob
             job.segments.extend(segments)
+            if job.options.word_timestamps and features is not None:
+                text_tokens = [tok for s in segments for tok in s.tokens if tok < t.eot]
+                prefix = t.sot_sequence(job.language, job.options.task)
+                offset = window.seek * HOP_LENGTH / SAMPLE_RATE
+                job.words.extend((word, round(offset + start, 3), round(offset + end, 3)) for word, start, end in
+                                 word_times(self.model, t, prefix, text_tokens, features, window.segment_size))
             job.all_tokens.extend(tokens)
             job.seek += advance
         if window.temperature > 0.5:
@@ -474,4 +485,5 @@ class WhisperEngine:
         for s in job.segments:  # timestamps past the end of the audio (padding) end at its end
             s.start = round(min(s.start, duration), 3)
             s.end = round(min(max(s.end, s.start), duration), 3)
-        return Transcription(text, job.language or "en", round(duration, 3), job.segments, job.tokens)
+        words = [(w, min(start, duration), min(max(end, start), duration)) for w, start, end in job.words]
+        return Transcription(text, job.language or "en", round(duration, 3), job.segments, job.tokens, words)
