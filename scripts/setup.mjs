@@ -41,6 +41,7 @@ const ADAPTER_PACKAGES = {
   // speaker diarization (issue 17): clustering from scikit-learn on CPU; Sortformer on PyTorch
   'classical-diarizer': ['python3-sklearn'],
   sortformer: ['python3-torch'],
+  whisper: ['python3-torch'],
 };
 /** The default config's engines (src/config/schema.ts, DEFAULT_MODELS). */
 const DEFAULT_ADAPTERS = ['pocketsphinx', 'debian-voices', 'classical-diarizer'];

@@ -10,6 +10,8 @@
 # Usage: bash bench/gpu/run-asr.sh OUT_DIR [CONFIG ...]   (default: every configuration)
 # ASR_BENCH_HOST_PATH: another model host tree (default host/), e.g. a baseline commit's, for a side-by-side run.
 # ASR_BENCH_WAIT_FOR: all (default: every instance ready before the first request) or one.
+# ASR_BENCH_CONFIGS_SCRIPT (default asr-configs.mjs) and ASR_BENCH_MODEL (default parakeet): another set of
+# configurations and the model they serve (run-whisper.sh: whisper-configs.mjs, whisper).
 set -uo pipefail
 out=${1:?usage: run-asr.sh OUT_DIR [CONFIG ...]}; shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,7 +31,8 @@ export VOXMUX_SUPERVISOR_PYTHON_PATH=${VOXMUX_SUPERVISOR_PYTHON_PATH:-$(command 
 # get and all_ready. ASR_BENCH_WAIT_FOR=one starts as soon as /health/ready does (one instance per
 # model), to measure the dispatch pause while later instances warm up.
 . "$root/bench/gpu/serve-lib.sh"
-node "$root/bench/gpu/asr-configs.mjs" "$out/configs" "${ASR_BENCH_HOST_PATH:-$root/host}"
+model=${ASR_BENCH_MODEL:-parakeet}
+node "${ASR_BENCH_CONFIGS_SCRIPT:-$root/bench/gpu/asr-configs.mjs}" "$out/configs" "${ASR_BENCH_HOST_PATH:-$root/host}"
 python3 "$root/bench/gpu/make-clip.py" /tmp/voxmux-clip45.wav 45
 configs=("$@")
 [ ${#configs[@]} -eq 0 ] && configs=($(cd "$out/configs" && ls *.json | sed 's/\.json$//'))
@@ -43,11 +46,11 @@ for name in "${configs[@]}"; do
   wait_ready $ready_check "http://127.0.0.1:$port/health/ready" $server "$out/logs/$name.server.log" 240 || { echo "server $name not started"; continue; }
   get "http://127.0.0.1:$port/health/ready" > "$out/logs/$name.ready.json"
   if [ "$idle_requests" -gt 0 ]; then
-    node "$root/.bundle/voxmux.mjs" bench transcribe --url "http://127.0.0.1:$port" --model parakeet \
+    node "$root/.bundle/voxmux.mjs" bench transcribe --url "http://127.0.0.1:$port" --model "$model" \
       --audio /tmp/voxmux-clip45.wav --concurrency 1 --max-requests "$idle_requests" --duration-s 120 --warmup-s 0 \
       --timeout-s 120 --out "$out/runs-idle/$name" --label "$name idle" 2>&1 | grep -v '^step .* | ' | tail -4 | tee "$out/logs/$name.idle.txt"
   fi
-  node "$root/.bundle/voxmux.mjs" bench transcribe --url "http://127.0.0.1:$port" --model parakeet \
+  node "$root/.bundle/voxmux.mjs" bench transcribe --url "http://127.0.0.1:$port" --model "$model" \
     --audio /tmp/voxmux-clip45.wav --concurrency "$levels" --duration-s "$step_s" --warmup-s 1 \
     --slo 'p95<=1000ms' --gpu-hour-usd 3.5 --target-rps 1000 --timeout-s 120 --abandon-after-s 5 \
     --out "$out/runs/$name" --label "$name" 2>&1 | grep -v '^step .* | ' | tee "$out/logs/$name.bench.txt"

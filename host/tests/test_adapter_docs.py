@@ -36,3 +36,9 @@ def test_every_classical_diarizer_option_and_item_option_is_documented() -> None
     assert _section_options("classical-diarizer") == set(OPTIONS)
     section = DOC.read_text(encoding="utf-8").split("## `classical-diarizer`", 1)[1].split("\n## ", 1)[0]
     assert all(f"`{name}`" in section for name in ITEM_OPTIONS)
+
+
+def test_every_whisper_option_is_documented_and_nothing_else() -> None:
+    from voxmux_host.models.whisper.adapter import DEFAULT_OPTIONS as WHISPER_OPTIONS
+
+    assert _section_options("whisper") == set(WHISPER_OPTIONS)

@@ -37,7 +37,7 @@ def audio(seed: int, samples: int) -> npt.NDArray[np.int16]:
 
 def run_batch(batch_id: str, *items: Any) -> RunBatch:
     """items: (requestId, audio, prompt, wordTimestamps) tuples."""
-    requests = tuple(BatchItem(rid, len(a), None, prompt, words) for rid, a, prompt, words in items)
+    requests = tuple(BatchItem(rid, len(a), None, prompt, words, 'transcribe', 0.0) for rid, a, prompt, words in items)
     body = b''.join(np.asarray(a, dtype='<i2').tobytes() for _, a, _, _ in items)
     return RunBatch(batch_id, requests, body)
 
@@ -53,7 +53,7 @@ def test_host_runs_the_whole_lifecycle_and_answers_heartbeats_during_a_slow_batc
     host = spawn(host_argv('test', '--probe-interval-ms', '20'))
     hello, correlation_id = host.expect(Hello)
     assert (hello.protocol_version, hello.pid, correlation_id) == (PROTOCOL_VERSION, host.proc.pid, 0)
-    assert list(hello.adapters) == ['debian-voices', 'parakeet', 'pocketsphinx', 'test', 'vits']
+    assert list(hello.adapters) == ['debian-voices', 'parakeet', 'pocketsphinx', 'test', 'vits', 'whisper']
 
     loaded = host.request(LoadRequest('test-0', 'echo', 'test', {'batchDelayMs': 600}, None), 1, LoadResult)
     assert (loaded.model, loaded.device) == ('echo', 'cpu')

@@ -13,7 +13,7 @@ HOST_DIR = Path(__file__).resolve().parents[1]
 
 
 def test_registry_names_the_adapters() -> None:
-    assert adapter_names() == ['classical-diarizer', 'debian-voices', 'parakeet', 'pocketsphinx', 'sortformer', 'test', 'vits']
+    assert adapter_names() == ['classical-diarizer', 'debian-voices', 'parakeet', 'pocketsphinx', 'sortformer', 'test', 'vits', 'whisper']
 
 
 def test_create_adapter_fails_with_load_failed_for_an_unknown_name() -> None:

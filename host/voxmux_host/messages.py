@@ -28,6 +28,9 @@ from .protocol import (
 )
 
 
+BatchItemTask = Literal['transcribe', 'translate']
+BATCH_ITEM_TASK_VALUES: Tuple[BatchItemTask, ...] = ('transcribe', 'translate')
+
 SequenceItemStateIn = Literal['new', 'resident', 'attached']
 SEQUENCE_ITEM_STATE_IN_VALUES: Tuple[SequenceItemStateIn, ...] = ('new', 'resident', 'attached')
 
@@ -104,6 +107,8 @@ class BatchItem(Record):
         ('language', read_optional(read_string)),
         ('prompt', read_optional(read_string)),
         ('wordTimestamps', read_boolean),
+        ('task', read_enum(BATCH_ITEM_TASK_VALUES)),
+        ('temperature', read_number),
     )
 
     request_id: str
@@ -111,6 +116,8 @@ class BatchItem(Record):
     language: Optional[str]
     prompt: Optional[str]
     word_timestamps: bool
+    task: BatchItemTask
+    temperature: float
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,10 @@ class BatchInput:
     language: Optional[str] = None
     prompt: Optional[str] = None
     word_timestamps: bool = False
+    #: 'transcribe' or 'translate' (into English); the gateway sends 'translate' only to adapters that can.
+    task: str = 'transcribe'
+    #: Sampling temperature from 0 (greedy) to 1; adapters that do not sample ignore it.
+    temperature: float = 0.0
 
 
 #: One request's result: its transcript, or its failure.

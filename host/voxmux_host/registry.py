@@ -49,6 +49,13 @@ def _sortformer() -> Adapter:
     return adapter
 
 
+def _whisper() -> Adapter:
+    from .models.whisper.adapter import WhisperAdapter
+
+    adapter: Adapter = WhisperAdapter()
+    return adapter
+
+
 def _test() -> Adapter:
     from .fakes.test_engine import TestEngineAdapter
 
@@ -63,6 +70,7 @@ ADAPTERS: Dict[str, AdapterFactory] = {
     'sortformer': _sortformer,
     'test': _test,
     'vits': _vits,
+    'whisper': _whisper,
 }
 
 

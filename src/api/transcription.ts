@@ -45,7 +45,7 @@ export interface VerboseSegment {
 }
 
 export interface VerboseTranscription {
-  task: 'transcribe';
+  task: 'transcribe' | 'translate';
   language: string;
   duration: number;
   text: string;

@@ -33,6 +33,7 @@ import type { Logger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { createRequestLog, type RequestLogWriter } from '../telemetry/request-log.js';
 import { createAutoscalingMetrics } from './autoscaling-metrics.js';
+import { WHISPER_LANGUAGES } from './whisper-languages.js';
 import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -69,9 +70,13 @@ export interface Server {
  * adapter declares none. test/conformance/adapter-languages.test.ts fails when this table and the
  * host modules' LANGUAGE disagree, or when a registered adapter with a LANGUAGE is missing here.
  */
+/** Adapters that also translate speech into English text (POST /v1/audio/translations). */
+export const TRANSLATING_ADAPTERS: ReadonlySet<string> = new Set(['whisper']);
+
 export const ADAPTER_LANGUAGES: Readonly<Record<string, readonly string[]>> = {
   pocketsphinx: ['en'],
   parakeet: ['en'],
+  whisper: WHISPER_LANGUAGES,
 };
 
 export function createModelCatalog(config: Config, createdS: number): ModelCatalog {
@@ -92,6 +97,7 @@ export function createModelCatalog(config: Config, createdS: number): ModelCatal
       created: createdS,
       ownedBy: 'voxmux',
       task,
+      ...(TRANSLATING_ADAPTERS.has(model.adapter) ? { translates: true } : {}),
       ...(languages === undefined ? {} : { languages }),
       ...(task === 'speech' ? { speech } : {}),
       ...(task === 'diarization' ? { diarization } : {}),

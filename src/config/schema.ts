@@ -168,7 +168,7 @@ export const SupervisorSchema = Type.Object(
 
 export const ModelSchema = Type.Object(
   {
-    adapter: Type.String({ description: 'Model-host adapter: pocketsphinx, parakeet, or test (a test double).', minLength: 1 }),
+    adapter: Type.String({ description: 'Model-host adapter: pocketsphinx, parakeet, whisper, or test (a test double).', minLength: 1 }),
     aliases: Type.Array(Type.String({ minLength: 1 }), { description: 'Other names clients may use.', default: [] }),
     instances: Type.Integer({
       description: 'Instances (processes) of this model, placed round-robin over its GPUs.',
@@ -360,6 +360,7 @@ export const BudgetSchema = Type.Object(
 export const ADAPTER_TASKS: Readonly<Record<string, readonly ModelTask[]>> = {
   pocketsphinx: ['transcription'],
   parakeet: ['transcription'],
+  whisper: ['transcription'],
   'debian-voices': ['speech'],
   vits: ['speech'],
   sortformer: ['diarization'],

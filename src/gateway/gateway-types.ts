@@ -74,6 +74,8 @@ export interface ModelEntry {
   languages?: readonly string[];
   /** @default 'transcription' */
   task?: ModelTask;
+  /** The model also translates speech into English text (POST /v1/audio/translations). @default false */
+  translates?: boolean;
   /** Present for speech models. */
   speech?: SpeechModelSettings;
   /** Present for diarization models. */

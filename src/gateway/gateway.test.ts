@@ -240,14 +240,14 @@ describe('buildGateway routing', () => {
           object: 'model',
           created: 1_700_000_000,
           owned_by: 'voxmux',
-          voxmux: { task: 'transcription', languages: null, state: 'ready' },
+          voxmux: { task: 'transcription', languages: null, translation: false, state: 'ready' },
         },
         {
           id: 'whisper-1',
           object: 'model',
           created: 1_700_000_000,
           owned_by: 'voxmux',
-          voxmux: { task: 'transcription', languages: ['en'], state: 'ready' },
+          voxmux: { task: 'transcription', languages: ['en'], translation: false, state: 'ready' },
         },
       ],
     });
@@ -257,7 +257,7 @@ describe('buildGateway routing', () => {
       object: 'model',
       created: 1_700_000_000,
       owned_by: 'voxmux',
-      voxmux: { task: 'transcription', languages: ['en'], state: 'ready' },
+      voxmux: { task: 'transcription', languages: ['en'], translation: false, state: 'ready' },
     });
     const unknown = await app.inject({ method: 'GET', url: '/v1/models/nope' });
     assert.deepEqual([unknown.statusCode, errorCode(unknown)], [404, 'model_not_found']);

@@ -16,6 +16,7 @@ import { registerMetricsRoute } from './routes/metrics.js';
 import { registerModelRoutes } from './routes/models.js';
 import { registerSpeechRoute } from './routes/speech.js';
 import { registerTranscriptionRoute } from './routes/transcriptions.js';
+import { registerTranslationRoute } from './routes/translations.js';
 import { registerVoicesRoute } from './routes/voices.js';
 
 const OPEN_PATHS = ['/health/live', '/health/ready', '/metrics'];
@@ -154,6 +155,7 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   });
 
   registerTranscriptionRoute(app, options, deps);
+  registerTranslationRoute(app, options, deps);
   registerSpeechRoute(app, options, deps);
   registerDiarizationRoutes(app, options, deps);
   registerModelRoutes(app, deps);

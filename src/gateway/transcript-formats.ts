@@ -13,7 +13,7 @@ export interface RenderedBody {
 export function renderTranscript(
   result: TranscriptResult,
   format: ResponseFormat,
-  options: { includeWords: boolean; includeSegments: boolean; languageSource?: LanguageSource },
+  options: { includeWords: boolean; includeSegments: boolean; languageSource?: LanguageSource; task?: 'transcribe' | 'translate' },
 ): RenderedBody {
   const text = result.text.trim();
   const usage = { type: 'duration' as const, seconds: Math.ceil(result.durationS) };
@@ -28,7 +28,7 @@ export function renderTranscript(
       return { contentType: 'text/plain; charset=utf-8', body: toVtt(segmentsOf(result)) };
     case 'verbose_json': {
       const body: VerboseTranscription = {
-        task: 'transcribe',
+        task: options.task ?? 'transcribe',
         language: languageName(result.language),
         duration: round3(result.durationS),
         text,

@@ -44,7 +44,10 @@ describe('protocol codec', () => {
   });
 
   it('checks body lengths against the layout', () => {
-    const meta = { batchId: 'b', requests: [{ requestId: 'r', samples: 2, language: null, prompt: null, wordTimestamps: false }] };
+    const meta = {
+      batchId: 'b',
+      requests: [{ requestId: 'r', samples: 2, language: null, prompt: null, wordTimestamps: false, task: 'transcribe', temperature: 0 }],
+    };
     const frame = (bytes: number) =>
       decodeFrame(encodeFrame({ type: MessageTag.RunBatch, correlationId: 1, meta, body: new Uint8Array(bytes) }));
     assert.equal(decodeControllerMessage(frame(4)).type, 'RunBatch');

@@ -296,6 +296,8 @@ export function runBatchMessage(batch: BatchInput, correlationId = 0): MessageOf
       language: r.language,
       prompt: r.prompt,
       wordTimestamps: r.wordTimestamps,
+      task: r.task ?? 'transcribe',
+      temperature: r.temperature ?? 0,
     })),
     body: batch.requests.map((r) => uint8Of(r.audio)),
   };

@@ -13,7 +13,7 @@
  */
 import { Type, type Static, type TLiteral, type TNull, type TObject, type TProperties, type TSchema, type TUnion } from '@sinclair/typebox';
 import { WIRE_ERROR_CODES } from '../core/error-catalog.js';
-import { CatalogEntrySchema, TranscriptSchema, WORK_KINDS } from './work.js';
+import { CatalogEntrySchema, TRANSCRIPTION_TASKS, TranscriptSchema, WORK_KINDS } from './work.js';
 
 // ---------------------------------------------------------------------------------------------
 // Field types
@@ -49,6 +49,8 @@ export const BatchItemSchema = Struct(
     language: Nullable(Type.String()),
     prompt: Nullable(Type.String()),
     wordTimestamps: Type.Boolean(),
+    task: Enum(TRANSCRIPTION_TASKS),
+    temperature: Type.Number(),
   },
   'BatchItem',
 );

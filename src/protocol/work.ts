@@ -64,12 +64,20 @@ export type WorkKind = (typeof WORK_KINDS)[number];
 // ---------------------------------------------------------------------------------------------
 // batch
 
+/** What a transcription request asks of the model: the speech's own language, or English (translate). */
+export const TRANSCRIPTION_TASKS = ['transcribe', 'translate'] as const;
+export type TranscriptionTask = (typeof TRANSCRIPTION_TASKS)[number];
+
 export interface TranscriptionRequest {
   /** 16 kHz mono 16-bit PCM. On rejection the caller still owns the buffer. */
   audio: Int16Array;
   language: string | null;
   prompt: string | null;
   wordTimestamps: boolean;
+  /** @default 'transcribe' */
+  task?: TranscriptionTask;
+  /** Sampling temperature, 0 to 1 (0: greedy). @default 0 */
+  temperature?: number;
 }
 
 export interface BatchInput {

@@ -39,6 +39,7 @@ export type {
   StreamInput,
   StreamSink,
   TranscriptionRequest,
+  TranscriptionTask,
   TranscriptResult,
   Word,
 } from '../protocol/work.js';

@@ -37,18 +37,31 @@ function moduleLanguage(module: string): string | undefined {
   return /^LANGUAGE = ['"]([a-z]{2,3})['"]$/m.exec(source)?.[1];
 }
 
+/** A multilingual adapter's LANGUAGES tuple, from the module its adapter module imports it from (whisper). */
+function moduleLanguages(module: string): string[] | undefined {
+  const source = readFileSync(join(PACKAGE_DIR, `${module.replaceAll('.', '/')}.py`), 'utf8');
+  const from = /^from \.(\w+) import [^\n]*\bLANGUAGES\b/m.exec(source)?.[1];
+  if (from === undefined) return undefined;
+  const sibling = join(PACKAGE_DIR, ...module.split('.').slice(0, -1), `${from}.py`);
+  const tuple = /^LANGUAGES: Tuple\[str, \.\.\.\] = \(([^)]*)\)/m.exec(readFileSync(sibling, 'utf8'))?.[1];
+  return tuple === undefined ? undefined : [...tuple.matchAll(/"([a-z]{2,3})"/g)].map((m) => m[1]!);
+}
+
 describe('adapter languages, in the host modules and in the gateway', () => {
   const modules = registeredModules();
 
-  it('reads the host registry (parakeet, pocketsphinx, test at least)', () => {
-    for (const name of ['parakeet', 'pocketsphinx', 'test']) assert.ok(modules.has(name), `${name} in ${[...modules.keys()].join(', ')}`);
+  it('reads the host registry (parakeet, pocketsphinx, whisper, test at least)', () => {
+    for (const name of ['parakeet', 'pocketsphinx', 'whisper', 'test'])
+      assert.ok(modules.has(name), `${name} in ${[...modules.keys()].join(', ')}`);
   });
 
   it('declares for each adapter the language its host module enforces, and none for an adapter that declares none', () => {
     const fromHost: Record<string, string[]> = {};
     for (const [name, module] of modules) {
       const language = moduleLanguage(module);
+      const languages = moduleLanguages(module);
       if (language !== undefined) fromHost[name] = [language];
+      else if (languages !== undefined) fromHost[name] = languages;
     }
     assert.deepEqual(Object.fromEntries(Object.entries(ADAPTER_LANGUAGES).map(([name, languages]) => [name, [...languages]])), fromHost);
   });

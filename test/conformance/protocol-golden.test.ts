@@ -73,6 +73,8 @@ describe('protocol golden frames (shared with the Python host)', () => {
       language: string | null;
       prompt: string | null;
       wordTimestamps: boolean;
+      task: 'transcribe' | 'translate';
+      temperature: number;
     }[];
     let offset = 0;
     const message = runBatchMessage(
@@ -81,7 +83,7 @@ describe('protocol golden frames (shared with the Python host)', () => {
         requests: requests.map((r) => {
           const audio = pcm.slice(offset, offset + r.samples);
           offset += r.samples;
-          return { requestId: r.requestId, audio, language: r.language, prompt: r.prompt, wordTimestamps: r.wordTimestamps };
+          return { ...r, audio };
         }),
       },
       twin.correlationId,

@@ -80,7 +80,7 @@ describe('voxmux serve first run (#16)', () => {
         object: 'model',
         created: models.data[0]!.created,
         owned_by: 'voxmux',
-        voxmux: { task: 'transcription', languages: null, state: 'ready' },
+        voxmux: { task: 'transcription', languages: null, translation: false, state: 'ready' },
       },
     ]);
   });

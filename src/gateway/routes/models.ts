@@ -18,14 +18,15 @@ export function registerModelRoutes(app: FastifyInstance, deps: GatewayDeps): vo
   };
   /**
    * OpenAI's model object, with voxmux's own facts under `voxmux`: `task` (transcription, speech or diarization),
-   * `languages` (null: not declared by the adapter) and `state` (stopped, starting, ready, stopping).
+   * `languages` (null: not declared by the adapter), `translation` (it also answers
+   * POST /v1/audio/translations) and `state` (stopped, starting, ready, stopping).
    */
   const toModel = (m: ModelEntry) => ({
     id: m.id,
     object: 'model',
     created: m.created,
     owned_by: m.ownedBy,
-    voxmux: { task: m.task ?? 'transcription', languages: m.languages ?? null, state: stateOf(m.id) },
+    voxmux: { task: m.task ?? 'transcription', languages: m.languages ?? null, translation: m.translates === true, state: stateOf(m.id) },
   });
   const resolveCall = (params: LifecycleCall['Params'], query: LifecycleCall['Querystring']) => {
     const name = deps.models.resolve(params.model);

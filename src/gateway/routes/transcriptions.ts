@@ -1,10 +1,13 @@
-/** POST /v1/audio/transcriptions: multipart upload → decode → scheduler → response format or SSE. */
+/**
+ * POST /v1/audio/transcriptions: multipart upload → decode → scheduler → response format or SSE; and the
+ * same path for POST /v1/audio/translations (routes/translations.ts), with OpenAI's fewer fields.
+ */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Value } from '@sinclair/typebox/value';
 import { TranscriptionFieldsSchema, type TranscriptionFields } from '../../api/transcription.js';
 import { errors } from '../../core/error-catalog.js';
 import type { Clock, TimerHandle } from '../../core/clock.js';
-import type { Dispatch, SubmitOptions, TranscriptionRequest } from '../../scheduler/index.js';
+import type { Dispatch, SubmitOptions, TranscriptionRequest, TranscriptionTask } from '../../scheduler/index.js';
 import type { GatewayDeps, GatewayOptions, ModelEntry } from '../gateway-types.js';
 import { invariant } from '../../core/invariant.js';
 import { toDiarizedStreamEvents, toDiarizedTranscription } from '../diarization/assign-speakers.js';
@@ -17,7 +20,25 @@ import { UploadPool, readIntoPool } from '../upload-pool.js';
 import { createCallRecord, noteDispatch } from '../call-record.js';
 import { openCall } from './call-context.js';
 
-const KNOWN_FIELDS = new Set(['model', 'language', 'prompt', 'response_format', 'temperature', 'timestamp_granularities', 'stream']);
+const KNOWN_FIELDS: ReadonlySet<string> = new Set([
+  'model',
+  'language',
+  'prompt',
+  'response_format',
+  'temperature',
+  'timestamp_granularities',
+  'stream',
+]);
+
+/** What differs between the routes that turn speech into text. */
+export interface SpeechToTextEndpoint {
+  path: '/v1/audio/transcriptions' | '/v1/audio/translations';
+  task: TranscriptionTask;
+  /** The form fields the route accepts (OpenAI's, for that endpoint). */
+  knownFields: ReadonlySet<string>;
+}
+
+const TRANSCRIPTIONS: SpeechToTextEndpoint = { path: '/v1/audio/transcriptions', task: 'transcribe', knownFields: KNOWN_FIELDS };
 /** Fields the OpenAI API defines that voxmux accepts and ignores, so unmodified clients work. */
 const IGNORED_FIELDS = new Set(['chunking_strategy', 'include', 'include[]', 'known_speaker_names', 'known_speaker_references']);
 
@@ -101,11 +122,11 @@ export async function readFormWithin(
 }
 
 /** Coerces form strings to the schema's types, then validates with TypeBox. */
-export function parseFields(raw: Map<string, string[]>): TranscriptionFields {
+export function parseFields(raw: Map<string, string[]>, knownFields: ReadonlySet<string> = KNOWN_FIELDS): TranscriptionFields {
   const candidate: Record<string, unknown> = {};
   for (const [name, values] of raw) {
     if (IGNORED_FIELDS.has(name)) continue;
-    if (!KNOWN_FIELDS.has(name)) throw errors.invalidParameter({ param: name, expected: 'a known parameter', got: name });
+    if (!knownFields.has(name)) throw errors.invalidParameter({ param: name, expected: 'a known parameter', got: name });
     const last = values.at(-1)!;
     switch (name) {
       case 'timestamp_granularities':
@@ -256,6 +277,16 @@ function diarizerOf(model: string, entry: ModelEntry | undefined, deps: GatewayD
 }
 
 export function registerTranscriptionRoute(app: FastifyInstance, options: GatewayOptions, deps: GatewayDeps): void {
+  registerSpeechToTextRoute(app, options, deps, TRANSCRIPTIONS);
+}
+
+/** POST endpoint.path: a transcription (task transcribe) or a translation into English (task translate). */
+export function registerSpeechToTextRoute(
+  app: FastifyInstance,
+  options: GatewayOptions,
+  deps: GatewayDeps,
+  endpoint: SpeechToTextEndpoint,
+): void {
   const uploads = new UploadPool(
     { maxPooledBytes: options.uploadPoolBytes, idleMs: options.uploadPoolIdleMs },
     {
@@ -266,20 +297,21 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
       },
     },
   );
-  app.post('/v1/audio/transcriptions', async (request: FastifyRequest, reply: FastifyReply) => {
+  const isTranslation = endpoint.task === 'translate';
+  app.post(endpoint.path, async (request: FastifyRequest, reply: FastifyReply) => {
     // The client may leave at any time: its queued request is then dropped by the scheduler.
     const record = createCallRecord('transcription');
     request.voxmuxCall = record;
     const { abort, arrivedMs, priority, deadlineMs } = openCall(request, reply, deps, options);
     const form = await readFormWithin(request, { uploads, options, clock: deps.clock, arrivedMs });
-    const fields = parseFields(form.fields);
+    const fields = parseFields(form.fields, endpoint.knownFields);
     record.model = fields.model;
     const model = deps.models.resolve(fields.model);
     if (model === undefined) throw errors.modelNotFound({ model: fields.model });
     record.model = model;
     const entry = deps.models.list().find((m) => m.id === model);
-    if ((entry?.task ?? 'transcription') !== 'transcription') {
-      throw errors.modelTaskMismatch({ model, task: entry?.task ?? 'transcription', endpoint: 'POST /v1/audio/transcriptions' });
+    if ((entry?.task ?? 'transcription') !== 'transcription' || (isTranslation && entry?.translates !== true)) {
+      throw errors.modelTaskMismatch({ model, task: entry?.task ?? 'transcription', endpoint: `POST ${endpoint.path}` });
     }
     const isDiarized = fields.response_format === 'diarized_json';
     const diarizer = isDiarized ? diarizerOf(model, entry, deps) : undefined;
@@ -298,6 +330,8 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
       language: fields.language ?? null,
       prompt: fields.prompt ?? null,
       wordTimestamps: shouldIncludeWords || isDiarized,
+      task: endpoint.task,
+      temperature: fields.temperature,
     };
     const ranges = await pieceRangesOf(audio.samples, { options, deps, signal: abort.signal });
     const submitOptions = {
@@ -377,7 +411,8 @@ export function registerTranscriptionRoute(app: FastifyInstance, options: Gatewa
     const rendered = renderTranscript(result, fields.response_format, {
       includeWords: shouldIncludeWords,
       includeSegments: fields.timestamp_granularities.includes('segment') || !shouldIncludeWords,
-      languageSource: languageSourceOf(fields.language, languages),
+      languageSource: isTranslation ? 'reported' : languageSourceOf(fields.language, languages),
+      task: endpoint.task,
     });
     return reply.headers(truncatedHeader).type(rendered.contentType).send(rendered.body);
   });

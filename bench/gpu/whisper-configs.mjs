@@ -1,0 +1,53 @@
+// The Whisper serving benchmark's two sides, written as voxmux config files for bench/gpu/run-asr.sh
+// (bench/gpu/run-whisper.sh runs both in one go):
+//   whisper-a-naive:  what a plain PyTorch server does: batch 1, eager, one request at a time;
+//   whisper-b-engine: voxmux's engine: batches of up to 64 windows decoding together over the static
+//                     key-value cache, finished windows replaced by waiting ones, CUDA graphs of the step.
+// Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
+// lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
+// 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
+// and turn temperature fallback off (random text always fails the thresholds). A 45 s clip is two 30 s
+// windows (the gateway's cutting at pauses is off: splitAboveMs 0), about 135 tokens.
+// Usage: node bench/gpu/whisper-configs.mjs OUT_DIR HOST_PATH  (WHISPER_BENCH_MODEL_CONFIG=tiny and
+// WHISPER_BENCH_DEVICE=cpu for a CPU smoke run)
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const [outDir, hostPath] = process.argv.slice(2);
+export const TOKENS_PER_AUDIO_SECOND = 3;
+
+export function config({ maxBatchSize, maxQueueDelayMs, graphs, batchSizes, env = process.env, host = hostPath }) {
+  return {
+    gateway: { maxBodyBytes: 8 * 1024 * 1024, requestTimeoutMs: 120_000, splitAboveMs: 0 },
+    scheduler: { maxQueuedRequests: 2048, lengthBucketsMs: [45_000], maxRunningBatchesPerInstance: 1 },
+    supervisor: { hostPath: host, heartbeatIntervalMs: 2000, heartbeatMissLimit: 30, batchTimeoutMs: 120_000 },
+    models: {
+      // The name run-asr.sh drives (ASR_BENCH_MODEL=whisper).
+      whisper: {
+        adapter: 'whisper',
+        instances: 1,
+        maxBatchSize,
+        maxQueueDelayMs,
+        exclusiveWarmup: graphs,
+        options: {
+          config: env.WHISPER_BENCH_MODEL_CONFIG ?? 'large-v3-turbo',
+          device: env.WHISPER_BENCH_DEVICE ?? 'cuda',
+          cudaGraphs: graphs,
+          batchSizes,
+          maxTokensPerAudioSecond: TOKENS_PER_AUDIO_SECOND,
+          temperatureIncrement: 0,
+        },
+      },
+    },
+  };
+}
+
+export const CONFIGS = {
+  'whisper-a-naive': config({ maxBatchSize: 1, maxQueueDelayMs: 0, graphs: false, batchSizes: [1] }),
+  'whisper-b-engine': config({ maxBatchSize: 64, maxQueueDelayMs: 5, graphs: true, batchSizes: [1, 2, 4, 8, 16, 32, 64] }),
+};
+
+if (outDir !== undefined) {
+  mkdirSync(outDir, { recursive: true });
+  for (const [name, c] of Object.entries(CONFIGS)) writeFileSync(join(outDir, `${name}.json`), JSON.stringify(c, null, 2));
+}

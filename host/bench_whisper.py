@@ -1,0 +1,154 @@
+"""Microbenchmark of the Whisper engine on one device, without the host or HTTP: (a) naive, batch 1, eager,
+a fresh key-value cache for every request (no reuse across requests), against (b) the engine, batches of
+windows decoding together over its static cache with CUDA graphs of the step. Same clips, same weights,
+same token budget (end-of-text forced at ``--tokens-per-audio-second``: random weights decode to arbitrary
+lengths otherwise). Reports clips/s, audio seconds per second, tokens/s, per-batch latency p50/p95,
+encoder calls and decode steps; prints a table and writes JSON.
+
+    python3 host/bench_whisper.py --device cuda --config large-v3-turbo --clip-seconds 45 --out engine.json
+    python3 host/bench_whisper.py --device cpu --config tiny --clip-seconds 2 --batch-sizes 2 --naive-clips 1  # dry run
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Sequence
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from voxmux_host.models.whisper.config import PRESETS  # noqa: E402
+from voxmux_host.models.whisper.decoding import EngineOptions, RequestOptions, WhisperEngine  # noqa: E402
+from voxmux_host.models.whisper.model import build_model  # noqa: E402
+from voxmux_host.models.whisper.tokenizer import synthetic_tokenizer, tiny_tokenizer  # noqa: E402
+
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if values else float("nan")
+
+
+def speech_like_clip(seconds: float, seed: int) -> torch.Tensor:
+    """Noise shaped like speech's envelope (syllable-rate amplitude modulation), in [-1, 1]."""
+    generator = torch.Generator().manual_seed(seed)
+    samples = int(seconds * 16000)
+    t = torch.arange(samples, dtype=torch.float32) / 16000
+    envelope = 0.5 + 0.5 * torch.sin(2 * np.pi * 4.0 * t + seed)
+    return (torch.randn(samples, generator=generator) * 0.1 * envelope).clamp(-1, 1)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _run(engine: WhisperEngine, clips: List[torch.Tensor], device: torch.device) -> Dict[str, Any]:
+    requests = [RequestOptions(language="en")] * len(clips)
+    _sync(device)
+    start = time.perf_counter()
+    results = engine.transcribe(clips, requests)
+    _sync(device)
+    return {"seconds": time.perf_counter() - start, "tokens": sum(r.tokens for r in results)}
+
+
+def run_benchmark(args: argparse.Namespace) -> Dict[str, Any]:
+    device = torch.device(args.device)
+    dtype = _DTYPES[args.dtype or ("bf16" if device.type == "cuda" else "fp32")]
+    config = PRESETS[args.config]
+    model = build_model(config, seed=args.seed).to(device=device, dtype=dtype).eval()
+    tokenizer = tiny_tokenizer() if args.config == "tiny" else synthetic_tokenizer(config.n_vocab)
+    clips = [speech_like_clip(args.clip_seconds, seed) for seed in range(max(args.batch_sizes + [args.naive_clips]))]
+    common = dict(temperature_increment=0.0, max_tokens_per_audio_second=args.tokens_per_audio_second)
+    report: Dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": platform.node(), "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "config": args.config, "dtype": str(dtype).replace("torch.", ""), "clipSeconds": args.clip_seconds,
+        "tokensPerAudioSecond": args.tokens_per_audio_second, "command": " ".join(sys.argv), "modes": [],
+    }
+    # (a) naive: one clip at a time, eager, a fresh cache per request.
+    latencies: List[float] = []
+    tokens = 0
+    for i in range(args.naive_clips + args.warmup):
+        engine = WhisperEngine(model, tokenizer, device, dtype, EngineOptions(slots=1, batch_sizes=(1,), **common))
+        run = _run(engine, [clips[i % len(clips)]], device)
+        if i >= args.warmup:
+            latencies.append(run["seconds"])
+            tokens += run["tokens"]
+        del engine
+    total = sum(latencies)
+    report["modes"].append({
+        "mode": "a-naive", "batchSize": 1, "clips": len(latencies), "clipsPerSecond": len(latencies) / total,
+        "audioSecondsPerSecond": len(latencies) * args.clip_seconds / total, "tokensPerSecond": tokens / total,
+        "latencyP50S": _percentile(latencies, 50), "latencyP95S": _percentile(latencies, 95),
+    })
+    # (b) the engine: batches of each size, graphs captured once.
+    slots = max(args.batch_sizes)
+    sizes = tuple(sorted({1, 2, 4, 8, 16, 32, 64, slots} & set(range(1, slots + 1))))
+    engine = WhisperEngine(model, tokenizer, device, dtype,
+                           EngineOptions(slots=slots, batch_sizes=sizes, use_graphs=device.type == "cuda", **common))
+    graphs = engine.capture_graphs()
+    for size in args.batch_sizes:
+        batch = clips[:size]
+        for _ in range(args.warmup):
+            _run(engine, batch, device)
+        before = dict(vars(engine.counters))
+        runs = [_run(engine, batch, device) for _ in range(args.iterations)]
+        after = vars(engine.counters)
+        seconds = [r["seconds"] for r in runs]
+        total = sum(seconds)
+        report["modes"].append({
+            "mode": "b-engine", "batchSize": size, "clips": size * len(runs), "graphs": graphs,
+            "clipsPerSecond": size * len(runs) / total, "audioSecondsPerSecond": size * len(runs) * args.clip_seconds / total,
+            "tokensPerSecond": sum(r["tokens"] for r in runs) / total,
+            "latencyP50S": _percentile(seconds, 50), "latencyP95S": _percentile(seconds, 95),
+            "decodeStepsPerBatch": (after["decode_steps"] - before["decode_steps"]) / len(runs),
+            "encoderCallsPerBatch": (after["encoder_calls"] - before["encoder_calls"]) / len(runs),
+            "graphReplays": after["graph_replays"] - before["graph_replays"],
+        })
+    naive = report["modes"][0]["clipsPerSecond"]
+    for mode in report["modes"]:
+        mode["speedupOverNaive"] = mode["clipsPerSecond"] / naive
+    return report
+
+
+def print_table(report: Dict[str, Any]) -> None:
+    print(f"whisper {report['config']} {report['dtype']} on {report['gpu'] or 'cpu'}, {report['clipSeconds']} s clips, "
+          f"{report['tokensPerAudioSecond']} tokens per audio second")
+    print(f"{'mode':<10} {'batch':>5} {'clips/s':>9} {'audio s/s':>10} {'tokens/s':>10} {'p50 s':>8} {'p95 s':>8} {'x naive':>8}")
+    for m in report["modes"]:
+        print(f"{m['mode']:<10} {m['batchSize']:>5} {m['clipsPerSecond']:>9.2f} {m['audioSecondsPerSecond']:>10.1f} "
+              f"{m['tokensPerSecond']:>10.0f} {m['latencyP50S']:>8.3f} {m['latencyP95S']:>8.3f} {m['speedupOverNaive']:>8.1f}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu")
+    parser.add_argument("--config", default="large-v3-turbo", choices=sorted(PRESETS))
+    parser.add_argument("--dtype", default=None, choices=sorted(_DTYPES))
+    parser.add_argument("--clip-seconds", type=float, default=45.0)
+    parser.add_argument("--tokens-per-audio-second", type=float, default=3.0)
+    parser.add_argument("--batch-sizes", type=lambda s: [int(x) for x in s.split(",") if x], default=[1, 16, 32, 64])
+    parser.add_argument("--naive-clips", type=int, default=10)
+    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="bench-whisper.json")
+    args = parser.parse_args(argv)
+    torch.manual_seed(args.seed)
+    report = run_benchmark(args)
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    print_table(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""The Whisper engine on CUDA: the decode step replayed from CUDA graphs equals the eager step, batched equals
+one by one, bf16 against fp32 on large-v3-turbo shapes, and the adapter's warmup captures a graph per batch
+size. Skipped without CUDA."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterator, List
+
+import pytest
+import torch
+
+from voxmux_host.model_api import BatchInput, LoadContext, Transcript
+from voxmux_host.models.whisper.adapter import WhisperAdapter
+from voxmux_host.models.whisper.config import LARGE_V3_TURBO, N_FRAMES, TINY
+from voxmux_host.models.whisper.decoding import EngineOptions, RequestOptions, WhisperEngine
+from voxmux_host.models.whisper.model import KVCache, WhisperModel, build_model
+from voxmux_host.models.whisper.tokenizer import synthetic_tokenizer, tiny_tokenizer
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+DEVICE = torch.device("cuda", 0)
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Iterator[WhisperModel]:
+    yield build_model(TINY, seed=5).to(DEVICE)
+
+
+def _audio(seconds: float, seed: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(int(seconds * 16000), generator=generator) * 0.1
+
+
+def _summary(results: List[Any]) -> List[Any]:
+    return [(r.text, r.language, r.tokens, [(s.start, s.end) for s in r.segments]) for r in results]
+
+
+def _engine(model: WhisperModel, dtype: torch.dtype, **options: Any) -> WhisperEngine:
+    base: dict[str, Any] = {"slots": 8, "batch_sizes": (1, 2, 4, 8), "temperature_increment": 0.0,
+                            "max_tokens_per_audio_second": 3.0, **options}
+    return WhisperEngine(model, tiny_tokenizer(), DEVICE, dtype, EngineOptions(**base))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_graph_replay_equals_eager(tiny: WhisperModel, dtype: torch.dtype) -> None:
+    model = tiny.to(dtype)
+    audios = [_audio(s, i) for i, s in enumerate((3.0, 45.0, 12.0, 31.0, 1.0, 8.0))]
+    requests = [RequestOptions(language="en"), RequestOptions(), RequestOptions(timestamps=False, language="de"),
+                RequestOptions(language="fr", prompt="the cat"), RequestOptions(language="en"),
+                RequestOptions(language="es", task="translate")]
+    eager = _engine(model, dtype)
+    graphed = _engine(model, dtype, use_graphs=True)
+    assert graphed.capture_graphs() == 4
+    expected = eager.transcribe(audios, requests)
+    got = graphed.transcribe(audios, requests)
+    assert graphed.counters.graph_replays > 0 and graphed.counters.eager_steps == 0
+    assert _summary(got) == _summary(expected)
+    assert _summary(graphed.transcribe(audios, requests)) == _summary(expected)  # replays again, same result
+
+
+def test_batched_equals_one_by_one_fp32(tiny: WhisperModel) -> None:
+    model = tiny.float()
+    audios = [_audio(s, 10 + i) for i, s in enumerate((5.0, 40.0, 2.0))]
+    requests = [RequestOptions(language="en")] * 3
+    batched = _engine(model, torch.float32, use_graphs=True)
+    batched.capture_graphs()
+    alone = [_engine(model, torch.float32, slots=1, batch_sizes=(1,)).transcribe([a], [r])[0]
+             for a, r in zip(audios, requests)]
+    assert _summary(batched.transcribe(audios, requests)) == _summary(alone)
+
+
+def test_bf16_follows_fp32_on_turbo_shapes() -> None:
+    config = dataclasses.replace(LARGE_V3_TURBO, n_audio_layer=4)  # turbo widths, fewer encoder layers: quicker
+    model = build_model(config, seed=1).to(DEVICE)
+    mel = torch.randn(2, config.n_mels, N_FRAMES, device=DEVICE)
+    tokens = torch.randint(0, 50257, (2, 6), device=DEVICE)
+    with torch.no_grad():
+        reference = model.decoder.forward_full(tokens, model.encoder(mel))
+        half = model.to(torch.bfloat16)
+        features = half.encoder(mel.to(torch.bfloat16))
+        assert torch.isfinite(features).all()
+        cache = KVCache.allocate(config, 2, DEVICE, torch.bfloat16)
+        slots = torch.arange(2, device=DEVICE)
+        half.decoder.fill_cross(cache, slots, features)
+        hidden = half.decoder.forward_cached(cache, tokens, torch.arange(6, device=DEVICE).expand(2, 6), slots)
+        logits = half.decoder.logits(hidden)
+    cosine = torch.nn.functional.cosine_similarity(logits.flatten(1), reference.flatten(1), dim=-1)
+    assert (cosine > 0.99).all(), cosine
+    assert synthetic_tokenizer(config.n_vocab).n_vocab == config.n_vocab
+
+
+def test_adapter_warmup_captures_a_graph_per_batch_size() -> None:
+    adapter = WhisperAdapter()
+    adapter.load(LoadContext("i0", "whisper", {"config": "tiny", "device": "cuda", "batchSizes": [1, 2, 4],
+                                               "maxTokensPerAudioSecond": 3, "temperatureIncrement": 0}))
+    assert adapter.warmup().graphs_captured == 3
+    pcm = (_audio(5.0, 1).numpy() * 32768).astype("int16")
+    outputs = adapter.run_batch([BatchInput("a", pcm, language="en"), BatchInput("b", pcm)])
+    assert all(isinstance(o, Transcript) for o in outputs)
+    assert adapter.stats().graph_replays > 0 and adapter.probe()
+    adapter.close()

@@ -1,0 +1,34 @@
+"""bench_whisper.py's dry run on the CPU (tiny config): both modes run and the report has their numbers."""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import bench_whisper  # noqa: E402
+
+
+def test_dry_run_reports_naive_and_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "bench.json"
+    assert bench_whisper.main(["--device", "cpu", "--config", "tiny", "--clip-seconds", "2", "--batch-sizes", "2",
+                               "--naive-clips", "1", "--iterations", "1", "--warmup", "0", "--tokens-per-audio-second",
+                               "2", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert [m["mode"] for m in report["modes"]] == ["a-naive", "b-engine"]
+    naive, engine = report["modes"]
+    assert naive["speedupOverNaive"] == 1.0
+    assert engine["batchSize"] == 2 and engine["encoderCallsPerBatch"] == 1  # two clips, one encoder call
+    for mode in report["modes"]:
+        assert mode["clipsPerSecond"] > 0 and math.isfinite(mode["latencyP95S"])
+        assert 0 < mode["tokensPerSecond"]
+    assert "x naive" in capsys.readouterr().out
+
+
+def test_speech_like_clip_is_seeded_and_bounded() -> None:
+    a, b = bench_whisper.speech_like_clip(1.0, 3), bench_whisper.speech_like_clip(1.0, 3)
+    assert a.shape == (16000,) and bool((a == b).all()) and float(a.abs().max()) <= 1.0

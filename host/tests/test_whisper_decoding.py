@@ -1,0 +1,287 @@
+"""Whisper decoding on the CPU (tiny config): batched equals one by one, the cached decode equals a greedy
+decode by full recompute, timestamps to segments, budgets, language detection, fallback, and the adapter
+(options, per-request failures, both checkpoint layouts giving the same transcripts)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+import torch
+
+from voxmux_host.errors import InstanceError
+from voxmux_host.model_api import BatchInput, ItemFailure, LoadContext, Transcript
+from voxmux_host.models.whisper.adapter import WhisperAdapter
+from voxmux_host.models.whisper.checkpoints import save_hf_directory, save_openai_checkpoint
+from voxmux_host.models.whisper.config import N_FRAMES, TINY
+from voxmux_host.models.whisper.decoding import (EngineOptions, RequestOptions, WhisperEngine, _Job, _Window,
+                                                 compression_ratio)
+from voxmux_host.models.whisper.features import log_mel_spectrogram
+from voxmux_host.models.whisper.model import WhisperModel, build_model
+from voxmux_host.models.whisper.tokenizer import special_tokens, tiny_tokenizer, tiny_vocabulary, write_tokenizer_files
+
+NO_FALLBACK = dict(temperature_increment=0.0, no_speech_threshold=None)
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[WhisperModel]:
+    torch.set_num_threads(2)
+    yield build_model(TINY, seed=5).double()
+
+
+def _engine(model: WhisperModel, **options: Any) -> WhisperEngine:
+    merged: Dict[str, Any] = {"slots": 4, "batch_sizes": (1, 2, 4), "max_tokens_per_audio_second": 2.0,
+                              **NO_FALLBACK, **options}
+    return WhisperEngine(model, tiny_tokenizer(), torch.device("cpu"), torch.float64, EngineOptions(**merged))
+
+
+def _audio(seconds: float, seed: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(int(seconds * 16000), generator=generator) * 0.1
+
+
+def _summary(results: List[Any]) -> List[Any]:
+    return [(r.text, r.language, r.tokens, [(s.start, s.end, s.text) for s in r.segments]) for r in results]
+
+
+def test_batched_equals_one_by_one(model: WhisperModel) -> None:
+    audios = [_audio(s, i) for i, s in enumerate((4.0, 33.0, 2.0))]
+    requests = [RequestOptions(language="en", prompt="the cat"), RequestOptions(language="de"),
+                RequestOptions(timestamps=False)]
+    engine = _engine(model, slots=2, batch_sizes=(1, 2))
+    batched = engine.transcribe(audios, requests)
+    assert engine.counters.windows == 4  # the 33 s clip takes two windows
+    assert engine.counters.encoder_calls == 3  # two joined together, then one each as slots free
+    alone = [_engine(model, slots=1, batch_sizes=(1,)).transcribe([a], [r])[0] for a, r in zip(audios, requests)]
+    assert _summary(batched) == _summary(alone)
+    assert [r.duration_s for r in batched] == [4.0, 33.0, 2.0]
+    for result in batched:
+        assert all(0 <= s.start <= s.end <= result.duration_s for s in result.segments)
+
+
+def _reference_greedy(model: WhisperModel, audio: torch.Tensor, prompt: List[int], budget: int) -> List[int]:
+    """Greedy decoding without timestamps by full recompute: every step runs the decoder over the whole
+    sequence (no cache), with Whisper's suppression of special tokens and of blank at the start."""
+    t = tiny_tokenizer()
+    mel = log_mel_spectrogram(audio, 80)[:, :N_FRAMES]
+    xa = model.encoder(mel[None].double())
+    tokens = list(prompt)
+    out: List[int] = []
+    while True:
+        logits = model.decoder.forward_full(torch.tensor([tokens]), xa)[0, -1]
+        forbid = torch.zeros_like(logits, dtype=torch.bool)
+        forbid[t.eot + 1:] = True  # specials and timestamps
+        if not out:
+            forbid[[*t.space_tokens(), t.eot]] = True
+        token = int(logits.masked_fill(forbid, float("-inf")).argmax())
+        if len(out) >= budget:
+            token = t.eot
+        if token == t.eot:
+            return out
+        out.append(token)
+        tokens.append(token)
+
+
+def test_cached_decode_equals_a_full_recompute(model: WhisperModel) -> None:
+    t = tiny_tokenizer()
+    audio = _audio(6.0, 11)
+    engine = _engine(model, max_tokens_per_audio_second=3.0)
+    with torch.no_grad():
+        result = engine.transcribe([audio], [RequestOptions(language="es", timestamps=False)])[0]
+        expected = _reference_greedy(model, audio, [t.sot, t.language_ids["es"], t.transcribe, t.no_timestamps], 18)
+    assert result.tokens == len(expected) == 18
+    assert result.text == t.decode(expected).strip()
+
+
+def test_timestamp_tokens_become_segments(model: WhisperModel) -> None:
+    t = tiny_tokenizer()
+    engine = _engine(model)
+    job = _Job(0, RequestOptions(), torch.zeros(1), 4000, "en", seek=1000)
+    window = _Window(job, 1000, N_FRAMES, 0.0)
+    ts = t.timestamp_begin
+    words = t.encode(" the cat")
+    more = t.encode(" sat")
+    # <|0.00|> the cat <|1.00|><|1.50|> sat <|2.00|> : two segments, the window ends on a single timestamp
+    tokens = [ts, *words, ts + 50, ts + 75, *more, ts + 100]
+    segments, advance = engine._segments(tokens, window, forced=False)
+    assert [(s.start, s.end, s.text) for s in segments] == [(10.0, 11.0, " the cat"), (11.5, 12.0, " sat")]
+    assert advance == N_FRAMES  # single timestamp ending: the whole window was read
+    # ending on a pair: seek moves to the last timestamp (in mel frames: 2 per timestamp step)
+    segments, advance = engine._segments([ts, *words, ts + 50, ts + 75, *more, ts + 100, ts + 100], window, False)
+    assert len(segments) == 2 and advance == 200
+    # no pair: one segment up to the last timestamp
+    segments, advance = engine._segments([ts, *words, ts + 40], window, False)
+    assert [(s.start, s.end) for s in segments] == [(10.0, 10.8)] and advance == N_FRAMES
+    # ended by the budget after a pair: the rest is a segment to the window's end
+    segments, advance = engine._segments([ts, *words, ts + 50, ts + 75, *more], window, True)
+    assert [(s.start, s.end, s.text) for s in segments] == [(10.0, 11.0, " the cat"), (11.0, 40.0, " sat")]
+    assert advance == N_FRAMES
+
+
+def test_decoded_windows_keep_the_timestamp_rules_and_the_budget(model: WhisperModel) -> None:
+    t = tiny_tokenizer()
+    engine = _engine(model, max_tokens_per_audio_second=1.5)
+    result = engine.transcribe([_audio(33.0, 3)], [RequestOptions(language="en")])[0]
+    assert engine.counters.windows == 2
+    assert result.tokens <= math.ceil(1.5 * 30) + math.ceil(1.5 * 3)  # end-of-text forced at the budget
+    assert result.segments
+    for segment in result.segments:
+        stamps = [tok for tok in segment.tokens if tok >= t.timestamp_begin]
+        assert stamps == sorted(stamps)  # timestamps never go back
+    first = result.segments[0].tokens[0]
+    assert t.timestamp_begin <= first <= t.timestamp_begin + 50  # starts with a timestamp within 1 s
+
+
+def test_language_is_detected_from_the_first_step(model: WhisperModel) -> None:
+    t = tiny_tokenizer()
+    audio = _audio(3.0, 9)
+    engine = _engine(model)
+    result = engine.transcribe([audio], [RequestOptions()])[0]
+    with torch.no_grad():
+        xa = model.encoder(log_mel_spectrogram(audio, 80)[None, :, :N_FRAMES].double())
+        logits = model.decoder.forward_full(torch.tensor([[t.sot]]), xa)[0, 0]
+    ids = torch.tensor([t.language_ids[c] for c in t.languages])
+    assert result.language == t.languages[int(logits[ids].argmax())]
+
+
+def test_prompt_and_previous_text_condition_the_window(model: WhisperModel) -> None:
+    t = tiny_tokenizer()
+    engine = _engine(model)
+    job = _Job(0, RequestOptions(prompt="the cat"), torch.zeros(1), 100, "en")
+    job.all_tokens = t.encode(" the cat")
+    prompt = engine._prompt(_Window(job, 0, 100, 0.0))
+    assert prompt == [t.sot_prev, *t.encode(" the cat"), t.sot, t.language_ids["en"], t.transcribe]
+    translate = _Job(0, RequestOptions(task="translate", timestamps=False), torch.zeros(1), 100, "de")
+    assert engine._prompt(_Window(translate, 0, 100, 0.0)) == [t.sot, t.language_ids["de"], t.translate,
+                                                               t.no_timestamps]
+
+
+def test_fallback_retries_hotter_until_one(model: WhisperModel) -> None:
+    engine = _engine(model, temperature_increment=0.5, logprob_threshold=0.0)  # every window fails the threshold
+    results = engine.transcribe([_audio(3.0, 4)], [RequestOptions(language="en")])
+    assert engine.counters.fallbacks == 2 and engine.counters.windows == 3  # 0.0, 0.5, 1.0
+    assert all(s.temperature == 1.0 for s in results[0].segments)
+    assert compression_ratio("") == 0.0 and compression_ratio("ab" * 100) > 2.4
+
+
+# ------------------------------------------------------------------------------------------------ adapter
+
+
+def _pcm(seconds: float, seed: int) -> "npt.NDArray[np.int16]":
+    pcm: npt.NDArray[np.int16] = (_audio(seconds, seed).numpy() * 32768).astype(np.int16)
+    return pcm
+
+
+def _adapter(options: Dict[str, Any]) -> WhisperAdapter:
+    adapter = WhisperAdapter()
+    adapter.load(LoadContext("i0", "whisper-tiny", {"device": "cpu", "maxTokensPerAudioSecond": 2,
+                                                    "temperatureIncrement": 0, "batchSizes": [1, 2, 4], **options}))
+    adapter.warmup()
+    return adapter
+
+
+def test_adapter_transcribes_and_fails_requests_alone() -> None:
+    adapter = _adapter({"config": "tiny", "seed": 5})
+    requests = [BatchInput("a", _pcm(2.0, 1), language="en"), BatchInput("b", _pcm(1.0, 2), word_timestamps=True),
+                BatchInput("c", _pcm(1.0, 3), language="xx"), BatchInput("d", np.zeros(0, dtype=np.int16)),
+                BatchInput("e", _pcm(1.5, 4), prompt="the cat"), BatchInput("f", _pcm(1.0, 5), task="translate"),
+                BatchInput("g", _pcm(1.0, 6), temperature=1.5), BatchInput("h", _pcm(1.0, 7), temperature=0.5)]
+    outputs = adapter.run_batch(requests)
+    assert isinstance(outputs[0], Transcript) and outputs[0].duration_s == 2.0 and outputs[0].language == "en"
+    assert outputs[0].words is None and outputs[0].segments is not None
+    assert isinstance(outputs[1], Transcript) and outputs[1].words is not None
+    assert " ".join(w.word for w in outputs[1].words) == " ".join(outputs[1].text.split())
+    assert all(0 <= w.start <= w.end <= outputs[1].duration_s for w in outputs[1].words)
+    assert isinstance(outputs[2], ItemFailure) and outputs[2].code == "unsupported_option"
+    assert "'xx'" in outputs[2].message
+    assert isinstance(outputs[3], ItemFailure) and outputs[3].code == "invalid_audio"
+    assert isinstance(outputs[4], Transcript)
+    assert isinstance(outputs[5], Transcript) and outputs[5].language == "en"  # a translation's text is English
+    assert isinstance(outputs[6], ItemFailure) and outputs[6].code == "unsupported_option"
+    assert isinstance(outputs[7], Transcript)
+    stats = adapter.stats()
+    assert stats.clips == 5 and adapter.probe()  # type: ignore[attr-defined]
+    adapter.close()
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"config": "huge"}, "Expected config"), ({"nope": 1}, "Unknown whisper option"),
+({"batchSizes": []}, "Expected batchSizes"),
+    ({"maxTokensPerAudioSecond": 0}, "maxTokensPerAudioSecond"), ({"temperatureIncrement": 2}, "temperatureIncrement"),
+    ({"dtype": "int4"}, "Expected dtype"), ({"device": "tpu"}, "Expected device"),
+    ({"checkpointPath": "/nonexistent/whisper"}, "does not exist"),
+])
+def test_adapter_options_fail_the_load(options: Dict[str, Any], message: str) -> None:
+    with pytest.raises(InstanceError, match=message) as info:
+        WhisperAdapter().load(LoadContext("i0", "w", {"device": "cpu", "config": "tiny", **options}))
+    assert info.value.code == "load_failed"
+
+
+def test_both_checkpoint_layouts_give_the_same_transcripts(tmp_path: Path) -> None:
+    source = build_model(TINY, seed=8)
+    save_openai_checkpoint(source, str(tmp_path / "tiny.pt"))
+    save_hf_directory(source, str(tmp_path / "hf"))
+    vocab, merges, added = tiny_vocabulary()
+    write_tokenizer_files(str(tmp_path / "hf"), vocab, merges, added, layout="tokenizer.json")
+    requests = [BatchInput("a", _pcm(3.0, 5), language="en"), BatchInput("b", _pcm(2.0, 6))]
+    random = _adapter({"config": "tiny", "seed": 8}).run_batch(requests)
+    from_pt = _adapter({"checkpointPath": str(tmp_path / "tiny.pt")}).run_batch(requests)
+    from_hf = _adapter({"checkpointPath": str(tmp_path / "hf")}).run_batch(requests)
+    assert random == from_pt == from_hf
+    assert all(isinstance(o, Transcript) for o in random)
+
+
+def test_a_tokenizer_that_does_not_fit_fails_the_load(tmp_path: Path) -> None:
+    save_openai_checkpoint(build_model(TINY, seed=8), str(tmp_path / "tiny.pt"))
+    vocab, merges, _ = tiny_vocabulary()
+    vocab.update({f"extra{i}": 300 + i for i in range(10)})  # ten more base tokens: 1919 in all
+    write_tokenizer_files(str(tmp_path / "tok"), vocab, merges, special_tokens(310))
+    options = {"device": "cpu", "checkpointPath": str(tmp_path / "tiny.pt"), "tokenizerPath": str(tmp_path / "tok")}
+    with pytest.raises(InstanceError, match="Expected a tokenizer of 1909 tokens") as info:
+        WhisperAdapter().load(LoadContext("i0", "w", options))
+    assert info.value.code == "load_failed"
+
+
+class _ReplayStep:
+    """Stands in for a CUDA graph of batch size ``b`` on the CPU: replaying runs the eager step on rows
+    0..b-1, free slots included, as the captured graph does."""
+
+    def __init__(self, engine: WhisperEngine, b: int) -> None:
+        self.engine, self.b = engine, b
+
+    def replay(self) -> None:
+        self.engine._step(self.b)
+
+
+def test_steps_padded_to_a_captured_batch_size_give_the_same_results(model: WhisperModel) -> None:
+    audios = [_audio(s, 20 + i) for i, s in enumerate((3.0, 31.0, 1.0))]
+    requests = [RequestOptions(language="en"), RequestOptions(language="it"), RequestOptions(language="en")]
+    eager = _engine(model, slots=4, batch_sizes=(1, 2, 4))
+    padded = _engine(model, slots=4, batch_sizes=(4,))  # every step runs all four rows
+    padded.graphs = {4: _ReplayStep(padded, 4)}  # type: ignore[dict-item]
+    expected = eager.transcribe(audios, requests)
+    assert _summary(padded.transcribe(audios, requests)) == _summary(expected)
+    assert padded.counters.graph_replays == padded.counters.decode_steps and padded.counters.eager_steps == 0
+
+
+def test_word_timestamps_follow_the_text_in_order(model: WhisperModel) -> None:
+    engine = _engine(model, max_tokens_per_audio_second=3.0)
+    result = engine.transcribe([_audio(12.0, 7)], [RequestOptions(language="en", word_timestamps=True)])[0]
+    assert result.words and " ".join(w for w, _, _ in result.words) == " ".join(result.text.split())
+    starts = [start for _, start, _ in result.words]
+    assert starts == sorted(starts)  # the warping path is monotonic
+    assert all(0 <= start <= end <= result.duration_s for _, start, end in result.words)
+
+
+def test_dtw_and_median_filter() -> None:
+    from voxmux_host.models.whisper.alignment import dtw, median_filter
+
+    cost = np.ones((3, 5))
+    cost[0, 0] = cost[1, 1] = cost[1, 2] = cost[2, 3] = cost[2, 4] = 0.0
+    rows, cols = dtw(cost)
+    assert rows.tolist() == [0, 1, 1, 2, 2] and cols.tolist() == [0, 1, 2, 3, 4]
+    x = torch.tensor([[1.0, 9.0, 1.0, 1.0, 5.0, 5.0, 5.0]])
+    assert median_filter(x, 3).tolist() == [[9.0, 1.0, 1.0, 1.0, 5.0, 5.0, 5.0]]  # reflect padding at the ends

@@ -1,0 +1,489 @@
+"""Batched greedy (and temperature-sampled) decoding of Whisper over 30 s windows, with a static key-value
+cache of ``slots`` rows and continuous batching of decode steps.
+
+How a batch runs (:meth:`WhisperEngine.transcribe`): each request becomes a *job* (its log-mel spectrogram,
+its options, its seek position); each job's next 30 s *window* waits in a queue. Free cache slots take
+waiting windows in groups (one encoder call for the group, its cross-attention keys and values written
+into the slots, language detection from one decoder step on ``<|startoftranscript|>`` where the request
+gave no language, the prompt prefilled); then every step decodes one token for all occupied slots at
+once. A window ends at ``<|endoftext|>`` (or at its token budget, where end-of-text is forced) and frees its
+slot at once: the next window of its job (seek moved by its timestamps, its text as context), a retry at
+a higher temperature (fallback), or another job's window joins while the others keep decoding. A group
+joins when a quarter of the slots are free or nothing decodes, so that the encoder runs on several
+windows at a time. New requests join at batch boundaries: the host's batcher sends the next batch while
+this one's finish runs.
+
+The step (:meth:`WhisperEngine._step`) reads and writes only static tensors (:class:`StepState`, the
+cache): the decoder on each slot's last token at its position, Whisper's logit rules (suppressed special
+tokens, blank suppression at the start, the timestamp rules of OpenAI's ``ApplyTimestampRules``, the
+forced end-of-text of the budget), then argmax, or Gumbel-max sampling for slots with a temperature. On
+CUDA it is captured once per batch size (rows ``0..b-1``) and replayed.
+"""
+from __future__ import annotations
+
+import math
+import zlib
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Deque, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from .config import HOP_LENGTH, INPUT_STRIDE, N_FRAMES, SAMPLE_RATE, TIME_PRECISION
+from .alignment import word_times
+from .features import log_mel_spectrogram
+from .model import KVCache, WhisperModel
+from .tokenizer import WhisperTokenizer
+
+TASKS = ("transcribe", "translate")
+#: OpenAI's max_initial_timestamp: the first timestamp is at most 1 s into the window.
+MAX_INITIAL_TIMESTAMP_INDEX = 50
+
+
+@dataclass(frozen=True)
+class RequestOptions:
+    """What one request asks for."""
+
+    task: str = "transcribe"
+    language: Optional[str] = None
+    prompt: Optional[str] = None
+    temperature: float = 0.0
+    timestamps: bool = True
+    #: Word start and end times from the cross-attention (alignment.py).
+    word_timestamps: bool = False
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    slots: int = 16
+    batch_sizes: Tuple[int, ...] = (1, 2, 4, 8, 16)
+    use_graphs: bool = False
+    #: Fallback: retry a window at temperature + increment (up to 1.0) when its compression ratio is above
+    #: the threshold or its average log-probability below it; 0 turns fallback off.
+    temperature_increment: float = 0.2
+    compression_ratio_threshold: Optional[float] = 2.4
+    logprob_threshold: Optional[float] = -1.0
+    no_speech_threshold: Optional[float] = 0.6
+    #: Token budget per second of a window's audio; end-of-text is forced there (None: only the text
+    #: context's limit of n_text_ctx / 2 tokens per window).
+    max_tokens_per_audio_second: Optional[float] = None
+    condition_on_previous_text: bool = True
+    seed: int = 0
+
+
+@dataclass
+class DecodedSegment:
+    start: float
+    end: float
+    text: str
+    tokens: List[int]
+    temperature: float
+    avg_logprob: float
+    compression_ratio: float
+    no_speech_prob: float
+
+
+@dataclass
+class Transcription:
+    text: str
+    language: str
+    duration_s: float
+    segments: List[DecodedSegment]
+    tokens: int  # tokens decoded, timestamps included, retries excluded
+    words: List[Tuple[str, float, float]] = field(default_factory=list)  # with word_timestamps
+
+
+@dataclass
+class EngineCounters:
+    windows: int = 0
+    fallbacks: int = 0
+    tokens: int = 0
+    decode_steps: int = 0
+    graph_replays: int = 0
+    eager_steps: int = 0
+    encoder_calls: int = 0
+
+
+@dataclass
+class _Job:
+    index: int
+    options: RequestOptions
+    mel: torch.Tensor  # [n_mels, frames + 3000]
+    content_frames: int
+    language: Optional[str]
+    seek: int = 0
+    all_tokens: List[int] = field(default_factory=list)
+    prompt_reset_since: int = 0
+    segments: List[DecodedSegment] = field(default_factory=list)
+    tokens: int = 0
+    words: List[Tuple[str, float, float]] = field(default_factory=list)
+
+
+@dataclass
+class _Window:
+    job: _Job
+    seek: int
+    segment_size: int
+    temperature: float
+    features: Optional[torch.Tensor] = None  # encoder output [1500, D], kept for a fallback retry
+
+
+@dataclass
+class _Active:
+    window: _Window
+    budget: int
+    tokens: List[int] = field(default_factory=list)
+    sum_logprob: float = 0.0
+    no_speech_prob: float = 0.0
+
+
+class StepState:
+    """The static tensors a decode step reads and writes, one row per slot."""
+
+    def __init__(self, slots: int, device: torch.device) -> None:
+        def longs(value: int) -> torch.Tensor:
+            return torch.full((slots,), value, dtype=torch.long, device=device)
+
+        self.tokens = longs(0)
+        self.positions = longs(0)
+        self.sampled = longs(0)
+        self.last = longs(0)
+        self.penult = longs(0)
+        self.ts_last = longs(-1)
+        self.budget = longs(0)
+        self.temperature = torch.zeros(slots, device=device)
+        self.timestamps = torch.zeros(slots, dtype=torch.bool, device=device)
+        self.out_tokens = longs(0)
+        self.out_logprobs = torch.zeros(slots, dtype=torch.float64, device=device)
+
+
+def compression_ratio(text: str) -> float:
+    raw = text.encode("utf-8")
+    return len(raw) / len(zlib.compress(raw)) if raw else 0.0
+
+
+class WhisperEngine:
+    """The decoding machinery of one model on one device (see the module docstring)."""
+
+    def __init__(self, model: WhisperModel, tokenizer: WhisperTokenizer, device: torch.device, dtype: torch.dtype,
+                 options: EngineOptions) -> None:
+        config = model.config
+        if tokenizer.n_vocab != config.n_vocab:
+            raise ValueError(f"Expected a tokenizer of {config.n_vocab} tokens: got {tokenizer.n_vocab}")
+        self.model, self.tokenizer, self.device, self.dtype, self.options = model, tokenizer, device, dtype, options
+        self.config = config
+        self.counters = EngineCounters()
+        self.cache = KVCache.allocate(config, options.slots, device, dtype)
+        self.state = StepState(options.slots, device)
+        self.batch_sizes = tuple(sorted(b for b in set(options.batch_sizes) if b <= options.slots))
+        self.graphs: Dict[int, torch.cuda.CUDAGraph] = {}
+        self.graph_pool: Optional[Tuple[int, int]] = None
+        self.generator = torch.Generator(device=device).manual_seed(options.seed) if device.type == "cpu" else None
+        vocab = torch.arange(config.n_vocab, device=device)
+        t = tokenizer
+        self.vocab = vocab
+        self.is_timestamp = vocab >= t.timestamp_begin
+        self.is_text = vocab < t.eot
+        self.suppress = (vocab > t.eot) & (vocab < t.timestamp_begin)  # sot, languages, tasks, sot_prev...
+        blank = torch.zeros(config.n_vocab, dtype=torch.bool, device=device)
+        blank[[*t.space_tokens(), t.eot]] = True
+        self.blank = blank
+        self.eot_row = torch.full((config.n_vocab,), float("-inf"), device=device)
+        self.eot_row[t.eot] = 0.0
+        self.language_tokens = torch.tensor([t.language_ids[c] for c in t.languages], device=device)
+
+    # ------------------------------------------------------------------ the step (graph-capturable)
+    @torch.no_grad()
+    def _step(self, b: int) -> None:
+        st, t = self.state, self.tokenizer
+        hidden = self.model.decoder.forward_cached(self.cache, st.tokens[:b, None], st.positions[:b, None])
+        logits = self.model.decoder.logits(hidden[:, -1])
+        next_tokens, logprobs = self._select(logits, b)
+        st.out_tokens[:b].copy_(next_tokens)
+        st.out_logprobs[:b].copy_(logprobs.to(torch.float64))
+        st.penult[:b].copy_(st.last[:b])
+        st.last[:b].copy_(next_tokens)
+        st.sampled[:b].add_(1)
+        st.ts_last[:b].copy_(torch.where(next_tokens >= t.timestamp_begin, next_tokens, st.ts_last[:b]))
+        st.tokens[:b].copy_(next_tokens)
+        st.positions[:b].copy_(torch.clamp(st.positions[:b] + 1, max=self.config.n_text_ctx - 1))
+
+    def _select(self, logits: torch.Tensor, b: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        st, t = self.state, self.tokenizer
+        vocab, is_ts, is_text = self.vocab[None, :], self.is_timestamp[None, :], self.is_text[None, :]
+        ts = st.timestamps[:b, None]
+        sampled, last, penult = st.sampled[:b, None], st.last[:b, None], st.penult[:b, None]
+        begin = sampled == 0
+        forbid = self.suppress[None, :] | (begin & self.blank[None, :]) | (~ts & is_ts)
+        last_ts = (sampled >= 1) & (last >= t.timestamp_begin)
+        penult_ts = (sampled < 2) | (penult >= t.timestamp_begin)
+        forbid = forbid | (ts & last_ts & penult_ts & is_ts) | (ts & last_ts & ~penult_ts & is_text)
+        ts_last = st.ts_last[:b, None]
+        lower = torch.where(last_ts & ~penult_ts, ts_last, ts_last + 1)
+        forbid = forbid | (ts & is_ts & (vocab < lower))
+        forbid = forbid | (ts & begin & (~is_ts | (vocab > t.timestamp_begin + MAX_INITIAL_TIMESTAMP_INDEX)))
+        masked = logits.masked_fill(forbid, float("-inf"))
+        logprobs = torch.log_softmax(masked, dim=-1)
+        ts_logprob = torch.logsumexp(logprobs.masked_fill(~is_ts, float("-inf")), dim=-1, keepdim=True)
+        text_logprob = logprobs.masked_fill(is_ts, float("-inf")).max(dim=-1, keepdim=True).values
+        masked = masked.masked_fill(ts & (ts_logprob > text_logprob) & ~is_ts, float("-inf"))
+        over = sampled >= st.budget[:b, None]
+        masked = torch.where(over, self.eot_row[None, :], masked)
+        logprobs = torch.log_softmax(masked, dim=-1)
+        temperature = st.temperature[:b, None]
+        uniform = torch.rand(masked.shape, device=masked.device, generator=self.generator)
+        gumbel = -torch.log(-torch.log(uniform.clamp(1e-10, 1.0 - 1e-7)))
+        sampled_tokens = (masked / temperature.clamp(min=1e-6) + gumbel).argmax(dim=-1)
+        next_tokens = torch.where(temperature[:, 0] > 0, sampled_tokens, masked.argmax(dim=-1))
+        return next_tokens, logprobs.gather(1, next_tokens[:, None])[:, 0]
+
+    # ------------------------------------------------------------------ graphs
+    def capture_graphs(self) -> int:
+        """One CUDA graph of the step per batch size (CUDA only); returns how many were captured."""
+        if self.device.type != "cuda" or not self.options.use_graphs:
+            return 0
+        pool = torch.cuda.graph_pool_handle()  # type: ignore[no-untyped-call]
+        side = torch.cuda.Stream(device=self.device)  # type: ignore[no-untyped-call]
+        side.wait_stream(torch.cuda.current_stream(self.device))  # type: ignore[no-untyped-call]
+        with torch.cuda.stream(side):
+            for b in self.batch_sizes:
+                for _ in range(2):
+                    self._step(b)
+        torch.cuda.current_stream(self.device).wait_stream(side)  # type: ignore[no-untyped-call]
+        for b in self.batch_sizes:
+            graph = torch.cuda.CUDAGraph()  # type: ignore[no-untyped-call]
+            with torch.cuda.graph(graph, pool=pool):  # type: ignore[no-untyped-call]
+                self._step(b)
+            self.graphs[b] = graph
+        torch.cuda.synchronize(self.device)
+        self._reset_state()
+        return len(self.graphs)
+
+    def _reset_state(self) -> None:
+        st = self.state
+        for tensor in (st.tokens, st.positions, st.sampled, st.last, st.penult, st.budget):
+            tensor.zero_()
+        st.ts_last.fill_(-1)
+        st.temperature.zero_()
+        st.timestamps.zero_()
+
+    def _run_step(self, rows: int) -> None:
+        b = next((size for size in self.batch_sizes if size >= rows), rows)
+        graph = self.graphs.get(b)
+        if graph is not None:
+            graph.replay()  # type: ignore[no-untyped-call]
+            self.counters.graph_replays += 1
+        else:
+            self._step(rows)
+            self.counters.eager_steps += 1
+        self.counters.decode_steps += 1
+
+    # ------------------------------------------------------------------ batches
+    @torch.no_grad()
+    def transcribe(self, audios: Sequence[torch.Tensor], requests: Sequence[RequestOptions]) -> List[Transcription]:
+        """Float audio (16 kHz mono, [-1, 1]) and each one's options -> one transcription each, in order."""
+        jobs: List[_Job] = []
+        for index, (audio, request) in enumerate(zip(audios, requests)):
+            mel = log_mel_spectrogram(audio.to(self.device), self.config.n_mels)
+            language = request.language
+            if not self.model.is_multilingual and language is None:
+                language = "en"
+            job = _Job(index, request, mel, mel.shape[-1] - N_FRAMES, language)
+            if request.prompt:
+                job.all_tokens.extend(self.tokenizer.encode(" " + request.prompt.strip()))
+            jobs.append(job)
+        waiting: Deque[_Window] = deque(self._window(job, 0.0 if job.options.temperature <= 0 else
+                                                     job.options.temperature) for job in jobs if job.content_frames > 0)
+        slots: List[Optional[_Active]] = [None] * self.options.slots
+        refill_min = max(1, math.ceil(self.options.slots / 4))
+        while waiting or any(a is not None for a in slots):
+            free = [i for i, a in enumerate(slots) if a is None]
+            active = len(slots) - len(free)
+            if waiting and free and (len(free) >= refill_min or active == 0):
+                group = [waiting.popleft() for _ in range(min(len(free), len(waiting)))]
+                self._join(group, free[:len(group)], slots)
+            rows = max(i for i, a in enumerate(slots) if a is not None) + 1
+            self._run_step(rows)
+            tokens = self.state.out_tokens[:rows].tolist()
+            logprobs = self.state.out_logprobs[:rows].tolist()
+            for i in range(rows):
+                current = slots[i]
+                if current is None:
+                    continue
+                token = int(tokens[i])
+                current.sum_logprob += float(logprobs[i])
+                if token == self.tokenizer.eot:
+                    slots[i] = None
+                    self._finish(current, waiting)
+                else:
+                    current.tokens.append(token)
+        return [self._result(job) for job in jobs]
+
+    def _window(self, job: _Job, temperature: float) -> _Window:
+        return _Window(job, job.seek, min(N_FRAMES, job.content_frames - job.seek), temperature)
+
+    def _join(self, group: List[_Window], free: List[int], slots: List[Optional[_Active]]) -> None:
+        config, t = self.config, self.tokenizer
+        to_encode = [w for w in group if w.features is None]
+        if to_encode:
+            mels = []
+            for w in to_encode:
+                mel = w.job.mel[:, w.seek:w.seek + w.segment_size]
+                mels.append(torch.nn.functional.pad(mel, (0, N_FRAMES - mel.shape[-1])))
+            features = self.model.encoder(torch.stack(mels).to(self.dtype))
+            self.counters.encoder_calls += 1
+            for w, f in zip(to_encode, features):
+                w.features = f
+        slot_index = torch.tensor(free, device=self.device)
+        self.model.decoder.fill_cross(self.cache, slot_index, torch.stack([w.features for w in group]))  # type: ignore[misc]
+        detect = [k for k, w in enumerate(group) if w.job.language is None]
+        if detect:
+            rows = slot_index[detect]
+            sot = torch.full((len(detect), 1), t.sot, device=self.device)
+            hidden = self.model.decoder.forward_cached(self.cache, sot, torch.zeros_like(sot), rows)
+            logits = self.model.decoder.logits(hidden[:, 0])[:, self.language_tokens]
+            for k, choice in zip(detect, logits.argmax(dim=-1).tolist()):
+                group[k].job.language = t.languages[int(choice)]
+        prompts = [self._prompt(w) for w in group]
+        no_speech = self._prefill(prompts, slot_index)
+        st = self.state
+        budgets = []
+        for k, (w, prompt) in enumerate(zip(group, prompts)):
+            budget = min(config.n_text_ctx // 2, config.n_text_ctx - len(prompt))
+            per_second = self.options.max_tokens_per_audio_second
+            if per_second is not None:
+                budget = min(budget, math.ceil(per_second * w.segment_size * HOP_LENGTH / SAMPLE_RATE))
+            budgets.append(budget)
+            slots[free[k]] = _Active(w, budget, no_speech_prob=no_speech[k])
+        values = {
+            "tokens": [p[-1] for p in prompts], "positions": [len(p) - 1 for p in prompts],
+            "sampled": [0] * len(group), "last": [0] * len(group), "penult": [0] * len(group),
+            "ts_last": [-1] * len(group), "budget": budgets,
+        }
+        for name, column in values.items():
+            getattr(st, name)[slot_index] = torch.tensor(column, device=self.device)
+        st.temperature[slot_index] = torch.tensor([w.temperature for w in group], device=self.device)
+        st.timestamps[slot_index] = torch.tensor([w.job.options.timestamps for w in group], device=self.device)
+        self.counters.windows += len(group)
+
+    def _prefill(self, prompts: List[List[int]], slot_index: torch.Tensor) -> List[float]:
+        """Every prompt but its last token (the first step feeds that one) in one decoder call, the shorter
+        ones padded at the end: a padded position's keys and values are overwritten by the step that reaches
+        that position before any query attends to it. Returns each prompt's no-speech probability (at its
+        ``<|startoftranscript|>``)."""
+        t = self.tokenizer
+        longest = max(len(p) for p in prompts) - 1
+        if longest < 1:
+            return [0.0] * len(prompts)
+        tokens = torch.tensor([p[:-1] + [t.eot] * (longest - len(p) + 1) for p in prompts], device=self.device)
+        positions = torch.arange(longest, device=self.device).expand(len(prompts), -1)
+        hidden = self.model.decoder.forward_cached(self.cache, tokens, positions, slot_index)
+        sot_at = torch.tensor([p.index(t.sot) for p in prompts], device=self.device)
+        at_sot = hidden[torch.arange(len(prompts), device=self.device), sot_at]
+        probs = torch.softmax(self.model.decoder.logits(at_sot), dim=-1)[:, t.no_speech]
+        return [float(p) if len(prompt) > 1 else 0.0 for p, prompt in zip(probs.tolist(), prompts)]
+
+    def _prompt(self, window: _Window) -> List[int]:
+        job, t = window.job, self.tokenizer
+        prompt: List[int] = []
+        context = job.all_tokens[job.prompt_reset_since:] if self.options.condition_on_previous_text else \
+            job.all_tokens[:len(job.all_tokens) if job.seek == 0 else 0]
+        if context:
+            prompt = [t.sot_prev, *context[-(self.config.n_text_ctx // 2 - 1):]]
+        prompt += t.sot_sequence(job.language, job.options.task)
+        if not job.options.timestamps:
+            prompt.append(t.no_timestamps)
+        return prompt
+
+    def _finish(self, active: _Active, waiting: Deque[_Window]) -> None:
+        window, options, t = active.window, self.options, self.tokenizer
+        job, tokens = window.job, active.tokens
+        text = t.decode(tokens)
+        ratio = compression_ratio(text)
+        avg_logprob = active.sum_logprob / (len(tokens) + 1)
+        needs_fallback = False
+        if options.compression_ratio_threshold is not None and ratio > options.compression_ratio_threshold:
+            needs_fallback = True
+        if options.logprob_threshold is not None and avg_logprob < options.logprob_threshold:
+            needs_fallback = True
+        silent = (options.no_speech_threshold is not None and active.no_speech_prob > options.no_speech_threshold
+                  and options.logprob_threshold is not None and avg_logprob < options.logprob_threshold)
+        next_temperature = round(window.temperature + options.temperature_increment, 6)
+        if needs_fallback and not silent and options.temperature_increment > 0 and next_temperature <= 1.0:
+            self.counters.fallbacks += 1
+            waiting.appendleft(_Window(job, window.seek, window.segment_size, next_temperature, window.features))
+            return
+        features, window.features = window.features, None
+        job.tokens += len(tokens)
+        self.counters.tokens += len(tokens)
+        if silent:
+            job.seek += window.segment_size
+        else:
+            forced = len(tokens) >= active.budget
+            segments, advance = self._segments(tokens, window, forced)
+            for segment in segments:
+                segment.temperature, segment.avg_logprob = window.temperature, avg_logprob
+                segment.compression_ratio, segment.no_speech_prob = ratio, active.no_speech_prob
+            job.segments.extend(segments)
+            if job.options.word_timestamps and features is not None:
+                text_tokens = [tok for s in segments for tok in s.tokens if tok < t.eot]
+                prefix = t.sot_sequence(job.language, job.options.task)
+                offset = window.seek * HOP_LENGTH / SAMPLE_RATE
+                job.words.extend((word, round(offset + start, 3), round(offset + end, 3)) for word, start, end in
+                                 word_times(self.model, t, prefix, text_tokens, features, window.segment_size))
+            job.all_tokens.extend(tokens)
+            job.seek += advance
+        if window.temperature > 0.5:
+            job.prompt_reset_since = len(job.all_tokens)
+        if job.seek < job.content_frames:
+            waiting.appendleft(self._window(job, max(job.options.temperature, 0.0)))
+
+    def _segments(self, tokens: List[int], window: _Window, forced: bool) -> Tuple[List[DecodedSegment], int]:
+        """OpenAI's segmentation of a window's tokens at consecutive timestamps, and how far seek moves (a
+        window ended by its budget counts as read to its end)."""
+        t = self.tokenizer
+        offset = window.seek * HOP_LENGTH / SAMPLE_RATE
+        size = window.segment_size
+        is_ts = [tok >= t.timestamp_begin for tok in tokens]
+        single_ending = len(is_ts) >= 2 and is_ts[-2:] == [False, True]
+        consecutive = [i + 1 for i in range(len(is_ts) - 1) if is_ts[i] and is_ts[i + 1]]
+        segments: List[DecodedSegment] = []
+
+        def make(start: float, end: float, piece: List[int]) -> DecodedSegment:
+            return DecodedSegment(round(start, 3), round(end, 3), t.decode(piece), piece, 0.0, 0.0, 0.0, 0.0)
+
+        if consecutive:
+            slices = consecutive + ([len(tokens)] if single_ending else [])
+            last_slice = 0
+            for current in slices:
+                piece = tokens[last_slice:current]
+                start = (piece[0] - t.timestamp_begin) * TIME_PRECISION if is_ts[last_slice] else 0.0
+                end = (piece[-1] - t.timestamp_begin) * TIME_PRECISION if piece[-1] >= t.timestamp_begin else start
+                segments.append(make(offset + start, offset + end, piece))
+                last_slice = current
+            rest = tokens[last_slice:]
+            if forced and rest and t.decode(rest).strip():
+                start = segments[-1].end
+                segments.append(make(start, offset + size * HOP_LENGTH / SAMPLE_RATE, rest))
+            if single_ending or forced:
+                advance = size
+            else:
+                advance = (tokens[last_slice - 1] - t.timestamp_begin) * INPUT_STRIDE
+        else:
+            duration = size * HOP_LENGTH / SAMPLE_RATE
+            stamps = [tok for tok in tokens if tok >= t.timestamp_begin]
+            if stamps and stamps[-1] != t.timestamp_begin and not forced:
+                duration = (stamps[-1] - t.timestamp_begin) * TIME_PRECISION
+            if tokens:
+                segments.append(make(offset, offset + duration, tokens))
+            advance = size
+        return [s for s in segments if s.text.strip()], advance if advance > 0 else size
+
+    def _result(self, job: _Job) -> Transcription:
+        text = "".join(s.text for s in job.segments).strip()
+        duration = job.content_frames * HOP_LENGTH / SAMPLE_RATE
+        for s in job.segments:  # timestamps past the end of the audio (padding) end at its end
+            s.start = round(min(s.start, duration), 3)
+            s.end = round(min(max(s.end, s.start), duration), 3)
+        words = [(w, min(start, duration), min(max(end, start), duration)) for w, start, end in job.words]
+        return Transcription(text, job.language or "en", round(duration, 3), job.segments, job.tokens, words)

@@ -1,0 +1,108 @@
+/**
+ * The whisper adapter (tiny configuration, random weights, CPU) behind the real server, driven by the
+ * unmodified `openai` SDK: every response format, language and prompt, word timestamps, translations, languages in
+ * /v1/models, and the enveloped error for a language the model does not know.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import OpenAI, { toFile } from 'openai';
+import { fliteWav } from '../support/audio.js';
+import { startServer, type RunningServer } from '../support/server-process.js';
+
+const CONFIG = {
+  models: {
+    whisper: {
+      adapter: 'whisper',
+      aliases: ['whisper-1'],
+      instances: 1,
+      maxBatchSize: 4,
+      options: { config: 'tiny', device: 'cpu', batchSizes: [1, 2, 4], maxTokensPerAudioSecond: 3, temperatureIncrement: 0 },
+    },
+  },
+};
+
+describe('whisper adapter behind the server, through the openai SDK', () => {
+  let server: RunningServer;
+  let client: OpenAI;
+  const dir = mkdtempSync(join(tmpdir(), 'voxmux-whisper-'));
+  const speech = readFileSync(fliteWav('we will meet at the station at nine', join(dir, 'speech.wav')));
+  const file = () => toFile(speech, 'speech.wav');
+
+  before(async () => {
+    server = await startServer({ config: CONFIG, timeoutMs: 120_000 });
+    client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'not-needed', maxRetries: 0 });
+  });
+  after(async () => {
+    assert.equal(await server.stop(), 0);
+  });
+
+  it('lists its languages in /v1/models', async () => {
+    const models = await client.models.list();
+    const whisper = models.data.find((m) => m.id === 'whisper-1') as unknown as { voxmux: { task: string; languages: string[] } };
+    assert.equal(whisper.voxmux.task, 'transcription');
+    assert.equal(whisper.voxmux.languages.length, 100);
+    assert.ok(whisper.voxmux.languages.includes('de') && whisper.voxmux.languages.includes('yue'));
+  });
+
+  it('answers json, text, srt, vtt and verbose_json with segments', async () => {
+    const [json, text, srt, vtt, verbose] = await Promise.all([
+      client.audio.transcriptions.create({ model: 'whisper-1', file: await file() }),
+      client.audio.transcriptions.create({ model: 'whisper-1', file: await file(), response_format: 'text', language: 'en' }),
+      client.audio.transcriptions.create({ model: 'whisper-1', file: await file(), response_format: 'srt', prompt: 'Station.' }),
+      client.audio.transcriptions.create({ model: 'whisper-1', file: await file(), response_format: 'vtt', temperature: 0 }),
+      client.audio.transcriptions.create({ model: 'whisper-1', file: await file(), response_format: 'verbose_json', language: 'de' }),
+    ]);
+    assert.equal(typeof json.text, 'string');
+    assert.equal(typeof text, 'string');
+    assert.match(srt as unknown as string, /^(1\n00:00:\d\d,\d{3} --> 00:00:\d\d,\d{3}\n|$)/);
+    assert.match(vtt as unknown as string, /^WEBVTT/);
+    const body = verbose as unknown as { language: string; duration: number; segments: { start: number; end: number }[] };
+    assert.equal(body.language, 'german');
+    assert.ok(body.duration > 1 && body.duration < 5, String(body.duration));
+    for (const segment of body.segments) assert.ok(0 <= segment.start && segment.start <= segment.end && segment.end <= body.duration);
+  });
+
+  it('translates through /v1/audio/translations in json, verbose_json and srt', async () => {
+    const [json, verbose, srt] = await Promise.all([
+      client.audio.translations.create({ model: 'whisper-1', file: await file(), prompt: 'Station.' }),
+      client.audio.translations.create({ model: 'whisper-1', file: await file(), response_format: 'verbose_json', temperature: 0.2 }),
+      client.audio.translations.create({ model: 'whisper-1', file: await file(), response_format: 'srt' }),
+    ]);
+    assert.equal(typeof json.text, 'string');
+    const body = verbose as unknown as { task: string; language: string; duration: number; segments: unknown[] };
+    assert.deepEqual([body.task, body.language], ['translate', 'english']);
+    assert.ok(body.duration > 1 && body.duration < 5, String(body.duration));
+    assert.equal(typeof srt, 'string');
+    const models = await client.models.list();
+    const whisper = models.data.find((m) => m.id === 'whisper') as unknown as { voxmux: { translation: boolean } };
+    assert.equal(whisper.voxmux.translation, true);
+  });
+
+  it('refuses a language the model does not know, in the error envelope', async () => {
+    await assert.rejects(
+      client.audio.transcriptions.create({ model: 'whisper-1', file: await file(), language: 'xx' }),
+      (err: InstanceType<typeof OpenAI.APIError>) => {
+        assert.equal(err.status, 400);
+        assert.equal((err.error as { code: string }).code, 'unsupported_option');
+        return true;
+      },
+    );
+  });
+
+  it('gives word timestamps from the cross-attention', async () => {
+    const verbose = await client.audio.transcriptions.create({
+      model: 'whisper-1',
+      file: await file(),
+      response_format: 'verbose_json',
+      language: 'en',
+      timestamp_granularities: ['word', 'segment'],
+    });
+    const body = verbose as unknown as { text: string; duration: number; words: { word: string; start: number; end: number }[] };
+    assert.ok(Array.isArray(body.words));
+    assert.equal(body.words.map((w) => w.word).join(' '), body.text.split(/\s+/).filter(Boolean).join(' '));
+    for (const w of body.words) assert.ok(0 <= w.start && w.start <= w.end && w.end <= body.duration);
+  });
+});

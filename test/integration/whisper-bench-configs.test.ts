@@ -1,0 +1,43 @@
+/**
+ * bench/gpu/whisper-configs.mjs: both sides of the Whisper benchmark are valid server configs, differ only in
+ * batching and graphs, share the token budget, and write one file each.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, it } from 'node:test';
+import { loadConfig } from '../../src/config/load.js';
+
+const SCRIPT = fileURLToPath(new URL('../../bench/gpu/whisper-configs.mjs', import.meta.url));
+
+type BenchConfigs = Record<string, { models: { whisper: { maxBatchSize: number; options: Record<string, unknown> } } }>;
+
+describe('whisper benchmark configs', () => {
+  it('are valid configs of the whisper adapter with the same token budget', async () => {
+    const bench = (await import(SCRIPT)) as Record<string, unknown>;
+    const configs = bench.CONFIGS as BenchConfigs;
+    const tokensPerAudioSecond = bench.TOKENS_PER_AUDIO_SECOND as number;
+    assert.deepEqual(Object.keys(configs), ['whisper-a-naive', 'whisper-b-engine']);
+    for (const [name, file] of Object.entries(configs)) {
+      const config = loadConfig({ file, filePath: name });
+      const model = config.models.whisper!;
+      assert.equal(model.adapter, 'whisper');
+      assert.equal(config.gateway.splitAboveMs, 0, 'the engine reads 45 s clips as two 30 s windows');
+      assert.equal(model.options.maxTokensPerAudioSecond, tokensPerAudioSecond);
+      assert.equal(model.options.config, 'large-v3-turbo');
+    }
+    const naive = configs['whisper-a-naive']!.models.whisper;
+    const engine = configs['whisper-b-engine']!.models.whisper;
+    assert.deepEqual([naive.maxBatchSize, naive.options.cudaGraphs, naive.options.batchSizes], [1, false, [1]]);
+    assert.deepEqual([engine.maxBatchSize, engine.options.cudaGraphs], [64, true]);
+  });
+
+  it('writes one file per side', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'voxmux-whisper-bench-'));
+    execFileSync(process.execPath, [SCRIPT, dir, '/opt/host']);
+    assert.deepEqual(readdirSync(dir).sort(), ['whisper-a-naive.json', 'whisper-b-engine.json']);
+  });
+});
