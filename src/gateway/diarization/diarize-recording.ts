@@ -8,7 +8,8 @@ import { errors } from '../../core/error-catalog.js';
 import type { SubmitOptions } from '../../scheduler/index.js';
 import type { GatewayDeps } from '../gateway-types.js';
 import type { SpeakerBounds } from './session-store.js';
-import { toEngineOutput, toSpeakerSegments, toSpeechRegions } from './timeline.js';
+import { toEngineOutput, toSpeakerSegments } from './timeline.js';
+import { toSpeechRegions } from './speech-regions.js';
 
 export const SAMPLE_RATE_HZ = 16_000;
 /** Voice-activity frames at or above this are speech in the `speech` option. */

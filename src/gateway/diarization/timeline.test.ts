@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { toEngineOutput, toRttm, toSpeakerSegments, toSpeechRegions } from './timeline.js';
+import { toEngineOutput, toRttm, toSpeakerSegments } from './timeline.js';
 
 describe('diarization timeline (#17)', () => {
   it('checks engine outputs against the contract', () => {
@@ -23,13 +23,5 @@ describe('diarization timeline (#17)', () => {
       toRttm('call 1', [{ start: 0.5, end: 2, speaker: 'speaker_1' }]),
       'SPEAKER call_1 1 0.500 1.500 <NA> <NA> speaker_1 <NA> <NA>\n',
     );
-  });
-
-  it('turns voice-activity frames into speech regions', () => {
-    const values = [0, 0.9, 0.8, 0.1, 0.6, 0.7];
-    assert.deepEqual(toSpeechRegions({ frameSamples: 1600, values }, { sampleRateHz: 16_000, threshold: 0.5 }), [
-      [0.1, 0.3],
-      [0.4, 0.6],
-    ]);
   });
 });

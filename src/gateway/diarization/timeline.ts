@@ -5,7 +5,6 @@
  */
 import { speakerLabel, type SpeakerSegment } from '../../api/diarization.js';
 import { errors } from '../../core/error-catalog.js';
-import type { VoiceActivity } from '../pieces/split-policy.js';
 
 /** A segment as the engine sends it: seconds from the session start, a speaker index. */
 export interface EngineSegment {
@@ -74,25 +73,4 @@ export function toRttm(fileId: string, segments: readonly SpeakerSegment[]): str
   return segments
     .map((s) => `SPEAKER ${file} 1 ${s.start.toFixed(3)} ${(s.end - s.start).toFixed(3)} <NA> <NA> ${s.speaker} <NA> <NA>\n`)
     .join('');
-}
-
-/**
- * The speech regions of a chunk, `[[startS, endS], ...]` relative to its start: runs of
- * voice-activity frames at or above `threshold`. This is the `speech` item option of engines
- * that use the gateway's voice activity.
- */
-export function toSpeechRegions(activity: VoiceActivity, options: { sampleRateHz: number; threshold: number }): [number, number][] {
-  const frameS = activity.frameSamples / options.sampleRateHz;
-  const regions: [number, number][] = [];
-  let startFrame: number | undefined;
-  const count = activity.values.length;
-  for (let k = 0; k <= count; k++) {
-    const isSpeech = k < count && activity.values[k]! >= options.threshold;
-    if (isSpeech && startFrame === undefined) startFrame = k;
-    if (!isSpeech && startFrame !== undefined) {
-      regions.push([roundS(startFrame * frameS), roundS(k * frameS)]);
-      startFrame = undefined;
-    }
-  }
-  return regions;
 }
