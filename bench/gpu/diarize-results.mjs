@@ -88,15 +88,24 @@ export function summaryMarkdown(results) {
       );
     } else {
       const steps = (p.steps ?? []).map((s) => `c${s.concurrency}: ${fmt(s.requestsPerSecond)} req/s p95 ${s.p95Ms} ms`).join('; ');
-      const cap = p.capacity === undefined ? 'no level within p95 <= 1 s' : `capacity ${fmt(p.capacity.requestsPerSecond)} req/s at c${p.capacity.concurrency}`;
+      const cap =
+        p.capacity === undefined
+          ? 'no level within p95 <= 1 s'
+          : `capacity ${fmt(p.capacity.requestsPerSecond)} req/s at c${p.capacity.concurrency}`;
       lines.push(`| ${name} | ASR ramp | ${cap}; ${steps} |`);
     }
   }
   const c = results.asrComparison;
   if (c !== undefined)
-    lines.push('', `ASR capacity at p95 <= 1 s: alone ${fmt(c.aloneRps)} req/s (best of ${c.aloneRunsRps.map((v) => fmt(v)).join(', ')}), with diarization load ${fmt(c.withDiarizationRps)} req/s: ` +
-      `drop ${fmt(c.dropPercent)} % (target <= ${TARGETS.asrCapacityDropPercent} %: ${c.meetsTarget ? 'met' : 'not met'})`);
-  lines.push('', `Targets: idle p50 <= ${TARGETS.idleP50Ms} ms per 15 s chunk; real-time p95 <= ${TARGETS.realtimeP95Ms} ms with no errors or expiries; ASR capacity drop <= ${TARGETS.asrCapacityDropPercent} %.`);
+    lines.push(
+      '',
+      `ASR capacity at p95 <= 1 s: alone ${fmt(c.aloneRps)} req/s (best of ${c.aloneRunsRps.map((v) => fmt(v)).join(', ')}), with diarization load ${fmt(c.withDiarizationRps)} req/s: ` +
+        `drop ${fmt(c.dropPercent)} % (target <= ${TARGETS.asrCapacityDropPercent} %: ${c.meetsTarget ? 'met' : 'not met'})`,
+    );
+  lines.push(
+    '',
+    `Targets: idle p50 <= ${TARGETS.idleP50Ms} ms per 15 s chunk; real-time p95 <= ${TARGETS.realtimeP95Ms} ms with no errors or expiries; ASR capacity drop <= ${TARGETS.asrCapacityDropPercent} %.`,
+  );
   return `${lines.join('\n')}\n`;
 }
 
