@@ -15,6 +15,14 @@
 #       b3-asr-alone-again  the ramp alone once more, for the run-to-run noise.
 # Every phase adds itself to OUT/results.json and OUT/summary.md as soon as it ends (diarize-results.mjs);
 # a phase that would not end within DIARIZE_BENCH_BUDGET_S of the start is skipped and recorded so.
+# Time with the defaults, for a 9-minute (540 s) limit: setup ~5 s; boot 30-150 s (nine instances load
+# one after another; sortformer captures a graph per batch size, parakeet compiles); a1 ~3 s; a2 ~32 s
+# per level (two chunk lengths and the last answers), ~100 s; b1 ~50 s (6 levels x (1 s warmup + 4 s
+# window + drain)); b2 90 s (6-chunk sessions: 15 s for every session to start, the ramp, 15 s margin);
+# b3 ~50 s: ~300 s after the boot. Run it as `timeout 535 bash bench/gpu/run-diarize.sh OUT_DIR`.
+# The ASR capacity alone is measured on the same server with the diarization instances idle, not on a
+# server without them: the same processes, MPS daemon and partitions, no second boot, so the load is
+# the only difference between b1/b3 and b2.
 #
 # Needs: node on PATH, the bundle (.bundle/voxmux.mjs and .bundle/voxmux-bench.mjs: npm run bundle),
 # python3 with torch + CUDA (numpy for the clips).
@@ -22,11 +30,11 @@
 # Settings (environment): DIARIZE_BENCH_LEVELS (500,2000,5000), DIARIZE_BENCH_IDLE_CHUNKS (20),
 # DIARIZE_BENCH_CHUNK_S (15), DIARIZE_BENCH_B_SESSIONS (5000), DIARIZE_BENCH_ASR_LEVELS
 # (1,64,128,192,224,256), DIARIZE_BENCH_ASR_STEP_S (4), DIARIZE_BENCH_ASR_WARMUP_S (1),
-# DIARIZE_BENCH_BUDGET_S (530), DIARIZE_BENCH_BOOT_TIMEOUT_S (240), DIARIZE_BENCH_PHASES (a,b: which
+# DIARIZE_BENCH_BUDGET_S (500), DIARIZE_BENCH_BOOT_TIMEOUT_S (240), DIARIZE_BENCH_PHASES (a,b: which
 # parts run); the server: DIARIZE_BENCH_INSTANCES (8), DIARIZE_BENCH_MPS_PERCENT (12),
 # DIARIZE_BENCH_MAX_BATCH (64), DIARIZE_BENCH_QUEUE_DELAY_MS (2), DIARIZE_BENCH_IN_FLIGHT (3),
 # DIARIZE_BENCH_DEVICE (cuda), DIARIZE_BENCH_SORTFORMER_CONFIG / DIARIZE_BENCH_ASR_CONFIG (full), see
-# diarize-configs.mjs. BENCH_COMMIT: the commit to record where the tree has no .git.
+# diarize-configs.mjs. DIARIZE_BENCH_CLIP_DIR: where the WAV clips go (/tmp/voxmux-diarize-clips). BENCH_COMMIT: the commit to record where the tree has no .git.
 # BENCH_DRY=1: a dry run without a GPU (tiny CPU models, one instance, tiny levels, 3 s chunks), to
 # check the script end to end.
 set -uo pipefail
@@ -48,13 +56,15 @@ b_sessions=${DIARIZE_BENCH_B_SESSIONS:-5000}
 asr_levels=${DIARIZE_BENCH_ASR_LEVELS:-1,64,128,192,224,256}
 asr_step_s=${DIARIZE_BENCH_ASR_STEP_S:-4}
 asr_warmup_s=${DIARIZE_BENCH_ASR_WARMUP_S:-1}
-budget_s=${DIARIZE_BENCH_BUDGET_S:-530}
+budget_s=${DIARIZE_BENCH_BUDGET_S:-500}
 boot_timeout_s=${DIARIZE_BENCH_BOOT_TIMEOUT_S:-240}
 phases=${DIARIZE_BENCH_PHASES:-a,b}
 for n in "$idle_chunks" "$chunk_s" "$b_sessions" "$asr_step_s" "$asr_warmup_s" "$budget_s" "$boot_timeout_s"; do
   [[ $n =~ ^[0-9]+$ ]] || { echo "DIARIZE_BENCH_* durations and counts must be whole numbers: got '$n'" >&2; exit 2; }
 done
-mkdir -p "$out/configs" "$out/runs" "$out/logs" "$out/clips"
+# The clips stay out of OUT_DIR (megabytes that need not come back).
+clips=${DIARIZE_BENCH_CLIP_DIR:-${TMPDIR:-/tmp}/voxmux-diarize-clips}
+mkdir -p "$out/configs" "$out/runs" "$out/logs" "$clips"
 . "$root/bench/gpu/serve-lib.sh"
 # Model hosts need a python3 with torch (with CUDA on the GPU machine): the first of these that has it.
 if [ -z "${VOXMUX_SUPERVISOR_PYTHON_PATH:-}" ]; then
@@ -103,10 +113,10 @@ asr_level_count=$(echo "$asr_levels" | tr ',' '\n' | grep -c .)
 asr_ramp_s=$(( asr_level_count * (asr_step_s + asr_warmup_s + 3) + 5 ))
 # b2's sessions: one chunk length for every session to start, the ramp, and a chunk length of margin.
 b_chunks=$(( (chunk_s + asr_ramp_s + chunk_s + chunk_s - 1) / chunk_s ))
-"$python" "$root/bench/gpu/make-clip.py" "$out/clips/idle.wav" $(( idle_chunks * chunk_s )) &&
-  "$python" "$root/bench/gpu/make-clip.py" "$out/clips/two-chunks.wav" $(( 2 * chunk_s )) &&
-  "$python" "$root/bench/gpu/make-clip.py" "$out/clips/b-load.wav" $(( b_chunks * chunk_s )) &&
-  "$python" "$root/bench/gpu/make-clip.py" "$out/clips/asr45.wav" 45 || { record set "$results" status=clips-failed; exit 2; }
+"$python" "$root/bench/gpu/make-clip.py" "$clips/idle.wav" $(( idle_chunks * chunk_s )) &&
+  "$python" "$root/bench/gpu/make-clip.py" "$clips/two-chunks.wav" $(( 2 * chunk_s )) &&
+  "$python" "$root/bench/gpu/make-clip.py" "$clips/b-load.wav" $(( b_chunks * chunk_s )) &&
+  "$python" "$root/bench/gpu/make-clip.py" "$clips/asr45.wav" 45 || { record set "$results" status=clips-failed; exit 2; }
 
 # --- the server
 port=8600
@@ -156,7 +166,7 @@ diarize() {
 # asr NAME: the ASR ramp, recorded as NAME.
 asr() {
   local name=$1
-  node "$root/.bundle/voxmux.mjs" bench transcribe --url "$url" --model parakeet --audio "$out/clips/asr45.wav" \
+  node "$root/.bundle/voxmux.mjs" bench transcribe --url "$url" --model parakeet --audio "$clips/asr45.wav" \
     --concurrency "$asr_levels" --duration-s "$asr_step_s" --warmup-s "$asr_warmup_s" --slo 'p95<=1000ms' \
     --timeout-s 120 --abandon-after-s 5 --out "$out/runs/$name" --label "$name" 2>&1 | grep -v '^step .* | ' > "$out/logs/$name.txt"
   tail -6 "$out/logs/$name.txt"
@@ -167,12 +177,12 @@ if [[ $phases == *a* ]]; then
   # (a1) a few seconds; (a2) each level two chunk lengths plus the last answers.
   if fits a1-idle $(( idle_chunks + 15 )); then
     echo "== a1-idle: 1 session, $idle_chunks chunks as fast as answered (at $(elapsed) s)"
-    diarize a1-idle 1 asap "$out/clips/idle.wav"
+    diarize a1-idle 1 asap "$clips/idle.wav"
   fi
   for n in $(echo "$levels" | tr ',' ' '); do
     if fits "a2-rt-$n" $(( 2 * chunk_s + 12 )); then
       echo "== a2-rt-$n: $n real-time sessions of 2 chunks (at $(elapsed) s)"
-      diarize "a2-rt-$n" "$n" realtime "$out/clips/two-chunks.wav"
+      diarize "a2-rt-$n" "$n" realtime "$clips/two-chunks.wav"
     fi
   done
 fi
@@ -185,7 +195,7 @@ if [[ $phases == *b* ]]; then
   b_load_s=$(( b_chunks * chunk_s + 10 ))
   if fits b2-asr-with-diarization "$b_load_s"; then
     echo "== b2: $b_sessions real-time sessions of $b_chunks chunks, the ASR ramp once all have started (at $(elapsed) s)"
-    diarize b2-diarization-load "$b_sessions" realtime "$out/clips/b-load.wav" &
+    diarize b2-diarization-load "$b_sessions" realtime "$clips/b-load.wav" &
     load=$!
     sleep $(( chunk_s + 1 ))
     asr b2-asr-with-diarization
