@@ -6,7 +6,7 @@ import io
 import tarfile
 import uuid
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 import torch
@@ -17,6 +17,7 @@ from voxmux_host.errors import InstanceError
 from voxmux_host.model_api import LoadContext, BatchInput, Transcript
 from voxmux_host.models.parakeet.adapter import ParakeetAdapter
 from voxmux_host.models.parakeet.config import TINY, count_parameters
+from voxmux_host.models.parakeet import nemo as nemo_module
 from voxmux_host.models.parakeet.model import build_model
 from voxmux_host.models.parakeet.nemo import config_from_nemo, load_nemo_model
 from voxmux_host.models.parakeet.model import pcm16_from_float
@@ -323,3 +324,87 @@ def test_missing_members_and_bad_files_fail_clearly(tmp_path: Path, tiny_state: 
     missing_tokenizer = _write_nemo(tmp_path / "t.nemo", tiny_state, _nemo_config("nemo:abc_tokenizer.model"), {})
     with pytest.raises(InstanceError, match="abc_tokenizer.model"):
         load_nemo_model(str(missing_tokenizer))
+
+
+def test_a_checkpoint_load_builds_on_meta_runs_no_init_and_matches_the_copying_load(
+    tmp_path: Path, tiny_state: Dict[str, torch.Tensor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from voxmux_host.models.parakeet import model as model_module
+
+    path = _archive(tmp_path, tiny_state, None)
+    reference = build_model(TINY, seed=None)  # the previous path: uninitialised storage, then a copy
+    reference.load_state_dict(tiny_state, strict=True)
+    reference.eval()  # in training mode BatchNorm would update its statistics on every run
+    # Below: no random init, no uninitialised CPU storage (to_empty), no nn.Module init off the meta device.
+
+    built_on: List[str] = []
+    inits: List[Any] = []
+    original_init = model_module.ParakeetModel.__init__
+
+    def recording_init(self: Any, config: Any, device: Any = None) -> None:
+        built_on.append(str(device))
+        original_init(self, config, device)
+
+    monkeypatch.setattr(model_module.ParakeetModel, "__init__", recording_init)
+    monkeypatch.setattr(model_module, "init_random_weights_", lambda *a, **k: inits.append(a))
+    monkeypatch.setattr(torch.nn.Module, "to_empty", lambda *a, **k: inits.append("to_empty"))
+    resets: List[str] = []
+    classes: Tuple[Any, ...] = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.LayerNorm, torch.nn.LSTM, torch.nn.Embedding)
+    for cls in classes:
+        original = cls.reset_parameters
+
+        def counting(self: Any, original: Any = original) -> None:
+            if any(p.device.type != "meta" for p in self.parameters(recurse=False)):
+                resets.append(type(self).__name__)
+            original(self)
+
+        monkeypatch.setattr(cls, "reset_parameters", counting)
+    for weight_read in ("parallel", "stream"):
+        model, _, _ = load_nemo_model(str(path), weight_read=weight_read)
+        assert built_on == ["meta"] and inits == [] and resets == [], weight_read
+        built_on.clear()
+        loaded = model.state_dict()
+        assert {n: (t.dtype, t.device.type) for n, t in loaded.items()} == {
+            n: (t.dtype, t.device.type) for n, t in reference.state_dict().items()
+        }
+        for name, tensor in reference.state_dict().items():
+            assert torch.equal(loaded[name], tensor), name
+        assert all(p.requires_grad for p in model.parameters())
+        clip = pcm16_from_float(speech_like_noise(1.5, seed=4))
+        model.eval()
+        assert model.transcribe_ids([clip]) == reference.transcribe_ids([clip])
+
+
+def test_a_checkpoint_of_another_dtype_is_cast_on_load(tmp_path: Path, tiny_state: Dict[str, torch.Tensor]) -> None:
+    half = {name: t.half() if t.is_floating_point() else t for name, t in tiny_state.items()}
+    model, _, _ = load_nemo_model(str(_write_nemo(tmp_path / "half.nemo", half, _nemo_config(None), {})))
+    for name, tensor in model.state_dict().items():
+        assert tensor.dtype == tiny_state[name].dtype and torch.equal(tensor, half[name].to(tensor.dtype)), name
+
+
+def test_the_in_memory_read_falls_back_to_torch_load(
+    tmp_path: Path, tiny_state: Dict[str, torch.Tensor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nemo = nemo_module
+
+    def broken(data: Any) -> Any:
+        raise RuntimeError("no in-place load here")
+
+    monkeypatch.setattr(nemo, "_CAN_LOAD_IN_PLACE", True)
+    monkeypatch.setattr(nemo, "_load_in_place", broken)
+    model, _, _ = load_nemo_model(str(_archive(tmp_path, tiny_state, None)))
+    for name, tensor in tiny_state.items():
+        assert torch.equal(model.state_dict()[name], tensor), name
+
+
+@pytest.mark.skipif(not nemo_module._CAN_LOAD_IN_PLACE, reason="torch 2.1+ unpickles in place; 1.13 copies")
+def test_the_in_memory_read_leaves_tensors_in_the_read_buffer(
+    tmp_path: Path, tiny_state: Dict[str, torch.Tensor]
+) -> None:
+    from voxmux_host.models.parakeet.nemo import read_nemo
+
+    archive = read_nemo(str(_archive(tmp_path, tiny_state, None)))
+    storages = {t.untyped_storage().data_ptr() for t in archive.state_dict.values() if t.numel()}  # type: ignore[attr-defined]
+    assert len(storages) < len(archive.state_dict) / 2  # views of one buffer, not one storage per tensor
+    for name, tensor in tiny_state.items():
+        assert torch.equal(archive.state_dict[name], tensor), name

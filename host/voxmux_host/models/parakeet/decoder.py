@@ -37,15 +37,27 @@ class LSTMDropout(nn.Module):
         )
 
 
+def _embedding(config: ParakeetConfig, device: torch.device | str | None) -> nn.Embedding:
+    """The prediction network's embedding, initialised as ``nn.Embedding`` does except on the meta device.
+
+    On torch 2.x, ``nn.init.normal_`` of a meta tensor runs a Python reference kernel that imports
+    ``torch._dynamo`` (and sympy): 3.5 to 5.5 s on a fresh H200 host, the bulk of model_build, for
+    values that are never used (the checkpoint or the seeded init replaces them).
+    """
+    weight = torch.empty(config.vocab_size + 1, config.pred_hidden, device=device)
+    embed = nn.Embedding(config.vocab_size + 1, config.pred_hidden, padding_idx=config.blank_id, _weight=weight)
+    if weight.device.type != "meta":
+        embed.reset_parameters()
+    return embed
+
+
 class RNNTDecoder(nn.Module):
     def __init__(self, config: ParakeetConfig, device: torch.device | str | None = None) -> None:
         super().__init__()
         self.config = config
         self.prediction = nn.ModuleDict(
             {
-                "embed": nn.Embedding(
-                    config.vocab_size + 1, config.pred_hidden, padding_idx=config.blank_id, device=device
-                ),
+                "embed": _embedding(config, device),
                 "dec_rnn": LSTMDropout(config, device),
             }
         )

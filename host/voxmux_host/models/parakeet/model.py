@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ContextManager, List, Optional, Sequence, Tuple, cast
+from typing import Any, ContextManager, List, Mapping, Optional, Sequence, Tuple, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -192,6 +192,35 @@ def build_model(config: ParakeetConfig, seed: Optional[int] = 0) -> ParakeetMode
         torch.manual_seed(seed)
         init_random_weights_(model, config, seed)
     return model
+
+
+def model_for_checkpoint(config: ParakeetConfig) -> ParakeetModel:
+    """A model to load a checkpoint into with :func:`assign_checkpoint_`: built on the meta device, so
+    nothing is allocated, initialised or copied before the checkpoint's tensors take their places."""
+    return ParakeetModel(config, device="meta")
+
+
+def assign_checkpoint_(model: ParakeetModel, state_dict: Mapping[str, torch.Tensor]) -> None:
+    """Make ``state_dict``'s tensors the model's parameters and buffers, without copying them (what
+    ``load_state_dict(assign=True)`` does on torch 2.1+, done here by hand so that torch 1.13 takes the
+    same path). A tensor whose dtype differs from the model's is cast (one copy, that tensor only).
+
+    The caller has checked that the names and shapes match (``nemo.check_state_dict``); a tensor the
+    state dict lacks is a ``KeyError`` here, and any tensor left on the meta device a ``RuntimeError``.
+    """
+    with torch.no_grad():
+        for module_name, module in model.named_modules():
+            prefix = f"{module_name}." if module_name else ""
+            for name, param in list(module._parameters.items()):
+                if param is not None:
+                    value = state_dict[prefix + name].to(device="cpu", dtype=param.dtype)
+                    module._parameters[name] = nn.Parameter(value, requires_grad=param.requires_grad)
+            for name, buffer in list(module._buffers.items()):
+                if buffer is not None and name not in module._non_persistent_buffers_set:
+                    module._buffers[name] = state_dict[prefix + name].to(device="cpu", dtype=buffer.dtype)
+    left = [name for name, t in (*model.named_parameters(), *model.named_buffers()) if t.device.type == "meta"]
+    if left:
+        raise RuntimeError(f"Expected every tensor to come from the checkpoint: {', '.join(left)} did not")
 
 
 def count_module_parameters(config: ParakeetConfig) -> int:

@@ -7,7 +7,8 @@ Members are matched by basename, since NeMo writes them as ``./name``.
 
 Weights are read one of two ways (``weight_read``): ``parallel`` (the default) reads the weights
 member's bytes straight out of a plain tar with several threads doing large reads into one buffer
-(``voxmux_host.weight_read``) and unpickles them from memory; ``stream`` is the previous path, which
+(``voxmux_host.weight_read``) and unpickles them from memory, in place on torch 2.1+ (every tensor a
+view of that buffer, no second copy; torch 1.13 copies them out); ``stream`` is the previous path, which
 copies the member to a temporary file and ``torch.load``s it with ``mmap``. A gzip-compressed
 archive cannot be read at offsets: ``parallel`` then decompresses the member into memory in one
 stream. bench/gpu/boot.sh compares the two.
@@ -17,6 +18,7 @@ implementation cannot honour, and every missing, unexpected or wrongly shaped te
 """
 from __future__ import annotations
 
+import inspect
 import os
 import posixpath
 import shutil
@@ -33,7 +35,7 @@ from voxmux_host.errors import InstanceError
 from voxmux_host.weight_read import DEFAULT_THREADS, MemoryReader, read_range
 
 from .config import ParakeetConfig
-from .model import ParakeetModel, build_model
+from .model import ParakeetModel, assign_checkpoint_, model_for_checkpoint
 from .tokenizer import SentencePieceTokenizer
 
 CONFIG_MEMBER = "model_config.yaml"
@@ -122,10 +124,35 @@ def _load_in_memory(path: str, tar: tarfile.TarFile, info: tarfile.TarInfo, thre
             data = read_range(path, info.offset_data, info.size, threads=threads).data
         except (OSError, EOFError) as exc:
             raise _fail(f"Could not read {WEIGHTS_MEMBER} from {path}: {exc}") from exc
+    if _CAN_LOAD_IN_PLACE:
+        try:
+            return _load_in_place(data)
+        except Exception:  # noqa: BLE001 - torch.load below reports the problem, or loads what this could not
+            pass
     try:
         return torch.load(cast(BinaryIO, MemoryReader(data)), map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unpickling failure is a load failure
         raise _fail(f"Could not load {WEIGHTS_MEMBER}: {exc}") from exc
+
+
+#: torch 2.1+ can unpickle a checkpoint whose storages are slices of one storage (what
+#: ``torch.load(mmap=True)`` uses for a file); torch 1.13 cannot, and copies every tensor out.
+_CAN_LOAD_IN_PLACE = "overall_storage" in inspect.signature(torch.serialization._load).parameters
+
+
+def _load_in_place(data: "np.ndarray[Any, np.dtype[np.uint8]]") -> Any:
+    """Unpickle the checkpoint in ``data`` (a torch.save zip) with every tensor a view of ``data``:
+    no second 2.5 GB allocation and copy, as ``torch.load`` from a buffer makes. The views keep
+    ``data`` alive. Uses torch's own zip reader and weights-only unpickler, as ``torch.load`` does."""
+    reader = torch._C.PyTorchFileReader(cast(BinaryIO, MemoryReader(data)))
+    whole = torch.frombuffer(data, dtype=torch.uint8).untyped_storage()  # type: ignore[attr-defined]
+    return torch.serialization._load(  # type: ignore[call-arg, no-untyped-call]
+        reader,
+        "cpu",
+        torch._weights_only_unpickler,  # type: ignore[attr-defined]
+        overall_storage=whole,
+        encoding="utf-8",
+    )
 
 
 def read_nemo(
@@ -358,9 +385,11 @@ def load_nemo_model(
     archive = read_nemo(path, extract_dir, weight_read=weight_read, threads=threads, timer=timer)
     config = config_from_nemo(archive.config)
     with timer.stage("model_build"):
-        model = build_model(config, seed=None)
+        # Built on the meta device and given the checkpoint's tensors: no random initialisation,
+        # no second 2.5 GB allocation, no copy (model.assign_checkpoint_).
+        model = model_for_checkpoint(config)
         check_state_dict(model, archive.state_dict)
-        model.load_state_dict(archive.state_dict, strict=True)
+        assign_checkpoint_(model, archive.state_dict)
     tokenizer: Optional[SentencePieceTokenizer] = None
     if archive.tokenizer_model is not None:
         try:
