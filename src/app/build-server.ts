@@ -201,6 +201,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       pieceTargetMs: gateway.pieceTargetMs,
       maxPieceMs: Math.max(...config.scheduler.lengthBucketsMs),
       ffmpegPath: gateway.ffmpegPath,
+      realtime: config.realtime,
     },
     {
       transcribe: (model, request, options) => scheduler.submit(model, request, options),
@@ -221,7 +222,8 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       log,
       metrics,
       isDraining: () => isDraining,
-      ...(requestLog === undefined ? {} : { requestLog, instanceGpu }),
+      instanceGpu,
+      ...(requestLog === undefined ? {} : { requestLog }),
     },
   );
   return {

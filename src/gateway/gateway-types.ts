@@ -15,6 +15,7 @@ import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { AudioDecoder } from './audio/index.js';
 import type { VoiceActivityDetector } from './pieces/voice-activity.js';
+import type { RealtimeOptions } from './realtime/realtime-route.js';
 
 export interface GatewayOptions {
   maxBodyBytes: number;
@@ -36,6 +37,8 @@ export interface GatewayOptions {
   maxPieceMs: number;
   /** ffmpeg binary that encodes speech as mp3, opus, aac and flac. @default 'ffmpeg' */
   ffmpegPath?: string;
+  /** Realtime sessions (GET /v1/realtime) and the LLM admin endpoint; absent: not served. */
+  realtime?: RealtimeOptions;
 }
 
 /** What a model serves: POST /v1/audio/transcriptions or POST /v1/audio/speech. */
