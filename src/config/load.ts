@@ -299,9 +299,13 @@ export function readConfigFile(path: string): unknown {
 export function redact(config: Config): Config {
   const copy = structuredClone(config) as unknown as Record<string, Record<string, unknown>>;
   for (const path of SECRET_PATHS) {
-    const [section, key] = path.split('.') as [string, string];
-    const value = copy[section]?.[key];
-    if (Array.isArray(value)) copy[section]![key] = value.map(() => '[redacted]');
+    const keys = path.split('.');
+    const key = keys.pop()!;
+    let parent: Record<string, unknown> | undefined = copy;
+    for (const k of keys) parent = parent?.[k] as Record<string, unknown> | undefined;
+    const value = parent?.[key];
+    if (Array.isArray(value)) parent![key] = value.map(() => '[redacted]');
+    else if (typeof value === 'string' && value !== '') parent![key] = '[redacted]';
   }
   return copy as unknown as Config;
 }

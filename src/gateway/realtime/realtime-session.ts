@@ -134,6 +134,8 @@ interface Response {
   turn: Turn;
   responder: 'llm' | 'demo' | 'fallback';
   usage: ChatUsage;
+  /** The speech stream of the sentence being spoken. */
+  speaking: StreamCall | undefined;
 }
 
 /** The stages of a turn, timed from the end of the user's speech (metrics and the call line). */
@@ -630,6 +632,7 @@ class Session implements RealtimeSession {
       turn: this.#pendingTurn ?? {},
       responder: 'fallback',
       usage: { inputTokens: 0, outputTokens: 0 },
+      speaking: undefined,
     };
     this.#pendingTurn = undefined;
     this.#response = response;
@@ -824,6 +827,7 @@ class Session implements RealtimeSession {
       requestId: newId('req'),
       onDispatched: (dispatch) => (busy = { instanceId: dispatch.instanceId, atMs: deps.clock.nowMs() }),
     });
+    response.speaking = stream;
     const sendAudio = (bytes: Uint8Array) => {
       if (bytes.length === 0 || response.isFinished) return;
       const nowMs = deps.clock.nowMs();
@@ -866,6 +870,7 @@ class Session implements RealtimeSession {
       throw err;
     } finally {
       stream.cancel();
+      response.speaking = undefined;
       this.#noteBusy(busy);
     }
   }
@@ -887,6 +892,7 @@ class Session implements RealtimeSession {
   #finishCancelled(response: Response, reason: 'turn_detected' | 'client_cancelled'): void {
     response.isFinished = true;
     response.abort.abort(errors.streamCancelled({ requestId: response.id }));
+    response.speaking?.cancel();
     const nowMs = this.#deps.clock.nowMs();
     // What the client can have played: audio plays in real time from its first delta.
     const playedMs = response.firstAudioAtMs === undefined ? 0 : Math.min(response.sentMs, nowMs - response.firstAudioAtMs);
