@@ -22,7 +22,7 @@ import { loadConfig } from '../../src/config/load.js';
 import { spawnInstance } from '../../src/supervisor/index.js';
 import { ffmpegTranscode, fliteWav, joinPath, wordErrorRate } from '../support/audio.js';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm.js';
-import { silentLogger } from '../support/test-logger.js';
+import { captureLogger } from '../support/test-logger.js';
 import { waitFor } from '../support/wait-for.js';
 
 const KEY = 'sk-realtime-test-key';
@@ -34,6 +34,7 @@ const TLS_KEY = readFileSync(new URL('../fixtures/tls/localhost.key', import.met
 const FRAME_BYTES = 4800;
 
 let server: Server;
+let logLines: () => Record<string, unknown>[];
 let llm: FakeLlm;
 let port: number;
 let tls: TlsServer;
@@ -65,7 +66,9 @@ before(async () => {
       },
     },
   });
-  server = await buildServer(config, { log: silentLogger(), clock: systemClock, spawn: spawnInstance, baseEnv: readProcessEnvironment() });
+  const captured = captureLogger();
+  logLines = captured.lines;
+  server = await buildServer(config, { log: captured.log, clock: systemClock, spawn: spawnInstance, baseEnv: readProcessEnvironment() });
   await server.startInstances();
   await server.app.listen({ port: 0, host: '127.0.0.1' });
   port = (server.app.server.address() as AddressInfo).port;
@@ -231,6 +234,20 @@ describe('realtime voice calls with the openai SDK (#19)', () => {
     assert.equal(sent.messages[0]!.content, 'You book tables.');
     assert.equal(sent.messages.at(-1)!.content, String(completed.transcript));
     assert.deepEqual(errors, []);
+    // The per-call line and the per-stage metrics.
+    const sessionId = (log.events[0]!.session as { id: string }).id;
+    await waitFor(() => logLines().some((l) => l.msg === 'realtime call completed' && l.sessionId === sessionId), 'the call line');
+    const line = logLines().find((l) => l.msg === 'realtime call completed' && l.sessionId === sessionId)!;
+    assert.equal(line.turns, 1);
+    for (const field of ['transcriptMsP50', 'llmFirstTokenMsP50', 'firstAudioMsP50', 'endToFirstAudioMsP50'])
+      assert.equal(typeof line[field], 'number', field);
+    assert.equal(line.llmOutputTokens, response.usage.output_tokens);
+    assert.ok(Number(line.llmCostUsd) > 0 && Number(line.costPerMinuteUsd) > 0, JSON.stringify(line));
+    const stages = await server.metrics.realtimeTurnStage.get();
+    const counted = stages.values.find(
+      (v) => v.metricName === 'voxmux_realtime_turn_stage_seconds_count' && v.labels.stage === 'end_to_first_audio',
+    );
+    assert.ok(Number(counted?.value) >= 1);
   });
 
   it('beta client (OpenAI-Beta: realtime=v1), pcm16 in and G.711 A-law out: beta event names, a transcript, 8 kHz audio', async () => {
