@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { REALTIME_BETA_HEADER_VALUE, REALTIME_BETA_SUBPROTOCOL, REALTIME_SUBPROTOCOL } from '../../api/realtime.js';
 import { errors } from '../../core/error-catalog.js';
 import { createFirKernel, type FirKernel } from '../audio/fir-kernel.js';
+import { toRealtimeErrorBody } from '../error-mapping.js';
 import type { GatewayDeps, GatewayOptions, ModelEntry } from '../gateway-types.js';
 import { resolveVoice } from '../routes/speech.js';
 import { createChatClient } from './chat-client.js';
@@ -78,6 +79,7 @@ export function registerRealtimeRoutes(app: FastifyInstance, options: GatewayOpt
         });
   const demo = createDemoResponder();
   const log = deps.log.child({ component: 'realtime' });
+  deps.metrics.realtimeLlmTurnsRemaining.set(-1);
   if (llm === undefined) log.info('realtime: no LLM configured (realtime.llm.baseUrl): calls are answered by the demo responder');
   let kernel: FirKernel | undefined;
 
@@ -106,8 +108,8 @@ export function registerRealtimeRoutes(app: FastifyInstance, options: GatewayOpt
         const error = errors.modelNotFound({ model: `(a ${missing} model for realtime sessions)` });
         send({
           type: 'error',
-          event_id: 'event_0',
-          error: { type: 'invalid_request_error', code: error.code, message: error.message, param: null, event_id: null },
+          event_id: `event_${randomUUID().replaceAll('-', '').slice(0, 20)}`,
+          error: toRealtimeErrorBody(error, undefined),
         });
         socket.close(1008, 'no model');
         return;
@@ -183,7 +185,7 @@ export function registerRealtimeRoutes(app: FastifyInstance, options: GatewayOpt
       log.info({ sessionId, shape, intent: settings.kind }, 'realtime session opened');
       socket.on('message', (data, isBinary) => {
         if (isBinary) {
-          session.receive('\u0000binary');
+          session.receiveBinary();
           return;
         }
         session.receive(Buffer.isBuffer(data) ? data.toString('utf8') : Buffer.concat(data as Buffer[]).toString('utf8'));

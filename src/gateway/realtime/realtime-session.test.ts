@@ -263,4 +263,40 @@ describe('RealtimeSession', () => {
     assert.equal(h.events.length, count);
     assert.equal(h.streams[0]?.state.isCancelled, true);
   });
+
+  it('an LLM that fails mid-reply gets an error event (llm_failed) and the fallback text ends the reply', async () => {
+    const llm: ChatResponder = {
+      kind: 'llm',
+      async *stream() {
+        yield { type: 'text', text: 'Let me see' };
+        throw Object.assign(new Error('boom'), { code: 'llm_failed' });
+      },
+    };
+    const h = harness({ llm });
+    h.send({
+      type: 'session.update',
+      session: { type: 'realtime', output_modalities: ['text'], audio: { input: { turn_detection: null } } },
+    });
+    h.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] } });
+    h.send({ type: 'response.create' });
+    await h.settle();
+    const done = h.events.find((e) => e.type === 'response.done')!.response as {
+      status: string;
+      output: { content: { text: string }[] }[];
+    };
+    assert.equal(done.status, 'completed');
+    assert.equal(done.output[0]!.content[0]!.text, 'Let me see Fallback.');
+    assert.ok(h.events.some((e) => e.type === 'error'));
+  });
+
+  it('a binary frame, or a response.create while one is in progress, is an error event', async () => {
+    const h = harness();
+    h.send({ type: 'session.update', session: { type: 'realtime', audio: { input: { turn_detection: null } } } });
+    h.session.receiveBinary();
+    h.send({ type: 'response.create' });
+    h.send({ type: 'response.create', event_id: 'again' });
+    await h.settle();
+    const codes = h.events.filter((e) => e.type === 'error').map((e) => (e.error as { code: string }).code);
+    assert.deepEqual(codes, ['invalid_event', 'conversation_already_has_active_response']);
+  });
 });

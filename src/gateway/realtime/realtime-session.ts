@@ -17,6 +17,7 @@ import { randomUUID } from 'node:crypto';
 import {
   REALTIME_CLIENT_EVENTS,
   REALTIME_FORMAT_RATE_HZ,
+  REALTIME_FORMAT_SAMPLE_BYTES,
   type RealtimeClientEventType,
   type RealtimeResponseUsage,
 } from '../../api/realtime.js';
@@ -96,6 +97,8 @@ export interface WorkOptions {
 export interface RealtimeSession {
   /** One text frame from the client. */
   receive(text: string): void;
+  /** A binary frame: the API has none, so it gets an error event. */
+  receiveBinary(): void;
   /** The client went away: everything in flight is cancelled and the call line is logged. */
   close(): void;
 }
@@ -200,6 +203,10 @@ class Session implements RealtimeSession {
   // conversation
   #items: ConversationItem[] = [];
   #response: Response | undefined;
+  /** The turn of the last commit, until a response takes it. */
+  #pendingTurn: Turn | undefined;
+  /** The audio each assistant item got, for truncation. */
+  #spoken = new Map<string, { sentences: SentenceAudio[]; sentMs: number }>();
   // accounting for the call line
   #turnStages: Record<TurnStage, number[]> = {
     transcript: [],
@@ -226,6 +233,12 @@ class Session implements RealtimeSession {
 
   receive(text: string): void {
     this.#queue = this.#queue.then(() => this.#handle(text));
+  }
+
+  receiveBinary(): void {
+    this.#queue = this.#queue.then(() =>
+      this.#sendError(errors.invalidEvent({ reason: 'expected a text frame holding JSON: got a binary frame' }), undefined),
+    );
   }
 
   close(): void {
@@ -318,11 +331,10 @@ class Session implements RealtimeSession {
   }
 
   #updateSession(event: Record<string, unknown>, type: string): void {
-    let session = event.session;
-    // Beta's transcription_session.update carries a transcription session's fields.
-    if (type === 'transcription_session.update' && isRecord(session)) session = { ...session };
-    const next = applySessionUpdate(this.#settings, session, this.#options.shape);
-    if (type === 'transcription_session.update') next.kind = 'transcription';
+    // Beta's transcription_session.update carries the beta fields of a transcription session.
+    const isBetaTranscription = type === 'transcription_session.update';
+    const next = applySessionUpdate(this.#settings, event.session, isBetaTranscription ? 'beta' : this.#options.shape);
+    if (isBetaTranscription) next.kind = 'transcription';
     const isTurnChanged = JSON.stringify(next.turnDetection) !== JSON.stringify(this.#settings.turnDetection);
     this.#settings = next;
     this.#isConfigured = true;
@@ -349,7 +361,7 @@ class Session implements RealtimeSession {
     const format = this.#settings.inputFormat;
     const bytes = decodeAppend(audio, { format, maxAppendBytes: this.#options.maxAppendBytes });
     const maxSamples = (this.#options.maxBufferMs * INPUT_RATE_HZ) / 1000;
-    const incoming = Math.ceil(((bytes.length / (format === 'pcm16' ? 2 : 1)) * INPUT_RATE_HZ) / REALTIME_FORMAT_RATE_HZ[format]);
+    const incoming = Math.ceil(((bytes.length / REALTIME_FORMAT_SAMPLE_BYTES[format]) * INPUT_RATE_HZ) / REALTIME_FORMAT_RATE_HZ[format]);
     if (this.#bufferSamples + incoming > maxSamples) throw errors.inputAudioBufferFull({ maxBufferMs: this.#options.maxBufferMs });
     this.#converter ??= createInputConverter(format, this.#deps.kernel);
     const samples = this.#converter.push(bytes);
@@ -491,8 +503,6 @@ class Session implements RealtimeSession {
     );
   }
 
-  #pendingTurn: Turn | undefined;
-
   /** A partial transcript of the utterance so far, each partialIntervalMs of new speech, one at a time. */
   #maybePartial(): void {
     const intervalSamples = (this.#options.partialIntervalMs * INPUT_RATE_HZ) / 1000;
@@ -593,9 +603,6 @@ class Session implements RealtimeSession {
     if (spoken !== undefined) item.text = heardText(spoken.sentences, audioEndMs);
     this.#send({ type: 'conversation.item.truncated', item_id: item.id, content_index: 0, audio_end_ms: Math.round(audioEndMs) });
   }
-
-  /** The audio each assistant item got, for truncation. */
-  #spoken = new Map<string, { sentences: SentenceAudio[]; sentMs: number }>();
 
   // ------------------------------------------------------------------------------------------
   // responses
