@@ -336,6 +336,11 @@ export const RealtimeSchema = Type.Object(
       minimum: 1024,
     }),
     maxBufferMs: Ms('Longest uncommitted input audio a session holds, in milliseconds.', 120_000, 1000),
+    maxSessions: Type.Integer({
+      description: 'Realtime sessions held at once; more get 429 too_many_sessions before the WebSocket opens.',
+      default: 256,
+      minimum: 1,
+    }),
     partialIntervalMs: Ms(
       'How often the growing utterance is transcribed for partial transcripts (transcription delta events), in milliseconds of audio; 0: final transcripts only.',
       1000,

@@ -99,6 +99,7 @@ export const ERROR_CATALOG = {
   conversation_already_has_active_response: { kind: 'invalid_argument', remedy: 'Wait for response.done, or send response.cancel first.' },
   response_cancel_not_active: { kind: 'invalid_argument', remedy: 'Send response.cancel only while a response is in progress.' },
   item_not_found: { kind: 'invalid_argument', remedy: 'Name an item of this session.' },
+  too_many_sessions: { kind: 'resource_exhausted', remedy: 'Retry after the Retry-After delay, or raise realtime.maxSessions.' },
   llm_failed: {
     kind: 'unavailable',
     remedy: 'Check the LLM endpoint (realtime.llm.baseUrl) and its logs; the turn got the fallback reply.',
@@ -300,6 +301,11 @@ export const errors = {
     }),
   responseCancelNotActive: () => make('response_cancel_not_active', 'No response is in progress'),
   itemNotFound: (p: { itemId: unknown }) => make('item_not_found', `No item ${describe(p.itemId)} in this session`, { param: 'item_id' }),
+  tooManySessions: (p: { maxSessions: number; retryAfterMs: number }) =>
+    make('too_many_sessions', `The server holds its limit of ${p.maxSessions} realtime sessions`, {
+      details: { maxSessions: p.maxSessions },
+      retryAfterMs: p.retryAfterMs,
+    }),
   llmFailed: (p: { reason: string; cause?: unknown }) => make('llm_failed', `The LLM failed: ${p.reason}`, { cause: p.cause }),
 };
 

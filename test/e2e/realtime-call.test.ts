@@ -53,6 +53,7 @@ before(async () => {
       },
       realtime: {
         maxAppendBytes: 64 * 1024,
+        maxSessions: 3,
         partialIntervalMs: 0,
         gpuHourUsd: 2,
         llm: {
@@ -466,5 +467,25 @@ describe('realtime voice calls with the openai SDK (#19)', () => {
     assertHeard(String(completed.transcript));
     socket.close();
     assert.ok(!log.events.some((e) => e.type.startsWith('response.')));
+  });
+
+  it('sessions beyond realtime.maxSessions get 429 too_many_sessions before the WebSocket opens', async () => {
+    // The sessions of the tests before are gone once the server has seen their sockets close.
+    for (let i = 0; i < 100 && ((await server.metrics.realtimeSessions.get()).values[0]?.value ?? 0) > 0; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const open = [await rawSession(), await rawSession(), await rawSession()];
+    await assert.rejects(rawSession(), /HTTP 429/);
+    open[0]!.socket.close();
+    await new Promise((resolve) => open[0]!.socket.once('close', resolve));
+    let reopened: Awaited<ReturnType<typeof rawSession>> | undefined;
+    for (let i = 0; i < 50 && reopened === undefined; i++) {
+      reopened = await rawSession().catch(async () => {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        return undefined;
+      });
+    }
+    assert.ok(reopened !== undefined, 'a freed slot takes a new session');
+    for (const s of [...open.slice(1), reopened]) s.socket.close();
   });
 });

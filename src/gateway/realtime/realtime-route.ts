@@ -28,6 +28,7 @@ export interface RealtimeOptions {
   instructions: string;
   maxAppendBytes: number;
   maxBufferMs: number;
+  maxSessions: number;
   partialIntervalMs: number;
   turnTimeoutMs: number;
   gpuHourUsd: number;
@@ -44,6 +45,8 @@ export interface RealtimeOptions {
     maxOutputTokens: number;
   };
 }
+
+const SESSION_RETRY_AFTER_MS = 1000;
 
 /** Frames above this close the socket (1009); appends up to maxAppendBytes of audio fit, as base64 in JSON. */
 function maxPayloadBytes(maxAppendBytes: number): number {
@@ -82,6 +85,7 @@ export function registerRealtimeRoutes(app: FastifyInstance, options: GatewayOpt
   deps.metrics.realtimeLlmTurnsRemaining.set(-1);
   if (llm === undefined) log.info('realtime: no LLM configured (realtime.llm.baseUrl): calls are answered by the demo responder');
   let kernel: FirKernel | undefined;
+  let sessions = 0;
 
   void app.register(async (scope) => {
     await scope.register(websocket, {
@@ -91,7 +95,12 @@ export function registerRealtimeRoutes(app: FastifyInstance, options: GatewayOpt
       },
     });
 
-    scope.get('/v1/realtime', { websocket: true }, (socket, request) => {
+    // Refused before the upgrade, so a full server answers an HTTP 429 with Retry-After.
+    const admit = async () => {
+      if (sessions >= realtime.maxSessions)
+        throw errors.tooManySessions({ maxSessions: realtime.maxSessions, retryAfterMs: SESSION_RETRY_AFTER_MS });
+    };
+    scope.get('/v1/realtime', { websocket: true, preHandler: admit }, (socket, request) => {
       const query = request.query as Record<string, string | undefined>;
       const shape = isBeta(request) ? 'beta' : 'ga';
       const models = deps.models.list();
@@ -182,6 +191,7 @@ export function registerRealtimeRoutes(app: FastifyInstance, options: GatewayOpt
         log,
         metrics: deps.metrics,
       });
+      sessions += 1;
       log.info({ sessionId, shape, intent: settings.kind }, 'realtime session opened');
       socket.on('message', (data, isBinary) => {
         if (isBinary) {
@@ -190,7 +200,10 @@ export function registerRealtimeRoutes(app: FastifyInstance, options: GatewayOpt
         }
         session.receive(Buffer.isBuffer(data) ? data.toString('utf8') : Buffer.concat(data as Buffer[]).toString('utf8'));
       });
-      socket.on('close', () => session.close());
+      socket.on('close', () => {
+        sessions -= 1;
+        session.close();
+      });
     });
 
     scope.get('/admin/llm', async () => ({ responder: llm === undefined ? 'demo' : 'llm', ...toSnapshotBody(gate.snapshot()) }));

@@ -554,7 +554,11 @@ class Session implements RealtimeSession {
 
   #addItem(item: ConversationItem, itemObject: Record<string, unknown>, previous: string | null): void {
     this.#items.push(item);
-    if (this.#items.length > MAX_ITEMS) this.#items.shift();
+    if (this.#items.length > MAX_ITEMS) {
+      const dropped = this.#items.shift()!;
+      this.#spoken.delete(dropped.id);
+      this.#partials.delete(dropped.id);
+    }
     this.#send({ type: 'conversation.item.added', previous_item_id: previous, item: itemObject });
     this.#send({ type: 'conversation.item.done', previous_item_id: previous, item: itemObject });
   }
