@@ -96,11 +96,11 @@ export function registerRealtimeRoutes(app: FastifyInstance, options: GatewayOpt
     });
 
     // Refused before the upgrade, so a full server answers an HTTP 429 with Retry-After.
-    const admit = async () => {
-      if (sessions >= realtime.maxSessions)
-        throw errors.tooManySessions({ maxSessions: realtime.maxSessions, retryAfterMs: SESSION_RETRY_AFTER_MS });
-    };
-    scope.get('/v1/realtime', { websocket: true, preHandler: admit }, (socket, request) => {
+    scope.addHook('preHandler', async (request) => {
+      if (request.routeOptions.url !== '/v1/realtime' || sessions < realtime.maxSessions) return;
+      throw errors.tooManySessions({ maxSessions: realtime.maxSessions, retryAfterMs: SESSION_RETRY_AFTER_MS });
+    });
+    scope.get('/v1/realtime', { websocket: true }, (socket, request) => {
       const query = request.query as Record<string, string | undefined>;
       const shape = isBeta(request) ? 'beta' : 'ga';
       const models = deps.models.list();
