@@ -41,6 +41,8 @@ let tls: TlsServer;
 let tlsPort: number;
 /** The caller's utterance as 24 kHz pcm16, followed by a second of silence. */
 let speech: Buffer;
+/** Every client connection the tests open, ended before the server closes so that nothing holds its close. */
+const clientSockets = new Set<{ terminate(): void } | { destroy(): void }>();
 
 before(async () => {
   llm = await startFakeLlm({ reply: REPLY });
@@ -75,6 +77,8 @@ before(async () => {
   port = (server.app.server.address() as AddressInfo).port;
   tls = createTlsServer({ key: TLS_KEY, cert: CERT }, (secure) => {
     const plain = connect(port, '127.0.0.1');
+    clientSockets.add(secure);
+    clientSockets.add(plain);
     secure.pipe(plain).pipe(secure);
     const end = () => {
       secure.destroy();
@@ -98,6 +102,10 @@ before(async () => {
 });
 
 after(async () => {
+  for (const socket of clientSockets) {
+    if ('terminate' in socket) socket.terminate();
+    else socket.destroy();
+  }
   tls?.close();
   await server?.destroy();
   await llm?.close();
@@ -140,14 +148,23 @@ function sendSpeech(send: (event: Record<string, unknown>) => void, audio = spee
 
 /** A session over a plain ws client (no TLS), with the Bearer header unless `protocols` carry the key. */
 async function rawSession(options: { protocols?: string[]; headers?: Record<string, string>; query?: string } = {}) {
-  const socket = new WebSocket(`ws://127.0.0.1:${port}/v1/realtime?${options.query ?? 'model=gpt-realtime'}`, options.protocols ?? [], {
-    headers: options.headers ?? (options.protocols === undefined ? { authorization: `Bearer ${KEY}` } : {}),
-  });
+  const socket: WebSocket = new WebSocket(
+    `ws://127.0.0.1:${port}/v1/realtime?${options.query ?? 'model=gpt-realtime'}`,
+    options.protocols ?? [],
+    {
+      headers: options.headers ?? (options.protocols === undefined ? { authorization: `Bearer ${KEY}` } : {}),
+    },
+  );
+  clientSockets.add(socket);
   const log = recorder((listener) => socket.on('message', (data) => listener(JSON.parse(String(data)) as Event)));
   await new Promise<void>((resolve, reject) => {
     socket.once('open', () => resolve());
     socket.once('error', reject);
-    socket.once('unexpected-response', (_request, response) => reject(new Error(`HTTP ${response.statusCode}`)));
+    // The refused upgrade's connection is closed here: left open, it would hold the server's close.
+    socket.once('unexpected-response', (request, response) => {
+      request.destroy();
+      reject(new Error(`HTTP ${response.statusCode}`));
+    });
   });
   await log.until((e) => e.type === 'session.created');
   const send = (event: Record<string, unknown>) => socket.send(JSON.stringify(event));

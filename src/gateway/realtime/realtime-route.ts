@@ -95,6 +95,11 @@ export function registerRealtimeRoutes(app: FastifyInstance, options: GatewayOpt
       },
     });
 
+    // An upgrade refused with an HTTP answer (401, 429, 503) leaves no HTTP connection to keep:
+    // its socket is closed, else it would hold the server's close open.
+    scope.addHook('onResponse', async (request) => {
+      if (request.headers.upgrade !== undefined) request.raw.socket.destroy();
+    });
     // Refused before the upgrade, so a full server answers an HTTP 429 with Retry-After.
     scope.addHook('preHandler', async (request) => {
       if (request.routeOptions.url !== '/v1/realtime' || sessions < realtime.maxSessions) return;
