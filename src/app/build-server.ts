@@ -276,6 +276,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       maxPieceMs: Math.max(...config.scheduler.lengthBucketsMs),
       ffmpegPath: gateway.ffmpegPath,
       maxDiarizationChunkMs: gateway.maxDiarizationChunkMs,
+      realtime: config.realtime,
     },
     {
       transcribe: (model, request, options) => scheduler.submit(model, request, options),
@@ -309,7 +310,8 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
         sleep: (model) => supervisor.sleep(model),
         whyUnavailable: (model) => supervisor.whyUnavailable(model),
       },
-      ...(requestLog === undefined ? {} : { requestLog, instanceGpu }),
+      instanceGpu,
+      ...(requestLog === undefined ? {} : { requestLog }),
     },
   );
   const connections = trackConnections(app.server);

@@ -402,3 +402,30 @@ describe('readConfigFile', () => {
     }
   });
 });
+
+describe('realtime.llm base URL (the region pin, #19)', () => {
+  const llm = (fields: Record<string, unknown>): ConfigSources => ({ file: { realtime: { llm: fields } } });
+
+  it('a base URL outside allowedBaseUrls fails the start; a listed one (trailing slash aside) loads', () => {
+    const allowed = ['https://eu.llm.example/v1'];
+    const problems = problemsOf(llm({ baseUrl: 'https://us.llm.example/v1', allowedBaseUrls: allowed }));
+    assert.deepEqual(problems, [
+      "realtime.llm.baseUrl: expected one of realtime.llm.allowedBaseUrls (https://eu.llm.example/v1): got 'https://us.llm.example/v1'",
+    ]);
+    assert.equal(
+      loadConfig(llm({ baseUrl: 'https://eu.llm.example/v1/', allowedBaseUrls: allowed })).realtime.llm.baseUrl,
+      'https://eu.llm.example/v1/',
+    );
+  });
+
+  it('a base URL that is not http(s) fails the start; no base URL (the demo responder) loads', () => {
+    assert.deepEqual(problemsOf(llm({ baseUrl: 'ftp://llm.example' })), [
+      "realtime.llm.baseUrl: expected an http or https URL: got 'ftp://llm.example'",
+    ]);
+    assert.equal(loadConfig({}).realtime.llm.baseUrl, '');
+  });
+
+  it('the LLM key is a secret: --print-config redacts it', () => {
+    assert.notEqual(redact(loadConfig(llm({ apiKey: 'sk-secret-value' }))).realtime.llm.apiKey, 'sk-secret-value');
+  });
+});

@@ -207,6 +207,28 @@ export function derive(config: Config): Config {
   return { ...config, models, defaultModel, scheduler: { ...config.scheduler, lengthBucketsMs } };
 }
 
+/** Compares base URLs without a trailing slash. */
+function normalizeBaseUrl(url: string): string {
+  return url.trim().replace(/\/+$/, '');
+}
+
+/** The LLM endpoint must be an http(s) URL, and one of allowedBaseUrls when that list is not empty (the region pin). */
+export function checkLlmBaseUrl(llm: { baseUrl: string; allowedBaseUrls: readonly string[] }): string[] {
+  if (llm.baseUrl === '') return [];
+  let protocol = '';
+  try {
+    protocol = new URL(llm.baseUrl).protocol;
+  } catch {
+    // reported below
+  }
+  if (protocol !== 'http:' && protocol !== 'https:') return [`realtime.llm.baseUrl: expected an http or https URL: got '${llm.baseUrl}'`];
+  const allowed = llm.allowedBaseUrls.map(normalizeBaseUrl);
+  if (allowed.length > 0 && !allowed.includes(normalizeBaseUrl(llm.baseUrl))) {
+    return [`realtime.llm.baseUrl: expected one of realtime.llm.allowedBaseUrls (${allowed.join(', ')}): got '${llm.baseUrl}'`];
+  }
+  return [];
+}
+
 export function crossCheck(config: Config, problems: string[]): void {
   const names = new Map<string, string>();
   if (Object.keys(config.models).length === 0) problems.push('models: expected at least one model');
@@ -244,6 +266,7 @@ export function crossCheck(config: Config, problems: string[]): void {
   if (s.restartInitialBackoffMs > s.restartMaxBackoffMs) {
     problems.push('supervisor.restartInitialBackoffMs: expected at most supervisor.restartMaxBackoffMs');
   }
+  problems.push(...checkLlmBaseUrl(config.realtime.llm));
 }
 
 export function deepFreeze<T>(value: T): T {
@@ -284,9 +307,13 @@ export function readConfigFile(path: string): unknown {
 export function redact(config: Config): Config {
   const copy = structuredClone(config) as unknown as Record<string, Record<string, unknown>>;
   for (const path of SECRET_PATHS) {
-    const [section, key] = path.split('.') as [string, string];
-    const value = copy[section]?.[key];
-    if (Array.isArray(value)) copy[section]![key] = value.map(() => '[redacted]');
+    const keys = path.split('.');
+    const key = keys.pop()!;
+    let parent: Record<string, unknown> | undefined = copy;
+    for (const k of keys) parent = parent?.[k] as Record<string, unknown> | undefined;
+    const value = parent?.[key];
+    if (Array.isArray(value)) parent![key] = value.map(() => '[redacted]');
+    else if (typeof value === 'string' && value !== '') parent![key] = '[redacted]';
   }
   return copy as unknown as Config;
 }

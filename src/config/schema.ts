@@ -356,6 +356,80 @@ export const BudgetSchema = Type.Object(
   { additionalProperties: false, default: {} },
 );
 
+// issue 19: real-time voice calls (WebSocket /v1/realtime)
+export const LlmSchema = Type.Object(
+  {
+    baseUrl: Type.String({
+      description:
+        'Base URL of an OpenAI-compatible chat-completions endpoint (such as https://api.openai.com/v1); empty: calls are answered by the built-in demo responder.',
+      default: '',
+    }),
+    apiKey: Type.String({ description: 'Bearer key sent to the LLM endpoint; empty sends none. Secret.', default: '' }),
+    model: Type.String({ description: 'Model name sent to the LLM endpoint.', default: '' }),
+    allowedBaseUrls: Type.Array(Type.String({ minLength: 1 }), {
+      description: 'The only LLM base URLs allowed (the region pin); a baseUrl not listed fails the start. Empty: any baseUrl is allowed.',
+      default: [],
+    }),
+    isBlocked: Type.Boolean({
+      description: 'Blocks every LLM call: turns get fallbackText instead (also switched at runtime by PUT /admin/llm).',
+      default: false,
+    }),
+    fallbackText: Type.String({
+      description: 'What a turn answers (spoken, or as text) when the LLM is blocked, over budget or failing.',
+      default: 'Sorry, I cannot answer right now. Please try again later.',
+      minLength: 1,
+    }),
+    inputUsdPerMillionTokens: Type.Number({ description: 'Price of LLM input tokens, in US dollars per million.', default: 0, minimum: 0 }),
+    outputUsdPerMillionTokens: Type.Number({
+      description: 'Price of LLM output tokens, in US dollars per million.',
+      default: 0,
+      minimum: 0,
+    }),
+    dailyBudgetUsd: Type.Number({
+      description: 'LLM spend allowed per UTC day, in US dollars; over it turns get fallbackText (0: no limit).',
+      default: 0,
+      minimum: 0,
+    }),
+    connectTimeoutMs: Ms('Longest wait for the LLM endpoint to start answering, in milliseconds.', 15_000, 1),
+    maxOutputTokens: Type.Integer({ description: 'Most tokens one reply may have.', default: 400, minimum: 1, maximum: 4096 }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+export const RealtimeSchema = Type.Object(
+  {
+    transcriptionModel: Type.String({
+      description: 'Model that transcribes what callers say; empty: the first transcription model.',
+      default: '',
+    }),
+    speechModel: Type.String({ description: 'Model that speaks the replies; empty: the first speech model.', default: '' }),
+    instructions: Type.String({
+      description: "Default system prompt of a session (the client's session.update replaces it).",
+      default: 'You are a helpful voice assistant. Answer briefly.',
+    }),
+    maxAppendBytes: Type.Integer({
+      description: 'Largest decoded audio in one input_audio_buffer.append, in bytes (OpenAI allows 15 MiB).',
+      default: 15 * 1024 * 1024,
+      minimum: 1024,
+    }),
+    maxBufferMs: Ms('Longest uncommitted input audio a session holds, in milliseconds.', 120_000, 1000),
+    maxSessions: Type.Integer({
+      description: 'Realtime sessions held at once; more get 429 too_many_sessions before the WebSocket opens.',
+      default: 256,
+      minimum: 1,
+    }),
+    partialIntervalMs: Ms(
+      'How often the growing utterance is transcribed for partial transcripts (transcription delta events), in milliseconds of audio; 0: final transcripts only.',
+      1000,
+      0,
+    ),
+    turnTimeoutMs: Ms('Deadline of one transcription or one sentence of speech in a session, in milliseconds.', 30_000, 1),
+    gpuHourUsd: Type.Number({ description: 'Price of one GPU hour, in US dollars, for the cost per call.', default: 0, minimum: 0 }),
+    llm: LlmSchema,
+  },
+  { additionalProperties: false, default: {} },
+);
+
 /** The tasks an adapter serves; the first is its default (`task: auto`). An adapter not listed serves transcription. */
 export const ADAPTER_TASKS: Readonly<Record<string, readonly ModelTask[]>> = {
   pocketsphinx: ['transcription'],
@@ -502,6 +576,7 @@ export const ConfigSchema = Type.Object(
     telemetry: TelemetrySchema,
     requestLog: RequestLogSchema,
     budget: BudgetSchema,
+    realtime: RealtimeSchema,
     models: Type.Record(Type.String({ minLength: 1 }), ModelSchema, {
       description: 'Served models by name.',
       default: DEFAULT_MODELS,
@@ -519,6 +594,7 @@ export type ModelConfig = Static<typeof ModelSchema>;
 export type TelemetryConfig = Static<typeof TelemetrySchema>;
 export type RequestLogConfig = Static<typeof RequestLogSchema>;
 export type BudgetConfig = Static<typeof BudgetSchema>;
+export type RealtimeConfig = Static<typeof RealtimeSchema>;
 
 /** Paths whose values are secrets: redacted by --print-config. */
-export const SECRET_PATHS = ['gateway.apiKeys'] as const;
+export const SECRET_PATHS = ['gateway.apiKeys', 'realtime.llm.apiKey'] as const;

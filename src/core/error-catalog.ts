@@ -101,6 +101,29 @@ export const ERROR_CATALOG = {
     remedy:
       'Use a speech model for /v1/audio/speech and a transcription model for /v1/audio/transcriptions (GET /v1/models lists each voxmux.task).',
   },
+  // gateway: realtime sessions (WebSocket /v1/realtime); each is an error event, the session stays open
+  invalid_event: { kind: 'invalid_argument', remedy: 'Send each event as a JSON object with a string type.' },
+  unknown_event: { kind: 'invalid_argument', remedy: 'Send a client event of the Realtime API (docs/realtime.md lists them).' },
+  append_too_large: { kind: 'payload_too_large', remedy: 'Send the audio in smaller appends (realtime.maxAppendBytes).' },
+  input_audio_buffer_full: { kind: 'payload_too_large', remedy: 'Commit or clear the input audio buffer more often.' },
+  unsupported_realtime_audio_format: {
+    kind: 'unsupported_media',
+    remedy: 'Use audio/pcm at 24000 Hz, audio/pcmu or audio/pcma (beta: pcm16, g711_ulaw, g711_alaw).',
+  },
+  invalid_audio_data: {
+    kind: 'invalid_argument',
+    remedy: 'Send base64 audio in the session input format (whole 16-bit samples for pcm16).',
+  },
+  session_not_configured: { kind: 'invalid_argument', remedy: 'Send session.update before the first input_audio_buffer.append.' },
+  input_audio_buffer_commit_empty: { kind: 'invalid_argument', remedy: 'Append audio before committing the buffer.' },
+  conversation_already_has_active_response: { kind: 'invalid_argument', remedy: 'Wait for response.done, or send response.cancel first.' },
+  response_cancel_not_active: { kind: 'invalid_argument', remedy: 'Send response.cancel only while a response is in progress.' },
+  item_not_found: { kind: 'invalid_argument', remedy: 'Name an item of this session.' },
+  too_many_sessions: { kind: 'resource_exhausted', remedy: 'Retry after the Retry-After delay, or raise realtime.maxSessions.' },
+  llm_failed: {
+    kind: 'unavailable',
+    remedy: 'Check the LLM endpoint (realtime.llm.baseUrl) and its logs; the turn got the fallback reply.',
+  },
 } as const satisfies Record<string, CatalogEntry>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOG;
@@ -296,6 +319,41 @@ export const errors = {
       param: 'model',
       details: { model: p.model, task: p.task },
     }),
+  // gateway: realtime sessions
+  invalidEvent: (p: { reason: string }) => make('invalid_event', `The event is not valid: ${p.reason}`),
+  unknownEvent: (p: { type: string }) => make('unknown_event', `Unknown event type ${describe(p.type)}`, { param: 'type' }),
+  appendTooLarge: (p: { bytes: number; maxAppendBytes: number }) =>
+    make('append_too_large', `Expected at most ${p.maxAppendBytes} bytes of audio in one append: got ${p.bytes}`, {
+      param: 'audio',
+      details: { bytes: p.bytes, maxAppendBytes: p.maxAppendBytes },
+    }),
+  inputAudioBufferFull: (p: { maxBufferMs: number }) =>
+    make('input_audio_buffer_full', `The input audio buffer holds at most ${p.maxBufferMs} ms: commit or clear it`, {
+      param: 'audio',
+      details: { maxBufferMs: p.maxBufferMs },
+    }),
+  unsupportedRealtimeFormat: (p: { param: string; got: unknown }) =>
+    make(
+      'unsupported_realtime_audio_format',
+      `Expected ${p.param} to be audio/pcm at 24000 Hz, audio/pcmu or audio/pcma (beta: pcm16, g711_ulaw, g711_alaw): got ${describe(p.got)}`,
+      { param: p.param },
+    ),
+  invalidAudioData: (p: { reason: string }) =>
+    make('invalid_audio_data', `The appended audio is not valid: ${p.reason}`, { param: 'audio' }),
+  sessionNotConfigured: () => make('session_not_configured', 'Expected session.update before the first audio'),
+  inputAudioBufferCommitEmpty: () => make('input_audio_buffer_commit_empty', 'The input audio buffer holds no audio to commit'),
+  conversationAlreadyHasActiveResponse: (p: { responseId: string }) =>
+    make('conversation_already_has_active_response', `Response ${p.responseId} is still in progress`, {
+      details: { responseId: p.responseId },
+    }),
+  responseCancelNotActive: () => make('response_cancel_not_active', 'No response is in progress'),
+  itemNotFound: (p: { itemId: unknown }) => make('item_not_found', `No item ${describe(p.itemId)} in this session`, { param: 'item_id' }),
+  tooManySessions: (p: { maxSessions: number; retryAfterMs: number }) =>
+    make('too_many_sessions', `The server holds its limit of ${p.maxSessions} realtime sessions`, {
+      details: { maxSessions: p.maxSessions },
+      retryAfterMs: p.retryAfterMs,
+    }),
+  llmFailed: (p: { reason: string; cause?: unknown }) => make('llm_failed', `The LLM failed: ${p.reason}`, { cause: p.cause }),
 };
 
 function describe(value: unknown): string {

@@ -1,5 +1,7 @@
 /** Bearer API keys, compared in constant time (digests of equal length, every key checked). */
 import { createHash, timingSafeEqual } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
+import { REALTIME_KEY_SUBPROTOCOL_PREFIX } from '../api/realtime.js';
 import { errors } from '../core/error-catalog.js';
 
 export function createKeyChecker(apiKeys: readonly string[]): (authorization: string | undefined) => void {
@@ -14,4 +16,15 @@ export function createKeyChecker(apiKeys: readonly string[]): (authorization: st
     for (const d of digests) isValid = timingSafeEqual(d, given) || isValid;
     if (!isValid) throw errors.invalidApiKey();
   };
+}
+
+/**
+ * The call's Authorization: its header, or for a WebSocket opened by a browser (which cannot set
+ * headers) the key in its `openai-insecure-api-key.<key>` subprotocol, as the openai SDK sends it.
+ */
+export function authorizationOf(headers: IncomingHttpHeaders): string | undefined {
+  if (headers.authorization !== undefined) return headers.authorization;
+  const protocols = String(headers['sec-websocket-protocol'] ?? '').split(',');
+  const key = protocols.map((p) => p.trim()).find((p) => p.startsWith(REALTIME_KEY_SUBPROTOCOL_PREFIX));
+  return key === undefined ? undefined : `Bearer ${key.slice(REALTIME_KEY_SUBPROTOCOL_PREFIX.length)}`;
 }

@@ -3,6 +3,7 @@
  * envelope. Everything else raises a ServiceError with a kind.
  */
 import { STATUS_CODES } from 'node:http';
+import type { RealtimeErrorEvent } from '../api/realtime.js';
 import type { OpenAiErrorEnvelope } from '../api/transcription.js';
 import { errors } from '../core/error-catalog.js';
 import { ServiceError, type ErrorKind } from '../core/errors.js';
@@ -51,6 +52,17 @@ export const WS_CLOSE_CODE: Readonly<Record<ErrorKind, number>> = {
   request_timeout: 1008,
   headers_too_large: 1009,
 };
+
+/** The `error` object of a realtime `error` event; the session stays open. */
+export function toRealtimeErrorBody(error: ServiceError, clientEventId: string | undefined): RealtimeErrorEvent['error'] {
+  return {
+    type: OPENAI_TYPE[error.kind],
+    code: error.code,
+    message: error.message,
+    param: error.param ?? null,
+    event_id: clientEventId ?? null,
+  };
+}
 
 export interface HttpError {
   status: number;

@@ -18,6 +18,7 @@ import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { AudioDecoder } from './audio/index.js';
 import type { VoiceActivityDetector } from './pieces/voice-activity.js';
+import type { RealtimeOptions } from './realtime/realtime-route.js';
 
 export interface GatewayOptions {
   maxBodyBytes: number;
@@ -41,6 +42,8 @@ export interface GatewayOptions {
   ffmpegPath?: string;
   /** Longest audio chunk a diarization session accepts, in milliseconds. @default 60000 */
   maxDiarizationChunkMs?: number;
+  /** Realtime sessions (GET /v1/realtime) and the LLM admin endpoint; absent: not served. */
+  realtime?: RealtimeOptions;
 }
 
 /** What a model serves: POST /v1/audio/transcriptions, POST /v1/audio/speech or POST /v1/audio/diarization. */

@@ -6,7 +6,7 @@ import multipart from '@fastify/multipart';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { errors } from '../core/error-catalog.js';
 import type { ServiceError } from '../core/errors.js';
-import { createKeyChecker } from './auth.js';
+import { authorizationOf, createKeyChecker } from './auth.js';
 import { toRequestLogLine, type CallRecord } from './call-record.js';
 import { fromClientError, toErrorKind, toHttpError, toRawHttpResponse, toServiceError } from './error-mapping.js';
 import type { GatewayDeps, GatewayOptions } from './gateway-types.js';
@@ -18,6 +18,7 @@ import { registerSpeechRoute } from './routes/speech.js';
 import { registerTranscriptionRoute } from './routes/transcriptions.js';
 import { registerTranslationRoute } from './routes/translations.js';
 import { registerVoicesRoute } from './routes/voices.js';
+import { registerRealtimeRoutes } from './realtime/realtime-route.js';
 
 const OPEN_PATHS = ['/health/live', '/health/ready', '/metrics'];
 /** Paths answered as usual while draining: liveness and metrics; readiness then answers 503 like the API. */
@@ -91,7 +92,7 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
     // A draining node keeps listening until its pending requests finish, so that a new call learns
     // at once to go elsewhere (503 with Retry-After) instead of finding the port closed.
     if (deps.isDraining?.() === true && !DRAIN_OPEN_PATHS.includes(path)) throw errors.shuttingDown();
-    if (!OPEN_PATHS.includes(path)) checkKey(request.headers.authorization);
+    if (!OPEN_PATHS.includes(path)) checkKey(authorizationOf(request.headers));
     const declared = Number(request.headers['content-length']);
     if (Number.isFinite(declared) && declared > options.maxBodyBytes + FORM_OVERHEAD_BYTES) {
       throw errors.bodyTooLarge({ maxBodyBytes: options.maxBodyBytes });
@@ -160,6 +161,7 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   registerDiarizationRoutes(app, options, deps);
   registerModelRoutes(app, deps);
   registerVoicesRoute(app, deps);
+  registerRealtimeRoutes(app, options, deps);
   registerHealthRoutes(app, deps);
   registerMetricsRoute(app, deps);
   return app;

@@ -419,6 +419,61 @@ export function createMetrics() {
       labelNames: ['guard', 'percent'] as const,
       registers: r,
     }),
+    // realtime sessions (WebSocket /v1/realtime)
+    realtimeSessions: new Gauge({
+      name: 'voxmux_realtime_sessions_active',
+      help: 'Realtime sessions (voice calls and transcription sessions) open now.',
+      registers: r,
+    }),
+    realtimeTurnStage: new Histogram({
+      name: 'voxmux_realtime_turn_stage_seconds',
+      help: "Per turn, time of each stage: transcript (end of speech to final transcript), llm_first_token (transcript to the LLM's first token), first_audio (first token to the first audio byte sent) and end_to_first_audio (end of speech to the first audio byte).",
+      labelNames: ['stage'] as const,
+      buckets: LATENCY_BUCKETS_S,
+      registers: r,
+    }),
+    realtimeAudioStalls: new Counter({
+      name: 'voxmux_realtime_audio_stalls_total',
+      help: 'Times a response ran out of audio: its next audio left after the audio sent before it had finished playing.',
+      registers: r,
+    }),
+    realtimeTurns: new Counter({
+      name: 'voxmux_realtime_turns_total',
+      help: 'Responses by who answered (llm, demo, or fallback) and outcome (completed, cancelled, failed).',
+      labelNames: ['responder', 'outcome'] as const,
+      registers: r,
+    }),
+    realtimeLlmTokens: new Counter({
+      name: 'voxmux_realtime_llm_tokens_total',
+      help: 'LLM tokens used by realtime turns, by direction (input or output).',
+      labelNames: ['direction'] as const,
+      registers: r,
+    }),
+    realtimeLlmCost: new Counter({
+      name: 'voxmux_realtime_llm_cost_usd_total',
+      help: 'LLM spend of realtime turns at realtime.llm token prices, in US dollars.',
+      registers: r,
+    }),
+    realtimeLlmTurnsRemaining: new Gauge({
+      name: 'voxmux_realtime_llm_turns_remaining',
+      help: "Turns the rest of today's LLM budget pays for at the average cost per turn (-1: no limit or no priced turn yet).",
+      registers: r,
+    }),
+    realtimeCallSeconds: new Counter({
+      name: 'voxmux_realtime_call_seconds_total',
+      help: 'Duration of finished realtime sessions; cost per call minute is voxmux_realtime_call_cost_usd_total over this, times 60.',
+      registers: r,
+    }),
+    realtimeCallCost: new Counter({
+      name: 'voxmux_realtime_call_cost_usd_total',
+      help: 'Cost of finished realtime sessions: GPU-seconds of their instance busy time at realtime.gpuHourUsd, plus LLM tokens, in US dollars.',
+      registers: r,
+    }),
+    realtimeGpuSeconds: new Counter({
+      name: 'voxmux_realtime_gpu_seconds_total',
+      help: 'Busy time of GPU instances on behalf of realtime sessions (transcription and speech requests, dispatch to end).',
+      registers: r,
+    }),
     eventLoopBusy: eventLoopBusyCounter(r),
     // issue 21: autoscaling, exported at each scrape from the supervisor's and scheduler's stats
     instanceBusy: new Counter({

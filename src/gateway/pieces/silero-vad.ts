@@ -6,7 +6,7 @@
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { VoiceActivity } from './split-policy.js';
-import { createEnergyDetector, type VoiceActivityDetector } from './voice-activity.js';
+import { createEnergyDetector, framedStream, type VoiceActivityDetector } from './voice-activity.js';
 
 /** Samples per frame the v5 model takes at 16 kHz, and the context it needs before each frame. */
 export const SILERO_FRAME_SAMPLES = 512;
@@ -49,14 +49,33 @@ export async function createSileroDetector(): Promise<{ detector: VoiceActivityD
     }
     return { frameSamples: SILERO_FRAME_SAMPLES, values };
   };
+  const serial = <T>(work: () => Promise<T>): Promise<T> => {
+    const run = tail.then(work);
+    tail = run.catch(() => {});
+    return run;
+  };
+  /** A stream keeps its own recurrent state and the last samples of its previous frame as context. */
+  const openStream = () => {
+    let state = new ort.Tensor('float32', new Float32Array(STATE_SIZE), [2, 1, 128]);
+    let context = new Float32Array(CONTEXT_SAMPLES);
+    const sr = new ort.Tensor('int64', BigInt64Array.from([16000n]), [1]);
+    return framedStream(SILERO_FRAME_SAMPLES, (frame) =>
+      serial(async () => {
+        const input = new Float32Array(CONTEXT_SAMPLES + SILERO_FRAME_SAMPLES);
+        input.set(context);
+        for (let j = 0; j < SILERO_FRAME_SAMPLES; j++) input[CONTEXT_SAMPLES + j] = frame[j]! / 32768;
+        context = input.slice(input.length - CONTEXT_SAMPLES);
+        const out = await session.run({ input: new ort.Tensor('float32', input, [1, input.length]), state, sr });
+        state = out.stateN as typeof state;
+        return (out.output!.data as Float32Array)[0]!;
+      }),
+    );
+  };
   return {
     detector: {
       name: 'silero',
-      detect(audio, signal) {
-        const run = tail.then(() => detect(audio, signal));
-        tail = run.catch(() => {});
-        return run;
-      },
+      detect: (audio, signal) => serial(() => detect(audio, signal)),
+      openStream,
     },
   };
 }

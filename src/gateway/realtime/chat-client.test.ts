@@ -1,0 +1,72 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { createChatClient } from './chat-client.js';
+import type { ChatPiece } from './chat-responder.js';
+
+const OPTIONS = { baseUrl: 'https://llm.example/v1/', apiKey: 'k', model: 'm', connectTimeoutMs: 1000 };
+
+function sse(lines: string[]): Response {
+  return new Response(lines.map((l) => `data: ${l}\n\n`).join(''), { status: 200, headers: { 'content-type': 'text/event-stream' } });
+}
+
+async function collect(stream: AsyncIterable<ChatPiece>): Promise<ChatPiece[]> {
+  const out: ChatPiece[] = [];
+  for await (const piece of stream) out.push(piece);
+  return out;
+}
+
+describe('ChatClient (OpenAI-compatible chat completions, streamed)', () => {
+  it('posts a streamed request with the key and yields text pieces then the usage of the final chunk', async () => {
+    let seen: { url: string; init: RequestInit } | undefined;
+    const client = createChatClient(OPTIONS, {
+      fetch: async (url, init) => {
+        seen = { url: String(url), init: init! };
+        return sse([
+          JSON.stringify({ choices: [{ delta: { role: 'assistant' } }] }),
+          JSON.stringify({ choices: [{ delta: { content: 'Hi' } }] }),
+          JSON.stringify({ choices: [{ delta: { content: ' there.' } }] }),
+          JSON.stringify({ choices: [], usage: { prompt_tokens: 7, completion_tokens: 2 } }),
+          '[DONE]',
+        ]);
+      },
+    });
+    const pieces = await collect(
+      client.stream([{ role: 'user', content: 'hello' }], { signal: new AbortController().signal, maxOutputTokens: 50 }),
+    );
+    assert.deepEqual(pieces, [
+      { type: 'text', text: 'Hi' },
+      { type: 'text', text: ' there.' },
+      { type: 'usage', usage: { inputTokens: 7, outputTokens: 2 } },
+    ]);
+    assert.equal(seen?.url, 'https://llm.example/v1/chat/completions');
+    assert.equal((seen?.init.headers as Record<string, string>).authorization, 'Bearer k');
+    const body = JSON.parse(String(seen?.init.body)) as Record<string, unknown>;
+    assert.deepEqual([body.model, body.stream, body.max_tokens], ['m', true, 50]);
+  });
+
+  it('estimates the usage when the endpoint reports none', async () => {
+    const client = createChatClient(OPTIONS, {
+      fetch: async () => sse([JSON.stringify({ choices: [{ delta: { content: 'abcdefgh' } }] }), '[DONE]']),
+    });
+    const pieces = await collect(
+      client.stream([{ role: 'user', content: 'abcd' }], { signal: new AbortController().signal, maxOutputTokens: 5 }),
+    );
+    assert.deepEqual(pieces.at(-1), { type: 'usage', usage: { inputTokens: 1, outputTokens: 2 } });
+  });
+
+  it('an error status, a refused connection or a broken event is llm_failed', async () => {
+    const run = async (fetch: typeof globalThis.fetch) =>
+      collect(createChatClient(OPTIONS, { fetch }).stream([], { signal: new AbortController().signal, maxOutputTokens: 5 })).then(
+        () => 'none',
+        (err: { code: string }) => err.code,
+      );
+    assert.equal(await run(async () => new Response('quota', { status: 429 })), 'llm_failed');
+    assert.equal(
+      await run(async () => {
+        throw new TypeError('fetch failed');
+      }),
+      'llm_failed',
+    );
+    assert.equal(await run(async () => sse(['{not json'])), 'llm_failed');
+  });
+});

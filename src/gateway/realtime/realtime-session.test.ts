@@ -1,0 +1,302 @@
+import assert from 'node:assert/strict';
+import { setImmediate as tick } from 'node:timers/promises';
+import { describe, it } from 'node:test';
+import { FakeClock } from '../../../test/support/fake-clock.js';
+import { silentLogger } from '../../../test/support/test-logger.js';
+import type { StreamCall, StreamChunk } from '../../scheduler/index.js';
+import { createMetrics } from '../../telemetry/metrics.js';
+import { createFirKernel } from '../audio/fir-kernel.js';
+import { framedStream } from '../pieces/voice-activity.js';
+import type { ChatResponder } from './chat-responder.js';
+import { createDemoResponder } from './demo-responder.js';
+import { createLlmGate } from './llm-gate.js';
+import { createRealtimeSession, type RealtimeSessionDeps, type ServerEvent } from './realtime-session.js';
+import { DEFAULT_TURN_DETECTION } from './session-config.js';
+
+/** A speech stream whose chunks the test releases one by one. */
+function gatedStream() {
+  const chunks: StreamChunk[] = [];
+  let wake: (() => void) | undefined;
+  let isEnded = false;
+  const state = { isCancelled: false };
+  const call: StreamCall = {
+    done: new Promise(() => {}),
+    cancel: () => {
+      state.isCancelled = true;
+      wake?.();
+    },
+    async *[Symbol.asyncIterator]() {
+      for (;;) {
+        if (state.isCancelled) return;
+        const next = chunks.shift();
+        if (next !== undefined) {
+          yield next;
+          continue;
+        }
+        if (isEnded) return;
+        await new Promise<void>((resolve) => (wake = resolve));
+      }
+    },
+  };
+  return {
+    call,
+    state,
+    push(samples: number) {
+      chunks.push({ index: 0, meta: { sampleRate: 24000 }, bytes: new Uint8Array(samples * 2).fill(1) });
+      wake?.();
+    },
+    end() {
+      isEnded = true;
+      wake?.();
+    },
+  };
+}
+
+function harness(options: { partialIntervalMs?: number; llm?: ChatResponder } = {}) {
+  const events: ServerEvent[] = [];
+  const clock = new FakeClock();
+  const streams: ReturnType<typeof gatedStream>[] = [];
+  const transcribed: { samples: number; priority: string }[] = [];
+  const deps: RealtimeSessionDeps = {
+    send: (event) => events.push(event),
+    // One word per 100 ms of audio: a growing utterance gets a growing transcript.
+    transcribe: async (audio, work) => {
+      transcribed.push({ samples: audio.length, priority: work.priority });
+      return Array.from({ length: Math.floor(audio.length / 1600) }, (_, i) => `w${i}`).join(' ');
+    },
+    speak: () => {
+      const stream = gatedStream();
+      streams.push(stream);
+      return stream.call;
+    },
+    llm: options.llm,
+    demo: createDemoResponder(),
+    gate: createLlmGate({ isBlocked: false, dailyBudgetUsd: 0, inputUsdPerMillionTokens: 0, outputUsdPerMillionTokens: 0 }, { clock }),
+    // Speech is any frame that is not all zeros.
+    openVad: () => framedStream(512, (frame) => (frame.some((s) => s !== 0) ? 1 : 0)),
+    kernel: createFirKernel(),
+    instanceGpu: () => undefined,
+    clock,
+    log: silentLogger(),
+    metrics: createMetrics(),
+  };
+  const session = createRealtimeSession(
+    {
+      sessionId: 'sess_test',
+      shape: 'ga',
+      settings: {
+        kind: 'realtime',
+        model: 'gpt-realtime',
+        instructions: 'Be brief.',
+        outputModalities: ['audio'],
+        inputFormat: 'pcm16',
+        outputFormat: 'pcm16',
+        voice: 'alloy',
+        speed: 1,
+        transcriptionModel: undefined,
+        language: undefined,
+        turnDetection: { ...DEFAULT_TURN_DETECTION },
+        maxOutputTokens: 'inf',
+      },
+      maxAppendBytes: 1 << 20,
+      maxBufferMs: 60_000,
+      partialIntervalMs: options.partialIntervalMs ?? 0,
+      turnTimeoutMs: 10_000,
+      fallbackText: 'Fallback.',
+      maxOutputTokens: 100,
+      gpuHourUsd: 0,
+    },
+    deps,
+  );
+  const send = (event: Record<string, unknown>) => session.receive(JSON.stringify(event));
+  /** 100 ms of 24 kHz audio: speech (a tone) or silence. */
+  const append = (kind: 'speech' | 'silence', count = 1) => {
+    for (let i = 0; i < count; i++) {
+      const samples = new Int16Array(2400);
+      if (kind === 'speech') for (let j = 0; j < samples.length; j++) samples[j] = Math.round(Math.sin(j / 3) * 8000);
+      send({ type: 'input_audio_buffer.append', audio: Buffer.from(samples.buffer).toString('base64') });
+    }
+  };
+  const settle = async () => {
+    for (let i = 0; i < 50; i++) await tick();
+  };
+  return { events, clock, streams, transcribed, session, send, append, settle, types: () => events.map((e) => e.type) };
+}
+
+const CONFIGURE = { type: 'session.update', session: { type: 'realtime', audio: { input: { transcription: { model: 'whisper-1' } } } } };
+
+describe('RealtimeSession', () => {
+  it('server VAD: speech_started, partial transcripts of the growing utterance, speech_stopped, committed, then the final transcript at high priority', async () => {
+    const h = harness({ partialIntervalMs: 500 });
+    h.send({
+      ...CONFIGURE,
+      session: {
+        ...CONFIGURE.session,
+        audio: { input: { transcription: { model: 'whisper-1' }, turn_detection: { type: 'server_vad', create_response: false } } },
+      },
+    });
+    h.append('silence', 5);
+    await h.settle();
+    h.append('speech', 6);
+    await h.settle();
+    h.append('speech', 6);
+    await h.settle();
+    h.append('silence', 8);
+    await h.settle();
+    const started = h.events.find((e) => e.type === 'input_audio_buffer.speech_started')!;
+    // The tone starts at 500 ms; 300 ms of prefix padding before it.
+    assert.ok(Math.abs(Number(started.audio_start_ms) - 200) <= 40, String(started.audio_start_ms));
+    const deltas = h.events.filter((e) => e.type === 'conversation.item.input_audio_transcription.delta');
+    assert.ok(deltas.length >= 2, h.types().join(', '));
+    assert.ok(deltas.every((d) => d.item_id === started.item_id));
+    const order = [
+      'input_audio_buffer.speech_started',
+      'input_audio_buffer.speech_stopped',
+      'input_audio_buffer.committed',
+      'conversation.item.input_audio_transcription.completed',
+    ];
+    assert.deepEqual(
+      h.types().filter((t) => order.includes(t)),
+      order,
+    );
+    const completed = h.events.find((e) => e.type === 'conversation.item.input_audio_transcription.completed')!;
+    assert.equal(completed.item_id, started.item_id);
+    assert.equal(h.transcribed.at(-1)!.priority, 'high');
+    assert.ok(h.transcribed.slice(0, -1).every((t) => t.priority === 'normal'));
+    assert.ok(String(completed.transcript).startsWith(deltas.map((d) => String(d.delta)).join('')));
+    assert.ok(!h.types().includes('response.created'), 'create_response false');
+  });
+
+  it('barge-in: speech during a response cancels it at once, truncates the item at what was played, aborts the LLM and the stream; no audio follows', async () => {
+    let llmSignal: AbortSignal | undefined;
+    const llm: ChatResponder = {
+      kind: 'llm',
+      async *stream(_messages, { signal }) {
+        llmSignal = signal;
+        yield { type: 'text', text: 'First sentence. ' };
+        yield { type: 'text', text: 'Second sentence. ' };
+        await new Promise((resolve) => signal.addEventListener('abort', resolve));
+      },
+    };
+    const h = harness({ llm });
+    h.send(CONFIGURE);
+    h.append('speech', 5);
+    h.append('silence', 8);
+    await h.settle();
+    assert.ok(h.types().includes('response.created'), h.types().join(', '));
+    assert.equal(h.streams.length, 1);
+    h.streams[0]!.push(2400); // 100 ms
+    await h.settle();
+    h.clock.advance(60);
+    h.streams[0]!.push(2400);
+    await h.settle();
+    const responseId = h.events.find((e) => e.type === 'response.created')!.response as { id: string };
+    h.append('speech', 2);
+    await h.settle();
+    const doneAt = h.events.findIndex((e) => e.type === 'response.done');
+    const done = h.events[doneAt]!.response as {
+      id: string;
+      status: string;
+      status_details: { reason: string };
+      output: { content: { transcript: string }[] }[];
+    };
+    assert.equal(done.id, responseId.id);
+    assert.deepEqual([done.status, done.status_details.reason], ['cancelled', 'turn_detected']);
+    assert.equal(done.output[0]!.content[0]!.transcript, 'First sentence.');
+    const truncated = h.events.find((e) => e.type === 'conversation.item.truncated')!;
+    assert.equal(truncated.audio_end_ms, 60);
+    assert.equal(llmSignal?.aborted, true);
+    assert.equal(h.streams[0]!.state.isCancelled, true);
+    h.streams[0]!.push(2400);
+    await h.settle();
+    assert.deepEqual(
+      h.events.slice(doneAt + 1).filter((e) => e.response_id === responseId.id),
+      [],
+    );
+  });
+
+  it('conversation.item.truncate: audio_end_ms past the audio sent is an error; within it the item is truncated', async () => {
+    const h = harness();
+    h.send({ type: 'session.update', session: { type: 'realtime', audio: { input: { turn_detection: null } } } });
+    h.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] } });
+    h.send({ type: 'response.create' });
+    await h.settle();
+    for (const stream of h.streams) {
+      stream.push(4800);
+      stream.end();
+    }
+    for (let i = 0; i < 5 && !h.types().includes('response.done'); i++) {
+      await h.settle();
+      for (const stream of h.streams) {
+        stream.push(4800);
+        stream.end();
+      }
+    }
+    const done = h.events.find((e) => e.type === 'response.done')!.response as { status: string; output: { id: string }[] };
+    assert.equal(done.status, 'completed');
+    const itemId = done.output[0]!.id;
+    h.send({ type: 'conversation.item.truncate', event_id: 'c1', item_id: itemId, content_index: 0, audio_end_ms: 999_999 });
+    h.send({ type: 'conversation.item.truncate', event_id: 'c2', item_id: itemId, content_index: 0, audio_end_ms: 100 });
+    h.send({ type: 'conversation.item.truncate', event_id: 'c3', item_id: 'item_nope', content_index: 0, audio_end_ms: 0 });
+    await h.settle();
+    const errorsSeen = h.events.filter((e) => e.type === 'error').map((e) => e.error as { code: string; event_id: string });
+    assert.deepEqual(errorsSeen, [
+      { ...errorsSeen[0]!, code: 'invalid_parameter', event_id: 'c1' },
+      { ...errorsSeen[1]!, code: 'item_not_found', event_id: 'c3' },
+    ]);
+    assert.deepEqual(
+      h.events.filter((e) => e.type === 'conversation.item.truncated').map((e) => e.audio_end_ms),
+      [100],
+    );
+  });
+
+  it('closing frees the session: the open response is cancelled and nothing more is sent', async () => {
+    const h = harness();
+    h.send({ type: 'session.update', session: { type: 'realtime', audio: { input: { turn_detection: null } } } });
+    h.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] } });
+    h.send({ type: 'response.create' });
+    await h.settle();
+    const count = h.events.length;
+    h.session.close();
+    h.streams[0]?.push(2400);
+    await h.settle();
+    assert.equal(h.events.length, count);
+    assert.equal(h.streams[0]?.state.isCancelled, true);
+  });
+
+  it('an LLM that fails mid-reply gets an error event (llm_failed) and the fallback text ends the reply', async () => {
+    const llm: ChatResponder = {
+      kind: 'llm',
+      async *stream() {
+        yield { type: 'text', text: 'Let me see' };
+        throw Object.assign(new Error('boom'), { code: 'llm_failed' });
+      },
+    };
+    const h = harness({ llm });
+    h.send({
+      type: 'session.update',
+      session: { type: 'realtime', output_modalities: ['text'], audio: { input: { turn_detection: null } } },
+    });
+    h.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] } });
+    h.send({ type: 'response.create' });
+    await h.settle();
+    const done = h.events.find((e) => e.type === 'response.done')!.response as {
+      status: string;
+      output: { content: { text: string }[] }[];
+    };
+    assert.equal(done.status, 'completed');
+    assert.equal(done.output[0]!.content[0]!.text, 'Let me see Fallback.');
+    assert.ok(h.events.some((e) => e.type === 'error'));
+  });
+
+  it('a binary frame, or a response.create while one is in progress, is an error event', async () => {
+    const h = harness();
+    h.send({ type: 'session.update', session: { type: 'realtime', audio: { input: { turn_detection: null } } } });
+    h.session.receiveBinary();
+    h.send({ type: 'response.create' });
+    h.send({ type: 'response.create', event_id: 'again' });
+    await h.settle();
+    const codes = h.events.filter((e) => e.type === 'error').map((e) => (e.error as { code: string }).code);
+    assert.deepEqual(codes, ['invalid_event', 'conversation_already_has_active_response']);
+  });
+});

@@ -1,0 +1,115 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { applySessionUpdate, DEFAULT_TURN_DETECTION, toSessionObject, type SessionSettings } from './session-config.js';
+
+const BASE: SessionSettings = {
+  kind: 'realtime',
+  model: 'gpt-realtime',
+  instructions: 'Be brief.',
+  outputModalities: ['audio'],
+  inputFormat: 'pcm16',
+  outputFormat: 'pcm16',
+  voice: 'alloy',
+  speed: 1,
+  transcriptionModel: undefined,
+  language: undefined,
+  turnDetection: { ...DEFAULT_TURN_DETECTION },
+  maxOutputTokens: 'inf',
+};
+
+function codeOf(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (err) {
+    return (err as { code: string }).code;
+  }
+  return 'none';
+}
+
+describe('session.update (GA and beta shapes)', () => {
+  it('GA: nested audio settings, G.711 formats, VAD settings and transcription', () => {
+    const next = applySessionUpdate(
+      BASE,
+      {
+        type: 'realtime',
+        audio: {
+          input: {
+            format: { type: 'audio/pcmu' },
+            transcription: { model: 'whisper-1', language: 'en' },
+            turn_detection: { type: 'server_vad', threshold: 0.7, silence_duration_ms: 300 },
+          },
+          output: { format: { type: 'audio/pcma' }, voice: 'ash' },
+        },
+        output_modalities: ['text'],
+      },
+      'ga',
+    );
+    assert.equal(next.inputFormat, 'g711_ulaw');
+    assert.equal(next.outputFormat, 'g711_alaw');
+    assert.equal(next.voice, 'ash');
+    assert.deepEqual(next.outputModalities, ['text']);
+    assert.deepEqual([next.transcriptionModel, next.language], ['whisper-1', 'en']);
+    assert.deepEqual(next.turnDetection, { ...DEFAULT_TURN_DETECTION, threshold: 0.7, silenceDurationMs: 300 });
+    assert.equal(BASE.inputFormat, 'pcm16', 'the current settings are not changed');
+  });
+
+  it('turn_detection null turns server VAD off (client commits)', () => {
+    assert.equal(applySessionUpdate(BASE, { type: 'realtime', audio: { input: { turn_detection: null } } }, 'ga').turnDetection, undefined);
+    assert.equal(applySessionUpdate(BASE, { turn_detection: null }, 'beta').turnDetection, undefined);
+  });
+
+  it('beta: flat fields', () => {
+    const next = applySessionUpdate(
+      BASE,
+      { input_audio_format: 'g711_alaw', output_audio_format: 'g711_ulaw', modalities: ['text', 'audio'], voice: 'echo' },
+      'beta',
+    );
+    assert.deepEqual(
+      [next.inputFormat, next.outputFormat, next.voice, next.outputModalities],
+      ['g711_alaw', 'g711_ulaw', 'echo', ['audio']],
+    );
+  });
+
+  it('rejects what cannot be honoured, each with its code', () => {
+    assert.equal(
+      codeOf(() => applySessionUpdate(BASE, { audio: {} }, 'ga')),
+      'missing_parameter',
+    );
+    assert.equal(
+      codeOf(() => applySessionUpdate(BASE, { type: 'realtime', audio: { input: { format: { type: 'audio/pcm', rate: 16000 } } } }, 'ga')),
+      'unsupported_realtime_audio_format',
+    );
+    assert.equal(
+      codeOf(() => applySessionUpdate(BASE, { input_audio_format: 'opus' }, 'beta')),
+      'unsupported_realtime_audio_format',
+    );
+    assert.equal(
+      codeOf(() => applySessionUpdate(BASE, { turn_detection: { type: 'semantic_vad' } }, 'beta')),
+      'invalid_parameter',
+    );
+    assert.equal(
+      codeOf(() => applySessionUpdate(BASE, { turn_detection: { threshold: 2 } }, 'beta')),
+      'invalid_parameter',
+    );
+    assert.equal(
+      codeOf(() => applySessionUpdate(BASE, { speed: 3 }, 'beta')),
+      'invalid_parameter',
+    );
+    assert.equal(
+      codeOf(() => applySessionUpdate(BASE, 'x', 'beta')),
+      'invalid_parameter',
+    );
+  });
+
+  it('the session object has the client shape: GA nested with format objects, beta flat', () => {
+    const ga = toSessionObject({ ...BASE, outputFormat: 'g711_ulaw' }, { sessionId: 'sess_1', shape: 'ga' }) as {
+      audio: { input: { format: unknown }; output: { format: unknown } };
+    };
+    assert.deepEqual(ga.audio.input.format, { type: 'audio/pcm', rate: 24000 });
+    assert.deepEqual(ga.audio.output.format, { type: 'audio/pcmu' });
+    const beta = toSessionObject(BASE, { sessionId: 'sess_1', shape: 'beta' });
+    assert.equal(beta.input_audio_format, 'pcm16');
+    assert.deepEqual(beta.modalities, ['audio', 'text']);
+    assert.equal(toSessionObject({ ...BASE, kind: 'transcription' }, { sessionId: 's', shape: 'ga' }).type, 'transcription');
+  });
+});

@@ -1,0 +1,249 @@
+/**
+ * A realtime session's settings: what session.update changes (GA nested shape or beta flat
+ * shape), and the session object that session.created and session.updated carry back, in the
+ * client's shape. Unknown fields of OpenAI's (tools, tracing, noise reduction...) are accepted and
+ * ignored; a field voxmux reads and cannot honour is an error.
+ */
+import {
+  DEFAULT_VAD_PREFIX_PADDING_MS,
+  DEFAULT_VAD_SILENCE_DURATION_MS,
+  DEFAULT_VAD_THRESHOLD,
+  REALTIME_AUDIO_FORMATS,
+  REALTIME_FORMAT_RATE_HZ,
+  REALTIME_GA_FORMAT_TYPES,
+  type RealtimeAudioFormat,
+} from '../../api/realtime.js';
+import { errors } from '../../core/error-catalog.js';
+
+export interface TurnDetectionSettings {
+  threshold: number;
+  prefixPaddingMs: number;
+  silenceDurationMs: number;
+  createResponse: boolean;
+  interruptResponse: boolean;
+}
+
+export interface SessionSettings {
+  /** realtime: speech to speech; transcription: input transcription only (intent=transcription). */
+  kind: 'realtime' | 'transcription';
+  model: string;
+  instructions: string;
+  outputModalities: readonly ('audio' | 'text')[];
+  inputFormat: RealtimeAudioFormat;
+  outputFormat: RealtimeAudioFormat;
+  voice: string;
+  speed: number;
+  /** The model clients named for input transcription (events are sent only when set). */
+  transcriptionModel: string | undefined;
+  language: string | undefined;
+  /** Undefined: turn_detection null, the client commits. */
+  turnDetection: TurnDetectionSettings | undefined;
+  maxOutputTokens: number | 'inf';
+}
+
+export const DEFAULT_TURN_DETECTION: TurnDetectionSettings = {
+  threshold: DEFAULT_VAD_THRESHOLD,
+  prefixPaddingMs: DEFAULT_VAD_PREFIX_PADDING_MS,
+  silenceDurationMs: DEFAULT_VAD_SILENCE_DURATION_MS,
+  createResponse: true,
+  interruptResponse: true,
+};
+
+type Json = Record<string, unknown>;
+
+function isRecord(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function field<T>(value: unknown, param: string, check: (v: unknown) => v is T, expected: string): T | undefined {
+  if (value === undefined) return undefined;
+  if (!check(value)) throw errors.invalidParameter({ param, expected, got: value });
+  return value;
+}
+
+const isString = (v: unknown): v is string => typeof v === 'string';
+const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+const isBoolean = (v: unknown): v is boolean => typeof v === 'boolean';
+
+function betaFormat(value: unknown, param: string): RealtimeAudioFormat | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value === 'string' && (REALTIME_AUDIO_FORMATS as readonly string[]).includes(value)) return value as RealtimeAudioFormat;
+  throw errors.unsupportedRealtimeFormat({ param, got: value });
+}
+
+function gaFormat(value: unknown, param: string): RealtimeAudioFormat | undefined {
+  if (value === undefined) return undefined;
+  if (!isRecord(value)) throw errors.unsupportedRealtimeFormat({ param, got: value });
+  const format = REALTIME_AUDIO_FORMATS.find((f) => REALTIME_GA_FORMAT_TYPES[f] === value.type);
+  if (format === undefined) throw errors.unsupportedRealtimeFormat({ param, got: value });
+  if (value.rate !== undefined && value.rate !== REALTIME_FORMAT_RATE_HZ[format])
+    throw errors.unsupportedRealtimeFormat({ param, got: value });
+  return format;
+}
+
+function turnDetection(
+  value: unknown,
+  param: string,
+  current: TurnDetectionSettings | undefined,
+): TurnDetectionSettings | undefined | 'keep' {
+  if (value === undefined) return 'keep';
+  if (value === null) return undefined;
+  if (!isRecord(value)) throw errors.invalidParameter({ param, expected: 'an object or null', got: value });
+  if (value.type !== undefined && value.type !== 'server_vad') {
+    throw errors.invalidParameter({ param: `${param}.type`, expected: "'server_vad' (or turn_detection null)", got: value.type });
+  }
+  const base = current ?? DEFAULT_TURN_DETECTION;
+  const threshold = field(value.threshold, `${param}.threshold`, isNumber, 'a number from 0 to 1') ?? base.threshold;
+  if (threshold < 0 || threshold > 1)
+    throw errors.invalidParameter({ param: `${param}.threshold`, expected: 'a number from 0 to 1', got: threshold });
+  const ms = (v: unknown, name: string, fallback: number) => {
+    const got = field(v, `${param}.${name}`, isNumber, 'a number of milliseconds from 0 to 10000') ?? fallback;
+    if (got < 0 || got > 10_000)
+      throw errors.invalidParameter({ param: `${param}.${name}`, expected: 'a number of milliseconds from 0 to 10000', got });
+    return got;
+  };
+  return {
+    threshold,
+    prefixPaddingMs: ms(value.prefix_padding_ms, 'prefix_padding_ms', base.prefixPaddingMs),
+    silenceDurationMs: ms(value.silence_duration_ms, 'silence_duration_ms', base.silenceDurationMs),
+    createResponse: field(value.create_response, `${param}.create_response`, isBoolean, 'a boolean') ?? base.createResponse,
+    interruptResponse: field(value.interrupt_response, `${param}.interrupt_response`, isBoolean, 'a boolean') ?? base.interruptResponse,
+  };
+}
+
+function transcription(value: unknown, param: string): { model: string | undefined; language: string | undefined } | 'keep' {
+  if (value === undefined) return 'keep';
+  if (value === null) return { model: undefined, language: undefined };
+  if (!isRecord(value)) throw errors.invalidParameter({ param, expected: 'an object or null', got: value });
+  return {
+    model: field(value.model, `${param}.model`, isString, 'a string') ?? 'whisper-1',
+    language: field(value.language, `${param}.language`, isString, 'a language code'),
+  };
+}
+
+function modalities(value: unknown, param: string): ('audio' | 'text')[] | undefined {
+  if (value === undefined) return undefined;
+  const isValid = Array.isArray(value) && value.length > 0 && value.every((m) => m === 'audio' || m === 'text');
+  if (!isValid) throw errors.invalidParameter({ param, expected: "['audio'] or ['text']", got: value });
+  // Audio output always carries its transcript: ['audio', 'text'] (beta) is audio.
+  return (value as string[]).includes('audio') ? ['audio'] : ['text'];
+}
+
+function maxTokens(value: unknown, param: string): number | 'inf' | undefined {
+  if (value === undefined || value === 'inf') return value;
+  if (isNumber(value) && Number.isInteger(value) && value >= 1 && value <= 4096) return value;
+  throw errors.invalidParameter({ param, expected: "an integer from 1 to 4096 or 'inf'", got: value });
+}
+
+/**
+ * The settings after a session.update (`session` is the event's session object).
+ * @throws missing_parameter (GA session.type), invalid_parameter, unsupported_realtime_audio_format
+ */
+export function applySessionUpdate(current: SessionSettings, session: unknown, shape: 'ga' | 'beta'): SessionSettings {
+  if (!isRecord(session)) throw errors.invalidParameter({ param: 'session', expected: 'an object', got: session });
+  const next: SessionSettings = { ...current };
+  if (shape === 'ga') {
+    if (session.type === undefined) throw errors.missingParameter({ param: 'session.type' });
+    if (session.type !== 'realtime' && session.type !== 'transcription') {
+      throw errors.invalidParameter({ param: 'session.type', expected: "'realtime' or 'transcription'", got: session.type });
+    }
+    next.kind = session.type;
+    const audio = field(session.audio, 'session.audio', isRecord, 'an object') ?? {};
+    const input = field(audio.input, 'session.audio.input', isRecord, 'an object') ?? {};
+    const output = field(audio.output, 'session.audio.output', isRecord, 'an object') ?? {};
+    next.inputFormat = gaFormat(input.format, 'session.audio.input.format') ?? next.inputFormat;
+    next.outputFormat = gaFormat(output.format, 'session.audio.output.format') ?? next.outputFormat;
+    next.voice = field(output.voice, 'session.audio.output.voice', isString, 'a voice name') ?? next.voice;
+    next.speed = field(output.speed, 'session.audio.output.speed', isNumber, 'a number from 0.25 to 1.5') ?? next.speed;
+    const td = turnDetection(input.turn_detection, 'session.audio.input.turn_detection', current.turnDetection);
+    if (td !== 'keep') next.turnDetection = td;
+    const tr = transcription(input.transcription, 'session.audio.input.transcription');
+    if (tr !== 'keep') [next.transcriptionModel, next.language] = [tr.model, tr.language];
+    next.outputModalities = modalities(session.output_modalities, 'session.output_modalities') ?? next.outputModalities;
+    next.maxOutputTokens = maxTokens(session.max_output_tokens, 'session.max_output_tokens') ?? next.maxOutputTokens;
+  } else {
+    next.inputFormat = betaFormat(session.input_audio_format, 'session.input_audio_format') ?? next.inputFormat;
+    next.outputFormat = betaFormat(session.output_audio_format, 'session.output_audio_format') ?? next.outputFormat;
+    next.voice = field(session.voice, 'session.voice', isString, 'a voice name') ?? next.voice;
+    next.speed = field(session.speed, 'session.speed', isNumber, 'a number from 0.25 to 1.5') ?? next.speed;
+    const td = turnDetection(session.turn_detection, 'session.turn_detection', current.turnDetection);
+    if (td !== 'keep') next.turnDetection = td;
+    const tr = transcription(session.input_audio_transcription, 'session.input_audio_transcription');
+    if (tr !== 'keep') [next.transcriptionModel, next.language] = [tr.model, tr.language];
+    next.outputModalities = modalities(session.modalities, 'session.modalities') ?? next.outputModalities;
+    next.maxOutputTokens = maxTokens(session.max_response_output_tokens, 'session.max_response_output_tokens') ?? next.maxOutputTokens;
+  }
+  next.instructions = field(session.instructions, 'session.instructions', isString, 'a string') ?? next.instructions;
+  if (next.speed < 0.25 || next.speed > 1.5)
+    throw errors.invalidParameter({ param: 'session.speed', expected: 'a number from 0.25 to 1.5', got: next.speed });
+  return next;
+}
+
+function gaFormatObject(format: RealtimeAudioFormat): Json {
+  return format === 'pcm16' ? { type: 'audio/pcm', rate: REALTIME_FORMAT_RATE_HZ.pcm16 } : { type: REALTIME_GA_FORMAT_TYPES[format] };
+}
+
+function turnDetectionObject(td: TurnDetectionSettings | undefined): Json | null {
+  if (td === undefined) return null;
+  return {
+    type: 'server_vad',
+    threshold: td.threshold,
+    prefix_padding_ms: td.prefixPaddingMs,
+    silence_duration_ms: td.silenceDurationMs,
+    create_response: td.createResponse,
+    interrupt_response: td.interruptResponse,
+    idle_timeout_ms: null,
+  };
+}
+
+/** The session object of session.created and session.updated, in the client's shape. */
+export function toSessionObject(settings: SessionSettings, context: { sessionId: string; shape: 'ga' | 'beta' }): Json {
+  const transcriptionObject =
+    settings.transcriptionModel === undefined
+      ? null
+      : { model: settings.transcriptionModel, ...(settings.language === undefined ? {} : { language: settings.language }) };
+  if (context.shape === 'beta') {
+    return {
+      id: context.sessionId,
+      object: 'realtime.session',
+      model: settings.model,
+      modalities: settings.outputModalities.includes('audio') ? ['audio', 'text'] : ['text'],
+      instructions: settings.instructions,
+      voice: settings.voice,
+      speed: settings.speed,
+      input_audio_format: settings.inputFormat,
+      output_audio_format: settings.outputFormat,
+      input_audio_transcription: transcriptionObject,
+      turn_detection: turnDetectionObject(settings.turnDetection),
+      tools: [],
+      tool_choice: 'auto',
+      temperature: 0.8,
+      max_response_output_tokens: settings.maxOutputTokens,
+    };
+  }
+  const input = {
+    format: gaFormatObject(settings.inputFormat),
+    transcription: transcriptionObject,
+    noise_reduction: null,
+    turn_detection: turnDetectionObject(settings.turnDetection),
+  };
+  if (settings.kind === 'transcription') {
+    return { type: 'transcription', object: 'realtime.transcription_session', id: context.sessionId, audio: { input }, include: null };
+  }
+  return {
+    type: 'realtime',
+    object: 'realtime.session',
+    id: context.sessionId,
+    model: settings.model,
+    output_modalities: settings.outputModalities,
+    instructions: settings.instructions,
+    tools: [],
+    tool_choice: 'auto',
+    max_output_tokens: settings.maxOutputTokens,
+    tracing: null,
+    prompt: null,
+    expires_at: 0,
+    include: null,
+    audio: { input, output: { format: gaFormatObject(settings.outputFormat), voice: settings.voice, speed: settings.speed } },
+  };
+}
