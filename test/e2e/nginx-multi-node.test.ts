@@ -145,7 +145,7 @@ async function sessionCall(
 /** A WebSocket handshake for /v1/realtime, sent with node:http (fetch may not send Upgrade). */
 async function realtimeHandshake(url: string, requestId: string, sessionId: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(`${url}/v1/realtime?model=echo`, {
+    const req = httpRequest(`${url}/v1/realtime?model=echo&intent=transcription`, {
       headers: {
         connection: 'Upgrade',
         upgrade: 'websocket',
@@ -168,9 +168,11 @@ async function realtimeHandshake(url: string, requestId: string, sessionId: stri
   });
 }
 
-/** The node that logged a call with this request id (nginx passes x-request-id through). */
+/** The node that logged a call, or a realtime session's opening, with this request id (nginx passes x-request-id through). */
 function servedBy(nodes: RunningServer[], requestId: string): number[] {
-  return nodes.flatMap((node, i) => (node.logs.some((l) => l.msg === 'call completed' && l.requestId === requestId) ? [i] : []));
+  const isServed = (l: { msg?: unknown; requestId?: unknown }) =>
+    (l.msg === 'call completed' || l.msg === 'realtime session opened') && l.requestId === requestId;
+  return nodes.flatMap((node, i) => (node.logs.some(isServed) ? [i] : []));
 }
 
 const okCalls = (node: RunningServer) => node.metric('voxmux_gateway_calls_total', { endpoint: TRANSCRIPTIONS, outcome: 'ok' });

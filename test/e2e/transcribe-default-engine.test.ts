@@ -120,7 +120,12 @@ describe('transcription with the default engine through the openai SDK', () => {
     const transcription = models.data.filter((m) => (m as unknown as { voxmux: { task: string } }).voxmux.task === 'transcription');
     assert.ok(transcription.length > 0);
     for (const model of transcription) {
-      assert.deepEqual((model as unknown as { voxmux: unknown }).voxmux, { task: 'transcription', languages: ['en'] });
+      assert.deepEqual((model as unknown as { voxmux: unknown }).voxmux, {
+        task: 'transcription',
+        languages: ['en'],
+        translation: false,
+        state: 'ready',
+      });
     }
     await assert.rejects(
       client.audio.transcriptions.create({

@@ -197,7 +197,7 @@ export function registerRealtimeRoutes(app: FastifyInstance, options: GatewayOpt
         metrics: deps.metrics,
       });
       sessions += 1;
-      log.info({ sessionId, shape, intent: settings.kind }, 'realtime session opened');
+      log.info({ sessionId, requestId: request.id, shape, intent: settings.kind }, 'realtime session opened');
       socket.on('message', (data, isBinary) => {
         if (isBinary) {
           session.receiveBinary();
