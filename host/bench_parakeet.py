@@ -144,7 +144,8 @@ def run_mode(args: argparse.Namespace, mode: str, clips: List[npt.NDArray[np.int
         "warmupMs": round(warmup_ms, 1),
         "graphsCaptured": warm.graphs_captured,
         "parameters": load_info.parameters,
-        "loadInfo": {k: v for k, v in vars(load_info).items()},
+        "loadInfo": {k: v for k, v in vars(load_info).items() if k != "stages"},
+        "bootStages": [{"stage": s.stage, "ms": s.ms, "bytes": s.bytes} for s in load_info.stages],
         "memoryAfterWarmup": _memory(device),
         "batches": [],
     }

@@ -53,7 +53,7 @@ def test_host_runs_the_whole_lifecycle_and_answers_heartbeats_during_a_slow_batc
     host = spawn(host_argv('test', '--probe-interval-ms', '20'))
     hello, correlation_id = host.expect(Hello)
     assert (hello.protocol_version, hello.pid, correlation_id) == (PROTOCOL_VERSION, host.proc.pid, 0)
-    assert list(hello.adapters) == ['debian-voices', 'parakeet', 'pocketsphinx', 'test', 'vits', 'whisper']
+    assert list(hello.adapters) == ['classical-diarizer', 'debian-voices', 'parakeet', 'pocketsphinx', 'sortformer', 'test', 'vits', 'whisper']
 
     loaded = host.request(LoadRequest('test-0', 'echo', 'test', {'batchDelayMs': 600}, None), 1, LoadResult)
     assert (loaded.model, loaded.device) == ('echo', 'cpu')
