@@ -8,6 +8,7 @@ from numpy.typing import NDArray
 
 from voxmux_host.errors import InstanceError
 from voxmux_host.models.classical_diarizer.activity import energy_regions, given_regions, smooth
+from voxmux_host.models.classical_diarizer.clustering import Limits, Thresholds, cluster_session, guess_session
 from voxmux_host.models.classical_diarizer.diarizer import BLOCK_SAMPLES, features_of
 from voxmux_host.models.classical_diarizer.features import (ENERGY_BLOCK_FRAMES, HOP_SAMPLES, frame_count, log_energy,
                                                             mfcc)
@@ -93,3 +94,38 @@ def test_the_largest_state_stays_under_1_mib() -> None:
     tail = rng.integers(-32768, 32767, tail_frames * HOP_SAMPLES).astype(np.int16)
     regions = tuple((i, i + 1) for i in range(0, tail_frames, 2))
     assert len(encode(SessionState(10 ** 6, speakers, 12345.678, tail, regions))) < MAX_STATE_BYTES
+
+
+def _voice(center: float, pieces: int, seed: int) -> list[Gaussian]:
+    """Pieces of one synthetic voice: 1.5 s each of MFCC-like frames around ``center``."""
+    rng = np.random.default_rng(seed)
+    return [Gaussian.of(rng.normal(center, 1.0, (150, 20))) for _ in range(pieces)]
+
+
+_LIMITS = Limits(min_speakers=1, max_speakers=4)
+_THRESHOLDS = Thresholds(cluster=0.4, merge=1.5, min_frames=50, min_speaker_frames=300, min_new_speaker_frames=200)
+
+
+def test_a_session_keeps_its_speakers_ids_and_opens_one_for_a_new_voice() -> None:
+    a, b = _voice(0.0, 6, 1), _voice(3.0, 6, 2)
+    speakers: list[tuple[Gaussian, ...]] = [tuple(a[:3])]
+    labels = cluster_session(speakers, [a[3], b[0], b[1], a[4]], _LIMITS, _THRESHOLDS)
+    assert labels == [0, 1, 1, 0]
+    assert [len(s) for s in speakers] == [5, 2]
+    assert guess_session(b[2], speakers, _LIMITS, _THRESHOLDS) == 1 and [len(s) for s in speakers] == [5, 2]
+
+
+def test_a_voice_taken_for_another_earlier_is_split_off_once_heard_enough() -> None:
+    a, b = _voice(0.0, 6, 3), _voice(3.0, 6, 4)
+    # An earlier chunk heard too little of b to tell it apart: its piece was kept as speaker 0's.
+    speakers: list[tuple[Gaussian, ...]] = [(a[0], b[0], a[1])]
+    labels = cluster_session(speakers, [b[1], b[2], a[2]], _LIMITS, _THRESHOLDS)
+    assert labels == [1, 1, 0]
+    assert speakers[0] == (a[0], a[1], a[2]) and speakers[1] == (b[0], b[1], b[2])
+
+
+def test_no_more_ids_than_max_speakers_are_handed_out() -> None:
+    voices = [_voice(3.0 * k, 3, 10 + k) for k in range(3)]
+    speakers: list[tuple[Gaussian, ...]] = []
+    labels = cluster_session(speakers, [p for v in voices for p in v], Limits(1, 2), _THRESHOLDS)
+    assert len(speakers) == 2 and set(labels) == {0, 1}

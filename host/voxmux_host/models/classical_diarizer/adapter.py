@@ -27,7 +27,6 @@ OPTIONS: Dict[str, Any] = {
     'maxItemSeconds': 3600,
     'changeThreshold': 0.5,
     'clusterThreshold': 0.4,
-    'assignThreshold': 0.4,
     'mergePenalty': 1.5,
     'minSpeakerSeconds': 3.0,
     'minNewSpeakerSeconds': 2.0,
@@ -61,7 +60,7 @@ def parse_load_options(raw: Dict[str, Any]) -> Tuple[Settings, int, float]:
         raise InstanceError('load_failed', f'Expected option maxSpeakers to be an integer from 1 to {MAX_SPEAKERS}: '
                                            f'got {cap!r}')
     thresholds = Thresholds(cluster=_number(options, 'clusterThreshold', 0), merge=_number(options, 'mergePenalty', 0),
-                            assign=_number(options, 'assignThreshold', 0), min_frames=MIN_PIECE_FRAMES,
+                            min_frames=MIN_PIECE_FRAMES,
                             min_speaker_frames=int(round(_number(options, 'minSpeakerSeconds', 0) * FRAME_RATE_HZ)),
                             min_new_speaker_frames=int(round(_number(options, 'minNewSpeakerSeconds', 0)
                                                              * FRAME_RATE_HZ)))

@@ -7,14 +7,14 @@ stopped at a distance threshold and held within [minSpeakers, maxSpeakers]. The 
 models are then merged while the BIC prefers one model to two, clusters with too little speech to be a
 speaker's are dissolved, and every piece, the short ones included, goes to the nearest pooled model.
 
-Online, each finished piece, in time order, joins the speaker whose latest pieces are nearest on
-average (the distance of average linkage) when it is close enough, and opens a new speaker otherwise
-(while fewer than maxSpeakers exist); a speaker opened in a chunk with too little speech in it is taken
-back (:func:`settle_new_speakers`).
+Online, a chunk's finished pieces are clustered the same way together with the latest pieces kept of
+every speaker, and each cluster is named after the speaker whose kept pieces it holds most of
+(:func:`cluster_session`): a new speaker is one whose pieces cluster apart from everyone's, and a
+speaker wrongly merged with another in an earlier chunk is split off again once heard enough.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -35,13 +35,11 @@ class Thresholds:
     cluster: float
     #: BIC penalty weight (lambda) of merging offline clusters.
     merge: float
-    #: Average-linkage KL2 under which an online piece joins an existing speaker.
-    assign: float
     #: Frames a piece needs to take part in clustering or to update a speaker model.
     min_frames: int
     #: Frames a cluster needs to stand as a speaker of its own offline.
     min_speaker_frames: int
-    #: Frames a speaker opened online needs within its first chunk to stay (a chunk holds less of a new
+    #: Frames a cluster needs to stand as a speaker online (a session's window holds less of a new
     #: speaker's speech than a whole file does, so the bar is lower than offline).
     min_new_speaker_frames: int
 
@@ -109,65 +107,65 @@ def cluster_offline(models: Sequence[Gaussian], limits: Limits, thresholds: Thre
     return [order[label] for label in assigned]
 
 
-#: Pieces kept per speaker for online assignment (the most recent ones).
+#: Pieces kept per speaker for online clustering (the most recent ones).
 MAX_EXEMPLARS = 24
 
-#: A speaker as an online session keeps it: the statistics of its latest usable pieces.
+#: A speaker as an online session keeps it: the statistics of its latest usable pieces (none once the
+#: speaker has retired, its pieces found to be another's).
 Exemplars = Tuple[Gaussian, ...]
 
 
-def linkage(model: Gaussian, exemplars: Exemplars) -> float:
-    """The average KL2 between a piece and a speaker's pieces: the distance of offline average linkage."""
-    return float(np.mean([kl2(model, e) for e in exemplars]))
+def _speaker_of_clusters(found: Sequence[int], history: Sequence[Tuple[int, Gaussian]], known: int) -> dict[int, int]:
+    """Cluster -> speaker id: each cluster holding kept pieces of known speakers takes the id of the one
+    whose speech it holds most of, one cluster per id, the largest shares first."""
+    clusters = max(found) + 1
+    share = np.zeros((clusters, max(known, 1)))
+    for (speaker, model), cluster in zip(history, found):
+        share[cluster, speaker] += model.count
+    mapping: dict[int, int] = {}
+    taken: set[int] = set()
+    for flat in np.argsort(-share, axis=None, kind='stable'):
+        cluster, speaker = divmod(int(flat), share.shape[1])
+        if share[cluster, speaker] > 0 and cluster not in mapping and speaker not in taken:
+            mapping[cluster] = speaker
+            taken.add(speaker)
+    return mapping
 
 
-def assign_online(model: Gaussian, speakers: List[Exemplars], limits: Limits, thresholds: Thresholds) -> int:
-    """The speaker of a finished piece: the one at the smallest average linkage when under the clustering
-    threshold, else a new one (while fewer than maxSpeakers exist; while fewer than minSpeakers exist, at
-    half the threshold). ``speakers`` is updated in place: a long enough piece joins its speaker's
-    exemplars."""
-    is_usable = model.count >= thresholds.min_frames
-    if not speakers:
-        speakers.append((model,))
-        return 0
-    distances = [linkage(model, exemplars) for exemplars in speakers]
-    best = int(np.argmin(distances))
-    threshold = thresholds.assign * (0.5 if len(speakers) < limits.min_speakers else 1.0)
-    if is_usable and distances[best] >= threshold and len(speakers) < limits.max_speakers:
-        speakers.append((model,))
-        return len(speakers) - 1
-    if is_usable:
-        speakers[best] = (*speakers[best], model)[-MAX_EXEMPLARS:]
-    return best
+def cluster_session(speakers: List[Exemplars], models: Sequence[Gaussian], limits: Limits,
+                    thresholds: Thresholds) -> List[int]:
+    """The speakers of a chunk's finished pieces (in time order). The pieces are clustered offline
+    (:func:`cluster_offline`) together with every speaker's kept pieces, with ``min_new_speaker_frames``
+    as the bar a cluster's speech must reach; a cluster takes the id of the speaker whose kept pieces it
+    holds most of, and a cluster of new pieces alone opens a new speaker (while fewer than maxSpeakers
+    ids exist, else it joins the nearest cluster). Every speaker's kept pieces are rebuilt from the
+    clusters, so a speaker who was taken for another in an earlier chunk is told apart once there is
+    enough of them (``speakers`` is updated in place; ids are never reused)."""
+    history = [(speaker, model) for speaker, exemplars in enumerate(speakers) for model in exemplars]
+    pool = [model for _, model in history] + list(models)
+    if not pool:
+        return []
+    window = replace(thresholds, min_speaker_frames=thresholds.min_new_speaker_frames)
+    found = cluster_offline(pool, limits, window)
+    mapping = _speaker_of_clusters(found, history, len(speakers))
+    rebuilt: List[List[Gaussian]] = [[] for _ in speakers]
+    pooled = _pool(pool, found, max(found) + 1)
+    for cluster in range(len(pooled)):
+        if cluster in mapping:
+            continue
+        if len(rebuilt) < limits.max_speakers:
+            mapping[cluster] = len(rebuilt)
+            rebuilt.append([])
+        else:  # no id left: the nearest cluster that has one
+            named = sorted(mapping)
+            mapping[cluster] = mapping[named[nearest(pooled[cluster], [pooled[c] for c in named])[0]]]
+    for model, cluster in zip(pool, found):
+        if model.count >= thresholds.min_frames:
+            rebuilt[mapping[cluster]].append(model)
+    speakers[:] = [tuple(models_of[-MAX_EXEMPLARS:]) for models_of in rebuilt]
+    return [mapping[cluster] for cluster in found[len(history):]]
 
 
-def guess_online(model: Gaussian, speakers: Sequence[Exemplars], limits: Limits, thresholds: Thresholds) -> int:
-    """What :func:`assign_online` would answer for an unfinished piece, changing nothing."""
-    return assign_online(model, list(speakers), limits, thresholds)
-
-
-def settle_new_speakers(known: int, speakers: List[Exemplars], labels: List[int], models: Sequence[Gaussian],
-                        limits: Limits, thresholds: Thresholds) -> List[int]:
-    """The online form of dissolving small clusters: a speaker opened in this chunk (index ``known`` or
-    more) whose pieces hold less than ``min_new_speaker_frames`` of speech is taken back, its pieces given to
-    the nearest remaining speaker, as long as a speaker remains and at least ``minSpeakers`` do. Returns
-    the labels of ``models`` with the speakers renumbered in order of appearance; ``speakers`` is updated
-    in place."""
-    def frames(index: int) -> float:
-        return sum(m.count for m, label in zip(models, labels) if label == index)
-
-    while True:
-        small = [i for i in range(known, len(speakers)) if frames(i) < thresholds.min_new_speaker_frames]
-        if not small or len(speakers) <= max(1, limits.min_speakers):
-            break
-        drop = min(small, key=lambda i: (frames(i), i))
-        del speakers[drop]
-        kept: List[int] = []
-        for model, label in zip(models, labels):
-            if label == drop:
-                label = int(np.argmin([linkage(model, s) for s in speakers]))
-            elif label > drop:
-                label -= 1
-            kept.append(label)
-        labels = kept
-    return labels
+def guess_session(model: Gaussian, speakers: Sequence[Exemplars], limits: Limits, thresholds: Thresholds) -> int:
+    """What :func:`cluster_session` would answer for an unfinished piece, changing nothing."""
+    return cluster_session(list(speakers), [model], limits, thresholds)[0]

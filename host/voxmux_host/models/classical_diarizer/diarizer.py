@@ -17,8 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .activity import BRIDGE_FRAMES, Region, energy_regions, given_regions
-from .clustering import (MAX_EXEMPLARS, Exemplars, Limits, Thresholds, assign_online, cluster_offline, guess_online,
-                         settle_new_speakers)
+from .clustering import MAX_EXEMPLARS, Exemplars, Limits, Thresholds, cluster_offline, cluster_session, guess_session
 from .features import (CEPSTRA, FRAME_RATE_HZ, FRAME_SAMPLES, HOP_SAMPLES, SAMPLE_RATE_HZ, cepstra, frame_count,
                        log_energy, pre_emphasized)
 from .segmentation import pieces
@@ -163,10 +162,9 @@ def diarize_chunk(state: SessionState, audio: NDArray[np.int16], is_last: bool, 
     offset = int(round(buffer_start_s * FRAME_RATE_HZ))
     closed = found[:open_from]
     closed_models = [statistics(features, energy, p) for p in closed]
-    labels = [assign_online(model, speakers, limits, settings.thresholds) for model in closed_models]
-    labels = settle_new_speakers(len(state.speakers), speakers, labels, closed_models, limits, settings.thresholds)
+    labels = cluster_session(speakers, closed_models, limits, settings.thresholds)
     finalized = [Segment(a + offset, b + offset, label) for (a, b), label in zip(closed, labels)]
-    provisional = [Segment(a + offset, b + offset, guess_online(statistics(features, energy, (a, b)), speakers,
+    provisional = [Segment(a + offset, b + offset, guess_session(statistics(features, energy, (a, b)), speakers,
                                                                 limits, settings.thresholds))
                    for a, b in found[open_from:]]
     if open_from < len(found):
