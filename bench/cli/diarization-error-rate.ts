@@ -33,12 +33,12 @@ export interface DerResult {
 /** Seconds of no-score time on each side of every reference boundary (md-eval's -c 0.25). */
 export const DEFAULT_COLLAR_S = 0.25;
 
-/** Parses RTTM SPEAKER lines (onset and duration in fields 4 and 5, the speaker in field 8). */
-export function parseRttm(text: string): Turn[] {
+/** Parses RTTM SPEAKER lines (onset and duration in fields 4 and 5, the speaker in field 8); with `file`, only that file's (field 2). */
+export function parseRttm(text: string, file?: string): Turn[] {
   const turns: Turn[] = [];
   text.split('\n').forEach((line, i) => {
     const fields = line.trim().split(/\s+/);
-    if (fields[0] !== 'SPEAKER') return;
+    if (fields[0] !== 'SPEAKER' || (file !== undefined && fields[1] !== file)) return;
     const onset = Number(fields[3]);
     const duration = Number(fields[4]);
     const speaker = fields[7];
@@ -48,6 +48,16 @@ export function parseRttm(text: string): Turn[] {
     turns.push({ start: onset, end: onset + duration, speaker });
   });
   return turns;
+}
+
+/** The file ids (field 2) an RTTM's SPEAKER lines name. */
+export function rttmFileIds(text: string): Set<string> {
+  const ids = new Set<string>();
+  for (const line of text.split('\n')) {
+    const fields = line.trim().split(/\s+/);
+    if (fields[0] === 'SPEAKER' && fields[1] !== undefined) ids.add(fields[1]);
+  }
+  return ids;
 }
 
 /** The assignment maximizing the summed weight (rows to distinct columns), by the Hungarian algorithm. */

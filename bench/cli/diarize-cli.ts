@@ -35,7 +35,9 @@ export const DIARIZE_USAGE = `Usage:
   voxmux bench diarize --mode load --url URL --model MODEL --audio FILE.wav --sessions N [options]
 
 accuracy: the manifest is JSON Lines, one recording a line: {"audio": "a.wav", "rttm": "a.rttm"}
-(paths relative to the manifest). Each file is diarized once and scored against its RTTM.
+(paths relative to the manifest; an RTTM naming several files is read for the line's "uri", by
+default the audio's base name). Each file is diarized once, whole or with --chunk-s as a session of
+chunks (scored on the final timeline), and scored against its RTTM.
 load: N concurrent sessions each send the same 16-bit PCM WAV in chunks of --chunk-s seconds.
 
 diarize options:
@@ -48,7 +50,8 @@ diarize options:
   --field KEY=VALUE         accuracy: extra multipart field, e.g. max_speakers=4 (repeatable)
   --audio FILE.wav          load: the recording every session sends
   --sessions N              load: concurrent sessions (default 10)
-  --chunk-s S               load: chunk length in seconds (default 15)
+  --chunk-s S               load: chunk length in seconds (default 15); accuracy: send each file as
+                            a session of chunks this long (16-bit PCM WAV) instead of whole
   --pacing realtime|asap    load: a chunk every chunk length, or as soon as the last was answered (default realtime)
   --timeout-s S             per-call timeout (default 120)
   --out DIR                 output directory (default bench/out/<time>-diarize-<label>)
@@ -76,7 +79,7 @@ const DIARIZE_FLAGS = {
   'api-key': { type: 'string' },
 } as const;
 
-/** Reads a JSON Lines manifest of {"audio", "rttm"}. */
+/** Reads a JSON Lines manifest of {"audio", "rttm", "uri"?}. */
 export async function loadDiarizeManifest(path: string): Promise<DiarizeAccuracyItem[]> {
   let text: string;
   try {
@@ -93,10 +96,15 @@ export async function loadDiarizeManifest(path: string): Promise<DiarizeAccuracy
     } catch {
       throw usageError(`Manifest line ${i + 1}: expected JSON`);
     }
-    const { audio, rttm } = (entry ?? {}) as { audio?: unknown; rttm?: unknown };
-    if (typeof audio !== 'string' || typeof rttm !== 'string')
-      throw usageError(`Manifest line ${i + 1}: expected {"audio": "...", "rttm": "..."}`);
-    items.push({ audio, audioPath: resolve(dirname(path), audio), rttmPath: resolve(dirname(path), rttm) });
+    const { audio, rttm, uri } = (entry ?? {}) as { audio?: unknown; rttm?: unknown; uri?: unknown };
+    if (typeof audio !== 'string' || typeof rttm !== 'string' || (uri !== undefined && typeof uri !== 'string'))
+      throw usageError(`Manifest line ${i + 1}: expected {"audio": "...", "rttm": "...", "uri"?: "..."}`);
+    items.push({
+      audio,
+      audioPath: resolve(dirname(path), audio),
+      rttmPath: resolve(dirname(path), rttm),
+      ...(uri === undefined ? {} : { uri }),
+    });
   });
   if (items.length === 0) throw usageError(`Expected --manifest to list at least one recording: '${path}' lists none`);
   return items;
@@ -134,10 +142,24 @@ export const diarizeCommand = defineCommand({
       const collarS = numberFlag(values['collar-s'], '--collar-s', DEFAULT_COLLAR_S, { min: 0, max: 5 });
       const concurrency = numberFlag(values.concurrency, '--concurrency', 2, { min: 1, max: 64, isInteger: true });
       const extraFields = parseExtraFields(values.field ?? [], ['file', 'model', 'response_format']);
-      io.stdout.write(`Diarization accuracy ${label}: ${items.length} file(s), ${concurrency} at a time, against ${diarizationUrl}\n`);
+      const chunkS = values['chunk-s'] === undefined ? undefined : numberFlag(values['chunk-s'], '--chunk-s', 15, { min: 0.1, max: 600 });
+      const how = chunkS === undefined ? 'whole' : `as sessions of ${chunkS} s chunks`;
+      io.stdout.write(
+        `Diarization accuracy ${label}: ${items.length} file(s) ${how}, ${concurrency} at a time, against ${diarizationUrl}\n`,
+      );
       const run = await interruptibly(onInterrupt, (signal) =>
         runDiarizeAccuracy(
-          { endpoint: diarizationUrl, model, items, concurrency, timeoutMs, collarS, extraFields, ...auth },
+          {
+            endpoint: diarizationUrl,
+            model,
+            items,
+            concurrency,
+            timeoutMs,
+            collarS,
+            extraFields,
+            ...(chunkS === undefined ? {} : { chunkS }),
+            ...auth,
+          },
           { fetch: fetchFn, clock, signal },
         ),
       );
@@ -145,7 +167,11 @@ export const diarizeCommand = defineCommand({
       lines = diarizeAccuracyLines(totals, collarS);
       ({ isInterrupted } = run);
       succeeded = totals.files;
-      body = { options: { collarS, concurrency, timeoutMs, fields: Object.fromEntries(extraFields) }, totals, items: run.items };
+      body = {
+        options: { collarS, concurrency, timeoutMs, fields: Object.fromEntries(extraFields), ...(chunkS === undefined ? {} : { chunkS }) },
+        totals,
+        items: run.items,
+      };
       csv = diarizeAccuracyCsv(run.items);
     } else {
       if (values.audio === undefined) throw usageError('Missing required flag: --audio');

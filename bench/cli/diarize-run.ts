@@ -1,7 +1,8 @@
 /**
  * The two runs of `voxmux bench diarize`:
- * - accuracy: each manifest file is diarized once (POST /v1/audio/diarization) and scored against
- *   its RTTM reference (diarization-error-rate.ts);
+ * - accuracy: each manifest file is diarized once, whole (POST /v1/audio/diarization) or as a
+ *   session of chunks (the sessions API, scored on the timeline its DELETE returns), and scored
+ *   against its RTTM reference (diarization-error-rate.ts);
  * - load: N concurrent sessions each send one recording chunk by chunk, in real time (a chunk
  *   every chunk length) or as fast as answers come, and every chunk's latency is measured.
  */
@@ -9,7 +10,7 @@ import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { DiarizationJson } from '../../src/api/diarization.js';
 import type { Clock } from '../../src/core/clock.js';
-import { diarizationErrorRate, parseRttm, type DerResult } from './diarization-error-rate.js';
+import { diarizationErrorRate, parseRttm, rttmFileIds, type DerResult } from './diarization-error-rate.js';
 import { buildMultipartBody } from './multipart-body.js';
 import { errorCodeFromBody, readText } from './transcribe-workload.js';
 import { RequestAbort, toTransportErrorCode } from './workload.js';
@@ -19,6 +20,8 @@ export interface DiarizeAccuracyItem {
   audio: string;
   audioPath: string;
   rttmPath: string;
+  /** The RTTM's file id to score against when it names several files (default: the audio's base name). */
+  uri?: string;
 }
 
 export interface DiarizeRunDeps {
@@ -109,6 +112,8 @@ export interface DiarizeAccuracyOptions {
   collarS: number;
   /** Extra multipart fields, such as min_speakers=2. */
   extraFields: ReadonlyArray<readonly [string, string]>;
+  /** When set, each file is sent as a session of chunks this long (16-bit PCM WAV only). */
+  chunkS?: number;
   apiKey?: string;
 }
 
@@ -130,30 +135,65 @@ export async function runDiarizeAccuracy(
   const results: Array<DiarizeAccuracyItemResult | undefined> = new Array(options.items.length);
   let next = 0;
   let done = 0;
-  const one = async (item: DiarizeAccuracyItem): Promise<DiarizeAccuracyItemResult> => {
-    let audio: Uint8Array;
-    let reference: ReturnType<typeof parseRttm>;
-    try {
-      audio = new Uint8Array(await readFile(item.audioPath));
-      reference = parseRttm(await readFile(item.rttmPath, 'utf8'));
-    } catch {
-      return { audio: item.audio, latencyMs: 0, errorCode: 'input_unreadable' };
-    }
+  const auth = options.apiKey === undefined ? {} : { apiKey: options.apiKey };
+  const whole = (item: DiarizeAccuracyItem, audio: Uint8Array): Promise<CallResult> => {
     const multipart = buildMultipartBody(
       { field: 'file', fileName: basename(item.audioPath), contentType: 'application/octet-stream', bytes: audio },
       [['model', options.model], ['response_format', 'json'], ...options.extraFields],
     );
-    const result = await call(
+    return call(
       options.endpoint,
-      {
-        method: 'POST',
-        body: multipart.body,
-        contentType: multipart.contentType,
-        timeoutMs: options.timeoutMs,
-        ...(options.apiKey === undefined ? {} : { apiKey: options.apiKey }),
-      },
+      { method: 'POST', body: multipart.body, contentType: multipart.contentType, timeoutMs: options.timeoutMs, ...auth },
       deps,
     );
+  };
+  /** The recording as a session of chunks; the answer is the final timeline (the DELETE's). */
+  const inChunks = async (recording: ChunkedRecording): Promise<CallResult> => {
+    const startMs = deps.clock.nowMs();
+    const body = new Uint8Array(Buffer.from(JSON.stringify({ ...Object.fromEntries(options.extraFields), model: options.model })));
+    const sessionsUrl = `${options.endpoint}/sessions`;
+    const created = await call(
+      sessionsUrl,
+      { method: 'POST', body, contentType: 'application/json', timeoutMs: options.timeoutMs, ...auth },
+      deps,
+    );
+    const id = (parseJson(created.text) as { id?: unknown } | undefined)?.id;
+    if (created.errorCode !== undefined || typeof id !== 'string') return { ...created, errorCode: created.errorCode ?? 'bad_response' };
+    const sessionUrl = `${sessionsUrl}/${encodeURIComponent(id)}`;
+    for (let seq = 0; seq < recording.chunks.length; seq++) {
+      const multipart = buildMultipartBody(
+        { field: 'file', fileName: `chunk-${seq}.wav`, contentType: 'audio/wav', bytes: recording.chunks[seq]! },
+        [['seq', String(seq)]],
+      );
+      const sent = await call(
+        `${sessionUrl}/chunks`,
+        { method: 'POST', body: multipart.body, contentType: multipart.contentType, timeoutMs: options.timeoutMs, ...auth },
+        deps,
+      );
+      if (sent.errorCode !== undefined) {
+        await call(sessionUrl, { method: 'DELETE', timeoutMs: options.timeoutMs, ...auth }, deps);
+        return { ...sent, latencyMs: deps.clock.nowMs() - startMs };
+      }
+    }
+    const closed = await call(sessionUrl, { method: 'DELETE', timeoutMs: options.timeoutMs, ...auth }, deps);
+    return { ...closed, latencyMs: deps.clock.nowMs() - startMs };
+  };
+  const one = async (item: DiarizeAccuracyItem): Promise<DiarizeAccuracyItemResult> => {
+    let audio: Uint8Array;
+    let reference: ReturnType<typeof parseRttm>;
+    let recording: ChunkedRecording | undefined;
+    try {
+      audio = new Uint8Array(await readFile(item.audioPath));
+      const rttm = await readFile(item.rttmPath, 'utf8');
+      const files = rttmFileIds(rttm);
+      const uri = item.uri ?? (files.size > 1 ? basename(item.audioPath).replace(/\.[^.]*$/, '') : undefined);
+      reference = parseRttm(rttm, uri);
+      if (uri !== undefined && !files.has(uri)) return { audio: item.audio, latencyMs: 0, errorCode: 'reference_missing' };
+      if (options.chunkS !== undefined) recording = splitWav(audio, options.chunkS);
+    } catch {
+      return { audio: item.audio, latencyMs: 0, errorCode: 'input_unreadable' };
+    }
+    const result = recording === undefined ? await whole(item, audio) : await inChunks(recording);
     const base = { audio: item.audio, latencyMs: result.latencyMs, ...(result.status === undefined ? {} : { status: result.status }) };
     if (result.errorCode !== undefined) return { ...base, errorCode: result.errorCode };
     const body = parseJson(result.text);

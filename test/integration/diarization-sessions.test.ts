@@ -201,7 +201,11 @@ describe('diarization sessions through the server (#17)', () => {
       samples[i] = i % 2 === 0 ? amplitude : -amplitude;
     }
     writeFileSync(join(dir, 'talk.wav'), pcm16Wav(samples));
-    writeFileSync(join(dir, 'talk.rttm'), 'SPEAKER talk 1 0 1 <NA> <NA> alice <NA> <NA>\nSPEAKER talk 1 1.5 1.5 <NA> <NA> bob <NA> <NA>\n');
+    // The RTTM names another file too: the manifest line's audio base name picks this one's turns.
+    writeFileSync(
+      join(dir, 'talk.rttm'),
+      'SPEAKER talk 1 0 1 <NA> <NA> alice <NA> <NA>\nSPEAKER other 1 0 3 <NA> <NA> carol <NA> <NA>\nSPEAKER talk 1 1.5 1.5 <NA> <NA> bob <NA> <NA>\n',
+    );
     writeFileSync(join(dir, 'manifest.jsonl'), `${JSON.stringify({ audio: 'talk.wav', rttm: 'talk.rttm' })}\n`);
     let out = '';
     const io = {
@@ -221,6 +225,29 @@ describe('diarization sessions through the server (#17)', () => {
     assert.equal(scored.totals.files, 1);
     assert.equal(scored.totals.der, 0);
     assert.ok(Math.abs(scored.totals.scoredSpeechS - 1.5) < 1e-9, 'collars of 0.25 s around 4 boundaries leave 1.5 s');
+    const chunked = await runBenchCli(
+      [
+        'diarize',
+        '--mode',
+        'accuracy',
+        ...common,
+        '--manifest',
+        join(dir, 'manifest.jsonl'),
+        '--chunk-s',
+        '1.5',
+        '--out',
+        join(dir, 'chunks'),
+      ],
+      io,
+    );
+    assert.equal(chunked, 0, out);
+    const session = JSON.parse(readFileSync(join(dir, 'chunks', 'results.json'), 'utf8')) as {
+      options: { chunkS: number };
+      totals: { der: number; files: number };
+      items: { hypothesisSpeakers: number }[];
+    };
+    assert.deepEqual([session.options.chunkS, session.totals.files, session.items[0]!.hypothesisSpeakers], [1.5, 1, 2]);
+    assert.equal(session.totals.der, 0, 'the session of two chunks gives the same final timeline');
     const load = await runBenchCli(
       [
         'diarize',
