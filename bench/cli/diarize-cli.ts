@@ -38,7 +38,7 @@ accuracy: the manifest is JSON Lines, one recording a line: {"audio": "a.wav", "
 (paths relative to the manifest; an RTTM naming several files is read for the line's "uri", by
 default the audio's base name). Each file is diarized once, whole or with --chunk-s as a session of
 chunks (scored on the final timeline), and scored against its RTTM.
-load: N concurrent sessions each send the same 16-bit PCM WAV in chunks of --chunk-s seconds.
+load: N concurrent sessions each send the same WAV file in chunks of --chunk-s seconds.
 
 diarize options:
   --mode accuracy|load      what to measure
@@ -51,7 +51,7 @@ diarize options:
   --audio FILE.wav          load: the recording every session sends
   --sessions N              load: concurrent sessions (default 10)
   --chunk-s S               load: chunk length in seconds (default 15); accuracy: send each file as
-                            a session of chunks this long (16-bit PCM WAV) instead of whole
+                            a session of chunks this long (WAV files) instead of whole
   --pacing realtime|asap    load: a chunk every chunk length, or as soon as the last was answered (default realtime)
   --timeout-s S             per-call timeout (default 120)
   --out DIR                 output directory (default bench/out/<time>-diarize-<label>)
@@ -183,7 +183,7 @@ export const diarizeCommand = defineCommand({
       try {
         recording = splitWav(new Uint8Array(await readFile(resolve(cwd, values.audio))), chunkS);
       } catch (err) {
-        throw usageError(`Expected --audio to name a readable 16-bit PCM WAV file: ${(err as Error).message}`);
+        throw usageError(`Expected --audio to name a readable WAV file: ${(err as Error).message}`);
       }
       io.stdout.write(
         `Diarization load ${label}: ${sessions} session(s) of ${recording.chunks.length} chunk(s), ${pacing}, against ${diarizationUrl}/sessions\n`,

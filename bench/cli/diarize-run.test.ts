@@ -16,6 +16,34 @@ describe('splitWav (#17)', () => {
     assert.equal(Buffer.from(chunks[2]!.subarray(0, 4)).toString('ascii'), 'RIFF');
     assert.throws(() => splitWav(new Uint8Array(Buffer.from('not a wav file at all')), 1), /WAV/);
   });
+
+  it("keeps a float WAV's format chunk (extended, with a fact chunk) in every chunk", () => {
+    // 32-bit float mono at 16 kHz: an 18-byte fmt chunk, a fact chunk, 1.5 s of samples.
+    const fmt = Buffer.alloc(8 + 18);
+    fmt.write('fmt ', 0, 'ascii');
+    fmt.writeUInt32LE(18, 4);
+    fmt.writeUInt16LE(3, 8);
+    fmt.writeUInt16LE(1, 10);
+    fmt.writeUInt32LE(16_000, 12);
+    fmt.writeUInt32LE(64_000, 16);
+    fmt.writeUInt16LE(4, 20);
+    fmt.writeUInt16LE(32, 22);
+    const fact = Buffer.from([...Buffer.from('fact'), 4, 0, 0, 0, 0, 0x5d, 0, 0]);
+    const samples = new Float32Array(24_000).map((_, i) => Math.sin(i / 10));
+    const data = Buffer.concat([Buffer.from('data'), Buffer.alloc(4), Buffer.from(samples.buffer)]);
+    data.writeUInt32LE(samples.byteLength, 4);
+    const riff = Buffer.concat([Buffer.from('RIFF'), Buffer.alloc(4), Buffer.from('WAVE'), fmt, fact, data]);
+    riff.writeUInt32LE(riff.byteLength - 8, 4);
+    const { chunks, chunkSeconds } = splitWav(new Uint8Array(riff), 1);
+    assert.deepEqual(chunkSeconds, [1, 0.5]);
+    const second = Buffer.from(chunks[1]!);
+    assert.deepEqual(second.subarray(12, 12 + fmt.byteLength), fmt);
+    assert.equal(second.readUInt32LE(4), second.byteLength - 8);
+    assert.deepEqual(
+      new Float32Array(second.buffer.slice(second.byteOffset + 12 + fmt.byteLength + 8, second.byteOffset + second.byteLength)),
+      samples.subarray(16_000),
+    );
+  });
 });
 
 describe('runDiarizeLoad (#17)', () => {

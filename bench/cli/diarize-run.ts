@@ -112,7 +112,7 @@ export interface DiarizeAccuracyOptions {
   collarS: number;
   /** Extra multipart fields, such as min_speakers=2. */
   extraFields: ReadonlyArray<readonly [string, string]>;
-  /** When set, each file is sent as a session of chunks this long (16-bit PCM WAV only). */
+  /** When set, each file is sent as a session of chunks this long (WAV files only). */
   chunkS?: number;
   apiKey?: string;
 }
@@ -240,53 +240,51 @@ export function pooledDer(items: readonly DiarizeAccuracyItemResult[]): Omit<Der
 // ---------------------------------------------------------------------------------------------
 // load
 
-/** A recording cut into WAV chunks of 16-bit PCM. */
+/** A recording cut into WAV chunks in its own sample format. */
 export interface ChunkedRecording {
   chunks: Uint8Array[];
   chunkSeconds: number[];
 }
 
 /**
- * Cuts a 16-bit PCM WAV into WAV files of `chunkS` seconds (the last may be shorter).
- * @throws Error for a file that is not 16-bit PCM WAV
+ * Cuts a WAV file (PCM or IEEE float, any channel count) into WAV files of `chunkS` seconds (the
+ * last may be shorter), each with the original's format chunk.
+ * @throws Error for a file that is not a WAV file with a format and a data chunk
  */
 export function splitWav(bytes: Uint8Array, chunkS: number): ChunkedRecording {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const tag = (at: number) => String.fromCharCode(...bytes.subarray(at, at + 4));
   if (bytes.byteLength < 12 || tag(0) !== 'RIFF' || tag(8) !== 'WAVE') throw new Error('Expected a WAV file (RIFF/WAVE)');
   let at = 12;
-  let format: { channels: number; rateHz: number; bits: number } | undefined;
+  let fmt: Uint8Array | undefined;
   let data: Uint8Array | undefined;
   while (at + 8 <= bytes.byteLength) {
     const id = tag(at);
     const size = view.getUint32(at + 4, true);
-    if (id === 'fmt ')
-      format = { channels: view.getUint16(at + 10, true), rateHz: view.getUint32(at + 12, true), bits: view.getUint16(at + 22, true) };
+    if (id === 'fmt ' && size >= 16) fmt = bytes.subarray(at, Math.min(bytes.byteLength, at + 8 + size));
     if (id === 'data') data = bytes.subarray(at + 8, Math.min(bytes.byteLength, at + 8 + size));
     at += 8 + size + (size % 2);
   }
-  if (format === undefined || data === undefined || format.bits !== 16) throw new Error('Expected a 16-bit PCM WAV file');
-  const frameBytes = 2 * format.channels;
-  const chunkBytes = Math.max(1, Math.round(chunkS * format.rateHz)) * frameBytes;
+  if (fmt === undefined || fmt.byteLength < 24 || data === undefined) throw new Error('Expected a WAV file with fmt and data chunks');
+  const fmtView = new DataView(fmt.buffer, fmt.byteOffset, fmt.byteLength);
+  const rateHz = fmtView.getUint32(12, true);
+  const frameBytes = fmtView.getUint16(20, true);
+  if (rateHz === 0 || frameBytes === 0) throw new Error('Expected a WAV file with a sample rate and a block size');
+  const fmtChunk = fmt.byteLength % 2 === 0 ? fmt : Buffer.concat([fmt, Buffer.alloc(1)]);
+  const chunkBytes = Math.max(1, Math.round(chunkS * rateHz)) * frameBytes;
   const chunks: Uint8Array[] = [];
   const chunkSeconds: number[] = [];
   for (let start = 0; start + frameBytes <= data.byteLength; start += chunkBytes) {
     const body = data.subarray(start, Math.min(data.byteLength, start + chunkBytes));
-    const header = Buffer.alloc(44);
-    header.write('RIFF', 0, 'ascii');
-    header.writeUInt32LE(36 + body.byteLength, 4);
-    header.write('WAVEfmt ', 8, 'ascii');
-    header.writeUInt32LE(16, 16);
-    header.writeUInt16LE(1, 20);
-    header.writeUInt16LE(format.channels, 22);
-    header.writeUInt32LE(format.rateHz, 24);
-    header.writeUInt32LE(format.rateHz * frameBytes, 28);
-    header.writeUInt16LE(frameBytes, 32);
-    header.writeUInt16LE(16, 34);
-    header.write('data', 36, 'ascii');
-    header.writeUInt32LE(body.byteLength, 40);
-    chunks.push(new Uint8Array(Buffer.concat([header, body])));
-    chunkSeconds.push(body.byteLength / frameBytes / format.rateHz);
+    const riff = Buffer.alloc(12);
+    riff.write('RIFF', 0, 'ascii');
+    riff.writeUInt32LE(4 + fmtChunk.byteLength + 8 + body.byteLength, 4);
+    riff.write('WAVE', 8, 'ascii');
+    const dataHead = Buffer.alloc(8);
+    dataHead.write('data', 0, 'ascii');
+    dataHead.writeUInt32LE(body.byteLength, 4);
+    chunks.push(new Uint8Array(Buffer.concat([riff, fmtChunk, dataHead, body])));
+    chunkSeconds.push(body.byteLength / frameBytes / rateHz);
   }
   return { chunks, chunkSeconds };
 }
