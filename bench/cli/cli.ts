@@ -14,6 +14,7 @@
  * 130 interrupted (results so far are still written).
  */
 import { accuracyCommand } from './accuracy-cli.js';
+import { callCommand } from './call-cli.js';
 import { usageError } from './bench-error.js';
 import { runReportingErrors, type BenchCliDeps, type BenchIo, type Command } from './command.js';
 import { compareCommand } from './compare-cli.js';
@@ -24,7 +25,15 @@ import { BENCH_USAGE, transcribeCommand } from './transcribe-cli.js';
 
 export type { BenchCliDeps, BenchIo } from './command.js';
 
-const COMMANDS: readonly Command[] = [transcribeCommand, speechCommand, accuracyCommand, diarizeCommand, compareCommand, costCommand];
+const COMMANDS: readonly Command[] = [
+  transcribeCommand,
+  speechCommand,
+  callCommand,
+  accuracyCommand,
+  diarizeCommand,
+  compareCommand,
+  costCommand,
+];
 
 export async function runBenchCli(argv: readonly string[], io?: Partial<BenchIo>, deps: BenchCliDeps = {}): Promise<number> {
   const out: BenchIo = {
@@ -44,7 +53,7 @@ export async function runBenchCli(argv: readonly string[], io?: Partial<BenchIo>
         out.stdout.write(BENCH_USAGE);
         return name === undefined ? 2 : 0;
       default:
-        throw usageError(`Unknown bench command '${name}': expected transcribe, speech, accuracy, diarize, compare or cost`);
+        throw usageError(`Unknown bench command '${name}': expected transcribe, speech, call, accuracy, diarize, compare or cost`);
     }
   });
 }

@@ -180,6 +180,10 @@ export interface RampRunRequest {
   capacityRankedBy?: CapacityRank;
   /** Written to the results' notes, after the run's own. */
   notes?: readonly string[];
+  /** Whether the model should be one the server lists in /v1/models (a realtime model name need not). @default true */
+  isListedModel?: boolean;
+  /** More notes drawn from the finished results (a voice call's cost per call). */
+  notesFromResults?: (results: BenchResults) => readonly string[];
 }
 
 /** Runs the ramp and writes its results; returns the command's exit code. */
@@ -198,7 +202,7 @@ export async function runRampCommand(
     { urls, timeoutMs: config.preflightTimeoutMs, ...(config.apiKey === undefined ? {} : { apiKey: config.apiKey }) },
     { fetch: fetchFn, clock },
   );
-  if (found.models !== undefined && !found.models.includes(config.model)) {
+  if (request.isListedModel !== false && found.models !== undefined && !found.models.includes(config.model)) {
     io.stderr.write(
       `Warning: the server does not list model '${config.model}' (it lists: ${found.models.slice(0, 10).join(', ') || 'none'})\n`,
     );
@@ -239,31 +243,33 @@ export async function runRampCommand(
   );
 
   const cost = { gpus: config.gpus, ...(config.gpuHourUsd === undefined ? {} : { gpuHourUsd: config.gpuHourUsd }) };
-  const run = await context.interruptibly(
-    () => progress.message('Interrupted: stopping (results so far will be written)'),
-    (signal) =>
-      runRamp(
-        {
-          plan: { mode: config.mode, levels: config.levels, reps: config.reps, durationMs: config.durationMs, warmupMs: config.warmupMs },
-          timeoutMs: config.timeoutMs,
-          maxRequestsPerStep: config.maxRequests,
-          maxOutstanding: config.maxOutstanding,
-          ...(config.abandonAfterMs === undefined ? {} : { abandonAfterMs: config.abandonAfterMs }),
-          seed: config.seed,
-          ...(config.slo === undefined ? {} : { slo: config.slo }),
-          cost,
-        },
-        {
-          workload,
-          clock,
-          progress,
-          clientMonitor: deps.clientMonitor ?? createClientMonitor(),
-          ...(scraper === undefined ? {} : { scraper }),
-          ...(gpu === undefined ? {} : { gpu }),
-          signal,
-        },
-      ),
-  );
+  const run = await context
+    .interruptibly(
+      () => progress.message('Interrupted: stopping (results so far will be written)'),
+      (signal) =>
+        runRamp(
+          {
+            plan: { mode: config.mode, levels: config.levels, reps: config.reps, durationMs: config.durationMs, warmupMs: config.warmupMs },
+            timeoutMs: config.timeoutMs,
+            maxRequestsPerStep: config.maxRequests,
+            maxOutstanding: config.maxOutstanding,
+            ...(config.abandonAfterMs === undefined ? {} : { abandonAfterMs: config.abandonAfterMs }),
+            seed: config.seed,
+            ...(config.slo === undefined ? {} : { slo: config.slo }),
+            cost,
+          },
+          {
+            workload,
+            clock,
+            progress,
+            clientMonitor: deps.clientMonitor ?? createClientMonitor(),
+            ...(scraper === undefined ? {} : { scraper }),
+            ...(gpu === undefined ? {} : { gpu }),
+            signal,
+          },
+        ),
+    )
+    .finally(() => workload.close?.());
 
   const capacityOptions = {
     ...(config.slo === undefined ? {} : { slo: config.slo }),
@@ -322,6 +328,7 @@ export async function runRampCommand(
       ...(request.notes ?? []),
     ],
   };
+  results.notes.push(...(request.notesFromResults?.(results) ?? []));
 
   if (run.steps.length > 0) {
     await writeRunOutputs(outDir, results);

@@ -78,6 +78,8 @@ export interface RepResult {
   /** Real-time factor of each call: its total time over the audio seconds it returned (speech). */
   rtf?: LatencyStats;
   playback?: PlaybackStats;
+  /** The named stages of the successful measured requests (voice calls' turns). */
+  stagesMs?: Record<string, LatencyStats>;
   errorsByCode: Record<string, number>;
   /** Requests that finished before the window (warmup). */
   warmup: UnmeasuredRequests;
@@ -98,6 +100,7 @@ export interface RepMeasurement {
   rtfs: number[];
   /** Playback of the successful measured calls that carried it, with their audio seconds. */
   playbacks: Array<PlaybackOutcome & { audioSeconds: number }>;
+  stagesMs: Record<string, number[]>;
   audioSeconds: number;
   hasAudioSeconds: boolean;
 }
@@ -134,6 +137,7 @@ export interface StepResult {
   ttfbMs?: LatencyStats;
   rtf?: LatencyStats;
   playback?: PlaybackStats;
+  stagesMs?: Record<string, LatencyStats>;
   /** From the server's resource counters over the window, divided by the measured calls. */
   resourceLoadsPerCall?: ResourceLoadsPerCall;
   droppedArrivals: number;
@@ -271,6 +275,7 @@ export function summarizeRep(samples: StepSamples, extras: RepExtras): RepMeasur
   const ttfbsMs: number[] = [];
   const rtfs: number[] = [];
   const playbacks: RepMeasurement['playbacks'] = [];
+  const stagesMs: Record<string, number[]> = {};
   const errorsByCode: Record<string, number> = {};
   const warmup: UnmeasuredRequests = { requests: 0, ok: 0, errorsByCode: {} };
   const late: UnmeasuredRequests = { requests: 0, ok: 0, errorsByCode: {} };
@@ -298,6 +303,7 @@ export function summarizeRep(samples: StepSamples, extras: RepExtras): RepMeasur
     ok += 1;
     latenciesMs.push(outcome.endMs - outcome.startMs);
     if (outcome.ttfbMs !== undefined) ttfbsMs.push(outcome.ttfbMs);
+    for (const [stage, ms] of Object.entries(outcome.stagesMs ?? {})) (stagesMs[stage] ??= []).push(ms);
     if (outcome.audioSeconds === undefined) hasAudioSeconds = false;
     else audioSeconds += outcome.audioSeconds;
     if (outcome.playback !== undefined) {
@@ -311,6 +317,7 @@ export function summarizeRep(samples: StepSamples, extras: RepExtras): RepMeasur
   const ttfbMs = toLatencyStats(ttfbsMs);
   const rtf = toRtfStats(rtfs);
   const playback = toPlaybackStats(playbacks);
+  const stages = toStageStats(stagesMs);
   const result: RepResult = {
     rep: extras.rep,
     windowMs: roundMs(windowMs),
@@ -323,6 +330,7 @@ export function summarizeRep(samples: StepSamples, extras: RepExtras): RepMeasur
     ...(ttfbMs === undefined ? {} : { ttfbMs }),
     ...(rtf === undefined ? {} : { rtf }),
     ...(playback === undefined ? {} : { playback }),
+    ...(stages === undefined ? {} : { stagesMs: stages }),
     errorsByCode: sortKeys(errorsByCode),
     warmup: { ...warmup, errorsByCode: sortKeys(warmup.errorsByCode) },
     late: { ...late, errorsByCode: sortKeys(late.errorsByCode) },
@@ -332,7 +340,17 @@ export function summarizeRep(samples: StepSamples, extras: RepExtras): RepMeasur
     ...(extras.gpu === undefined ? {} : { gpu: extras.gpu }),
     ...(samples.isInterrupted ? { isInterrupted: true } : {}),
   };
-  return { result, latenciesMs, ttfbsMs, rtfs, playbacks, audioSeconds, hasAudioSeconds };
+  return { result, latenciesMs, ttfbsMs, rtfs, playbacks, stagesMs, audioSeconds, hasAudioSeconds };
+}
+
+/** Latency statistics per named stage, stages in name order; undefined when there are none. */
+function toStageStats(stagesMs: Readonly<Record<string, readonly number[]>>): Record<string, LatencyStats> | undefined {
+  const stats: Record<string, LatencyStats> = {};
+  for (const stage of Object.keys(stagesMs).sort()) {
+    const values = toLatencyStats(stagesMs[stage]!);
+    if (values !== undefined) stats[stage] = values;
+  }
+  return Object.keys(stats).length === 0 ? undefined : stats;
 }
 
 export interface AggregateOptions {
@@ -358,6 +376,9 @@ export function aggregateStep(reps: readonly RepMeasurement[], options: Aggregat
   const ttfbMs = toLatencyStats(reps.flatMap((rep) => rep.ttfbsMs));
   const rtf = toRtfStats(reps.flatMap((rep) => rep.rtfs));
   const playback = toPlaybackStats(reps.flatMap((rep) => rep.playbacks));
+  const pooledStages: Record<string, number[]> = {};
+  for (const rep of reps) for (const [stage, values] of Object.entries(rep.stagesMs)) (pooledStages[stage] ??= []).push(...values);
+  const stagesMs = toStageStats(pooledStages);
   const rates = results.map((rep) => rep.requestsPerSecond);
   const server = mergeServer(results.map((rep) => rep.server));
   const resourceLoadsPerCall = toLoadsPerCall(server, requests);
@@ -380,6 +401,7 @@ export function aggregateStep(reps: readonly RepMeasurement[], options: Aggregat
     ...(ttfbMs === undefined ? {} : { ttfbMs }),
     ...(rtf === undefined ? {} : { rtf }),
     ...(playback === undefined ? {} : { playback }),
+    ...(stagesMs === undefined ? {} : { stagesMs }),
     ...(resourceLoadsPerCall === undefined ? {} : { resourceLoadsPerCall }),
     droppedArrivals: sum(results.map((rep) => rep.droppedArrivals)),
     lateRequests: sum(results.map((rep) => rep.late.requests)),
@@ -923,6 +945,8 @@ export function toMarkdownSummary(results: BenchResults): string {
     formatMarkdownTable(header, rows),
     '',
   ];
+  const stages = stageTable(results.steps);
+  if (stages !== undefined) out.push('## Stages (ms, p50 / p95)', '', stages, '');
   const capacity = capacityLines(results);
   if (capacity.length > 0)
     out.push('## Capacity', '', ...capacity.map((line) => (line.startsWith('  ') ? `  - ${line.trim()}` : `- ${line}`)), '');
@@ -941,6 +965,20 @@ export function toMarkdownSummary(results: BenchResults): string {
   const notes = [...(results.stoppedEarly === undefined ? [] : [`Stopped early: ${results.stoppedEarly}`]), ...results.notes];
   if (notes.length > 0) out.push('## Notes', '', ...notes.map((note) => `- ${note}`), '');
   return out.join('\n');
+}
+
+/** Per level, each named stage's p50 / p95; undefined when no step has stages. */
+function stageTable(steps: readonly StepResult[]): string | undefined {
+  const names = [...new Set(steps.flatMap((step) => Object.keys(step.stagesMs ?? {})))].sort();
+  if (names.length === 0) return undefined;
+  const rows = steps.map((step) => [
+    String(step.level),
+    ...names.map((name) => {
+      const stats = step.stagesMs?.[name];
+      return stats === undefined ? '-' : `${formatNumber(stats.p50, 0)} / ${formatNumber(stats.p95, 0)}`;
+    }),
+  ]);
+  return formatMarkdownTable(['level', ...names], rows);
 }
 
 export function toJson(results: BenchResults): string {

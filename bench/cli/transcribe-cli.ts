@@ -33,6 +33,7 @@ export const BENCH_USAGE = `Usage:
   voxmux bench speech --url URL --model MODEL [options]                     (--help for its options)
   voxmux bench accuracy --url URL --model MODEL --manifest FILE [options]   (--help for its options)
   voxmux bench diarize --mode accuracy|load --url URL --model MODEL [options] (--help for its options)
+  voxmux bench call --url URL [--fake-llm PORT] [options]                  (--help for its options)
   voxmux bench compare A.json B.json [...] [--out DIR]
 
 transcribe options:

@@ -31,6 +31,8 @@ export interface RequestOutcome {
   audioSeconds?: number;
   /** A streamed audio answer's continuity (see playback.ts), for workloads that play their output. */
   playback?: PlaybackOutcome;
+  /** Named stages of the request, in milliseconds (a voice call's turn: transcript, llm, first_audio...). */
+  stagesMs?: Record<string, number>;
 }
 
 export interface PlaybackOutcome {
@@ -60,6 +62,8 @@ export interface Workload {
   readonly info: WorkloadInfo;
   /** Sends one request and measures it. Never rejects: failures are outcomes with an errorCode. */
   makeRequest(context: RequestContext): Promise<RequestOutcome>;
+  /** Ends what the workload holds across requests (a voice call's open connections) after the run. */
+  close?(): Promise<void>;
 }
 
 /** The key under which an outcome is counted in a step's errorsByCode. */

@@ -21,7 +21,7 @@ import { readProcessEnvironment } from '../../src/config/env.js';
 import { loadConfig } from '../../src/config/load.js';
 import { spawnInstance } from '../../src/supervisor/index.js';
 import { ffmpegTranscode, fliteWav, joinPath, wordErrorRate } from '../support/audio.js';
-import { startFakeLlm, type FakeLlm } from '../support/fake-llm.js';
+import { startFakeLlm, type FakeLlm } from '../../bench/cli/fake-llm.js';
 import { captureLogger } from '../support/test-logger.js';
 import { waitFor } from '../support/wait-for.js';
 
