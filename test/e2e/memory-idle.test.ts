@@ -153,8 +153,9 @@ describe('gateway memory after the fuzz corpus and overload (#16)', () => {
     t.diagnostic(facts);
     assert.ok(settled <= idle * 1.2, facts);
     // The cause pinned: without the launcher's malloc setting the main heap kept 18 to 25 MiB
-    // after such a run (the whole RSS then ends 15 to 27 % above idle, either side of the bound).
-    assert.ok(heapGrowth <= idle * 0.1, facts);
+    // after such a run (the whole RSS then ends 15 to 27 % above idle, either side of the bound);
+    // with it, 4.5 to 12.7 MiB over runs on a 2-core machine (the fuzz calls' overlap varies).
+    assert.ok(heapGrowth <= idle * 0.14, facts);
     assert.equal(await upload(good), 200);
   });
 });
