@@ -180,6 +180,9 @@ def test_max_and_min_speakers_bound_the_speakers_found() -> None:
     online = _session(adapter, talk.audio, {'maxSpeakers': 2})
     assert {s['speaker'] for s in _finalized(online)} <= {0, 1}
     assert max(o.output['speakers'] for o in online) <= 2
+    # A session is not split to reach minSpeakers: a chunk may hold fewer voices than the session.
+    at_least_five = _session(adapter, talk.audio, {'minSpeakers': 5})
+    assert {s['speaker'] for s in _finalized(at_least_five)} == {0, 1, 2}
 
 
 def test_the_engine_caps_max_speakers_at_its_own_maximum() -> None:

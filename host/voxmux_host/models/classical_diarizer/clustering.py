@@ -145,8 +145,12 @@ def cluster_session(speakers: List[Exemplars], models: Sequence[Gaussian], limit
     pool = [model for _, model in history] + list(models)
     if not pool:
         return []
+    # minSpeakers bounds the session, not each window: a window is never clustered into fewer speakers
+    # than are known (up to minSpeakers), but it is not split to reach minSpeakers either (a chunk may
+    # hold fewer voices than the session; forcing splits there invents speakers).
+    live = sum(1 for exemplars in speakers if exemplars)
     window = replace(thresholds, min_speaker_frames=thresholds.min_new_speaker_frames)
-    found = cluster_offline(pool, limits, window)
+    found = cluster_offline(pool, Limits(min(limits.min_speakers, max(live, 1)), limits.max_speakers), window)
     mapping = _speaker_of_clusters(found, history, len(speakers))
     rebuilt: List[List[Gaussian]] = [[] for _ in speakers]
     pooled = _pool(pool, found, max(found) + 1)
