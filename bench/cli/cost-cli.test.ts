@@ -74,8 +74,9 @@ describe('voxmux bench cost (#20)', () => {
       results.modes.map((m) => m.label),
       ['always on', '16 h a day from 06:00', 'on demand, idle stop 10 min', 'on demand, idle stop 30 min'],
     );
-    // Idle stop 10: up 09:00 to 09:20 (09:10 + 10 min) and 15:00 to 15:10:45 (ready after 45 s, then 10 min).
-    const upMin = 20 + 10.75;
+    // Idle stop 10: up 09:00 to 09:20 (09:10 + the call's 0.1 s + 10 min) and 15:00 to 15:10:45
+    // (ready after 45 s, then the call's 0.1 s and 10 min).
+    const upMin = 20 + 10.75 + (2 * 0.1) / 60;
     const monthly = (upMin / 60) * (30 / 2) * 3;
     assert.ok(Math.abs(results.modes[2]!.monthlyCostUsd - monthly) < 1e-9, `${results.modes[2]!.monthlyCostUsd} vs ${monthly}`);
     assert.equal(results.modes[2]!.waitedCalls, 2);

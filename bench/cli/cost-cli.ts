@@ -84,7 +84,13 @@ export function readCalls(texts: readonly string[]): { calls: CostCall[]; skippe
         skippedLines += 1;
         continue;
       }
-      calls.push({ arrivalMs, kind: line.kind, audioInSeconds: line.audioInSeconds, audioOutSeconds: line.audioOutSeconds });
+      calls.push({
+        arrivalMs,
+        durationMs: line.durationMs,
+        kind: line.kind,
+        audioInSeconds: line.audioInSeconds,
+        audioOutSeconds: line.audioOutSeconds,
+      });
     }
   }
   calls.sort((a, b) => a.arrivalMs - b.arrivalMs);

@@ -17,8 +17,8 @@ function businessWeek(): CostCall[] {
   for (let day = 0; day < 5; day += 1) {
     for (const hour of [9, 10, 11, 13, 14, 15, 16, 17]) {
       for (const minute of [0, 5, 10])
-        calls.push({ arrivalMs: at(day, hour, minute), kind: 'transcription', audioInSeconds: 30, audioOutSeconds: 0 });
-      calls.push({ arrivalMs: at(day, hour, 20), kind: 'speech', audioInSeconds: 0, audioOutSeconds: 60 });
+        calls.push({ arrivalMs: at(day, hour, minute), durationMs: 0, kind: 'transcription', audioInSeconds: 30, audioOutSeconds: 0 });
+      calls.push({ arrivalMs: at(day, hour, 20), durationMs: 0, kind: 'speech', audioInSeconds: 0, audioOutSeconds: 60 });
     }
   }
   for (const [day, hour, minute] of [
@@ -26,7 +26,7 @@ function businessWeek(): CostCall[] {
     [2, 22, 30],
     [6, 19, 0],
   ] as const) {
-    calls.push({ arrivalMs: at(day, hour, minute), kind: 'speech', audioInSeconds: 0, audioOutSeconds: 60 });
+    calls.push({ arrivalMs: at(day, hour, minute), durationMs: 0, kind: 'speech', audioInSeconds: 0, audioOutSeconds: 60 });
   }
   return calls;
 }
@@ -41,6 +41,8 @@ const OPTIONS: CostOptions = {
   tzOffsetMin: 0,
 };
 
+/** Calls at these arrivals that take no time. */
+const instant = (arrivalsMs: readonly number[]) => arrivalsMs.map((arrivalMs) => ({ arrivalMs, durationMs: 0 }));
 const close = (actual: number | null, expected: number, what: string) =>
   assert.ok(actual !== null && Math.abs(actual - expected) < 1e-9 * Math.max(1, Math.abs(expected)), `${what}: ${actual} vs ${expected}`);
 
@@ -111,16 +113,28 @@ describe('voxmux cost on a business-hours trace (#20)', () => {
 
 describe('simulateOnDemand', () => {
   it('makes every call that arrives during a boot wait until it is ready, and bills the boot', () => {
-    const run = simulateOnDemand([0, 10_000, 30_000, 200_000], { coldStartS: 60, idleStopMin: 1 });
+    const run = simulateOnDemand(instant([0, 10_000, 30_000, 200_000]), { coldStartS: 60, idleStopMin: 1 });
     // Woken at 0, ready at 60 s, up until 120 s; woken again at 200 s, up until 320 s.
     assert.deepEqual(run, { uptimeMs: 120_000 + 120_000, wakes: 2, waitsMs: [60_000, 50_000, 30_000, 60_000] });
   });
 
   it('treats arrivals in any order the same', () => {
     assert.deepEqual(
-      simulateOnDemand([200_000, 0, 30_000, 10_000], { coldStartS: 60, idleStopMin: 1 }),
-      simulateOnDemand([0, 10_000, 30_000, 200_000], { coldStartS: 60, idleStopMin: 1 }),
+      simulateOnDemand(instant([200_000, 0, 30_000, 10_000]), { coldStartS: 60, idleStopMin: 1 }),
+      simulateOnDemand(instant([0, 10_000, 30_000, 200_000]), { coldStartS: 60, idleStopMin: 1 }),
     );
+  });
+
+  it('keeps the node up while a voice call lasts, and stops it the idle time after the call ends', () => {
+    // A 20-minute call at 0 (served from 60 s, the boot), an instant call at 10 minutes.
+    const run = simulateOnDemand(
+      [
+        { arrivalMs: 0, durationMs: 20 * 60_000 },
+        { arrivalMs: 10 * 60_000, durationMs: 0 },
+      ],
+      { coldStartS: 60, idleStopMin: 1 },
+    );
+    assert.deepEqual(run, { uptimeMs: 60_000 + 20 * 60_000 + 60_000, wakes: 1, waitsMs: [60_000] });
   });
 });
 
@@ -136,7 +150,7 @@ describe('isInWindow and summarizeTrace', () => {
   });
 
   it('counts whole local days: a call at 23:30 UTC is the next day at UTC+1', () => {
-    const calls: CostCall[] = [{ arrivalMs: at(0, 23, 30), kind: 'transcription', audioInSeconds: 1, audioOutSeconds: 0 }];
+    const calls: CostCall[] = [{ arrivalMs: at(0, 23, 30), durationMs: 0, kind: 'transcription', audioInSeconds: 1, audioOutSeconds: 0 }];
     assert.equal(summarizeTrace(calls, 0).spanStartMs, MONDAY_MS);
     assert.equal(summarizeTrace(calls, 60).spanStartMs, at(1, 0, 0) - 60 * MINUTE_MS);
     assert.equal(summarizeTrace(calls, 60).spanDays, 1);

@@ -17,6 +17,8 @@ export const DAYS_PER_MONTH = 30;
 export interface CostCall {
   /** Arrival, wall-clock milliseconds since the epoch (UTC). */
   arrivalMs: number;
+  /** From arrival to the end of the answer (a realtime call: to its end), in milliseconds. */
+  durationMs: number;
   kind: RequestLogKind;
   audioInSeconds: number;
   audioOutSeconds: number;
@@ -65,7 +67,7 @@ export interface TraceSummary {
   /** First local midnight of the span, as UTC milliseconds. */
   spanStartMs: number;
   audioHours: number;
-  /** Minutes of synthesized speech. */
+  /** Minutes of synthesized speech (POST /v1/audio/speech) plus minutes of realtime calls. */
   callMinutes: number;
 }
 
@@ -85,7 +87,9 @@ export function summarizeTrace(calls: readonly CostCall[], tzOffsetMin: number):
     spanDays: lastDay - firstDay + 1,
     spanStartMs: firstDay * DAY_MS - offsetMs,
     audioHours: calls.reduce((sum, c) => sum + c.audioInSeconds + c.audioOutSeconds, 0) / 3600,
-    callMinutes: calls.filter((c) => c.kind === 'speech').reduce((sum, c) => sum + c.audioOutSeconds, 0) / 60,
+    callMinutes:
+      calls.filter((c) => c.kind === 'speech').reduce((sum, c) => sum + c.audioOutSeconds, 0) / 60 +
+      calls.filter((c) => c.kind === 'realtime').reduce((sum, c) => sum + c.durationMs, 0) / MINUTE_MS,
   };
 }
 
@@ -105,22 +109,26 @@ export interface OnDemandRun {
 }
 
 /**
- * Simulates idle stop and wake from arrival times. A call that finds the node stopped starts it:
- * the node is up (billed) from then, serves from coldStartS later, and every call arriving before
- * that waits for it. The node stops idleStopMin after the later of the last arrival and the end of
- * the boot it waited for. Service time is not modelled: the log's calls are short next to the idle stop.
+ * Simulates idle stop and wake from the calls' arrivals and durations. A call that finds the node
+ * stopped starts it: the node is up (billed) from then, serves from coldStartS later, and every call
+ * arriving before that waits for it. A call keeps the node up while it lasts (from when it is served,
+ * for its logged duration: a voice call's minutes, an HTTP call's fraction of a second); the node
+ * stops idleStopMin after the last call ends.
  */
-export function simulateOnDemand(arrivalsMs: readonly number[], options: { coldStartS: number; idleStopMin: number }): OnDemandRun {
+export function simulateOnDemand(
+  calls: ReadonlyArray<Pick<CostCall, 'arrivalMs' | 'durationMs'>>,
+  options: { coldStartS: number; idleStopMin: number },
+): OnDemandRun {
   const coldMs = options.coldStartS * 1000;
   const idleMs = options.idleStopMin * MINUTE_MS;
-  const sorted = [...arrivalsMs].sort((a, b) => a - b);
+  const sorted = [...calls].sort((a, b) => a.arrivalMs - b.arrivalMs);
   let uptimeMs = 0;
   let wakes = 0;
   const waitsMs: number[] = [];
   let upSinceMs: number | undefined;
   let readyAtMs = 0;
   let stopAtMs = 0;
-  for (const t of sorted) {
+  for (const { arrivalMs: t, durationMs } of sorted) {
     if (upSinceMs !== undefined && t > stopAtMs) {
       uptimeMs += stopAtMs - upSinceMs;
       upSinceMs = undefined;
@@ -131,7 +139,7 @@ export function simulateOnDemand(arrivalsMs: readonly number[], options: { coldS
       wakes += 1;
     }
     if (t < readyAtMs) waitsMs.push(readyAtMs - t);
-    stopAtMs = Math.max(stopAtMs, Math.max(t, readyAtMs) + idleMs);
+    stopAtMs = Math.max(stopAtMs, Math.max(t, readyAtMs) + durationMs + idleMs);
   }
   if (upSinceMs !== undefined) uptimeMs += stopAtMs - upSinceMs;
   return { uptimeMs, wakes, waitsMs };
@@ -173,10 +181,7 @@ export function computeCost(calls: readonly CostCall[], options: CostOptions): C
       offHours.map(() => options.coldStartS),
     ),
     ...options.idleStopMin.map((idleStopMin) => {
-      const run = simulateOnDemand(
-        calls.map((c) => c.arrivalMs),
-        { coldStartS: options.coldStartS, idleStopMin },
-      );
+      const run = simulateOnDemand(calls, { coldStartS: options.coldStartS, idleStopMin });
       return mode(
         'on-demand',
         `on demand, idle stop ${formatHours(idleStopMin)} min`,

@@ -8,17 +8,33 @@ import { Value } from '@sinclair/typebox/value';
 
 const NullableMs = (description: string) => Type.Union([Type.Number({ minimum: 0 }), Type.Null()], { description });
 
-export const RequestLogKindSchema = Type.Union([Type.Literal('transcription'), Type.Literal('speech')]);
+export const RequestLogKindSchema = Type.Union([
+  Type.Literal('transcription'),
+  Type.Literal('speech'),
+  // A whole file (POST /v1/audio/diarization) or one chunk of a session.
+  Type.Literal('diarization'),
+  // A whole voice call (WebSocket /v1/realtime), written when it ends.
+  Type.Literal('realtime'),
+]);
 export type RequestLogKind = Static<typeof RequestLogKindSchema>;
 
 export const RequestLogLineSchema = Type.Object(
   {
     time: Type.String({ description: 'When the call arrived, ISO 8601 in UTC.' }),
-    durationMs: Type.Number({ minimum: 0, description: 'From arrival to the last byte of the answer, in milliseconds.' }),
+    durationMs: Type.Number({
+      minimum: 0,
+      description: 'From arrival to the last byte of the answer (a realtime call: to its end), in milliseconds.',
+    }),
     model: Type.String({ description: 'The canonical model name (aliases resolved); the name asked for where none resolved.' }),
     kind: RequestLogKindSchema,
-    audioInSeconds: Type.Number({ minimum: 0, description: 'Transcription: the decoded audio, in seconds; speech: 0.' }),
-    audioOutSeconds: Type.Number({ minimum: 0, description: 'Speech: the audio synthesized, in seconds; transcription: 0.' }),
+    audioInSeconds: Type.Number({
+      minimum: 0,
+      description: "Transcription and diarization: the decoded audio; realtime: the caller's audio received; speech: 0. In seconds.",
+    }),
+    audioOutSeconds: Type.Number({
+      minimum: 0,
+      description: 'Speech and realtime: the audio synthesized, in seconds; transcription and diarization: 0.',
+    }),
     queueMs: NullableMs('Time queued before an instance took the work, in milliseconds; null where unknown.'),
     serviceMs: NullableMs('Time from dispatch to the result, in milliseconds; null where unknown.'),
     status: Type.Integer({ description: 'The HTTP status answered.' }),
@@ -28,7 +44,8 @@ export const RequestLogLineSchema = Type.Object(
       description: "The served instance's GPU index; null on CPU or unknown.",
     }),
     gpuSeconds: Type.Union([Type.Number({ minimum: 0 }), Type.Null()], {
-      description: 'Service time on a GPU instance, in seconds; 0 on CPU or when nothing ran; null where unknown.',
+      description:
+        "Service time on a GPU instance, in seconds; 0 on CPU or when nothing ran; null where unknown. A realtime call: its transcriptions' and speech's busy time on GPU instances.",
     }),
   },
   { additionalProperties: false },

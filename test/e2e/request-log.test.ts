@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { WebSocket } from 'ws';
 import { parseRequestLogLine, type RequestLogLine } from '../../src/api/request-log.js';
 import { floatWav, noise } from '../support/audio.js';
 import { startServer, type RunningServer } from '../support/server-process.js';
@@ -152,5 +153,82 @@ describe('request log (#20)', () => {
     assert.equal(line!.instanceId, 'slow-0-g1');
     // The six sentences make about 5 s of audio; the client left after the first.
     assert.ok(line!.audioOutSeconds > 0 && line!.audioOutSeconds < 4, `${line!.audioOutSeconds} s`);
+  });
+
+  it('records diarization files and session chunks, and a realtime call when it ends, with the caller audio it received', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'voxmux-request-log-e2e-'));
+    const path = join(dir, 'requests.jsonl');
+    const server = await startServer({
+      config: {
+        requestLog: { path },
+        supervisor: { heartbeatIntervalMs: 200 },
+        models: {
+          echo: { adapter: 'test', instances: 1 },
+          voice: { adapter: 'test', task: 'speech', instances: 1, voiceAliases: { alloy: 'tone-a' } },
+          diar: { adapter: 'test', task: 'diarization', instances: 1 },
+        },
+      },
+    });
+    running.push(server);
+    const url = server.url;
+    const form = (fields: Record<string, string>, seconds: number) => {
+      const body = new FormData();
+      for (const [k, v] of Object.entries(fields)) body.append(k, v);
+      body.append('file', new Blob([floatWav(noise(16_000 * seconds, 3))]), 'a.wav');
+      return body;
+    };
+    const whole = await fetch(`${url}/v1/audio/diarization`, { method: 'POST', body: form({ model: 'diar' }, 2) });
+    assert.equal(whole.status, 200, await whole.text());
+    const created = await fetch(`${url}/v1/audio/diarization/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'diar', id: 'rec-1' }),
+    });
+    assert.equal(created.status, 201);
+    for (const seq of [0, 1]) {
+      const chunk = await fetch(`${url}/v1/audio/diarization/sessions/rec-1/chunks`, {
+        method: 'POST',
+        body: form({ seq: String(seq) }, 1),
+      });
+      assert.equal(chunk.status, 200, await chunk.text());
+    }
+    // A realtime call: 1.5 s of caller audio (24 kHz pcm16), committed by the client, then it hangs up.
+    const socket = new WebSocket(`${url.replace('http', 'ws')}/v1/realtime?model=rt-test`);
+    const events: string[] = [];
+    socket.on('message', (data) => events.push((JSON.parse(String(data)) as { type: string }).type));
+    await new Promise<void>((resolve, reject) => socket.once('open', () => resolve()).once('error', reject));
+    await waitFor(() => events.includes('session.created'), 'session.created');
+    socket.send(JSON.stringify({ type: 'session.update', session: { type: 'realtime', audio: { input: { turn_detection: null } } } }));
+    await waitFor(() => events.includes('session.updated'), 'session.updated');
+    for (let i = 0; i < 15; i++)
+      socket.send(JSON.stringify({ type: 'input_audio_buffer.append', audio: Buffer.alloc(4800).toString('base64') }));
+    socket.send(JSON.stringify({ type: 'input_audio_buffer.clear' }));
+    await waitFor(() => events.includes('input_audio_buffer.cleared'), `input_audio_buffer.cleared among ${events.join(', ')}`);
+    socket.close();
+    for (let i = 0; i < 100; i++) {
+      const metrics = await (await fetch(`${url}/metrics`)).text();
+      if (/^voxmux_realtime_sessions_active 0$/m.test(metrics)) break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.equal(await server.stop('SIGTERM'), 0);
+
+    const lines = readLog(path);
+    const diarization = lines.filter((l) => l.kind === 'diarization');
+    assert.deepEqual(
+      diarization.map((l) => [l.model, l.status, Math.round(l.audioInSeconds)]),
+      [
+        ['diar', 200, 2],
+        ['diar', 200, 1],
+        ['diar', 200, 1],
+      ],
+    );
+    for (const l of diarization) {
+      assert.equal(l.instanceId, 'diar-0-g1');
+      assert.ok(l.serviceMs !== null && l.queueMs !== null, JSON.stringify(l));
+    }
+    const call = lines.find((l) => l.kind === 'realtime')!;
+    assert.deepEqual([call.model, call.status, call.code, call.instanceId, call.gpuSeconds], ['rt-test', 101, null, null, 0]);
+    assert.ok(Math.abs(call.audioInSeconds - 1.5) < 0.05, `${call.audioInSeconds} s of caller audio`);
+    assert.ok(call.durationMs > 0 && call.audioOutSeconds === 0);
   });
 });

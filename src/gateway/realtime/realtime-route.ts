@@ -5,6 +5,7 @@
  * subprotocols); a beta client (OpenAI-Beta: realtime=v1) gets beta event names and session shape.
  */
 import websocket from '@fastify/websocket';
+import type { RequestLogLine } from '../../api/request-log.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import { REALTIME_BETA_HEADER_VALUE, REALTIME_BETA_SUBPROTOCOL, REALTIME_SUBPROTOCOL } from '../../api/realtime.js';
@@ -112,6 +113,7 @@ export function registerRealtimeRoutes(app: FastifyInstance, options: GatewayOpt
       const transcription = firstOf(models, 'transcription', realtime.transcriptionModel);
       const speech = firstOf(models, 'speech', realtime.speechModel);
       const sessionId = `sess_${randomUUID().replaceAll('-', '').slice(0, 20)}`;
+      const arrivedWallMs = deps.clock.wallMs();
       const send = (event: { type: string } & Record<string, unknown>) => {
         const type = toClientEventName(event.type, shape);
         if (type === undefined || socket.readyState !== socket.OPEN) return;
@@ -195,6 +197,22 @@ export function registerRealtimeRoutes(app: FastifyInstance, options: GatewayOpt
         clock: deps.clock,
         log,
         metrics: deps.metrics,
+        onCallEnded: (call) =>
+          deps.requestLog?.write({
+            time: new Date(arrivedWallMs).toISOString(),
+            durationMs: Math.round(call.durationMs * 1000) / 1000,
+            model: settings.model,
+            kind: 'realtime',
+            audioInSeconds: call.audioInSeconds,
+            audioOutSeconds: call.audioOutSeconds,
+            queueMs: null,
+            serviceMs: null,
+            status: 101,
+            code: null,
+            instanceId: null,
+            gpu: null,
+            gpuSeconds: call.gpuSeconds,
+          } satisfies RequestLogLine),
       });
       sessions += 1;
       log.info({ sessionId, requestId: request.id, shape, intent: settings.kind }, 'realtime session opened');

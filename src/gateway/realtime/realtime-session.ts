@@ -85,6 +85,19 @@ export interface RealtimeSessionDeps {
   clock: Clock;
   log: Logger;
   metrics: Metrics;
+  /** The call has ended: what it used, for the request log. */
+  onCallEnded?(call: RealtimeCallUsage): void;
+}
+
+/** What a finished call used. */
+export interface RealtimeCallUsage {
+  durationMs: number;
+  /** The caller's audio received, in seconds. */
+  audioInSeconds: number;
+  /** The speech sent, in seconds. */
+  audioOutSeconds: number;
+  /** Busy time of GPU instances on the call's behalf, in seconds. */
+  gpuSeconds: number;
 }
 
 export interface WorkOptions {
@@ -219,6 +232,8 @@ class Session implements RealtimeSession {
   #llmUsage: ChatUsage = { inputTokens: 0, outputTokens: 0 };
   #llmCostUsd = 0;
   #gpuMs = 0;
+  #audioInSamples = 0;
+  #audioOutMs = 0;
 
   constructor(options: RealtimeSessionOptions, deps: RealtimeSessionDeps) {
     this.#options = options;
@@ -275,6 +290,12 @@ class Session implements RealtimeSession {
       },
       'realtime call completed',
     );
+    this.#deps.onCallEnded?.({
+      durationMs,
+      audioInSeconds: this.#audioInSamples / INPUT_RATE_HZ,
+      audioOutSeconds: this.#audioOutMs / 1000,
+      gpuSeconds,
+    });
   }
 
   // ------------------------------------------------------------------------------------------
@@ -368,6 +389,7 @@ class Session implements RealtimeSession {
     if (samples.length === 0) return;
     this.#buffer.push(samples);
     this.#bufferSamples += samples.length;
+    this.#audioInSamples += samples.length;
     if (this.#detector !== undefined) await this.#detectTurns(samples);
     else this.#vadSamples += samples.length;
   }
@@ -862,6 +884,7 @@ class Session implements RealtimeSession {
         delta: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64'),
       });
       response.sentMs += audioMs(bytes.length, format);
+      this.#audioOutMs += audioMs(bytes.length, format);
       spoken.sentMs = response.sentMs;
     };
     try {

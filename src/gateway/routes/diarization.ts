@@ -27,6 +27,7 @@ import type { GatewayDeps, GatewayOptions, ModelEntry } from '../gateway-types.j
 import { DiarizationSessionStore, type DiarizationSession, type SpeakerBounds } from '../diarization/session-store.js';
 import { diarizeRecording, SAMPLE_RATE_HZ, speechRegionsOf } from '../diarization/diarize-recording.js';
 import { toEngineOutput, toRttm, toSpeakerSegments } from '../diarization/timeline.js';
+import { createCallRecord, noteDispatch } from '../call-record.js';
 import { UploadPool } from '../upload-pool.js';
 import { openCall } from './call-context.js';
 import { readFormWithin } from './transcriptions.js';
@@ -159,15 +160,20 @@ export function registerDiarizationRoutes(app: FastifyInstance, options: Gateway
   }
 
   app.post('/v1/audio/diarization', async (request: FastifyRequest, reply: FastifyReply) => {
+    const record = createCallRecord('diarization');
+    request.voxmuxCall = record;
     const { abort, arrivedMs, priority, deadlineMs } = openCall(request, reply, deps, options);
     const form = await readFormWithin(request, { uploads, options, clock, arrivedMs });
     const fields = singleFields(form.fields, ['model', 'min_speakers', 'max_speakers', 'response_format']);
+    record.model = fields.model ?? '';
     const model = resolveDiarizationModel(fields.model, deps, 'POST /v1/audio/diarization');
+    record.model = model.id;
     const bounds = parseSpeakerBounds(fields);
     const format = parseResponseFormat(fields.response_format);
     if (form.file === undefined) throw errors.missingParameter({ param: 'file' });
     const audio = await deps.decoder.decode(form.file, abort.signal);
     if (audio.samples.length === 0) throw errors.emptyAudio();
+    record.audioInSeconds = audio.samples.length / SAMPLE_RATE_HZ;
     const { segments, speakers } = await diarizeRecording(
       {
         model: model.id,
@@ -179,10 +185,12 @@ export function registerDiarizationRoutes(app: FastifyInstance, options: Gateway
           signal: abort.signal,
           requestId: String(request.id),
           priority,
+          onDispatched: (dispatch) => noteDispatch(record, dispatch, clock.nowMs()),
         },
       },
       deps,
     );
+    record.resultMs = clock.nowMs();
     const duration = Math.round((audio.samples.length / SAMPLE_RATE_HZ) * 1000) / 1000;
     return sendTimeline(reply, format, { fileId: 'audio', json: { duration, speakers, segments } });
   });
@@ -232,8 +240,10 @@ export function registerDiarizationRoutes(app: FastifyInstance, options: Gateway
 
   app.post('/v1/audio/diarization/sessions/:id/chunks', async (request: FastifyRequest, reply: FastifyReply) => {
     const { id } = request.params as { id: string };
+    const record = createCallRecord('diarization');
+    request.voxmuxCall = record;
     const { abort, arrivedMs, priority, deadlineMs } = openCall(request, reply, deps, options);
-    store.get(id);
+    record.model = store.get(id).model;
     const form = await readFormWithin(request, { uploads, options, clock, arrivedMs });
     const fields = singleFields(form.fields, ['seq', 'is_last']);
     const seq = parseSeq(fields.seq);
@@ -248,6 +258,7 @@ export function registerDiarizationRoutes(app: FastifyInstance, options: Gateway
     if (form.file === undefined) throw errors.missingParameter({ param: 'file' });
     const model = resolveDiarizationModel(session.model, deps, 'POST /v1/audio/diarization/sessions/{id}/chunks');
     const { samples, speech } = await decodeChunk(form.file, { model, signal: abort.signal });
+    record.audioInSeconds = samples.length / SAMPLE_RATE_HZ;
     const chunkMs = (samples.length / SAMPLE_RATE_HZ) * 1000;
     if (chunkMs > maxChunkMs) throw errors.chunkTooLong({ durationMs: chunkMs, maxChunkMs });
     // Checked again after the decode: a retry of this number may have taken it meanwhile.
@@ -265,11 +276,18 @@ export function registerDiarizationRoutes(app: FastifyInstance, options: Gateway
       itemOptions: { ...session.bounds, chunkOffsetS, ...(speech === undefined ? {} : { speech }) },
       // NOTE: no abort signal: a chunk whose client left still runs, and its answer is kept for the
       // client's retry; a cancelled chunk would leave its number unusable in the scheduler.
-      submitOptions: { timeoutMs: Math.max(1, deadlineMs - (clock.nowMs() - arrivedMs)), requestId: String(request.id), priority },
+      submitOptions: {
+        timeoutMs: Math.max(1, deadlineMs - (clock.nowMs() - arrivedMs)),
+        requestId: String(request.id),
+        priority,
+        onDispatched: (dispatch) => noteDispatch(record, dispatch, clock.nowMs()),
+      },
     });
     session.running.set(seq, answer);
     store.touch(session);
-    return reply.type('application/json; charset=utf-8').send(await answer);
+    const body = await answer;
+    record.resultMs = clock.nowMs();
+    return reply.type('application/json; charset=utf-8').send(body);
   });
 
   /** The answer to a number already sent: the last answered one again, or the one still running. */

@@ -22,6 +22,7 @@ import type { BatchPolicy } from '../dynamic-batcher.js';
 import { unavailableError, type Executor } from '../executor.js';
 import type { SequenceItemOutcome, SequenceStateIn } from '../../protocol/work.js';
 import type { InstanceLoad } from '../router.js';
+import type { Dispatch } from '../stream-dispatcher.js';
 import { isExpired, nextExpiryMs } from './idle-reaper.js';
 import { checkSequenceNumber } from './sequence-check.js';
 import { planSequenceDispatch, type SequenceCandidate, type SequenceHead } from './sequence-plan.js';
@@ -68,6 +69,8 @@ export interface SequenceSubmitOptions {
   signal?: AbortSignal;
   timeoutMs: number;
   requestId?: string;
+  /** Called on each dispatch of the item (again on a retry), as the batch scheduler's. */
+  onDispatched?: (dispatch: Dispatch) => void;
 }
 
 export interface SequenceBatcher {
@@ -253,6 +256,7 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
             ? { kind: 'new' }
             : { kind: 'attached', bytes: session.checkpoint };
       entry.stateKind = stateIn.kind;
+      entry.onDispatched?.({ instanceId, queuedMs: clock.nowMs() - entry.enqueuedMs });
       return { session, entry, stateIn };
     });
     state.running += entries.length;
@@ -419,6 +423,7 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
         item,
         priority: submitOptions.priority,
         enqueuedMs: clock.nowMs(),
+        onDispatched: submitOptions.onDispatched,
         attempts: 0,
         state: 'queued',
         stateKind: undefined,

@@ -6,6 +6,7 @@
 import type { TimerHandle } from '../../core/clock.js';
 import type { ServiceError } from '../../core/errors.js';
 import type { SequenceStateIn } from '../../protocol/work.js';
+import type { Dispatch } from '../stream-dispatcher.js';
 
 export interface SequenceItem {
   sessionId: string;
@@ -39,6 +40,7 @@ export interface SequenceEntry {
   /** Index in PRIORITIES (0 first). */
   priority: number;
   enqueuedMs: number;
+  onDispatched: ((dispatch: Dispatch) => void) | undefined;
   attempts: number;
   state: 'queued' | 'running' | 'done';
   /** Where the running attempt's session state came from. */
