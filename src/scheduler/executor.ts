@@ -3,10 +3,11 @@
  * FakeExecutor. The scheduler never imports the supervisor: both read the interface from the
  * shared vocabulary (protocol/work.ts).
  *
- * Two optional members let a model be stopped when idle and woken on demand: the scheduler calls
+ * Three optional members let a model be stopped when idle and woken on demand: the scheduler calls
  * `demand` for every request, sequence item and stream it is given (before it looks at the model's
- * availability, so a stopped model is already starting and the work is held, not refused), and
- * asks `whyUnavailable` for the error that work held for a model that cannot serve gets.
+ * availability, so a stopped model is already starting and the work is held, not refused), asks
+ * `whyUnavailable` for the error that work held for a model that cannot serve gets, and
+ * `readyAtMs` when a waking model should serve, so that admission counts the wake left.
  */
 import { errors } from '../core/error-catalog.js';
 import type { ServiceError } from '../core/errors.js';
@@ -17,6 +18,11 @@ export interface Executor extends WorkExecutor {
   demand?(model: string): void;
   /** Why the model cannot serve (a failed or refused wake); undefined for no particular reason. */
   whyUnavailable?(model: string): ServiceError | undefined;
+  /**
+   * When a starting model is predicted to serve (clock milliseconds): its start's beginning plus
+   * how long its last start took; undefined when it is not starting or no start has been timed.
+   */
+  readyAtMs?(model: string): number | undefined;
 }
 
 /** The error for work on a model that is unavailable: the executor's reason, else no_ready_instance. */

@@ -17,6 +17,12 @@ import { createScheduler } from './index.js';
 class WakingExecutor extends FakeExecutor {
   demands: string[] = [];
   reason: ServiceError | undefined;
+  /** When the wake is predicted to end; undefined: no prediction. */
+  readyAt: number | undefined;
+
+  readyAtMs(): number | undefined {
+    return this.readyAt;
+  }
 
   demand(model: string): void {
     this.demands.push(model);
@@ -98,6 +104,27 @@ describe('Scheduler with a model woken on demand', () => {
     assert.equal(executor.demands.length, 3);
     assert.equal(next.ended.error, undefined, 'held again, not refused');
     assert.equal(scheduler.stats().queued, 1);
+    scheduler.destroy();
+  });
+
+  it('refuses at once a request whose deadline the wake left would pass, with a Retry-After for the wake, and holds the others', async () => {
+    const { clock, executor, scheduler } = setup();
+    // The model's last start took 30 s; this wake began now.
+    executor.readyAt = clock.nowMs() + 30_000;
+    const short = submit(scheduler, 10_000);
+    const long = submit(scheduler, 100_000);
+    await settle();
+    assert.equal(short.ended.error?.code, 'deadline_unreachable');
+    // The drain is the wake left (30 s) and the request's own batch after it.
+    const retryAfterMs = short.ended.error!.retryAfterMs!;
+    assert.ok(retryAfterMs >= 30_000 && retryAfterMs <= 33_000, `Retry-After ${retryAfterMs} ms`);
+    assert.equal(long.ended.error, undefined, 'a deadline past the wake is held');
+    assert.equal(scheduler.stats().queued, 1);
+    // Without a prediction (no start timed yet) every request is held, as before.
+    executor.readyAt = undefined;
+    const unknown = submit(scheduler, 10_000);
+    await settle();
+    assert.equal(unknown.ended.error, undefined);
     scheduler.destroy();
   });
 

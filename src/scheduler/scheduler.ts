@@ -407,14 +407,16 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
   /**
    * When each ready instance of the model is predicted to finish the batch work it holds. An
    * instance whose batches belong to several models uses each model's estimate.
-   * NOTE: with no instance ready (all restarting, or the model waking from an idle stop), one
-   * instance free now is assumed: a request is not refused for a gap that the supervisor is
-   * already closing, and a request held for a wake is bounded by the wake's own limit
-   * (wakeTimeoutMs), which answers it model_wake_timeout, not by a prediction.
+   * With no instance ready, a model waking from an idle stop (or booting) is free when the
+   * executor predicts it ready (its last start's length): a request whose deadline the wake alone
+   * would pass is refused at once, with a Retry-After for when the model should serve, instead of
+   * being held and failed. NOTE: with no prediction (instances restarting, or no start timed yet),
+   * one instance free now is assumed: a request is not refused for a gap the supervisor is already
+   * closing, and a held request is bounded by the wake's own limit (wakeTimeoutMs).
    */
   function instanceFreeAt(model: string, nowMs: number): number[] {
     const ready = executor.readyInstances(model);
-    if (ready.length === 0) return [nowMs];
+    if (ready.length === 0) return [Math.max(nowMs, executor.readyAtMs?.(model) ?? nowMs)];
     return ready.map((inst) => {
       let freeMs = nowMs;
       let previousEndMs = lastSettledMs.get(inst.instanceId) ?? 0;

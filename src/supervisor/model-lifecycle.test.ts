@@ -180,4 +180,26 @@ describe('ModelLifecycle', () => {
     t.lifecycle.demand('m');
     assert.equal(t.lifecycle.state('m'), 'starting');
   });
+
+  it("predicts a wake ready at its start plus the last start's length: the boot's, then the last wake's", async () => {
+    const t = setup();
+    t.lifecycle.booting('m');
+    assert.equal(t.lifecycle.readyAtMs('m'), undefined, 'no start timed yet');
+    await t.clock.advance(4000);
+    t.lifecycle.booted('m');
+    assert.equal(t.lifecycle.readyAtMs('m'), undefined, 'ready: nothing to predict');
+    await t.lifecycle.sleep('m');
+    await t.clock.advance(1000);
+    const wakeAt = t.clock.nowMs();
+    t.lifecycle.demand('m');
+    assert.equal(t.lifecycle.readyAtMs('m'), wakeAt + 4000, 'the boot took 4 s');
+    await t.clock.advance(7000);
+    t.finishStart(true);
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'ready');
+    await t.lifecycle.sleep('m');
+    const nextAt = t.clock.nowMs();
+    t.lifecycle.demand('m');
+    assert.equal(t.lifecycle.readyAtMs('m'), nextAt + 7000, 'the last wake took 7 s');
+  });
 });

@@ -57,6 +57,12 @@ export interface ModelLifecycle {
   isOnDemand(model: string): boolean;
   /** Whether the model is starting, or stopping with a wake to follow: requests are held for it. */
   isWaking(model: string): boolean;
+  /**
+   * When a waking model should be ready (clock milliseconds): when its start began (now, when its
+   * stop is still ending) plus its last successful start's length (the boot's, or the last wake's).
+   * Undefined when it is not waking, or no start has completed yet.
+   */
+  readyAtMs(model: string): number | undefined;
   /** Why the model cannot serve now: its last wake failed, or wakes are refused. Undefined otherwise. */
   failure(model: string): ServiceError | undefined;
   /** A request arrived: the idle timer restarts, and a stopped model wakes. */
@@ -87,6 +93,10 @@ interface Entry {
   isWakeQueued: boolean;
   /** Bumped by every wake, so a late result of an abandoned one is ignored. */
   wakeId: number;
+  /** When the current start (boot or wake) began, on the clock. */
+  startedMs: number;
+  /** How long the last successful start took, in milliseconds. */
+  lastStartMs: number | undefined;
 }
 
 export function createModelLifecycle(options: ModelLifecycleOptions, deps: ModelLifecycleDeps): ModelLifecycle {
@@ -104,6 +114,8 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
       waiters: [],
       isWakeQueued: false,
       wakeId: 0,
+      startedMs: clock.nowMs(),
+      lastStartMs: undefined,
     });
     for (const outcome of ['ok', 'failed', 'timeout', 'refused']) metrics.modelWakes.inc({ model, outcome }, 0);
     for (const reason of ['idle', 'requested']) metrics.modelSleeps.inc({ model, reason }, 0);
@@ -183,6 +195,7 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
     const policy = options.models[model]!;
     const wakeId = ++e.wakeId;
     const startedMs = clock.nowMs();
+    e.startedMs = startedMs;
     e.failure = undefined;
     e.isWoken = true;
     e.lastDemandMs = startedMs;
@@ -210,6 +223,7 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
         }
         timer.cancel();
         const wakeMs = clock.nowMs() - startedMs;
+        e.lastStartMs = wakeMs;
         metrics.modelWakes.inc({ model, outcome: 'ok' });
         metrics.modelWakeDuration.observe({ model }, wakeMs / 1000);
         log.info({ model, wakeMs }, 'model woke');
@@ -243,6 +257,12 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
       const e = entryOf(model);
       return e.state === 'starting' || (e.state === 'stopping' && e.isWakeQueued);
     },
+    readyAtMs(model) {
+      const e = entryOf(model);
+      if (e.lastStartMs === undefined) return undefined;
+      if (e.state === 'starting') return e.startedMs + e.lastStartMs;
+      return e.state === 'stopping' && e.isWakeQueued ? clock.nowMs() + e.lastStartMs : undefined;
+    },
     failure(model) {
       const e = entryOf(model);
       return e.state === 'stopped' || e.state === 'stopping' ? e.failure : undefined;
@@ -260,11 +280,13 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
       const e = entryOf(model);
       e.isWoken = false;
       e.state = 'starting';
+      e.startedMs = clock.nowMs();
       updateGauges();
     },
     booted(model) {
       const e = entryOf(model);
       if (e.state !== 'starting' || e.isWoken) return;
+      e.lastStartMs = clock.nowMs() - e.startedMs;
       e.lastDemandMs = clock.nowMs();
       e.state = 'ready';
       updateGauges();

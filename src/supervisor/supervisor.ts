@@ -153,6 +153,8 @@ export interface Supervisor extends WorkExecutor {
   demand(model: string): void;
   /** Why the model cannot serve now (its wake failed or was refused); undefined otherwise. */
   whyUnavailable(model: string): ServiceError | undefined;
+  /** When a waking model should serve (see ModelLifecycle.readyAtMs); undefined otherwise. */
+  readyAtMs(model: string): number | undefined;
   /**
    * Wakes a stopped model (idempotent). Resolves once the wake ends with the model's state (ready,
    * or stopped with whyUnavailable() saying why).
@@ -524,6 +526,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     modelState: (model) => lifecycle.state(model),
     isOnDemand: (model) => lifecycle.isOnDemand(model),
     demand: (model) => lifecycle.demand(model),
+    readyAtMs: (model) => lifecycle.readyAtMs(model),
     whyUnavailable: (model) => (options.models[model] === undefined ? undefined : lifecycle.failure(model)),
     wake: (model) => lifecycle.wake(model),
     sleep: (model) => lifecycle.sleep(model),
