@@ -51,7 +51,7 @@ export const CALLER_SENTENCES: readonly string[] = [
 const DEFAULT_REPLY = 'Sure, I can help with that. Let me check the details for you now. Is there anything else you need today?';
 
 export const CALL_USAGE = `Usage:
-  voxmux bench call --url URL --model MODEL [options]
+  voxmux bench call --url URL [--fake-llm [HOST:]PORT] [options]
 
 Each of N concurrent callers holds a call on /v1/realtime?model=MODEL (server VAD): it pauses,
 speaks an utterance in real time in 20 ms frames of 24 kHz pcm16, and listens to the answer to its
