@@ -137,13 +137,17 @@ export const callCommand = defineCommand({
     const utterances = await synthesizeUtterances(config, urls.speech, fetchFn);
     let fakeLlm: FakeLlm | undefined;
     if (config.fakeLlm !== undefined) {
+      const { host, port } = config.fakeLlm;
       fakeLlm = await startFakeLlm({
         reply: config.fakeLlm.reply,
         firstTokenDelayMs: config.fakeLlm.firstTokenMs,
         tokenDelayMs: 1000 / config.fakeLlm.tokensPerSecond,
-        host: config.fakeLlm.host,
-        port: config.fakeLlm.port,
+        host,
+        port,
         nowMs: () => context.clock.nowMs(),
+      }).catch((err: unknown) => {
+        const code = (err as { code?: unknown }).code;
+        throw usageError(`Expected --fake-llm ${host}:${port} to be free to listen on: ${typeof code === 'string' ? code : String(err)}`);
       });
       io.stdout.write(
         `Fake LLM at ${fakeLlm.baseUrl} (first token ${config.fakeLlm.firstTokenMs} ms, ${config.fakeLlm.tokensPerSecond} tokens/s)\n`,

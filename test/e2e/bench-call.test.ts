@@ -124,6 +124,19 @@ describe('voxmux bench call (#19)', () => {
     assert.match(summary, /## Stages \(ms, p50 \/ p95\)/);
   });
 
+  it('stops with a clear error when the fake LLM’s port is taken', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(llmPort, '127.0.0.1', resolve));
+    const out = io();
+    const code = await runBenchCli(
+      ['call', '--url', url, '--fake-llm', String(llmPort), '--voices', 'alloy', '--concurrency', '1'],
+      out.io,
+    );
+    await new Promise<void>((resolve) => taken.close(() => resolve()));
+    assert.equal(code, 2, out.output());
+    assert.match(out.output(), /Expected --fake-llm 127\.0\.0\.1:\d+ to be free to listen on: EADDRINUSE/);
+  });
+
   it('stops with a clear error when the server cannot voice the callers', async () => {
     const out = io();
     const code = await runBenchCli(
