@@ -4,13 +4,22 @@
  * with stream: true answers `reply` as SSE chunks of one word each, after `firstTokenDelayMs` and
  * `tokenDelayMs` apart, then a usage chunk (prompt tokens: the prompt's words; completion tokens:
  * the reply's words) and [DONE]. Each request's arrival and first token are timed, and a request
- * whose system message carries a `[voxmux-bench-call ID]` tag is filed under that call.
+ * whose system message carries a `[voxmux-bench-call ID]` tag is filed under that call. With
+ * `toolCall` set, a request that offers tools and does not end with a tool result is answered with
+ * that function call instead (id `call_<n>`, its arguments in two pieces).
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export interface FakeLlmRequest {
-  body: { model: string; messages: { role: string; content: string }[]; stream: boolean; max_tokens?: number };
+  body: {
+    model: string;
+    messages: { role: string; content: string | null; tool_call_id?: string; tool_calls?: unknown[] }[];
+    stream: boolean;
+    max_tokens?: number;
+    tools?: unknown[];
+    tool_choice?: unknown;
+  };
   /** Whether the client went away before the reply ended. */
   isAborted: boolean;
   /** The call tag of its system message, when it has one. */
@@ -30,6 +39,8 @@ export interface FakeLlm {
   tokenDelayMs: number;
   /** Delay before the first token, in milliseconds. */
   firstTokenDelayMs: number;
+  /** When set, the function call that requests offering tools get (see above). */
+  toolCall: { name: string; arguments: string } | undefined;
   close(): Promise<void>;
 }
 
@@ -67,6 +78,7 @@ export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
     reply: options.reply,
     tokenDelayMs: options.tokenDelayMs ?? 0,
     firstTokenDelayMs: options.firstTokenDelayMs ?? 0,
+    toolCall: undefined,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
@@ -88,7 +100,7 @@ export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
         return;
       }
       const words = llm.reply.split(/(?<= )/);
-      const prompt = (body.messages ?? []).map((m) => m.content).join(' ');
+      const prompt = (body.messages ?? []).map((m) => m.content ?? '').join(' ');
       const call = CALL_TAG.exec((body.messages ?? []).find((m) => m.role === 'system')?.content ?? '')?.[1];
       const entry: FakeLlmRequest = {
         body,
@@ -105,6 +117,29 @@ export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
       response.writeHead(200, { 'content-type': 'text/event-stream' });
       const chunk = (data: unknown) => response.write(`data: ${JSON.stringify(data)}\n\n`);
       await wait(llm.firstTokenDelayMs);
+      const toolCall = llm.toolCall;
+      if (toolCall !== undefined && (body.tools ?? []).length > 0 && body.messages.at(-1)?.role !== 'tool') {
+        const half = Math.ceil(toolCall.arguments.length / 2);
+        const id = `call_${requests.length}`;
+        chunk({
+          id: 'c',
+          object: 'chat.completion.chunk',
+          choices: [
+            { index: 0, delta: { tool_calls: [{ index: 0, id, type: 'function', function: { name: toolCall.name, arguments: '' } }] } },
+          ],
+        });
+        entry.firstTokenMs ??= nowMs();
+        for (const part of [toolCall.arguments.slice(0, half), toolCall.arguments.slice(half)]) {
+          chunk({
+            id: 'c',
+            object: 'chat.completion.chunk',
+            choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: part } }] } }],
+          });
+        }
+        chunk({ id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] });
+        response.end('data: [DONE]\n\n');
+        return;
+      }
       for (const word of words) {
         if (entry.isAborted) return;
         chunk({ id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: word } }] });

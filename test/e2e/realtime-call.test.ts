@@ -371,6 +371,61 @@ describe('realtime voice calls with the openai SDK (#19)', () => {
     }
   });
 
+  it('function calling: the LLM’s call streams as a function_call item, and its result answered by the client reaches the LLM', async () => {
+    const { socket, log, send } = await rawSession();
+    const tool = {
+      type: 'function',
+      name: 'book_table',
+      description: 'Books a table.',
+      parameters: { type: 'object', properties: { people: { type: 'integer' } }, required: ['people'] },
+    };
+    send({ ...TEXT_SESSION, session: { ...TEXT_SESSION.session, tools: [tool], tool_choice: 'auto' } });
+    const updated = await log.until((e) => e.type === 'session.updated');
+    assert.deepEqual((updated.session as { tools: unknown[] }).tools, [tool]);
+    llm.toolCall = { name: 'book_table', arguments: '{"people": 2}' };
+    try {
+      const before = llm.requests.length;
+      send({
+        type: 'conversation.item.create',
+        item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'a table for two' }] },
+      });
+      send({ type: 'response.create' });
+      const first = await log.until((e) => e.type === 'response.done');
+      const asked = llm.requests[before]!.body;
+      assert.deepEqual(asked.tools, [
+        { type: 'function', function: { name: 'book_table', description: 'Books a table.', parameters: tool.parameters } },
+      ]);
+      assert.equal(asked.tool_choice, 'auto');
+      const argsDone = log.events.find((e) => e.type === 'response.function_call_arguments.done')!;
+      assert.deepEqual([argsDone.name, argsDone.arguments, argsDone.output_index], ['book_table', '{"people": 2}', 1]);
+      const deltas = log.events.filter((e) => e.type === 'response.function_call_arguments.delta').map((e) => e.delta);
+      assert.equal(deltas.join(''), '{"people": 2}');
+      const output = (first.response as { output: { type: string; call_id?: string; status: string }[] }).output;
+      const call = output.find((o) => o.type === 'function_call')!;
+      assert.equal(call.call_id, argsDone.call_id);
+      assert.equal(call.status, 'completed');
+      // The client runs the function and answers; the next response gives the LLM the call and its result.
+      send({ type: 'conversation.item.create', item: { type: 'function_call_output', call_id: call.call_id, output: '{"booked": true}' } });
+      await log.until((e) => e.type === 'conversation.item.done' && (e.item as { type?: string }).type === 'function_call_output');
+      send({ type: 'response.create' });
+      const second = await log.until((e) => e.type === 'response.done' && e !== first);
+      assert.equal((second.response as { output: { content: { text: string }[] }[] }).output[0]!.content[0]!.text, REPLY);
+      const messages = llm.requests[before + 1]!.body.messages;
+      const assistant = messages.find((m) => m.role === 'assistant' && m.tool_calls !== undefined)!;
+      assert.deepEqual(assistant.tool_calls, [
+        { id: call.call_id, type: 'function', function: { name: 'book_table', arguments: '{"people": 2}' } },
+      ]);
+      assert.deepEqual(messages.at(-1), { role: 'tool', tool_call_id: call.call_id, content: '{"booked": true}' });
+      // A function result without its call's id is an error event; the session goes on.
+      send({ type: 'conversation.item.create', event_id: 'bad', item: { type: 'function_call_output', output: 'x' } });
+      const error = await log.until((e) => e.type === 'error');
+      assert.equal((error.error as { code: string }).code, 'missing_parameter');
+    } finally {
+      llm.toolCall = undefined;
+      socket.close();
+    }
+  });
+
   it('the LLM block switch (PUT /admin/llm) stops LLM calls from the next turn: the fallback text answers', async () => {
     const { socket, log, send } = await rawSession();
     send(TEXT_SESSION);

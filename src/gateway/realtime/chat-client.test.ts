@@ -69,4 +69,48 @@ describe('ChatClient (OpenAI-compatible chat completions, streamed)', () => {
     );
     assert.equal(await run(async () => sse(['{not json'])), 'llm_failed');
   });
+
+  it("sends tools and the conversation's function calls and results, and yields the pieces of the reply's function calls", async () => {
+    let body: Record<string, unknown> = {};
+    const client = createChatClient(OPTIONS, {
+      fetch: async (_url, init) => {
+        body = JSON.parse(String(init!.body)) as Record<string, unknown>;
+        return sse([
+          JSON.stringify({
+            choices: [{ delta: { tool_calls: [{ index: 0, id: 'call_9', type: 'function', function: { name: 'f', arguments: '' } }] } }],
+          }),
+          JSON.stringify({ choices: [{ delta: { tool_calls: [{ index: 0, function: { arguments: '{"a":' } }] } }] }),
+          JSON.stringify({ choices: [{ delta: { tool_calls: [{ index: 0, function: { arguments: '1}' } }] } }] }),
+          '[DONE]',
+        ]);
+      },
+    });
+    const pieces = await collect(
+      client.stream(
+        [
+          { role: 'user', content: 'hi' },
+          { role: 'assistant', content: '', toolCalls: [{ id: 'call_1', name: 'f', arguments: '{}' }] },
+          { role: 'tool', toolCallId: 'call_1', content: 'ok' },
+        ],
+        {
+          signal: new AbortController().signal,
+          maxOutputTokens: 50,
+          tools: [{ name: 'f', description: 'd', parameters: { type: 'object' } }],
+          toolChoice: { name: 'f' },
+        },
+      ),
+    );
+    assert.deepEqual(body.messages, [
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: 'ok' },
+    ]);
+    assert.deepEqual(body.tools, [{ type: 'function', function: { name: 'f', description: 'd', parameters: { type: 'object' } } }]);
+    assert.deepEqual(body.tool_choice, { type: 'function', function: { name: 'f' } });
+    assert.deepEqual(pieces.slice(0, 3), [
+      { type: 'tool_call', index: 0, id: 'call_9', name: 'f', arguments: '' },
+      { type: 'tool_call', index: 0, arguments: '{"a":' },
+      { type: 'tool_call', index: 0, arguments: '1}' },
+    ]);
+  });
 });

@@ -5,7 +5,7 @@
  * The only code that opens connections to the LLM.
  */
 import { errors } from '../../core/error-catalog.js';
-import { estimateTokens, type ChatPiece, type ChatResponder } from './chat-responder.js';
+import { estimateTokens, type ChatMessage, type ChatPiece, type ChatResponder, type ChatStreamOptions } from './chat-responder.js';
 
 export interface ChatClientOptions {
   /** Endpoint base, such as https://api.openai.com/v1 (checked against the allowlist at config time). */
@@ -18,8 +18,39 @@ export interface ChatClientOptions {
 }
 
 interface ChatChunk {
-  choices?: { delta?: { content?: string | null } }[];
+  choices?: {
+    delta?: {
+      content?: string | null;
+      tool_calls?: { index?: number; id?: string; function?: { name?: string; arguments?: string } }[];
+    };
+  }[];
   usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
+}
+
+/** A message as chat completions take it. */
+function toWireMessage(message: ChatMessage): Record<string, unknown> {
+  if (message.role === 'tool') return { role: 'tool', tool_call_id: message.toolCallId, content: message.content };
+  if (message.role === 'assistant' && message.toolCalls !== undefined && message.toolCalls.length > 0) {
+    return {
+      role: 'assistant',
+      content: message.content === '' ? null : message.content,
+      tool_calls: message.toolCalls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })),
+    };
+  }
+  return { role: message.role, content: message.content };
+}
+
+/** The request's tools and tool_choice, as chat completions take them; nothing without tools. */
+function toWireTools(options: ChatStreamOptions): Record<string, unknown> {
+  if (options.tools === undefined || options.tools.length === 0) return {};
+  const choice = options.toolChoice ?? 'auto';
+  return {
+    tools: options.tools.map((t) => ({
+      type: 'function',
+      function: { name: t.name, description: t.description, parameters: t.parameters },
+    })),
+    tool_choice: typeof choice === 'string' ? choice : { type: 'function', function: { name: choice.name } },
+  };
 }
 
 export function createChatClient(options: ChatClientOptions, deps: { fetch?: typeof fetch } = {}): ChatResponder {
@@ -27,7 +58,8 @@ export function createChatClient(options: ChatClientOptions, deps: { fetch?: typ
   const url = `${options.baseUrl.replace(/\/+$/, '')}/chat/completions`;
   return {
     kind: 'llm',
-    async *stream(messages, { signal, maxOutputTokens }) {
+    async *stream(messages, streamOptions) {
+      const { signal, maxOutputTokens } = streamOptions;
       const timeout = AbortSignal.timeout(options.connectTimeoutMs);
       let response: Response;
       try {
@@ -40,7 +72,8 @@ export function createChatClient(options: ChatClientOptions, deps: { fetch?: typ
           },
           body: JSON.stringify({
             model: options.model,
-            messages,
+            messages: messages.map(toWireMessage),
+            ...toWireTools(streamOptions),
             stream: true,
             stream_options: { include_usage: true },
             max_tokens: maxOutputTokens,
@@ -78,10 +111,22 @@ export function createChatClient(options: ChatClientOptions, deps: { fetch?: typ
             } catch (err) {
               throw errors.llmFailed({ reason: 'a stream event that is not JSON', cause: err });
             }
-            const text = chunk.choices?.[0]?.delta?.content;
+            const delta = chunk.choices?.[0]?.delta;
+            const text = delta?.content;
             if (typeof text === 'string' && text !== '') {
               reply += text;
               yield { type: 'text', text };
+            }
+            for (const call of delta?.tool_calls ?? []) {
+              const args = call.function?.arguments;
+              if (typeof args === 'string') reply += args;
+              yield {
+                type: 'tool_call',
+                index: typeof call.index === 'number' ? call.index : 0,
+                ...(typeof call.id === 'string' ? { id: call.id } : {}),
+                ...(typeof call.function?.name === 'string' ? { name: call.function.name } : {}),
+                ...(typeof args === 'string' ? { arguments: args } : {}),
+              };
             }
             if (chunk.usage != null) {
               usage = {

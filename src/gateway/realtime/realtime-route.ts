@@ -144,6 +144,8 @@ export function registerRealtimeRoutes(app: FastifyInstance, options: GatewayOpt
         language: undefined,
         turnDetection: { ...DEFAULT_TURN_DETECTION },
         maxOutputTokens: 'inf',
+        tools: [],
+        toolChoice: 'auto',
       };
       const sessionOptions: RealtimeSessionOptions = {
         sessionId,

@@ -97,6 +97,8 @@ function harness(options: { partialIntervalMs?: number; llm?: ChatResponder } = 
         language: undefined,
         turnDetection: { ...DEFAULT_TURN_DETECTION },
         maxOutputTokens: 'inf',
+        tools: [],
+        toolChoice: 'auto',
       },
       maxAppendBytes: 1 << 20,
       maxBufferMs: 60_000,

@@ -31,7 +31,7 @@ import type { FirKernel } from '../audio/fir-kernel.js';
 import { pcm16LittleEndian } from '../audio/pcm16.js';
 import { toRealtimeErrorBody, toServiceError } from '../error-mapping.js';
 import type { VoiceActivityStream } from '../pieces/voice-activity.js';
-import type { ChatMessage, ChatResponder, ChatUsage } from './chat-responder.js';
+import type { ChatMessage, ChatResponder, ChatToolCall, ChatUsage } from './chat-responder.js';
 import type { LlmGate } from './llm-gate.js';
 import {
   audioMs,
@@ -118,10 +118,21 @@ export interface RealtimeSession {
 
 interface ConversationItem {
   id: string;
-  role: 'user' | 'assistant' | 'system';
+  /** `tool`: a function's result (a function_call_output item). */
+  role: 'user' | 'assistant' | 'system' | 'tool';
   text: string;
   /** Resolves when a user item's transcript is final ('' when it failed). */
   transcript?: Promise<string>;
+  /** An assistant's function_call item: the call the LLM asked for. */
+  toolCall?: ChatToolCall;
+  /** A function_call_output item: the call it answers. */
+  callId?: string;
+}
+
+/** A function call of a response, as it streams. */
+interface FunctionCall {
+  item: ConversationItem & { toolCall: ChatToolCall };
+  outputIndex: number;
 }
 
 interface Turn {
@@ -152,6 +163,8 @@ interface Response {
   usage: ChatUsage;
   /** The speech stream of the sentence being spoken. */
   speaking: StreamCall | undefined;
+  /** The functions the LLM asked to call, by their index in its reply. */
+  calls: Map<number, FunctionCall>;
 }
 
 /** The stages of a turn, timed from the end of the user's speech (metrics and the call line). */
@@ -168,6 +181,42 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 
 function newId(prefix: string): string {
   return `${prefix}_${randomUUID().replaceAll('-', '').slice(0, 20)}`;
+}
+
+/** A function_call item as the API shows it. */
+function functionCallObject(item: ConversationItem & { toolCall: ChatToolCall }, status: string): Record<string, unknown> {
+  const call = item.toolCall;
+  return {
+    id: item.id,
+    object: 'realtime.item',
+    type: 'function_call',
+    status,
+    call_id: call.id,
+    name: call.name,
+    arguments: call.arguments,
+  };
+}
+
+/**
+ * The conversation as chat messages: items with text as they are, an assistant's function calls
+ * (consecutive ones together) as one assistant message with its tool calls, function results as tool
+ * messages. `exclude` is the reply being made.
+ */
+function toChatMessages(items: readonly ConversationItem[], exclude: ConversationItem): ChatMessage[] {
+  const messages: ChatMessage[] = [];
+  for (const item of items) {
+    if (item === exclude) continue;
+    if (item.toolCall !== undefined) {
+      const last = messages.at(-1);
+      if (last?.role === 'assistant' && last.toolCalls !== undefined) last.toolCalls = [...last.toolCalls, item.toolCall];
+      else messages.push({ role: 'assistant', content: '', toolCalls: [item.toolCall] });
+    } else if (item.role === 'tool') {
+      messages.push({ role: 'tool', toolCallId: item.callId ?? '', content: item.text });
+    } else if (item.text !== '') {
+      messages.push(item.role === 'assistant' ? { role: 'assistant', content: item.text } : { role: item.role, content: item.text });
+    }
+  }
+  return messages;
 }
 
 function concat(parts: readonly Int16Array[]): Int16Array {
@@ -588,7 +637,10 @@ class Session implements RealtimeSession {
   #createItem(event: Record<string, unknown>): void {
     const item = event.item;
     if (!isRecord(item)) throw errors.missingParameter({ param: 'item' });
-    if (item.type !== 'message') throw errors.invalidParameter({ param: 'item.type', expected: "'message'", got: item.type });
+    if (item.type === 'function_call_output') return this.#addFunctionOutput(item);
+    if (item.type !== 'message') {
+      throw errors.invalidParameter({ param: 'item.type', expected: "'message' or 'function_call_output'", got: item.type });
+    }
     const role = item.role;
     if (role !== 'user' && role !== 'assistant' && role !== 'system') {
       throw errors.invalidParameter({ param: 'item.role', expected: "'user', 'assistant' or 'system'", got: role });
@@ -606,6 +658,19 @@ class Session implements RealtimeSession {
     this.#addItem(
       { id, role, text: texts.join(' ') },
       { id, object: 'realtime.item', type: 'message', status: 'completed', role, content },
+      previous,
+    );
+  }
+
+  /** A function's result, for a later response.create to give the LLM. */
+  #addFunctionOutput(item: Record<string, unknown>): void {
+    if (typeof item.call_id !== 'string' || item.call_id === '') throw errors.missingParameter({ param: 'item.call_id' });
+    if (typeof item.output !== 'string') throw errors.invalidParameter({ param: 'item.output', expected: 'a string', got: item.output });
+    const id = typeof item.id === 'string' && item.id !== '' ? item.id : newId('item');
+    const previous = this.#items.at(-1)?.id ?? null;
+    this.#addItem(
+      { id, role: 'tool', text: item.output, callId: item.call_id },
+      { id, object: 'realtime.item', type: 'function_call_output', status: 'completed', call_id: item.call_id, output: item.output },
       previous,
     );
   }
@@ -666,6 +731,7 @@ class Session implements RealtimeSession {
       responder: 'fallback',
       usage: { inputTokens: 0, outputTokens: 0 },
       speaking: undefined,
+      calls: new Map(),
     };
     this.#pendingTurn = undefined;
     this.#response = response;
@@ -694,7 +760,13 @@ class Session implements RealtimeSession {
       id: response.id,
       status,
       status_details: null,
-      output: status === 'in_progress' ? [] : [this.#assistantItem(response, status === 'completed' ? 'completed' : 'incomplete')],
+      output:
+        status === 'in_progress'
+          ? []
+          : [
+              this.#assistantItem(response, status === 'completed' ? 'completed' : 'incomplete'),
+              ...[...response.calls.values()].map((c) => functionCallObject(c.item, status === 'completed' ? 'completed' : 'incomplete')),
+            ],
       conversation_id: this.#options.sessionId,
       output_modalities: [response.modality],
       max_output_tokens: this.#settings.maxOutputTokens,
@@ -739,10 +811,7 @@ class Session implements RealtimeSession {
       part: partType === 'audio' ? { type: 'audio', transcript: '' } : { type: 'text', text: '' },
     });
 
-    const messages: ChatMessage[] = [
-      { role: 'system', content: response.instructions },
-      ...this.#items.filter((i) => i !== assistant && i.text !== '').map((i) => ({ role: i.role, content: i.text })),
-    ];
+    const messages: ChatMessage[] = [{ role: 'system', content: response.instructions }, ...toChatMessages(this.#items, assistant)];
     let responder: ChatResponder | undefined;
     if (deps.llm === undefined) {
       responder = deps.demo;
@@ -787,9 +856,11 @@ class Session implements RealtimeSession {
           this.#settings.maxOutputTokens === 'inf'
             ? this.#options.maxOutputTokens
             : Math.min(this.#settings.maxOutputTokens, this.#options.maxOutputTokens);
-        for await (const piece of responder.stream(messages, { signal: response.abort.signal, maxOutputTokens })) {
+        const { tools, toolChoice } = this.#settings;
+        for await (const piece of responder.stream(messages, { signal: response.abort.signal, maxOutputTokens, tools, toolChoice })) {
           if (response.isFinished) break;
           if (piece.type === 'text') addText(piece.text);
+          else if (piece.type === 'tool_call') this.#streamFunctionCall(response, piece);
           else response.usage = piece.usage;
         }
       } catch (err) {
@@ -840,8 +911,60 @@ class Session implements RealtimeSession {
     const done = this.#assistantItem(response, 'completed');
     send({ type: 'response.output_item.done', response_id: response.id, output_index: 0, item: done });
     send({ type: 'conversation.item.done', previous_item_id: previous, item: done });
+    for (const { item, outputIndex } of response.calls.values()) {
+      const call = item.toolCall;
+      send({
+        type: 'response.function_call_arguments.done',
+        response_id: response.id,
+        item_id: item.id,
+        output_index: outputIndex,
+        call_id: call.id,
+        name: call.name,
+        arguments: call.arguments,
+      });
+      const object = functionCallObject(item, 'completed');
+      send({ type: 'response.output_item.done', response_id: response.id, output_index: outputIndex, item: object });
+      send({ type: 'conversation.item.done', previous_item_id: null, item: object });
+    }
     send({ type: 'response.done', response: this.#responseObject(response, 'completed') });
     deps.metrics.realtimeTurns.inc({ responder: response.responder, outcome: 'completed' });
+  }
+
+  /** A piece of a function call the LLM streams: the call's item when it starts, then its arguments as deltas. */
+  #streamFunctionCall(response: Response, piece: { index: number; id?: string; name?: string; arguments?: string }): void {
+    let call = response.calls.get(piece.index);
+    if (call === undefined) {
+      const previous = this.#items.at(-1)?.id ?? null;
+      const item = {
+        id: newId('item'),
+        role: 'assistant' as const,
+        text: '',
+        toolCall: { id: piece.id ?? newId('call'), name: piece.name ?? '', arguments: '' },
+      };
+      call = { item, outputIndex: response.calls.size + 1 };
+      response.calls.set(piece.index, call);
+      this.#items.push(item);
+      const object = functionCallObject(item, 'in_progress');
+      this.#sendFor(response, {
+        type: 'response.output_item.added',
+        response_id: response.id,
+        output_index: call.outputIndex,
+        item: object,
+      });
+      this.#sendFor(response, { type: 'conversation.item.added', previous_item_id: previous, item: object });
+    } else if (piece.name !== undefined && call.item.toolCall.name === '') {
+      call.item.toolCall.name = piece.name;
+    }
+    if (piece.arguments === undefined || piece.arguments === '') return;
+    call.item.toolCall.arguments += piece.arguments;
+    this.#sendFor(response, {
+      type: 'response.function_call_arguments.delta',
+      response_id: response.id,
+      item_id: call.item.id,
+      output_index: call.outputIndex,
+      call_id: call.item.toolCall.id,
+      delta: piece.arguments,
+    });
   }
 
   /** Synthesizes one sentence and sends its audio as it comes. */

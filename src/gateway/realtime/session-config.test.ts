@@ -15,6 +15,8 @@ const BASE: SessionSettings = {
   language: undefined,
   turnDetection: { ...DEFAULT_TURN_DETECTION },
   maxOutputTokens: 'inf',
+  tools: [],
+  toolChoice: 'auto',
 };
 
 function codeOf(fn: () => unknown): string {
@@ -111,5 +113,29 @@ describe('session.update (GA and beta shapes)', () => {
     assert.equal(beta.input_audio_format, 'pcm16');
     assert.deepEqual(beta.modalities, ['audio', 'text']);
     assert.equal(toSessionObject({ ...BASE, kind: 'transcription' }, { sessionId: 's', shape: 'ga' }).type, 'transcription');
+  });
+
+  it('tools and tool_choice: function tools in both shapes, echoed in the session object; a bad tool is invalid_parameter', () => {
+    const tool = { type: 'function', name: 'book_table', description: 'Books a table.', parameters: { type: 'object' } };
+    const ga = applySessionUpdate(BASE, { type: 'realtime', tools: [tool], tool_choice: { type: 'function', name: 'book_table' } }, 'ga');
+    assert.deepEqual(ga.tools, [{ name: 'book_table', description: 'Books a table.', parameters: { type: 'object' } }]);
+    assert.deepEqual(ga.toolChoice, { name: 'book_table' });
+    assert.deepEqual(toSessionObject(ga, { sessionId: 's', shape: 'ga' }).tools, [tool]);
+    assert.deepEqual(toSessionObject(ga, { sessionId: 's', shape: 'ga' }).tool_choice, { type: 'function', name: 'book_table' });
+    const beta = applySessionUpdate(BASE, { tools: [{ type: 'function', name: 'f' }], tool_choice: 'required' }, 'beta');
+    assert.deepEqual(beta.tools, [{ name: 'f', description: '', parameters: { type: 'object', properties: {} } }]);
+    assert.equal(beta.toolChoice, 'required');
+    for (const bad of [
+      { tools: 'f' },
+      { tools: [{ type: 'web_search' }] },
+      { tools: [{ type: 'function', name: 'a b' }] },
+      { tool_choice: 'sometimes' },
+    ]) {
+      assert.equal(
+        codeOf(() => applySessionUpdate(BASE, bad, 'beta')),
+        'invalid_parameter',
+        JSON.stringify(bad),
+      );
+    }
   });
 });

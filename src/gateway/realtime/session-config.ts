@@ -14,6 +14,7 @@ import {
   type RealtimeAudioFormat,
 } from '../../api/realtime.js';
 import { errors } from '../../core/error-catalog.js';
+import type { ChatTool, ChatToolChoice } from './chat-responder.js';
 
 export interface TurnDetectionSettings {
   threshold: number;
@@ -39,7 +40,13 @@ export interface SessionSettings {
   /** Undefined: turn_detection null, the client commits. */
   turnDetection: TurnDetectionSettings | undefined;
   maxOutputTokens: number | 'inf';
+  /** Functions the LLM may call (passed to an OpenAI-compatible LLM as chat-completion tools). */
+  tools: readonly ChatTool[];
+  toolChoice: ChatToolChoice;
 }
+
+/** Most functions a session may declare. */
+export const MAX_TOOLS = 128;
 
 export const DEFAULT_TURN_DETECTION: TurnDetectionSettings = {
   threshold: DEFAULT_VAD_THRESHOLD,
@@ -174,9 +181,50 @@ export function applySessionUpdate(current: SessionSettings, session: unknown, s
     next.maxOutputTokens = maxTokens(session.max_response_output_tokens, 'session.max_response_output_tokens') ?? next.maxOutputTokens;
   }
   next.instructions = field(session.instructions, 'session.instructions', isString, 'a string') ?? next.instructions;
+  next.tools = tools(session.tools, 'session.tools') ?? next.tools;
+  next.toolChoice = toolChoice(session.tool_choice, 'session.tool_choice') ?? next.toolChoice;
   if (next.speed < 0.25 || next.speed > 1.5)
     throw errors.invalidParameter({ param: 'session.speed', expected: 'a number from 0.25 to 1.5', got: next.speed });
   return next;
+}
+
+const FUNCTION_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+/** session.tools: `[{type: 'function', name, description?, parameters?}]`, the same in both shapes. */
+function tools(value: unknown, param: string): ChatTool[] | undefined {
+  if (value === undefined) return undefined;
+  if (!Array.isArray(value) || value.length > MAX_TOOLS) {
+    throw errors.invalidParameter({ param, expected: `a list of at most ${MAX_TOOLS} function tools`, got: value });
+  }
+  return value.map((tool: unknown, i) => {
+    const at = `${param}[${i}]`;
+    if (!isRecord(tool) || tool.type !== 'function')
+      throw errors.invalidParameter({ param: at, expected: "{type: 'function', name, ...}", got: tool });
+    if (typeof tool.name !== 'string' || !FUNCTION_NAME.test(tool.name)) {
+      throw errors.invalidParameter({ param: `${at}.name`, expected: '1 to 64 letters, digits, underscores or dashes', got: tool.name });
+    }
+    return {
+      name: tool.name,
+      description: field(tool.description, `${at}.description`, isString, 'a string') ?? '',
+      parameters: field(tool.parameters, `${at}.parameters`, isRecord, 'a JSON Schema object') ?? { type: 'object', properties: {} },
+    };
+  });
+}
+
+/** session.tool_choice: 'auto', 'none', 'required' or {type: 'function', name}. */
+function toolChoice(value: unknown, param: string): ChatToolChoice | undefined {
+  if (value === undefined) return undefined;
+  if (value === 'auto' || value === 'none' || value === 'required') return value;
+  if (isRecord(value) && value.type === 'function' && typeof value.name === 'string') return { name: value.name };
+  throw errors.invalidParameter({ param, expected: "'auto', 'none', 'required' or {type: 'function', name}", got: value });
+}
+
+function toolObjects(settings: SessionSettings): Json[] {
+  return settings.tools.map((t) => ({ type: 'function', name: t.name, description: t.description, parameters: t.parameters }));
+}
+
+function toolChoiceObject(choice: ChatToolChoice): Json | string {
+  return typeof choice === 'string' ? choice : { type: 'function', name: choice.name };
 }
 
 function gaFormatObject(format: RealtimeAudioFormat): Json {
@@ -215,8 +263,8 @@ export function toSessionObject(settings: SessionSettings, context: { sessionId:
       output_audio_format: settings.outputFormat,
       input_audio_transcription: transcriptionObject,
       turn_detection: turnDetectionObject(settings.turnDetection),
-      tools: [],
-      tool_choice: 'auto',
+      tools: toolObjects(settings),
+      tool_choice: toolChoiceObject(settings.toolChoice),
       temperature: 0.8,
       max_response_output_tokens: settings.maxOutputTokens,
     };
@@ -237,8 +285,8 @@ export function toSessionObject(settings: SessionSettings, context: { sessionId:
     model: settings.model,
     output_modalities: settings.outputModalities,
     instructions: settings.instructions,
-    tools: [],
-    tool_choice: 'auto',
+    tools: toolObjects(settings),
+    tool_choice: toolChoiceObject(settings.toolChoice),
     max_output_tokens: settings.maxOutputTokens,
     tracing: null,
     prompt: null,
