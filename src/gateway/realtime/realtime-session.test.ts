@@ -7,7 +7,7 @@ import type { StreamCall, StreamChunk } from '../../scheduler/index.js';
 import { createMetrics } from '../../telemetry/metrics.js';
 import { createFirKernel } from '../audio/fir-kernel.js';
 import { framedStream } from '../pieces/voice-activity.js';
-import type { ChatResponder } from './chat-responder.js';
+import type { ChatMessage, ChatResponder } from './chat-responder.js';
 import { createDemoResponder } from './demo-responder.js';
 import { createLlmGate } from './llm-gate.js';
 import { createRealtimeSession, type RealtimeSessionDeps, type ServerEvent } from './realtime-session.js';
@@ -289,6 +289,54 @@ describe('RealtimeSession', () => {
     assert.equal(done.status, 'completed');
     assert.equal(done.output[0]!.content[0]!.text, 'Let me see Fallback.');
     assert.ok(h.events.some((e) => e.type === 'error'));
+  });
+
+  it('a function call the client never answered is left out of the next LLM request, as chat completions require', async () => {
+    const seen: ChatMessage[][] = [];
+    let calls = 0;
+    const llm: ChatResponder = {
+      kind: 'llm',
+      async *stream(messages) {
+        seen.push([...messages]);
+        calls += 1;
+        if (calls === 1) yield { type: 'tool_call', index: 0, id: 'call_a', name: 'f', arguments: '{}' };
+        else yield { type: 'text', text: 'Done.' };
+      },
+    };
+    const h = harness({ llm });
+    h.send({
+      type: 'session.update',
+      session: {
+        type: 'realtime',
+        output_modalities: ['text'],
+        audio: { input: { turn_detection: null } },
+        tools: [{ type: 'function', name: 'f' }],
+      },
+    });
+    const say = (text: string) =>
+      h.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text }] } });
+    say('first');
+    h.send({ type: 'response.create' });
+    await h.settle();
+    say('second');
+    h.send({ type: 'response.create' });
+    await h.settle();
+    assert.deepEqual(seen[1], [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'first' },
+      { role: 'user', content: 'second' },
+    ]);
+    // Answered now: the call goes to the LLM where it was made, its result right after it.
+    h.send({ type: 'conversation.item.create', item: { type: 'function_call_output', call_id: 'call_a', output: 'ok' } });
+    h.send({ type: 'response.create' });
+    await h.settle();
+    assert.deepEqual(seen[2]!.slice(1), [
+      { role: 'user', content: 'first' },
+      { role: 'assistant', content: '', toolCalls: [{ id: 'call_a', name: 'f', arguments: '{}' }] },
+      { role: 'tool', toolCallId: 'call_a', content: 'ok' },
+      { role: 'user', content: 'second' },
+      { role: 'assistant', content: 'Done.' },
+    ]);
   });
 
   it('a binary frame, or a response.create while one is in progress, is an error event', async () => {

@@ -198,24 +198,34 @@ function functionCallObject(item: ConversationItem & { toolCall: ChatToolCall },
 }
 
 /**
- * The conversation as chat messages: items with text as they are, an assistant's function calls
- * (consecutive ones together) as one assistant message with its tool calls, function results as tool
- * messages. `exclude` is the reply being made.
+ * The conversation as chat messages: items with text as they are; an assistant's function calls
+ * (consecutive ones together) as one assistant message with its tool calls, each followed at once by
+ * its result as a tool message, wherever the client added the result. A call without a result is
+ * left out, as is a result without its call: chat completions refuse a conversation with either (a
+ * call cancelled by barge-in, or never answered). `exclude` is the reply being made.
  */
 function toChatMessages(items: readonly ConversationItem[], exclude: ConversationItem): ChatMessage[] {
+  const results = new Map(items.flatMap((i) => (i.role === 'tool' && i.callId !== undefined ? [[i.callId, i.text] as const] : [])));
   const messages: ChatMessage[] = [];
+  let pending: ChatToolCall[] = [];
+  const flush = () => {
+    if (pending.length === 0) return;
+    messages.push({ role: 'assistant', content: '', toolCalls: pending });
+    for (const call of pending) messages.push({ role: 'tool', toolCallId: call.id, content: results.get(call.id)! });
+    pending = [];
+  };
   for (const item of items) {
-    if (item === exclude) continue;
+    if (item === exclude || item.role === 'tool') continue;
     if (item.toolCall !== undefined) {
-      const last = messages.at(-1);
-      if (last?.role === 'assistant' && last.toolCalls !== undefined) last.toolCalls = [...last.toolCalls, item.toolCall];
-      else messages.push({ role: 'assistant', content: '', toolCalls: [item.toolCall] });
-    } else if (item.role === 'tool') {
-      messages.push({ role: 'tool', toolCallId: item.callId ?? '', content: item.text });
-    } else if (item.text !== '') {
+      if (results.has(item.toolCall.id)) pending.push(item.toolCall);
+      continue;
+    }
+    flush();
+    if (item.text !== '') {
       messages.push(item.role === 'assistant' ? { role: 'assistant', content: item.text } : { role: item.role, content: item.text });
     }
   }
+  flush();
   return messages;
 }
 
