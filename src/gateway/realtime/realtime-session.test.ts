@@ -339,6 +339,49 @@ describe('RealtimeSession', () => {
     ]);
   });
 
+  it('input_audio parts of a user item are transcribed (or their transcript taken) before the LLM hears the item', async () => {
+    const seen: ChatMessage[][] = [];
+    const llm: ChatResponder = {
+      kind: 'llm',
+      async *stream(messages) {
+        seen.push([...messages]);
+        yield { type: 'text', text: 'Ok.' };
+      },
+    };
+    const h = harness({ llm });
+    h.send({ ...CONFIGURE, session: { ...CONFIGURE.session, output_modalities: ['text'] } });
+    // One second of 24 kHz pcm16: ten words from the fake transcriber (one per 100 ms).
+    const second = Buffer.from(new Int16Array(24_000).fill(1000).buffer).toString('base64');
+    h.send({
+      type: 'conversation.item.create',
+      item: {
+        type: 'message',
+        role: 'user',
+        content: [
+          { type: 'input_text', text: 'listen:' },
+          { type: 'input_audio', audio: second },
+          { type: 'input_audio', audio: second, transcript: 'already known' },
+        ],
+      },
+    });
+    h.send({ type: 'response.create' });
+    await h.settle();
+    assert.equal(h.transcribed.length, 1, 'only the part without a transcript is transcribed');
+    assert.equal(h.transcribed[0]!.priority, 'high');
+    const words = seen[0]!.at(-1)!.content.split(' ');
+    assert.deepEqual([words[0], words.at(-2), words.at(-1)], ['listen:', 'already', 'known']);
+    assert.ok(words.length >= 12, words.join(' '));
+    const added = h.events.find((e) => e.type === 'conversation.item.added')!.item as { content: { type: string; audio?: unknown }[] };
+    assert.equal(added.content[1]!.audio, undefined, 'the audio is not echoed back');
+    assert.ok(h.types().includes('conversation.item.input_audio_transcription.completed'));
+    h.send({
+      type: 'conversation.item.create',
+      item: { type: 'message', role: 'user', content: [{ type: 'input_audio', audio: 'not base64!' }] },
+    });
+    await h.settle();
+    assert.equal((h.events.at(-1)!.error as { code: string }).code, 'invalid_audio_data');
+  });
+
   it('a binary frame, or a response.create while one is in progress, is an error event', async () => {
     const h = harness();
     h.send({ type: 'session.update', session: { type: 'realtime', audio: { input: { turn_detection: null } } } });

@@ -656,20 +656,68 @@ class Session implements RealtimeSession {
       throw errors.invalidParameter({ param: 'item.role', expected: "'user', 'assistant' or 'system'", got: role });
     }
     const content = Array.isArray(item.content) ? (item.content as unknown[]) : [];
-    const texts: string[] = [];
+    // Each part's text: a text part's own, an audio part's transcript (given, or transcribed here).
+    const texts: (string | Int16Array)[] = [];
     for (const part of content) {
+      if (isRecord(part) && part.type === 'input_audio' && role === 'user') {
+        if (typeof part.transcript === 'string' && part.transcript !== '') texts.push(part.transcript);
+        else texts.push(this.#decodeAudioPart(part.audio));
+        continue;
+      }
       if (!isRecord(part) || typeof part.text !== 'string' || !['input_text', 'text', 'output_text'].includes(String(part.type))) {
-        throw errors.invalidParameter({ param: 'item.content', expected: 'text parts (input_text, text or output_text)', got: part });
+        throw errors.invalidParameter({
+          param: 'item.content',
+          expected: 'text parts (input_text, text or output_text), or input_audio parts of a user item',
+          got: isRecord(part) && typeof part.audio === 'string' ? { ...part, audio: `(${part.audio.length} characters)` } : part,
+        });
       }
       texts.push(part.text);
     }
     const id = typeof item.id === 'string' && item.id !== '' ? item.id : newId('item');
     const previous = this.#items.at(-1)?.id ?? null;
-    this.#addItem(
-      { id, role, text: texts.join(' ') },
-      { id, object: 'realtime.item', type: 'message', status: 'completed', role, content },
-      previous,
+    const audio = texts.filter((t): t is Int16Array => typeof t !== 'string');
+    const conversationItem: ConversationItem = { id, role, text: texts.filter((t) => typeof t === 'string').join(' ') };
+    // The audio is not echoed back: its parts are listed with their transcript, null until it is final.
+    const shown = content.map((part) =>
+      isRecord(part) && part.type === 'input_audio' ? { type: 'input_audio', transcript: part.transcript ?? null } : part,
     );
+    this.#addItem(conversationItem, { id, object: 'realtime.item', type: 'message', status: 'completed', role, content: shown }, previous);
+    if (audio.length === 0) return;
+    const isReported = this.#settings.kind === 'transcription' || this.#settings.transcriptionModel !== undefined;
+    conversationItem.transcript = Promise.all(audio.map((a) => this.#transcribe(a, 'high'))).then(
+      (transcripts) => {
+        let next = 0;
+        conversationItem.text = texts
+          .map((t) => (typeof t === 'string' ? t : transcripts[next++]!))
+          .join(' ')
+          .trim();
+        const transcript = transcripts.join(' ');
+        if (isReported && !this.#isClosed) {
+          this.#send({ type: 'conversation.item.input_audio_transcription.completed', item_id: id, content_index: 0, transcript });
+        }
+        return transcript;
+      },
+      (err: unknown) => {
+        const error = toServiceError(err, { maxBodyBytes: 0, contentType: undefined });
+        if (isReported && error.kind !== 'cancelled' && !this.#isClosed) {
+          this.#send({
+            type: 'conversation.item.input_audio_transcription.failed',
+            item_id: id,
+            content_index: 0,
+            error: { type: 'transcription_error', code: error.code, message: error.message, param: null },
+          });
+        }
+        return '';
+      },
+    );
+  }
+
+  /** An input_audio part's audio: base64 in the session's input format, as 16 kHz samples. */
+  #decodeAudioPart(audio: unknown): Int16Array {
+    if (!this.#isConfigured) throw errors.sessionNotConfigured();
+    const format = this.#settings.inputFormat;
+    const bytes = decodeAppend(audio, { format, maxAppendBytes: this.#options.maxAppendBytes });
+    return createInputConverter(format, this.#deps.kernel).push(bytes);
   }
 
   /** A function's result, for a later response.create to give the LLM. */
