@@ -38,6 +38,7 @@ import torch
 
 from voxmux_host.boot_stages import StageTimer
 from voxmux_host.errors import InstanceError
+from voxmux_host.load_options import is_int, resolve_device
 from voxmux_host.model_api import (
     AdapterStats,
     BatchFinish,
@@ -145,12 +146,12 @@ def _parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
         problems.extend(_fp8_problems(options))
     for key in ("batchSizes", "lengthBucketsMs"):
         value = options[key]
-        if not isinstance(value, list) or not value or not all(_is_int(v) and v > 0 for v in value):
+        if not isinstance(value, list) or not value or not all(is_int(v) and v > 0 for v in value):
             problems.append(f"Expected {key} to be a non-empty list of positive integers: got {value!r}")
     if options["weightRead"] not in ("parallel", "stream"):
         problems.append(f"Expected weightRead to be parallel or stream: got {options['weightRead']!r}")
     for key in ("seed", "decodeChunkSteps", "probeTimeoutMs", "weightReadThreads"):
-        if not _is_int(options[key]) or options[key] < (0 if key == "seed" else 1):
+        if not is_int(options[key]) or options[key] < (0 if key == "seed" else 1):
             kind = "non-negative" if key == "seed" else "positive"
             problems.append(f"Expected {key} to be a {kind} integer: got {options[key]!r}")
     if not isinstance(options["cudnnBenchmark"], bool):
@@ -210,24 +211,6 @@ def _fp8_device_problem(name: str) -> Optional[str]:
     return None
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise InstanceError("load_failed", f"Expected a CUDA device for device {name!r}: CUDA is not available")
-        if device.index is None:
-            device = torch.device("cuda", 0)
-    elif device.type != "cpu":
-        raise InstanceError("load_failed", f"Expected device to be auto, cpu, cuda or cuda:N: got {name!r}")
-    return device
-
-
 def _tensor_bytes(model: torch.nn.Module) -> int:
     """Bytes of the model's parameters and buffers (what the device upload moved, in their final type)."""
     return sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
@@ -263,7 +246,7 @@ class ParakeetAdapter:
         options = _parse_options(dict(ctx.options))
         self._options = options
         timer = StageTimer()
-        device = _resolve_device(str(options["device"]))
+        device = resolve_device(str(options["device"]))
         self._device = device
         if device.type == "cuda":
             with timer.stage("device_init"):

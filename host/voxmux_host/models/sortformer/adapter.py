@@ -42,6 +42,7 @@ import numpy.typing as npt
 import torch
 
 from voxmux_host.errors import InstanceError
+from voxmux_host.load_options import is_int, is_number, resolve_device
 from voxmux_host.model_api import (
     AdapterStats,
     ItemFailure,
@@ -118,14 +119,6 @@ class SortformerStats(AdapterStats):
     audio_seconds: float = 0.0
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def parse_options(raw: Dict[str, Any]) -> Tuple[Dict[str, Any], StreamingParams, PostProcessingParams]:
     unknown = sorted(set(raw) - set(DEFAULT_OPTIONS))
     if unknown:
@@ -139,16 +132,16 @@ def parse_options(raw: Dict[str, Any]) -> Tuple[Dict[str, Any], StreamingParams,
         problems.append(f"Expected checkpoint to be a path: got {options['checkpoint']!r}")
     if options["dtype"] is not None and options["dtype"] not in _DTYPES:
         problems.append(f"Expected dtype to be one of {sorted(_DTYPES)}: got {options['dtype']!r}")
-    if not _is_int(options["seed"]) or options["seed"] < 0:
+    if not is_int(options["seed"]) or options["seed"] < 0:
         problems.append(f"Expected seed to be a non-negative integer: got {options['seed']!r}")
     for key in ("cudaGraphs", "compileEncoder"):
         if not isinstance(options[key], bool):
             problems.append(f"Expected {key} to be true or false: got {options[key]!r}")
     if options["compileEncoder"] is True and not hasattr(torch, "compile"):
         problems.append(f"compileEncoder needs torch >= 2.0: this is torch {torch.__version__}")
-    if not _is_int(options["maxBatchSize"]) or options["maxBatchSize"] < 1:
+    if not is_int(options["maxBatchSize"]) or options["maxBatchSize"] < 1:
         problems.append(f"Expected maxBatchSize to be a positive integer: got {options['maxBatchSize']!r}")
-    if not _is_number(options["maxItemSeconds"]) or options["maxItemSeconds"] <= 0:
+    if not is_number(options["maxItemSeconds"]) or options["maxItemSeconds"] <= 0:
         problems.append(f"Expected maxItemSeconds to be a positive number: got {options['maxItemSeconds']!r}")
     streaming = PRESETS.get(str(options["preset"]))
     if streaming is None:
@@ -159,7 +152,7 @@ def parse_options(raw: Dict[str, Any]) -> Tuple[Dict[str, Any], StreamingParams,
         value = options[key]
         if value is None:
             continue
-        if not _is_int(value):
+        if not is_int(value):
             problems.append(f"Expected {key} to be an integer: got {value!r}")
         else:
             changes[name] = value
@@ -174,7 +167,7 @@ def parse_options(raw: Dict[str, Any]) -> Tuple[Dict[str, Any], StreamingParams,
         value = options[key]
         if value is None:
             continue
-        if not _is_number(value):
+        if not is_number(value):
             problems.append(f"Expected {key} to be a number: got {value!r}")
         else:
             post_changes[name] = float(value)
@@ -193,23 +186,6 @@ def max_state_bytes(config: SortformerConfig, params: StreamingParams, storage_d
     window = params.chunk_window_frames * config.samples_per_frame + config.n_fft + config.hop_length + 1
     return (frames * (config.fc_d_model * esize + config.n_speakers * 4) + config.fc_d_model * 4 + window * 2
             + STATE_HEADER_RESERVE)
-
-
-def _resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError as exc:
-        raise InstanceError("load_failed", f"Expected device to be auto, cpu, cuda or cuda:N: got {name!r}") from exc
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise InstanceError("load_failed", f"Expected a CUDA device for device {name!r}: CUDA is not available")
-        if device.index is None:
-            device = torch.device("cuda", 0)
-    elif device.type != "cpu":
-        raise InstanceError("load_failed", f"Expected device to be auto, cpu, cuda or cuda:N: got {name!r}")
-    return device
 
 
 def _check_streaming(config: SortformerConfig, params: StreamingParams, storage_dtype: torch.dtype) -> int:
@@ -257,7 +233,7 @@ class SortformerAdapter:
     # ---------------------------------------------------------------- lifecycle
     def load(self, ctx: LoadContext) -> LoadInfo:
         options, params, post = parse_options(dict(ctx.options))
-        device = _resolve_device(str(options["device"]))
+        device = resolve_device(str(options["device"]))
         if device.type == "cuda":
             torch.cuda.set_device(device)
         dtype_name = str(options["dtype"] or ("bf16" if device.type == "cuda" else "fp32"))
@@ -375,7 +351,7 @@ class SortformerAdapter:
                                                 f"{audio.shape[0] / config.sample_rate_hz:.3f} s")
         options = item.options or {}
         bad = [key for key in ("minSpeakers", "maxSpeakers")
-               if key in options and options[key] is not None and (not _is_int(options[key]) or options[key] < 1)]
+               if key in options and options[key] is not None and (not is_int(options[key]) or options[key] < 1)]
         if bad:
             return ItemFailure("unsupported_option", f"Expected {' and '.join(bad)} to be integers >= 1: got "
                                                      f"{[options[k] for k in bad]}")

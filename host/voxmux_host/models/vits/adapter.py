@@ -43,6 +43,7 @@ import torch
 
 from voxmux_host.boot_stages import StageTimer
 from voxmux_host.errors import InstanceError
+from voxmux_host.load_options import is_int, resolve_device
 from voxmux_host.model_api import (AdapterStats, LoadContext, LoadInfo, ResourceInfo, ResourceLoad, StreamPiece,
                                    StreamRequest, WarmupInfo)
 
@@ -138,7 +139,7 @@ class VitsAdapter:
         options = parse_options(ctx.options)
         self._options = options
         self._config = PRESETS[options['config']]
-        self._device = _resolve_device(str(options['device']))
+        self._device = resolve_device(str(options['device']))
         if self._device.type == 'cuda':
             torch.cuda.set_device(self._device)
         dtype_name = options['dtype'] or 'fp32'
@@ -462,19 +463,19 @@ def parse_options(given: Dict[str, Any]) -> Dict[str, Any]:
     if options['dtype'] is not None and options['dtype'] not in DTYPES:
         problems.append(f"dtype must be one of {sorted(DTYPES)}: got {options['dtype']!r}")
     for key in ('randomVoices', 'seed', 'noiseSeed'):
-        if not _is_int(options[key]) or options[key] < 0:
+        if not is_int(options[key]) or options[key] < 0:
             problems.append(f'{key} must be an integer >= 0: got {options[key]!r}')
     for key in ('maxBatchWindows', 'chunkFrames', 'probeTimeoutMs'):
-        if not _is_int(options[key]) or options[key] < 1:
+        if not is_int(options[key]) or options[key] < 1:
             problems.append(f'{key} must be an integer >= 1: got {options[key]!r}')
-    if not _is_int(options['paddingFrames']) or options['paddingFrames'] < 0:
+    if not is_int(options['paddingFrames']) or options['paddingFrames'] < 0:
         problems.append(f"paddingFrames must be an integer >= 0: got {options['paddingFrames']!r}")
     for key in ('residentBudgetBytes', 'hostBudgetBytes'):
         value = options[key]
-        if value is not None and (not _is_int(value) or value < 0):
+        if value is not None and (not is_int(value) or value < 0):
             problems.append(f'{key} must be null or an integer >= 0: got {value!r}')
     sizes = options['graphBatchSizes']
-    if not isinstance(sizes, list) or not sizes or not all(_is_int(s) and s >= 1 for s in sizes):
+    if not isinstance(sizes, list) or not sizes or not all(is_int(s) and s >= 1 for s in sizes):
         problems.append(f'graphBatchSizes must be a non-empty list of integers >= 1: got {sizes!r}')
     preload = options['preloadVoices']
     if not isinstance(preload, list) or not all(isinstance(n, str) for n in preload):
@@ -506,27 +507,6 @@ def parse_params(params: Dict[str, Any], resource: Optional[str]) -> Tuple[List[
     if isinstance(speed, bool) or not isinstance(speed, (int, float)) or not SPEED_RANGE[0] <= speed <= SPEED_RANGE[1]:
         raise InstanceError('unsupported_option', f'Expected speed between 0.25 and 4: got {speed!r}')
     seed = params.get('seed', None)
-    if seed is not None and (not _is_int(seed) or seed < 0):
+    if seed is not None and (not is_int(seed) or seed < 0):
         raise InstanceError('unsupported_option', f'Expected seed: an integer >= 0, got {seed!r}')
     return list(sentences), voice, float(speed), int(seed) if seed is not None else -1
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _resolve_device(name: str) -> torch.device:
-    if name == 'auto':
-        return torch.device('cuda:0' if torch.cuda.is_available() else 'cpu')
-    try:
-        device = torch.device(name)
-    except RuntimeError as err:
-        raise InstanceError('load_failed', f'Expected device auto, cpu, cuda or cuda:N: got {name!r}') from err
-    if device.type == 'cuda':
-        if not torch.cuda.is_available():
-            raise InstanceError('load_failed', f'Expected a CUDA device for device {name!r}: CUDA is not available')
-        if device.index is None:
-            device = torch.device('cuda', 0)
-    elif device.type != 'cpu':
-        raise InstanceError('load_failed', f'Expected device auto, cpu, cuda or cuda:N: got {name!r}')
-    return device

@@ -28,7 +28,6 @@ Per request: ``language`` (an ISO 639-1 code the model knows; detected from the 
 """
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -39,6 +38,7 @@ import numpy as np
 import torch
 
 from voxmux_host.errors import InstanceError
+from voxmux_host.load_options import is_int, is_number, resolve_device
 from voxmux_host.model_api import (AdapterStats, BatchFinish, BatchInput, BatchOutput, ItemFailure, LoadContext,
                                    LoadInfo, Segment, StagedBatch, Transcript, WarmupInfo, Word, seconds)
 
@@ -100,14 +100,6 @@ class WhisperStats(AdapterStats):
     tokens_per_audio_second: float = 0.0
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
     """The options with defaults; InstanceError('load_failed') naming every problem."""
     unknown = sorted(set(raw) - set(DEFAULT_OPTIONS))
@@ -124,20 +116,20 @@ def parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
     if options["dtype"] is not None and options["dtype"] not in _DTYPES:
         problems.append(f"Expected dtype to be one of {sorted(_DTYPES)}: got {options['dtype']!r}")
     sizes = options["batchSizes"]
-    if not isinstance(sizes, list) or not sizes or not all(_is_int(v) and 0 < v <= 1024 for v in sizes):
+    if not isinstance(sizes, list) or not sizes or not all(is_int(v) and 0 < v <= 1024 for v in sizes):
         problems.append(f"Expected batchSizes to be a non-empty list of integers from 1 to 1024: got {sizes!r}")
     for key in ("seed", "probeTimeoutMs"):
-        if not _is_int(options[key]) or options[key] < (0 if key == "seed" else 1):
+        if not is_int(options[key]) or options[key] < (0 if key == "seed" else 1):
             problems.append(f"Expected {key} to be a {'non-negative' if key == 'seed' else 'positive'} integer: "
                             f"got {options[key]!r}")
     increment = options["temperatureIncrement"]
-    if not _is_number(increment) or not 0 <= increment <= 1:
+    if not is_number(increment) or not 0 <= increment <= 1:
         problems.append(f"Expected temperatureIncrement to be a number from 0 to 1: got {increment!r}")
     for key in ("compressionRatioThreshold", "logprobThreshold", "noSpeechThreshold"):
-        if options[key] is not None and not _is_number(options[key]):
+        if options[key] is not None and not is_number(options[key]):
             problems.append(f"Expected {key} to be a number or null: got {options[key]!r}")
     budget = options["maxTokensPerAudioSecond"]
-    if budget is not None and (not _is_number(budget) or budget <= 0):
+    if budget is not None and (not is_number(budget) or budget <= 0):
         problems.append(f"Expected maxTokensPerAudioSecond to be a positive number or null: got {budget!r}")
     for key in ("cudaGraphs", "conditionOnPreviousText"):
         if not isinstance(options[key], bool):
@@ -145,22 +137,6 @@ def parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
     if problems:
         raise InstanceError("load_failed", "Invalid whisper options: " + "; ".join(problems))
     return options
-
-
-def _resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError as exc:
-        raise InstanceError("load_failed", f"Expected device to be auto, cpu, cuda or cuda:N: got {name!r}") from exc
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise InstanceError("load_failed", f"Expected a CUDA device for device {name!r}: CUDA is not available")
-        return torch.device("cuda", 0 if device.index is None else device.index)
-    if device.type != "cpu":
-        raise InstanceError("load_failed", f"Expected device to be auto, cpu, cuda or cuda:N: got {name!r}")
-    return device
 
 
 def load_weights(options: Dict[str, Any]) -> Tuple[WhisperModel, WhisperTokenizer, str, str]:
@@ -230,7 +206,7 @@ class WhisperAdapter:
     def load(self, ctx: LoadContext) -> LoadInfo:
         options = parse_options(dict(ctx.options))
         self._options = options
-        device = _resolve_device(str(options["device"]))
+        device = resolve_device(str(options["device"]))
         self._device = device
         if device.type == "cuda":
             torch.cuda.set_device(device)
