@@ -20,7 +20,7 @@ import { createDemoResponder } from './demo-responder.js';
 import { toClientEventName } from './event-names.js';
 import { createLlmGate } from './llm-gate.js';
 import { createRealtimeSession, type RealtimeSessionOptions } from './realtime-session.js';
-import { DEFAULT_TURN_DETECTION, type SessionSettings } from './session-config.js';
+import { newSessionSettings } from './session-config.js';
 
 /** A realtime session's settings (the `realtime` config section). */
 export interface RealtimeOptions {
@@ -131,22 +131,11 @@ export function registerRealtimeRoutes(app: FastifyInstance, options: GatewayOpt
         return;
       }
       kernel ??= createFirKernel();
-      const settings: SessionSettings = {
+      const settings = newSessionSettings({
         kind: query.intent === 'transcription' ? 'transcription' : 'realtime',
         model: query.model ?? 'voxmux-realtime',
         instructions: realtime.instructions,
-        outputModalities: ['audio'],
-        inputFormat: 'pcm16',
-        outputFormat: 'pcm16',
-        voice: 'alloy',
-        speed: 1,
-        transcriptionModel: undefined,
-        language: undefined,
-        turnDetection: { ...DEFAULT_TURN_DETECTION },
-        maxOutputTokens: 'inf',
-        tools: [],
-        toolChoice: 'auto',
-      };
+      });
       const sessionOptions: RealtimeSessionOptions = {
         sessionId,
         shape,

@@ -11,7 +11,7 @@ import type { ChatMessage, ChatResponder } from './chat-responder.js';
 import { createDemoResponder } from './demo-responder.js';
 import { createLlmGate } from './llm-gate.js';
 import { createRealtimeSession, type RealtimeSessionDeps, type ServerEvent } from './realtime-session.js';
-import { DEFAULT_TURN_DETECTION } from './session-config.js';
+import { newSessionSettings } from './session-config.js';
 
 /** A speech stream whose chunks the test releases one by one. */
 function gatedStream() {
@@ -84,22 +84,7 @@ function harness(options: { partialIntervalMs?: number; llm?: ChatResponder } = 
     {
       sessionId: 'sess_test',
       shape: 'ga',
-      settings: {
-        kind: 'realtime',
-        model: 'gpt-realtime',
-        instructions: 'Be brief.',
-        outputModalities: ['audio'],
-        inputFormat: 'pcm16',
-        outputFormat: 'pcm16',
-        voice: 'alloy',
-        speed: 1,
-        transcriptionModel: undefined,
-        language: undefined,
-        turnDetection: { ...DEFAULT_TURN_DETECTION },
-        maxOutputTokens: 'inf',
-        tools: [],
-        toolChoice: 'auto',
-      },
+      settings: newSessionSettings({ kind: 'realtime', model: 'gpt-realtime', instructions: 'Be brief.' }),
       maxAppendBytes: 1 << 20,
       maxBufferMs: 60_000,
       partialIntervalMs: options.partialIntervalMs ?? 0,

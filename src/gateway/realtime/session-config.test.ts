@@ -1,23 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { applySessionUpdate, DEFAULT_TURN_DETECTION, toSessionObject, type SessionSettings } from './session-config.js';
+import { applySessionUpdate, DEFAULT_TURN_DETECTION, newSessionSettings, toSessionObject, type SessionSettings } from './session-config.js';
 
-const BASE: SessionSettings = {
-  kind: 'realtime',
-  model: 'gpt-realtime',
-  instructions: 'Be brief.',
-  outputModalities: ['audio'],
-  inputFormat: 'pcm16',
-  outputFormat: 'pcm16',
-  voice: 'alloy',
-  speed: 1,
-  transcriptionModel: undefined,
-  language: undefined,
-  turnDetection: { ...DEFAULT_TURN_DETECTION },
-  maxOutputTokens: 'inf',
-  tools: [],
-  toolChoice: 'auto',
-};
+const BASE: SessionSettings = newSessionSettings({ kind: 'realtime', model: 'gpt-realtime', instructions: 'Be brief.' });
 
 function codeOf(fn: () => unknown): string {
   try {

@@ -56,6 +56,24 @@ export const DEFAULT_TURN_DETECTION: TurnDetectionSettings = {
   interruptResponse: true,
 };
 
+/** A new session's settings, before any session.update: the realtime API's defaults. */
+export function newSessionSettings(p: { kind: SessionSettings['kind']; model: string; instructions: string }): SessionSettings {
+  return {
+    ...p,
+    outputModalities: ['audio'],
+    inputFormat: 'pcm16',
+    outputFormat: 'pcm16',
+    voice: 'alloy',
+    speed: 1,
+    transcriptionModel: undefined,
+    language: undefined,
+    turnDetection: { ...DEFAULT_TURN_DETECTION },
+    maxOutputTokens: 'inf',
+    tools: [],
+    toolChoice: 'auto',
+  };
+}
+
 type Json = Record<string, unknown>;
 
 function isRecord(value: unknown): value is Json {
