@@ -235,22 +235,24 @@ export function createCallWorkload(options: CallWorkloadOptions): CallWorkload {
       headers: options.apiKey === undefined ? {} : { authorization: `Bearer ${options.apiKey}` },
     });
     const call = new Call(`c${opened}`, socket);
+    let detach = (): void => undefined;
     await new Promise<void>((resolve, reject) => {
       const onAbort = () => reject(context.signal.reason as Error);
+      if (context.signal.aborted) return onAbort();
       context.signal.addEventListener('abort', onAbort, { once: true });
-      socket.once('open', () => {
-        context.signal.removeEventListener('abort', onAbort);
-        resolve();
-      });
+      detach = () => context.signal.removeEventListener('abort', onAbort);
+      socket.once('open', () => resolve());
       socket.once('error', reject);
       socket.once('unexpected-response', (request, response) => {
         request.destroy();
         reject(Object.assign(new Error(`HTTP ${response.statusCode}`), { code: `http_${response.statusCode}` }));
       });
-    }).catch((err: unknown) => {
-      socket.terminate();
-      throw err;
-    });
+    })
+      .catch((err: unknown) => {
+        socket.terminate();
+        throw err;
+      })
+      .finally(() => detach());
     live.add(call);
     try {
       await untilEvent(call, 'session.created', context.signal);
