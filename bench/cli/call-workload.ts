@@ -83,7 +83,8 @@ class Call {
   readonly id: string;
   turns = 0;
   readonly #socket: WebSocket;
-  readonly #events: ServerEvent[] = [];
+  /** Events not yet read, with when they arrived. */
+  readonly #events: { event: ServerEvent; atMs: number }[] = [];
   #waiter: (() => void) | undefined;
   #closed: Error | undefined;
   // The microphone: frames are due every FRAME_MS from #micStartMs; speech is sent first, silence after.
@@ -94,14 +95,14 @@ class Call {
   #onSpeechEnd: ((atMs: number) => void) | undefined;
   #isMicOn = false;
 
-  constructor(id: string, socket: WebSocket) {
+  constructor(id: string, socket: WebSocket, nowMs: () => number) {
     this.id = id;
     this.#socket = socket;
     socket.on('message', (data) => {
       try {
-        this.#events.push(JSON.parse(String(data)) as ServerEvent);
+        this.#events.push({ event: JSON.parse(String(data)) as ServerEvent, atMs: nowMs() });
       } catch {
-        this.#events.push({ type: 'bench.bad_event' });
+        this.#events.push({ event: { type: 'bench.bad_event' }, atMs: nowMs() });
       }
       this.#wake();
     });
@@ -130,10 +131,10 @@ class Call {
   }
 
   /** The next event, or an error when the call closed or `signal` aborted. */
-  async next(signal: AbortSignal): Promise<ServerEvent> {
+  async next(signal: AbortSignal): Promise<{ event: ServerEvent; atMs: number }> {
     for (;;) {
-      const event = this.#events.shift();
-      if (event !== undefined) return event;
+      const next = this.#events.shift();
+      if (next !== undefined) return next;
       if (this.#closed !== undefined) throw this.#closed;
       if (signal.aborted) throw signal.reason;
       await new Promise<void>((resolve) => {
@@ -234,7 +235,7 @@ export function createCallWorkload(options: CallWorkloadOptions): CallWorkload {
     const socket = new WebSocket(options.realtimeUrl, {
       headers: options.apiKey === undefined ? {} : { authorization: `Bearer ${options.apiKey}` },
     });
-    const call = new Call(`c${opened}`, socket);
+    const call = new Call(`c${opened}`, socket, () => context.clock.nowMs());
     let detach = (): void => undefined;
     await new Promise<void>((resolve, reject) => {
       const onAbort = () => reject(context.signal.reason as Error);
@@ -337,19 +338,28 @@ export function createCallWorkload(options: CallWorkloadOptions): CallWorkload {
         const tracker = createPlaybackTracker({ startMs: endOfSpeechMs, bytesPerSecond: BYTES_PER_SECOND });
         let transcript: string | undefined;
         let firstAudioMs: number | undefined;
+        // The turn's answer is the response created after the end of the caller's speech. One created
+        // before it answered part of the utterance (server VAD committed at a pause in it) and is
+        // not this turn's: its events are skipped.
+        let answerId: string | undefined;
         for (;;) {
-          const event = await call.next(context.signal);
-          const now = context.clock.nowMs();
-          if (event.type === 'conversation.item.input_audio_transcription.completed' && transcript === undefined) {
-            transcript = String(event.transcript ?? '');
-            stagesMs.transcript = round(now - endOfSpeechMs);
-          } else if (event.type === 'response.output_audio.delta') {
-            firstAudioMs ??= now;
-            tracker.add(now, Buffer.from(String(event.delta ?? ''), 'base64').length);
-          } else if (event.type === 'error') {
+          const { event, atMs } = await call.next(context.signal);
+          const responseId = event.response_id ?? (event.response as { id?: unknown } | undefined)?.id;
+          if (event.type === 'error') {
             const error = (event.error ?? {}) as { code?: unknown };
             return fail(typeof error.code === 'string' ? error.code : 'server_error');
-          } else if (event.type === 'response.done') {
+          }
+          if (atMs < endOfSpeechMs) continue;
+          // The last final transcript before the answer's audio: the transcript of the commit it answers.
+          if (event.type === 'conversation.item.input_audio_transcription.completed' && firstAudioMs === undefined) {
+            transcript = String(event.transcript ?? '');
+            stagesMs.transcript = round(atMs - endOfSpeechMs);
+          } else if (event.type === 'response.created') {
+            answerId ??= String(responseId);
+          } else if (event.type === 'response.output_audio.delta' && responseId === answerId) {
+            firstAudioMs ??= atMs;
+            tracker.add(atMs, Buffer.from(String(event.delta ?? ''), 'base64').length);
+          } else if (event.type === 'response.done' && responseId === answerId) {
             const status = (event.response as { status?: unknown } | undefined)?.status;
             if (status !== 'completed') return fail(`response_${String(status)}`);
             break;
@@ -406,7 +416,7 @@ const round = (ms: number) => Math.round(ms * 10) / 10;
 
 async function untilEvent(call: Call, type: string, signal: AbortSignal): Promise<ServerEvent> {
   for (;;) {
-    const event = await call.next(signal);
+    const { event } = await call.next(signal);
     if (event.type === type) return event;
     if (event.type === 'error') {
       const error = (event.error ?? {}) as { code?: unknown };
