@@ -4,14 +4,16 @@
  * stages from the end of the caller's speech (transcript, the LLM's first token, first audio byte,
  * first audio byte less the LLM's time), stalls of the answer's audio, the most concurrent calls
  * that meet the SLO, and the cost of a 5- and a 20-minute call. The callers' utterances are
- * synthesized once, before the ramp, by the server's own /v1/audio/speech in several voices.
+ * synthesized once, before the ramp, by the server's own /v1/audio/speech in several voices, or read
+ * from a folder an earlier run saved them to (call-utterances.ts).
  * With --fake-llm the bench runs a local OpenAI-compatible LLM with a set first-token delay and
  * token rate (fake-llm.ts): point the server's `realtime.llm.baseUrl` at it, and the LLM's time is
  * measured apart from the server's.
  */
 import { resolve } from 'node:path';
 import { usageError } from './bench-error.js';
-import { createCallWorkload, type CallTotals, type CallUtterance } from './call-workload.js';
+import { loadUtterances, saveUtterances, synthesizeUtterances } from './call-utterances.js';
+import { createCallWorkload, type CallTotals } from './call-workload.js';
 import { defineCommand, type FlagValues } from './command.js';
 import { startFakeLlm, type FakeLlm } from './fake-llm.js';
 import { numberFlag, optionalNumber } from './flags.js';
@@ -20,7 +22,6 @@ import { RAMP_FLAGS, runRampCommand, toRampConfig, type RampConfig, type RampDef
 import type { BenchResults } from './report.js';
 import { readTextFile } from './speech-texts.js';
 import { resolveTargetUrls } from './target.js';
-import { errorCodeFromBody, readText } from './transcribe-workload.js';
 
 const CALL_DEFAULTS: RampDefaults = {
   concurrency: '1,2,4,8,16,32',
@@ -65,6 +66,9 @@ call options:
   --speech-model MODEL      synthesizes the callers' utterances, before the ramp (default tts-1)
   --voices LIST             callers' voices, comma-separated (default alloy,ash,echo)
   --text-file FILE          utterances, one per line (default 8 built-in caller sentences)
+  --save-utterances DIR     also write the synthesized utterances to DIR (raw pcm16 + utterances.json)
+  --utterances DIR          read the utterances from DIR instead of synthesizing them (a server
+                            without caller voices: save them with another server's speech first)
   --turns-per-call N        turns before a caller hangs up and calls again (default 10)
   --think-ms MIN-MAX        a caller's pause before speaking (default 400-1200)
   --silence-ms MS           server VAD silence_duration_ms (default 500)
@@ -95,6 +99,8 @@ const CALL_FLAGS = {
   'speech-model': { type: 'string' },
   voices: { type: 'string' },
   'text-file': { type: 'string' },
+  'save-utterances': { type: 'string' },
+  utterances: { type: 'string' },
   'turns-per-call': { type: 'string' },
   'think-ms': { type: 'string' },
   'silence-ms': { type: 'string' },
@@ -113,6 +119,9 @@ interface CallConfig extends RampConfig {
   speechModel: string;
   voices: string[];
   texts: readonly string[];
+  /** Where to read the utterances from instead of synthesizing them. */
+  utterancesDir?: string;
+  saveUtterancesDir?: string;
   turnsPerCall: number;
   thinkMs: [number, number];
   silenceMs: number;
@@ -133,8 +142,15 @@ export const callCommand = defineCommand({
     const config = await toCallConfig(values, cwd);
     const urls = resolveTargetUrls(config.url, config.metricsUrl === undefined ? {} : { metricsUrl: config.metricsUrl });
     const realtimeUrl = `${urls.origin.replace(/^http/, 'ws')}/v1/realtime?model=${encodeURIComponent(config.model)}`;
-    io.stdout.write(`Synthesizing ${config.voices.length} x ${config.texts.length} caller utterances with ${config.speechModel}\n`);
-    const utterances = await synthesizeUtterances(config, urls.speech, fetchFn);
+    let utterances;
+    if (config.utterancesDir !== undefined) {
+      utterances = await loadUtterances(config.utterancesDir);
+      io.stdout.write(`Read ${utterances.length} caller utterances from ${config.utterancesDir}\n`);
+    } else {
+      io.stdout.write(`Synthesizing ${config.voices.length} x ${config.texts.length} caller utterances with ${config.speechModel}\n`);
+      utterances = await synthesizeUtterances(config, urls.speech, fetchFn);
+      if (config.saveUtterancesDir !== undefined) await saveUtterances(config.saveUtterancesDir, utterances);
+    }
     let fakeLlm: FakeLlm | undefined;
     if (config.fakeLlm !== undefined) {
       const { host, port } = config.fakeLlm;
@@ -191,6 +207,11 @@ export const callCommand = defineCommand({
 
 async function toCallConfig(values: FlagValues<typeof CALL_FLAGS>, cwd: string): Promise<CallConfig> {
   const ramp = await toRampConfig({ ...values, model: values.model ?? 'voxmux-realtime' }, CALL_DEFAULTS, cwd);
+  if (values.utterances !== undefined) {
+    const clashing = (['speech-model', 'voices', 'text-file', 'save-utterances'] as const).filter((f) => values[f] !== undefined);
+    if (clashing.length > 0)
+      throw usageError(`Expected --utterances without --${clashing.join(', --')}: the saved utterances are used as they are`);
+  }
   const voices = (values.voices ?? 'alloy,ash,echo').split(',').map((v) => v.trim());
   if (voices.some((v) => v === '')) throw usageError(`Expected --voices to be a comma-separated list of voices: got '${values.voices}'`);
   const texts = values['text-file'] === undefined ? CALLER_SENTENCES : await readLines(resolve(cwd, values['text-file']));
@@ -220,6 +241,8 @@ async function toCallConfig(values: FlagValues<typeof CALL_FLAGS>, cwd: string):
     speechModel: values['speech-model'] ?? 'tts-1',
     voices,
     texts,
+    ...(values.utterances === undefined ? {} : { utterancesDir: resolve(cwd, values.utterances) }),
+    ...(values['save-utterances'] === undefined ? {} : { saveUtterancesDir: resolve(cwd, values['save-utterances']) }),
     turnsPerCall: numberFlag(values['turns-per-call'], '--turns-per-call', 10, { min: 1, max: 10_000, isInteger: true }),
     thinkMs: [Number(think[1]), Number(think[2])],
     silenceMs: numberFlag(values['silence-ms'], '--silence-ms', 500, { min: 100, max: 10_000, isInteger: true }),
@@ -237,33 +260,6 @@ async function toCallConfig(values: FlagValues<typeof CALL_FLAGS>, cwd: string):
 async function readLines(path: string): Promise<string[]> {
   const texts = await readTextFile(path);
   return texts.kind === 'lines' ? [...texts.lines] : [...texts.sentences];
-}
-
-/** Every voice saying every text, as 24 kHz pcm16 from the server's speech endpoint. */
-async function synthesizeUtterances(config: CallConfig, endpoint: string, fetchFn: typeof globalThis.fetch): Promise<CallUtterance[]> {
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
-  if (config.apiKey !== undefined) headers.authorization = `Bearer ${config.apiKey}`;
-  const utterances: CallUtterance[] = [];
-  for (const voice of config.voices) {
-    for (const text of config.texts) {
-      const signal = AbortSignal.timeout(config.timeoutMs);
-      const body = JSON.stringify({ model: config.speechModel, input: text, voice, response_format: 'pcm' });
-      let response: Response;
-      try {
-        response = await fetchFn(endpoint, { method: 'POST', headers, body, signal });
-      } catch (err) {
-        throw usageError(`Expected ${endpoint} to synthesize the callers' speech: ${(err as Error).message}`);
-      }
-      if (!response.ok) {
-        const code = errorCodeFromBody(await readText(response, signal), response.status);
-        throw usageError(`Expected ${endpoint} to synthesize '${text}' with voice ${voice}: got ${response.status} ${code}`);
-      }
-      const pcm = Buffer.from(await response.arrayBuffer());
-      if (pcm.length < 2) throw usageError(`Expected audio from ${endpoint} for voice ${voice}: got none`);
-      utterances.push({ voice, text, pcm });
-    }
-  }
-  return utterances;
 }
 
 const usd = (value: number) => `$${value < 0.01 ? value.toFixed(5) : value.toFixed(4)}`;

@@ -244,6 +244,7 @@ def summarize(out_dir: Path, command: str, commit: Optional[str]) -> Dict[str, A
             "runs": len(mine),
             "serverStartToReadyMsMedian": median([r["serverStartToReadyMs"] for r in mine]),
             "firstAnswerMsMedian": median([r["firstAnswerMs"] for r in mine if r.get("firstAnswerMs") is not None]),
+            "wakeAnswerMsMedian": median([r["wakeAnswerMs"] for r in mine if r.get("wakeAnswerMs") is not None]),
             "instanceSpawnToReadyMsMedian": median([b["totalMs"] for b in boots]),
             "processStartMsMedian": median([b["processStartMs"] for b in boots]),
             "loadMsMedian": median([b["loadMs"] for b in boots]),

@@ -14,8 +14,16 @@
 #    /health/ready polled every 0.2 s until the instance is ready, then one 45 s clip transcribed.
 #    Each instance's boot breakdown (process start, load, warmup and the adapter's stages) comes
 #    from /health/ready; the server log keeps its 'instance ready' line.
+#    Then (BOOT_BENCH_WAKE=1, the default) the model is put to sleep (POST /v1/models/parakeet/sleep),
+#    the page cache dropped again, and one clip sent to the stopped model: the time from that request
+#    to its answer is the wake-on-request figure (#20).
 # 4. Writes OUT_DIR/results.json (date, machine, commit, command, per-configuration medians, runs),
 #    again after every run.
+#
+# BOOT_BENCH_BASELINE_HOST: another model-host tree (an earlier commit's host/, e.g. from
+# `git archive COMMIT host | tar -x -C DIR`): the boots compared are then `baseline` (that tree) and
+# `parallel` (this one), both reading in parallel, to measure a change of the host's load path.
+# BOOT_BENCH_READ_REPEAT=0 skips the read comparison of step 2.
 #
 # On one H200 a boot of this model took about 30 s: the default 3 rounds (6 boots), the archive's
 # writing and the read comparison take about 6 to 8 minutes; BOOT_BENCH_ROUNDS=2 for a 10-minute limit.
@@ -30,7 +38,10 @@ out=${1:?usage: boot.sh OUT_DIR}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rounds=${BOOT_BENCH_ROUNDS:-3}
 nemo=${BOOT_BENCH_NEMO:-/var/tmp/voxmux-boot/parakeet-tdt-0.6b-synthetic.nemo}
-command_line="bash bench/gpu/boot.sh $out (BOOT_BENCH_ROUNDS=$rounds BOOT_BENCH_THREADS=${BOOT_BENCH_THREADS:-8})"
+baseline_host=${BOOT_BENCH_BASELINE_HOST:-}
+wake=${BOOT_BENCH_WAKE:-1}
+read_repeat=${BOOT_BENCH_READ_REPEAT:-3}
+command_line="bash bench/gpu/boot.sh $out (BOOT_BENCH_ROUNDS=$rounds BOOT_BENCH_THREADS=${BOOT_BENCH_THREADS:-8} BOOT_BENCH_WAKE=$wake BOOT_BENCH_READ_REPEAT=$read_repeat${baseline_host:+ BOOT_BENCH_BASELINE_HOST=$baseline_host})"
 commit=${BOOT_BENCH_COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}
 mkdir -p "$out/configs" "$out/runs" "$out/logs"
 export VOXMUX_SUPERVISOR_PYTHON_PATH=${VOXMUX_SUPERVISOR_PYTHON_PATH:-$(command -v python3)}
@@ -58,9 +69,13 @@ cat "$out/checkpoint.json"
 # Where the archive and the stream path's temporary copy live (a tmpfs there means memory, not disk).
 { df -T "$(dirname "$nemo")" "$(python3 -c 'import tempfile; print(tempfile.gettempdir())')"; free -g; } > "$out/filesystems.txt" 2>&1
 cat "$out/filesystems.txt"
-python3 "$root/bench/gpu/boot-weights.py" read-compare "$nemo" --repeat "${BOOT_BENCH_READ_REPEAT:-3}" \
-  --threads "${BOOT_BENCH_READ_THREADS:-4,8,16}" --out "$out/read-compare.json" > /dev/null || echo "read-compare failed"
-node "$root/bench/gpu/boot-configs.mjs" "$out/configs" "$root/host" "$nemo" || exit 1
+if [ "$read_repeat" -gt 0 ]; then
+  python3 "$root/bench/gpu/boot-weights.py" read-compare "$nemo" --repeat "$read_repeat" \
+    --threads "${BOOT_BENCH_READ_THREADS:-4,8,16}" --out "$out/read-compare.json" > /dev/null || echo "read-compare failed"
+fi
+node "$root/bench/gpu/boot-configs.mjs" "$out/configs" "$root/host" "$nemo" ${baseline_host:+"$(cd "$baseline_host" && pwd)"} || exit 1
+first=stream
+[ -n "$baseline_host" ] && first=baseline
 [ -f /tmp/voxmux-clip45.wav ] || python3 "$root/bench/gpu/make-clip.py" /tmp/voxmux-clip45.wav 45
 
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
@@ -78,7 +93,7 @@ transcribe_ms() {
 
 port=8500
 for round in $(seq 1 "$rounds"); do
-  if [ $((round % 2)) -eq 1 ]; then order="stream parallel"; else order="parallel stream"; fi
+  if [ $((round % 2)) -eq 1 ]; then order="$first parallel"; else order="parallel $first"; fi
   for name in $order; do
     port=$((port + 1))
     run="$name-round$round"
@@ -98,16 +113,27 @@ for round in $(seq 1 "$rounds"); do
     done
     if kill -0 "$server" 2>/dev/null && all_ready "http://127.0.0.1:$port/health/ready" > /dev/null 2>&1; then ok=true; fi
     ready_ms=$(( $(now_ms) - started ))
-    first_ms=null
+    first_ms=null wake_ms=null
     if $ok; then
       get "http://127.0.0.1:$port/health/ready" > "$out/runs/$run.ready.json"
       first_ms=$(transcribe_ms "http://127.0.0.1:$port" /tmp/voxmux-clip45.wav) || first_ms=null
       get "http://127.0.0.1:$port/metrics" > "$out/logs/$run.metrics.txt"
       grep '"instance ready"' "$out/logs/$run.server.log" | tail -1
       echo "ready after $ready_ms ms; first answer $first_ms ms"
+      if [ "$wake" = 1 ]; then
+        # A request at a stopped model: sleep it, drop the page cache, then time one clip to its answer.
+        if post "http://127.0.0.1:$port/v1/models/parakeet/sleep?wait=true" > /dev/null; then
+          python3 "$root/bench/gpu/boot-weights.py" drop-cache "$nemo" > /dev/null
+          wake_ms=$(transcribe_ms "http://127.0.0.1:$port" /tmp/voxmux-clip45.wav) || wake_ms=null
+          grep '"model woke"' "$out/logs/$run.server.log" | tail -1
+          echo "request at the stopped model answered after $wake_ms ms"
+        else
+          echo "sleep failed"
+        fi
+      fi
     fi
-    printf '{"config":"%s","round":%d,"ok":%s,"serverStartToReadyMs":%d,"firstAnswerMs":%s}\n' \
-      "$name" "$round" "$ok" "$ready_ms" "$first_ms" > "$out/runs/$run.timing.json"
+    printf '{"config":"%s","round":%d,"ok":%s,"serverStartToReadyMs":%d,"firstAnswerMs":%s,"wakeAnswerMs":%s}\n' \
+      "$name" "$round" "$ok" "$ready_ms" "$first_ms" "$wake_ms" > "$out/runs/$run.timing.json"
     kill -TERM "$server" 2>/dev/null; wait "$server" 2>/dev/null
     # After every run, so that a run cut off by a time limit still leaves its results.
     python3 "$root/bench/gpu/boot-weights.py" summarize "$out" --command "$command_line" --commit "$commit" > /dev/null

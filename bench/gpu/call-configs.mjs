@@ -5,7 +5,9 @@
 //                  under MPS with 16 voices resident each and voice-affinity routing.
 // Both answer with the bench's fake LLM (realtime.llm.baseUrl, FAKE_LLM_PORT) and voice the scripted
 // callers with the CPU's Debian voices (flite), whose speech Silero VAD hears; random ASR weights
-// give arbitrary transcripts, which the fake LLM answers all the same.
+// give arbitrary transcripts, which the fake LLM answers all the same. With CALL_BENCH_UTTERANCES set
+// (callers' speech saved elsewhere with `bench call --save-utterances`, for a machine without the
+// Debian voices) the configurations leave the Debian voices out.
 // Usage: node bench/gpu/call-configs.mjs OUT_DIR HOST_PATH  (CALL_BENCH_DEVICE=cpu and
 // CALL_BENCH_MODEL_CONFIG=tiny write configurations for a CPU dry run)
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -65,7 +67,7 @@ export function config({ asrBatch, graphs, speechInstances, streamsPerInstance, 
         },
       },
       // The callers' voices only: the bench synthesizes its utterances here before the ramp.
-      'voxmux-speech-cpu': { adapter: 'debian-voices', instances: 1 },
+      ...(env('UTTERANCES', '') === '' ? { 'voxmux-speech-cpu': { adapter: 'debian-voices', instances: 1 } } : {}),
     },
     realtime: {
       transcriptionModel: 'parakeet',

@@ -6,16 +6,20 @@
 # the cost of 5- and 20-minute calls at CALL_BENCH_GPU_HOUR_USD (3.5).
 #
 # Needs: node on PATH, the bundle (.bundle/voxmux.mjs and .bundle/voxmux-bench.mjs: npm run bundle),
-# python3 with torch + CUDA, flite (the callers' voices).
+# python3 with torch + CUDA, flite (the callers' voices) unless CALL_BENCH_UTTERANCES is given.
 # Usage: bash bench/gpu/run-call.sh OUT_DIR [CONFIG ...]   (default: call-a-naive call-b-voxmux)
 # CALL_BENCH_LEVELS (1,2,4,8,16,32,48,64), CALL_BENCH_STEP_S (40), CALL_BENCH_WARMUP_S (10),
-# CALL_BENCH_FAKE_LLM_PORT (8799); CALL_BENCH_CONFIGS_ONLY=1 writes the configurations and stops.
+# CALL_BENCH_FAKE_LLM_PORT (8799), CALL_BENCH_ABANDON_S (10: turns still running this long after a
+# level's window are cut off, so a saturated level does not hold the run); CALL_BENCH_CONFIGS_ONLY=1 writes the configurations and stops.
+# CALL_BENCH_UTTERANCES=DIR: the callers' speech saved by `bench call --save-utterances` on a machine
+# with the Debian voices (a GPU machine without flite): the servers then run no Debian voices.
 set -uo pipefail
 out=${1:?usage: run-call.sh OUT_DIR [CONFIG ...]}; shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
 levels=${CALL_BENCH_LEVELS:-1,2,4,8,16,32,48,64}
 step_s=${CALL_BENCH_STEP_S:-40}
 warmup_s=${CALL_BENCH_WARMUP_S:-10}
+abandon_s=${CALL_BENCH_ABANDON_S:-10}
 gpu_hour_usd=${CALL_BENCH_GPU_HOUR_USD:-3.5}
 llm_port=${CALL_BENCH_FAKE_LLM_PORT:-8799}
 mkdir -p "$out/configs" "$out/runs" "$out/logs"
@@ -30,8 +34,10 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
   echo "date: $(date -u +%FT%TZ)"
   echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)"
   echo "command: bash bench/gpu/run-call.sh $out ${configs[*]}"
-  echo "levels=$levels step_s=$step_s warmup_s=$warmup_s gpu_hour_usd=$gpu_hour_usd"
+  echo "levels=$levels step_s=$step_s warmup_s=$warmup_s abandon_s=$abandon_s gpu_hour_usd=$gpu_hour_usd utterances=${CALL_BENCH_UTTERANCES:-synthesized by the server}"
 } > "$out/run.txt"
+callers=(--speech-model voxmux-speech-cpu --voices alloy,ash,echo)
+[ -n "${CALL_BENCH_UTTERANCES:-}" ] && callers=(--utterances "$CALL_BENCH_UTTERANCES")
 port=8600
 for name in "${configs[@]}"; do
   port=$((port + 1))
@@ -41,8 +47,8 @@ for name in "${configs[@]}"; do
   server=$!
   wait_ready all_ready "http://127.0.0.1:$port/health/ready" $server "$out/logs/$name.server.log" 900 || { echo "server $name not started"; continue; }
   node "$root/.bundle/voxmux.mjs" bench call --url "http://127.0.0.1:$port" --fake-llm "$llm_port" \
-    --speech-model voxmux-speech-cpu --voices alloy,ash,echo --assistant-voice alloy \
-    --concurrency "$levels" --duration-s "$step_s" --warmup-s "$warmup_s" --gpu-hour-usd "$gpu_hour_usd" \
+    "${callers[@]}" --assistant-voice alloy \
+    --concurrency "$levels" --duration-s "$step_s" --warmup-s "$warmup_s" --abandon-after-s "$abandon_s" --gpu-hour-usd "$gpu_hour_usd" \
     --out "$out/runs/$name" --label "$name" 2>&1 | grep -v '^step .* | ' | tee "$out/logs/$name.bench.txt"
   get "http://127.0.0.1:$port/metrics" > "$out/logs/$name.metrics-after.txt"
   kill -TERM $server; wait $server

@@ -1,8 +1,11 @@
-# Shell helpers shared by the GPU serving benchmarks (run-asr.sh, run-speech.sh): source it.
+# Shell helpers shared by the GPU serving benchmarks (run-asr.sh, run-speech.sh, boot.sh, ...): source it.
 # The GPU machine may have no curl: HTTP goes through node.
 
 # GET a URL to stdout; fails unless 2xx.
 get() { node -e 'fetch(process.argv[1]).then(async (r) => { process.stdout.write(await r.text()); process.exit(r.ok ? 0 : 1); }, () => process.exit(1))' "$1"; }
+
+# POST to a URL with no body, the answer to stdout; fails unless 2xx.
+post() { node -e 'fetch(process.argv[1], { method: "POST" }).then(async (r) => { process.stdout.write(await r.text()); process.exit(r.ok ? 0 : 1); }, () => process.exit(1))' "$1"; }
 
 # Every instance of every model ready, not just one per model: an instance still warming up would
 # pause dispatch (exclusiveWarmup) or take no streams in the middle of a ramp.

@@ -34,6 +34,8 @@ async function freePort(): Promise<number> {
 let server: Server;
 let url: string;
 let llmPort: number;
+/** The callers' speech the first test saved, for the test that reads it back. */
+let savedUtterances: string | undefined;
 
 before(async () => {
   llmPort = await freePort();
@@ -94,10 +96,13 @@ describe('voxmux bench call (#19)', () => {
         '10',
         '--out',
         dir,
+        '--save-utterances',
+        join(dir, 'utterances'),
       ],
       out.io,
     );
     assert.equal(code, 0, out.output());
+    savedUtterances = join(dir, 'utterances');
     const results = JSON.parse(await readFile(join(dir, 'results.json'), 'utf8')) as BenchResults;
     assert.equal(results.workload.kind, 'call');
     assert.deepEqual(
@@ -122,6 +127,42 @@ describe('voxmux bench call (#19)', () => {
     assert.match(notes, /Calls held at the SLO|Cost of a 5-minute call/);
     const summary = await readFile(join(dir, 'summary.md'), 'utf8');
     assert.match(summary, /## Stages \(ms, p50 \/ p95\)/);
+  });
+
+  it('calls with saved utterances instead of synthesizing them', async () => {
+    assert.ok(savedUtterances !== undefined, 'the first test saves them');
+    const dir = await mkdtemp(join(tmpdir(), 'voxmux-bench-call-'));
+    const out = io();
+    const code = await runBenchCli(
+      [
+        'call',
+        '--url',
+        url,
+        '--fake-llm',
+        String(llmPort),
+        '--utterances',
+        savedUtterances,
+        '--llm-reply',
+        'Sure.',
+        '--think-ms',
+        '200-400',
+        '--concurrency',
+        '1',
+        '--duration-s',
+        '10',
+        '--warmup-s',
+        '0',
+        '--out',
+        dir,
+      ],
+      out.io,
+    );
+    assert.equal(code, 0, out.output());
+    assert.match(out.output(), /Read \d+ caller utterances from /);
+    assert.doesNotMatch(out.output(), /Synthesizing/);
+    const results = JSON.parse(await readFile(join(dir, 'results.json'), 'utf8')) as BenchResults;
+    assert.equal(results.steps[0]!.errors, 0);
+    assert.ok(results.steps[0]!.ok >= 1, 'a turn finished in the window');
   });
 
   it('stops with a clear error when the fake LLM’s port is taken', async () => {

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -35,6 +35,15 @@ describe('voice-call benchmark configs (#19)', () => {
       [voxmux.models.parakeet!.maxBatchSize, voxmux.models.parakeet!.options.cudaGraphs, voxmux.models['vits-call']!.instances],
       [32, true, 4],
     );
+  });
+
+  it('leave the Debian voices out when the callers’ speech is saved elsewhere (CALL_BENCH_UTTERANCES)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'voxmux-call-bench-'));
+    execFileSync(process.execPath, [SCRIPT, dir, '/opt/host'], { env: { ...process.env, CALL_BENCH_UTTERANCES: '/tmp/callers' } });
+    for (const name of ['call-a-naive', 'call-b-voxmux']) {
+      const config = loadConfig({ file: JSON.parse(readFileSync(join(dir, `${name}.json`), 'utf8')) as object, filePath: name });
+      assert.deepEqual(Object.keys(config.models).sort(), ['parakeet', 'vits-call']);
+    }
   });
 
   it('writes one file per side', () => {
