@@ -60,6 +60,8 @@ export function config({ asrBatch, graphs, speechInstances, streamsPerInstance, 
         maxStreamsPerInstance: streamsPerInstance,
         options: {
           device,
+          // The GPU machine has no espeak-ng: the text's characters are the symbols (random voices either way).
+          phonemizer: env('PHONEMIZER', 'text'),
           randomVoices: VOICES,
           residentBudgetBytes: budgetFor(residentVoices),
           hostBudgetBytes: residentVoices >= VOICES ? 0 : budgetFor(VOICES),
