@@ -250,6 +250,13 @@ export const ModelSchema = Type.Object(
       description: 'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE by instance index on its GPU (cycled); empty leaves it unset.',
       default: [],
     }),
+    cpuThreads: Type.Integer({
+      minimum: 0,
+      maximum: 1024,
+      description:
+        "Intra-op CPU threads of each instance (OMP_NUM_THREADS, MKL_NUM_THREADS, OPENBLAS_NUM_THREADS). 0: on a node with GPUs the instances share the node's cores evenly (at least 1 each) unless the environment sets OMP_NUM_THREADS; on a node without GPUs the libraries' default (one per core).",
+      default: 0,
+    }),
     // model lifecycle (issue 20)
     idleStopAfterMs: Ms(
       "Stop the model's instances (freeing their memory) after this long without requests, in milliseconds; the next request wakes it. 0 never stops it.",

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { checkPlacement, placeInstances } from './placement.js';
+import { checkPlacement, cpuThreadsFor, placeInstances } from './placement.js';
 
 const base = { instances: 2, instancesPerGpu: 0, gpus: [] as number[], mpsActiveThreadPercentages: [] as number[] };
 
@@ -51,5 +51,21 @@ describe('placeInstances', () => {
       "models.asr.gpus: GPU 7 is not one of this node's GPUs (0, 1)",
     ]);
     assert.deepEqual(checkPlacement('asr', { ...base, gpus: [7] }, []), []);
+  });
+});
+
+describe('cpuThreadsFor', () => {
+  it('shares the cores evenly among GPU-pinned instances, at least one thread each', () => {
+    assert.equal(cpuThreadsFor(0, true, 9, 16), 1);
+    assert.equal(cpuThreadsFor(0, true, 4, 16), 4);
+    assert.equal(cpuThreadsFor(0, true, 3, 16), 5);
+    assert.equal(cpuThreadsFor(0, true, 40, 16), 1);
+  });
+
+  it('takes a configured count as it is, and leaves unpinned instances to the libraries', () => {
+    assert.equal(cpuThreadsFor(6, true, 9, 16), 6);
+    assert.equal(cpuThreadsFor(2, false, 0, 16), 2);
+    assert.equal(cpuThreadsFor(0, false, 0, 16), undefined);
+    assert.equal(cpuThreadsFor(0, false, 3, 16), undefined);
   });
 });

@@ -1,7 +1,7 @@
 /**
- * Instance placement (pure): which GPU each instance of a model runs on, and its MPS share.
- * Instances go round-robin over the model's GPUs, so load spreads evenly and a GPU's loss takes
- * only its own instances out of rotation.
+ * Instance placement (pure): which GPU each instance of a model runs on, its MPS share, and its
+ * share of the node's CPU threads. Instances go round-robin over the model's GPUs, so load spreads
+ * evenly and a GPU's loss takes only its own instances out of rotation.
  */
 export interface PlacementRequest {
   /** Total instances, used when instancesPerGpu is 0 or there are no GPUs. */
@@ -39,4 +39,18 @@ export function checkPlacement(model: string, request: PlacementRequest, nodeGpu
   return request.gpus
     .filter((g) => !nodeGpus.includes(g))
     .map((g) => `models.${model}.gpus: GPU ${g} is not one of this node's GPUs (${nodeGpus.join(', ')})`);
+}
+
+/**
+ * An instance's intra-op CPU threads (OMP_NUM_THREADS and the BLAS libraries' like it), or undefined
+ * to leave the libraries' default of one thread per core. `configured` > 0 is taken as it is. By
+ * default the instances pinned to GPUs share the node's cores evenly (at least one thread each):
+ * PyTorch otherwise starts a pool of one thread per core in every process, and nine such processes
+ * on 16 cores spin against each other in the small CPU-side steps between GPU launches. Instances
+ * of a node without GPUs keep the default (one CPU engine may use every core).
+ */
+export function cpuThreadsFor(configured: number, isPinned: boolean, pinnedInstances: number, cpuCount: number): number | undefined {
+  if (configured > 0) return configured;
+  if (!isPinned || pinnedInstances <= 0) return undefined;
+  return Math.max(1, Math.floor(cpuCount / pinnedInstances));
 }

@@ -8,7 +8,7 @@
  * and restarted at the longest backoff, never spun.
  */
 import { mkdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Clock, TimerHandle } from '../core/clock.js';
@@ -23,11 +23,14 @@ import { observeBoot, type InstanceBoot } from './boot-report.js';
 import { INSTANCE_STATES, type InstanceState } from './instance-state.js';
 import { InstanceProcess, type InstanceEnd, type InstanceTimeouts, type ResourceLoad } from './instance-process.js';
 import { decideRestart, type RestartPolicy } from './restart-policy.js';
-import { placeInstances, type Placement } from './placement.js';
+import { cpuThreadsFor, placeInstances, type Placement } from './placement.js';
 import { findHostPath } from './host-path.js';
 import { createBusyMeter } from './busy-meter.js';
 import { createModelLifecycle, type ModelState } from './model-lifecycle.js';
 import type { SpawnInstance } from './spawn.js';
+
+/** The thread-count variables of PyTorch (OpenMP), MKL and OpenBLAS: an instance's CPU share. */
+const THREAD_VARIABLES = ['OMP_NUM_THREADS', 'MKL_NUM_THREADS', 'OPENBLAS_NUM_THREADS'] as const;
 
 export interface SupervisedModel {
   adapter: string;
@@ -38,6 +41,8 @@ export interface SupervisedModel {
   command: readonly string[];
   exclusiveWarmup: boolean;
   mpsActiveThreadPercentages: readonly number[];
+  /** Intra-op CPU threads per instance; 0 shares the cores among GPU-pinned instances (cpuThreadsFor). @default 0 */
+  cpuThreads?: number;
   /** Stop the model's instances after this long without requests, in milliseconds; 0 never. @default 0 */
   idleStopAfterMs?: number;
   /** Longest a wake may take, in milliseconds. @default 90000 */
@@ -52,6 +57,8 @@ export interface SupervisorOptions extends InstanceTimeouts, RestartPolicy {
   loadLockPath: string;
   /** GPUs of this node (detected or configured); empty on a CPU-only node. */
   nodeGpus: readonly number[];
+  /** CPU cores the instances share. @default os.availableParallelism() */
+  cpuCount?: number;
   models: Readonly<Record<string, SupervisedModel>>;
   /** Retry-After of the errors requests held for a failed wake get, in milliseconds. @default 1000 */
   retryAfterMs?: number;
@@ -179,6 +186,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
   let isGateHeld = false;
   let gateTail: Promise<void> = Promise.resolve();
   const hostPath = options.hostPath !== '' ? options.hostPath : BUNDLED_HOST_PATH;
+  const cpuCount = options.cpuCount ?? availableParallelism();
   const loadLockPath = options.loadLockPath !== '' ? options.loadLockPath : join(tmpdir(), 'voxmux-load.lock');
   mkdirSync(dirname(loadLockPath), { recursive: true });
 
@@ -379,6 +387,13 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     if (slot.placement.gpu !== undefined) env.CUDA_VISIBLE_DEVICES = String(slot.placement.gpu);
     if (slot.placement.mpsActiveThreadPercentage !== undefined) {
       env.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = String(slot.placement.mpsActiveThreadPercentage);
+    }
+    const pinnedInstances = slots.filter((s) => s.placement.gpu !== undefined).length;
+    const configuredThreads = config.cpuThreads ?? 0;
+    const threads = cpuThreadsFor(configuredThreads, slot.placement.gpu !== undefined, pinnedInstances, cpuCount);
+    // A default share gives way to an operator's own OMP_NUM_THREADS; a configured count does not.
+    if (threads !== undefined && (configuredThreads > 0 || deps.baseEnv.OMP_NUM_THREADS === undefined)) {
+      for (const name of THREAD_VARIABLES) env[name] = String(threads);
     }
     const instance = new InstanceProcess(
       {

@@ -4,7 +4,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import type { Supervisor } from '../../src/supervisor/index.js';
+import { readProcessEnvironment } from '../../src/config/env.js';
 import { buildTestSupervisor, FIXTURE_INSTANCES, testModel } from '../support/supervisor-fixture.js';
+import { silentLogger } from '../support/test-logger.js';
 import { waitFor } from '../support/wait-for.js';
 
 const open: Supervisor[] = [];
@@ -186,6 +188,45 @@ describe('Supervisor with real Python instances', () => {
       assert.ok(environ.includes('CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50'));
     }
     await supervisor.close();
+  });
+
+  it('gives GPU-pinned instances an even share of the cores as their CPU threads, or the configured count', async () => {
+    const threadsOf = (pid: number) =>
+      readFileSync(`/proc/${pid}/environ`, 'utf8')
+        .split('\0')
+        .filter((v) => /^(OMP|MKL|OPENBLAS)_NUM_THREADS=/.test(v))
+        .sort();
+    const baseEnv = Object.fromEntries(Object.entries(readProcessEnvironment()).filter(([k]) => k !== 'OMP_NUM_THREADS'));
+    const { supervisor } = track(
+      buildTestSupervisor(
+        { m: testModel({ instancesPerGpu: 2 }), n: testModel({ instances: 1, cpuThreads: 2 }) },
+        { nodeGpus: [0, 1], cpuCount: 16 },
+        silentLogger(),
+        baseEnv,
+      ),
+    );
+    await supervisor.start();
+    const byModel = (model: string) => supervisor.stats().instances.filter((i) => i.model === model);
+    // 5 pinned instances on 16 cores: 3 threads each by default; model n asks for 2.
+    assert.equal(byModel('m').length, 4);
+    for (const instance of byModel('m')) {
+      assert.deepEqual(threadsOf(instance.pid!), ['MKL_NUM_THREADS=3', 'OMP_NUM_THREADS=3', 'OPENBLAS_NUM_THREADS=3']);
+    }
+    assert.deepEqual(threadsOf(byModel('n')[0]!.pid!), ['MKL_NUM_THREADS=2', 'OMP_NUM_THREADS=2', 'OPENBLAS_NUM_THREADS=2']);
+    await supervisor.close();
+    const cpuOnly = track(buildTestSupervisor({ m: testModel({ instances: 1 }) }, { nodeGpus: [], cpuCount: 16 }, silentLogger(), baseEnv));
+    await cpuOnly.supervisor.start();
+    assert.deepEqual(threadsOf(cpuOnly.supervisor.stats().instances[0]!.pid!), [], 'a node without GPUs keeps the defaults');
+    await cpuOnly.supervisor.close();
+    const operator = track(
+      buildTestSupervisor({ m: testModel({ instances: 1 }) }, { nodeGpus: [0], cpuCount: 16 }, silentLogger(), {
+        ...baseEnv,
+        OMP_NUM_THREADS: '7',
+      }),
+    );
+    await operator.supervisor.start();
+    assert.deepEqual(threadsOf(operator.supervisor.stats().instances[0]!.pid!), ['OMP_NUM_THREADS=7'], "the operator's own count wins");
+    await operator.supervisor.close();
   });
 
   it('times out a host that never says Hello', async () => {

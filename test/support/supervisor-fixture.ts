@@ -52,6 +52,7 @@ export function buildTestSupervisor(
   models: Record<string, SupervisedModel>,
   overrides: Partial<SupervisorOptions> = {},
   log: Logger = silentLogger(),
+  baseEnv: Readonly<Record<string, string>> = readProcessEnvironment(),
 ) {
   const metrics = createMetrics();
   const supervisor = createSupervisor(supervisorOptions(models, overrides), {
@@ -59,7 +60,7 @@ export function buildTestSupervisor(
     clock: systemClock,
     log,
     metrics,
-    baseEnv: readProcessEnvironment(),
+    baseEnv,
   });
   return { supervisor, metrics };
 }
