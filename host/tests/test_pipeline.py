@@ -3,6 +3,7 @@ would make it of frames, and results come out through a recording sink."""
 from __future__ import annotations
 
 import io
+import json
 import queue
 import struct
 import threading
@@ -258,11 +259,11 @@ def _exit(code: int) -> NoReturn:
 class Running:
     """A pipeline on its own thread, fed from a queue as the reader would be."""
 
-    def __init__(self, adapter: Any, is_loaded: bool = True) -> None:
+    def __init__(self, adapter: Any, is_loaded: bool = True, options: Optional[PipelineOptions] = None) -> None:
         self.inbox: 'queue.Queue[Optional[Work]]' = queue.Queue()
         self.sink = Recorder()
         self.log = io.StringIO()
-        self.pipeline = Pipeline(PipelineOptions(), PipelineDeps(receive=self.inbox.get, sink=self.sink,
+        self.pipeline = Pipeline(options or PipelineOptions(), PipelineDeps(receive=self.inbox.get, sink=self.sink,
                                                                  log=Logger(self.log), exit=_exit,
                                                                  clock=time.monotonic))
         self.exit_code: Optional[int] = None
@@ -400,6 +401,33 @@ def test_sequence_state_new_resident_attached_and_missing() -> None:
     assert running.sink.wait_for(4)[3] == ('ended', ('a', 'zzz'))
     assert running.pipeline.snapshot().sessions == 0
     running.close()
+
+
+class TimedSumming(Summing):
+    """Summing that reports 2 ms of 'model' stage time per item in its stats."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.items = 0
+
+    def run_sequence(self, items: Sequence[SequenceInput]) -> List[Union[SequenceOutput, ItemFailure]]:
+        self.items += len(items)
+        return super().run_sequence(items)
+
+    def stats(self) -> AdapterStats:
+        return AdapterStats(stage_ms={'model': 2.0 * self.items})
+
+
+def test_sequence_batches_log_the_pipeline_with_the_adapters_stage_times_per_window() -> None:
+    running = Running(TimedSumming(), options=PipelineOptions(pipeline_log_every=2))
+    running.put(sequence('q1', ('a', 'new', b'', False, {}), ('b', 'new', b'', False, {})),
+                sequence('q2', ('a', 'resident', b'', False, {})),
+                sequence('q3', ('a', 'resident', b'', False, {})),
+                sequence('q4', ('a', 'resident', b'', False, {})))
+    running.sink.wait_for(5)
+    running.close()
+    lines = [json.loads(line) for line in running.log.getvalue().splitlines() if '"batch pipeline"' in line]
+    assert [(line['batches'], line['stageMs']) for line in lines] == [(2, {'model': 6.0}), (2, {'model': 4.0})]
 
 
 def test_a_failed_item_keeps_the_state_a_raising_batch_fails_all_and_big_states_are_refused() -> None:

@@ -66,6 +66,15 @@ def test_output_follows_the_engine_contract() -> None:
         assert all(a["end"] <= b["start"] for a, b in zip(mine, mine[1:]))
 
 
+def test_stats_time_each_stage_of_a_step() -> None:
+    adapter = make_adapter(seed=2)
+    assert adapter.stats().stage_ms == {}
+    run_session(adapter, recording(10.0, 7), [40000, 80000, 120000])
+    stage_ms = adapter.stats().stage_ms
+    assert set(stage_ms) == {"prepare", "stage", "forward", "update", "finish"}
+    assert all(ms >= 0.0 for ms in stage_ms.values()) and stage_ms["forward"] > 0.0
+
+
 def test_max_speakers_caps_the_speakers() -> None:
     adapter = make_adapter(seed=2)
     audio = recording(6.0, 7)

@@ -102,6 +102,10 @@ class AdapterStats:
     memory_bytes: int = 0
     eager_batches: int = 0
     graph_replays: int = 0
+    #: Milliseconds spent in each stage of the model part since load, cumulative, for an adapter that
+    #: times its own stages; the host logs each window's share on its 'batch pipeline' line (not sent
+    #: in heartbeats).
+    stage_ms: Dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

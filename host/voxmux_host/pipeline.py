@@ -38,6 +38,7 @@ from .errors import InstanceError
 from .log import Logger
 from .messages import Transcript
 from .model_api import (
+    Adapter,
     BatchFinish,
     BatchInput,
     BatchOutput,
@@ -155,6 +156,8 @@ class Pipeline:
         self._streams: Dict[str, _OpenStream] = {}
         self._resource_sources: Dict[str, Tuple[str, Dict[str, Any]]] = {}
         self._stats = PipelineStats(options.pipeline_log_every, options.pipeline_log_interval_s)
+        # The adapter's cumulative stage times at the last 'batch pipeline' line.
+        self._stage_ms_logged: Dict[str, float] = {}
 
         self.controls = StreamControls()
 
@@ -378,9 +381,7 @@ class Pipeline:
             # Cleared before the result goes out: a heartbeat that follows the result says idle.
             self._work_started = None
         self._finishing.put(_Finishing(work, started, finish))
-        summary = self._stats.ended(self._clock(), next_is_ready=not self._ready.empty())
-        if summary is not None:
-            self._log.info('batch pipeline', **summary)
+        self._log_pipeline(adapter)
 
     def _finish_main(self) -> None:
         try:
@@ -434,6 +435,7 @@ class Pipeline:
             self._sink.rejected(work, self._unserved(work, 'sequence'))
             return
         started = self._begin_work()
+        self._stats.began(started, len(work.items))
         results: List[Optional[SequenceResultItem]] = [None] * len(work.items)
         inputs: List[SequenceInput] = []
         positions: List[int] = []
@@ -473,6 +475,23 @@ class Pipeline:
         self._end_work()
         compute_ms = round((self._clock() - started) * 1000, 3)
         self._sink.sequence_done(work, [result for result in results if result is not None], compute_ms)
+        self._log_pipeline(adapter)
+
+    def _log_pipeline(self, adapter: Adapter) -> None:
+        """After a batch's model part: ends it in the window's timings and, once a window is full, logs
+        'batch pipeline' with the adapter's own stage times over the window (``stageMs``), if it keeps any."""
+        summary = self._stats.ended(self._clock(), next_is_ready=not self._ready.empty())
+        if summary is None:
+            return
+        try:
+            stage_ms = dict(adapter.stats().stage_ms)
+        except Exception:  # noqa: BLE001 - the summary goes out without the stages
+            stage_ms = {}
+        if stage_ms:
+            summary['stageMs'] = {name: round(total - self._stage_ms_logged.get(name, 0.0), 1)
+                                  for name, total in stage_ms.items()}
+            self._stage_ms_logged = stage_ms
+        self._log.info('batch pipeline', **summary)
 
     def _end_sessions(self, work: EndSessionsWork) -> None:
         if self._kinds.sequence is None:

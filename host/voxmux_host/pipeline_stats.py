@@ -1,4 +1,5 @@
-"""Where an instance's time goes between batches: a summary of the main thread's batch timings.
+"""Where an instance's time goes between batches: a summary of the main thread's batch timings
+(batches and sequence batches alike; the pipeline adds the adapter's own ``stageMs`` when it keeps any).
 
 Per batch the pipeline records when the main thread began its model part (the adapter's ``begin``)
 and when that returned, and whether the next batch had already arrived (staged or

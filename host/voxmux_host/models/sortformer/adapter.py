@@ -286,7 +286,8 @@ class SortformerAdapter:
             return SortformerStats()
         return SortformerStats(memory_bytes=self._memory_bytes(), eager_batches=engine.counters.eager_batches,
                                graph_replays=engine.counters.graph_replays, steps=engine.counters.steps,
-                               items=self._items, audio_seconds=self._audio_seconds)
+                               items=self._items, audio_seconds=self._audio_seconds,
+                               stage_ms=dict(engine.counters.stage_ms))
 
     def probe(self) -> bool:
         if self._device.type != "cuda" or self._probe_buffer is None:
@@ -317,6 +318,7 @@ class SortformerAdapter:
         engine = self._require_engine()
         config, params = self._require_config()
         results: List[Union[SequenceOutput, ItemFailure, None]] = [None] * len(items)
+        mark = time.perf_counter()
         states: List[SessionState] = []
         indices: List[int] = []
         limits: List[int] = []
@@ -329,13 +331,16 @@ class SortformerAdapter:
             states.append(state)
             indices.append(i)
             limits.append(max_speakers)
+        engine.counters.add_ms("prepare", mark)
         predictions = engine.run(states)
+        mark = time.perf_counter()
         for state, i, limit, steps in zip(states, indices, limits, predictions):
             probs = (np.concatenate(steps, axis=0) if steps
                      else np.zeros((0, config.n_speakers), dtype=np.float32))
             probs = probs.copy()
             probs[:, limit:] = 0.0
             results[i] = self._finish(items[i], state, probs, config)
+        engine.counters.add_ms("finish", mark)
         self._items += len(items)
         del params
         return [r for r in results if r is not None]

@@ -11,7 +11,8 @@ recording every remaining step runs, with the right context clipped.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import ContextManager, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -86,6 +87,14 @@ class EngineCounters:
     eager_batches: int = 0
     graph_replays: int = 0
     largest_batch: int = 0
+    #: Cumulative milliseconds by stage of a step (``stage_ms``: the adapter adds its own around it).
+    stage_ms: Dict[str, float] = field(default_factory=dict)
+
+    def add_ms(self, stage: str, since_s: float) -> float:
+        """Adds the time from ``since_s`` (time.perf_counter) to now to ``stage``; returns now."""
+        now = time.perf_counter()
+        self.stage_ms[stage] = self.stage_ms.get(stage, 0.0) + (now - since_s) * 1000
+        return now
 
 
 class StepEngine:
@@ -138,6 +147,7 @@ class StepEngine:
     def step(self, states: Sequence[SessionState], windows: Sequence[StepWindow]) -> List[npt.NDArray[np.float32]]:
         """One batched step; updates each state in place; returns each item's core predictions."""
         cfg = self.config
+        mark = time.perf_counter()
         audio = self._audio_stage.numpy()
         valid = [
             window_samples(audio[b], s.pending, s.pending_start, s.samples, w.first_frame, w.end_frame,
@@ -151,7 +161,9 @@ class StepEngine:
             self._context_stage[b, :n_cache].copy_(state.context.spkcache)
             self._context_stage[b, n_cache : n_cache + n_fifo].copy_(state.context.fifo)
             context_lengths.append(n_cache + n_fifo)
+        mark = self.counters.add_ms("stage", mark)
         preds, chunk, chunk_lengths = self._forward(valid, frames, context_lengths)
+        mark = self.counters.add_ms("forward", mark)
         results: List[npt.NDArray[np.float32]] = []
         for b, (state, window) in enumerate(zip(states, windows)):
             core = max(0, min(int(chunk_lengths[b]) - window.left - window.right, window.core_limit))
@@ -167,6 +179,7 @@ class StepEngine:
             results.append(chunk_preds.numpy())
         for state, context in zip(states, compress_contexts([s.context for s in states], self.params)):
             state.context = context
+        self.counters.add_ms("update", mark)
         self.counters.steps += len(states)
         self.counters.largest_batch = max(self.counters.largest_batch, len(states))
         return results
