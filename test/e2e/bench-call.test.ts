@@ -63,46 +63,43 @@ function io() {
   return { io: { stdout: { write }, stderr: { write }, isTTY: false }, output: () => text };
 }
 
+/** `voxmux bench call` against the test server and its fake-LLM port, into a fresh folder. */
+async function benchCall(args: string[]) {
+  const dir = await mkdtemp(join(tmpdir(), 'voxmux-bench-call-'));
+  const out = io();
+  const code = await runBenchCli(['call', '--url', url, '--fake-llm', String(llmPort), ...args, '--out', dir], out.io);
+  return { dir, out, code };
+}
+
 describe('voxmux bench call (#19)', () => {
   it('ramps calls through the realtime API and times every turn from the end of the caller’s speech', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'voxmux-bench-call-'));
-    const out = io();
-    const code = await runBenchCli(
-      [
-        'call',
-        '--url',
-        url,
-        '--fake-llm',
-        String(llmPort),
-        '--llm-first-token-ms',
-        String(FIRST_TOKEN_MS),
-        '--llm-reply',
-        'Sure. Anything else?',
-        '--voices',
-        'alloy',
-        '--turns-per-call',
-        '2',
-        '--think-ms',
-        '200-400',
-        '--concurrency',
-        '1,2',
-        '--duration-s',
-        '10',
-        '--warmup-s',
-        '1',
-        '--gpu-hour-usd',
-        '2',
-        '--llm-output-usd-per-m',
-        '10',
-        '--out',
-        dir,
-        '--save-utterances',
-        join(dir, 'utterances'),
-      ],
-      out.io,
-    );
+    const saved = join(await mkdtemp(join(tmpdir(), 'voxmux-bench-call-')), 'utterances');
+    const { dir, out, code } = await benchCall([
+      '--llm-first-token-ms',
+      String(FIRST_TOKEN_MS),
+      '--llm-reply',
+      'Sure. Anything else?',
+      '--voices',
+      'alloy',
+      '--turns-per-call',
+      '2',
+      '--think-ms',
+      '200-400',
+      '--concurrency',
+      '1,2',
+      '--duration-s',
+      '10',
+      '--warmup-s',
+      '1',
+      '--gpu-hour-usd',
+      '2',
+      '--llm-output-usd-per-m',
+      '10',
+      '--save-utterances',
+      saved,
+    ]);
     assert.equal(code, 0, out.output());
-    savedUtterances = join(dir, 'utterances');
+    savedUtterances = saved;
     const results = JSON.parse(await readFile(join(dir, 'results.json'), 'utf8')) as BenchResults;
     assert.equal(results.workload.kind, 'call');
     assert.deepEqual(
@@ -131,32 +128,20 @@ describe('voxmux bench call (#19)', () => {
 
   it('calls with saved utterances instead of synthesizing them', async () => {
     assert.ok(savedUtterances !== undefined, 'the first test saves them');
-    const dir = await mkdtemp(join(tmpdir(), 'voxmux-bench-call-'));
-    const out = io();
-    const code = await runBenchCli(
-      [
-        'call',
-        '--url',
-        url,
-        '--fake-llm',
-        String(llmPort),
-        '--utterances',
-        savedUtterances,
-        '--llm-reply',
-        'Sure.',
-        '--think-ms',
-        '200-400',
-        '--concurrency',
-        '1',
-        '--duration-s',
-        '10',
-        '--warmup-s',
-        '0',
-        '--out',
-        dir,
-      ],
-      out.io,
-    );
+    const { dir, out, code } = await benchCall([
+      '--utterances',
+      savedUtterances,
+      '--llm-reply',
+      'Sure.',
+      '--think-ms',
+      '200-400',
+      '--concurrency',
+      '1',
+      '--duration-s',
+      '10',
+      '--warmup-s',
+      '0',
+    ]);
     assert.equal(code, 0, out.output());
     assert.match(out.output(), /Read \d+ caller utterances from /);
     assert.doesNotMatch(out.output(), /Synthesizing/);

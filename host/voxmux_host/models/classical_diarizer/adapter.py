@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ...errors import InstanceError
+from ...load_options import with_defaults
 from ...model_api import (AdapterStats, ItemFailure, LoadContext, LoadInfo, SequenceInput, SequenceOutput,
                           WarmupInfo)
 from .clustering import Thresholds
@@ -50,11 +51,7 @@ def _number(options: Dict[str, Any], key: str, minimum: float) -> float:
 def parse_load_options(raw: Dict[str, Any]) -> Tuple[Settings, int, float]:
     """(settings, speaker cap, longest item in seconds); InstanceError('load_failed') naming an unknown
     key or a bad value."""
-    unknown = sorted(set(raw) - set(OPTIONS))
-    if unknown:
-        raise InstanceError('load_failed', f'Expected classical-diarizer options among {", ".join(OPTIONS)}: got '
-                                           f'{", ".join(unknown)}')
-    options = {**OPTIONS, **raw}
+    options = with_defaults(raw, OPTIONS, 'classical-diarizer')
     cap = options['maxSpeakers']
     if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= MAX_SPEAKERS:
         raise InstanceError('load_failed', f'Expected option maxSpeakers to be an integer from 1 to {MAX_SPEAKERS}: '

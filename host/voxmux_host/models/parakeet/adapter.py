@@ -38,7 +38,7 @@ import torch
 
 from voxmux_host.boot_stages import StageTimer
 from voxmux_host.errors import InstanceError
-from voxmux_host.load_options import is_int, resolve_device
+from voxmux_host.load_options import is_int, resolve_device, with_defaults
 from voxmux_host.model_api import (
     AdapterStats,
     BatchFinish,
@@ -126,11 +126,7 @@ class ParakeetStats(AdapterStats):
 
 
 def _parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
-    unknown = sorted(set(raw) - set(DEFAULT_OPTIONS))
-    if unknown:
-        known = ", ".join(sorted(DEFAULT_OPTIONS))
-        raise InstanceError("load_failed", f"Unknown parakeet option(s): {', '.join(unknown)}; known: {known}")
-    options = {**DEFAULT_OPTIONS, **raw}
+    options = with_defaults(raw, DEFAULT_OPTIONS, "parakeet")
     problems = []
     if options["config"] not in PRESETS:
         problems.append(f"Expected config to be one of {sorted(PRESETS)}: got {options['config']!r}")

@@ -42,7 +42,7 @@ import numpy.typing as npt
 import torch
 
 from voxmux_host.errors import InstanceError
-from voxmux_host.load_options import is_int, is_number, resolve_device
+from voxmux_host.load_options import is_int, is_number, resolve_device, with_defaults
 from voxmux_host.model_api import (
     AdapterStats,
     ItemFailure,
@@ -120,11 +120,7 @@ class SortformerStats(AdapterStats):
 
 
 def parse_options(raw: Dict[str, Any]) -> Tuple[Dict[str, Any], StreamingParams, PostProcessingParams]:
-    unknown = sorted(set(raw) - set(DEFAULT_OPTIONS))
-    if unknown:
-        raise InstanceError("load_failed", f"Unknown sortformer option(s): {', '.join(unknown)}; known: "
-                                           f"{', '.join(sorted(DEFAULT_OPTIONS))}")
-    options = {**DEFAULT_OPTIONS, **raw}
+    options = with_defaults(raw, DEFAULT_OPTIONS, "sortformer")
     problems: List[str] = []
     if options["config"] not in CONFIGS:
         problems.append(f"Expected config to be one of {sorted(CONFIGS)}: got {options['config']!r}")

@@ -43,7 +43,7 @@ import torch
 
 from voxmux_host.boot_stages import StageTimer
 from voxmux_host.errors import InstanceError
-from voxmux_host.load_options import is_int, resolve_device
+from voxmux_host.load_options import is_int, resolve_device, with_defaults
 from voxmux_host.model_api import (AdapterStats, LoadContext, LoadInfo, ResourceInfo, ResourceLoad, StreamPiece,
                                    StreamRequest, WarmupInfo)
 
@@ -450,11 +450,7 @@ def _noise_seed(seed: int, voice: str, text: str) -> int:
 
 
 def parse_options(given: Dict[str, Any]) -> Dict[str, Any]:
-    unknown = sorted(set(given) - set(DEFAULT_OPTIONS))
-    if unknown:
-        raise InstanceError('load_failed', f'Unknown vits options {unknown}: expected {sorted(DEFAULT_OPTIONS)}')
-    options = dict(DEFAULT_OPTIONS)
-    options.update(given)
+    options = with_defaults(given, DEFAULT_OPTIONS, 'vits')
     problems: List[str] = []
     if options['config'] not in PRESETS:
         problems.append(f"config must be one of {sorted(PRESETS)}: got {options['config']!r}")

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from voxmux_host.errors import InstanceError
-from voxmux_host.load_options import is_int, is_number, resolve_device
+from voxmux_host.load_options import is_int, is_number, resolve_device, with_defaults
 from voxmux_host.model_api import (AdapterStats, BatchFinish, BatchInput, BatchOutput, ItemFailure, LoadContext,
                                    LoadInfo, Segment, StagedBatch, Transcript, WarmupInfo, Word, seconds)
 
@@ -102,11 +102,7 @@ class WhisperStats(AdapterStats):
 
 def parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
     """The options with defaults; InstanceError('load_failed') naming every problem."""
-    unknown = sorted(set(raw) - set(DEFAULT_OPTIONS))
-    if unknown:
-        raise InstanceError("load_failed", f"Unknown whisper option(s): {', '.join(unknown)}; "
-                                           f"known: {', '.join(sorted(DEFAULT_OPTIONS))}")
-    options = {**DEFAULT_OPTIONS, **raw}
+    options = with_defaults(raw, DEFAULT_OPTIONS, "whisper")
     problems = []
     if options["config"] not in PRESETS:
         problems.append(f"Expected config to be one of {sorted(PRESETS)}: got {options['config']!r}")
