@@ -17,9 +17,12 @@
 # a phase that would not end within DIARIZE_BENCH_BUDGET_S of the start is skipped and recorded so.
 # Time with the defaults, for a 9-minute (540 s) limit: setup ~5 s; boot 30-150 s (nine instances load
 # one after another; sortformer captures a graph per batch size, parakeet compiles); a1 ~3 s; a2 ~32 s
-# per level (two chunk lengths and the last answers), ~100 s; b1 ~50 s (6 levels x (1 s warmup + 4 s
-# window + drain)); b2 90 s (6-chunk sessions: 15 s for every session to start, the ramp, 15 s margin);
-# b3 ~50 s: ~300 s after the boot. Run it as `timeout 535 bash bench/gpu/run-diarize.sh OUT_DIR`.
+# per level (two chunk lengths and the last answers) on a server that keeps up, up to 145 s a level on one
+# that does not (the first H200 run), ~65 s; b1 ~50 s (6 levels x (1 s warmup + 4 s window + drain));
+# b2 90 s (6-chunk sessions: 15 s for every session to start, the ramp, 15 s margin); b3 ~50 s: ~270 s
+# after the boot. Run it as `timeout 535 bash bench/gpu/run-diarize.sh OUT_DIR`. The instances'
+# 'batch pipeline' log lines (batch sizes, model time, the adapter's stage times) are copied to
+# OUT/logs/pipeline.jsonl.
 # The ASR capacity alone is measured on the same server with the diarization instances idle, not on a
 # server without them: the same processes, MPS daemon and partitions, no second boot, so the load is
 # the only difference between b1/b3 and b2.
@@ -27,7 +30,7 @@
 # Needs: node on PATH, the bundle (.bundle/voxmux.mjs and .bundle/voxmux-bench.mjs: npm run bundle),
 # python3 with torch + CUDA (numpy for the clips).
 # Usage: bash bench/gpu/run-diarize.sh OUT_DIR
-# Settings (environment): DIARIZE_BENCH_LEVELS (500,2000,5000), DIARIZE_BENCH_IDLE_CHUNKS (20),
+# Settings (environment): DIARIZE_BENCH_LEVELS (500,5000), DIARIZE_BENCH_IDLE_CHUNKS (20),
 # DIARIZE_BENCH_CHUNK_S (15), DIARIZE_BENCH_B_SESSIONS (5000), DIARIZE_BENCH_ASR_LEVELS
 # (1,64,128,192,224,256), DIARIZE_BENCH_ASR_STEP_S (4), DIARIZE_BENCH_ASR_WARMUP_S (1),
 # DIARIZE_BENCH_BUDGET_S (500), DIARIZE_BENCH_BOOT_TIMEOUT_S (240), DIARIZE_BENCH_PHASES (a,b: which
@@ -49,7 +52,7 @@ if [ "${BENCH_DRY:-0}" = 1 ]; then
   : "${DIARIZE_BENCH_B_SESSIONS:=4}" "${DIARIZE_BENCH_ASR_LEVELS:=1,2}" "${DIARIZE_BENCH_ASR_STEP_S:=2}"
   : "${DIARIZE_BENCH_ASR_WARMUP_S:=0}" "${DIARIZE_BENCH_BOOT_TIMEOUT_S:=300}"
 fi
-levels=${DIARIZE_BENCH_LEVELS:-500,2000,5000}
+levels=${DIARIZE_BENCH_LEVELS:-500,5000}
 idle_chunks=${DIARIZE_BENCH_IDLE_CHUNKS:-20}
 chunk_s=${DIARIZE_BENCH_CHUNK_S:-15}
 b_sessions=${DIARIZE_BENCH_B_SESSIONS:-5000}
@@ -208,6 +211,7 @@ if [[ $phases == *b* ]]; then
 fi
 
 get "$url/metrics" > "$out/logs/metrics.txt"
+grep '"batch pipeline"' "$out/logs/server.log" > "$out/logs/pipeline.jsonl" || true
 command -v nvidia-smi > /dev/null && nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv > "$out/logs/gpu-apps.csv" 2>&1
 record set "$results" status=finished "elapsedS=$(elapsed)"
 echo "== done in $(elapsed) s"
