@@ -1,8 +1,9 @@
 // The Whisper serving benchmark's two sides, written as voxmux config files for bench/gpu/run-asr.sh
 // (bench/gpu/run-whisper.sh runs both in one go):
 //   whisper-a-naive:  what a plain PyTorch server does: batch 1, eager, one request at a time;
-//   whisper-b-engine: voxmux's engine: batches of up to 64 windows decoding together over the static
-//                     key-value cache, finished windows replaced by waiting ones, CUDA graphs of the step.
+//   whisper-b-engine: voxmux's engine: up to 64 windows decoding together over the static key-value
+//                     cache, finished windows replaced by waiting ones, CUDA graphs of the step; 4 host
+//                     batches in flight, so requests that arrive mid-decode join it.
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
 // lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
 // 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
@@ -16,10 +17,10 @@ import { join } from 'node:path';
 const [outDir, hostPath] = process.argv.slice(2);
 export const TOKENS_PER_AUDIO_SECOND = 3;
 
-export function config({ maxBatchSize, maxQueueDelayMs, graphs, batchSizes, env = process.env, host = hostPath }) {
+export function config({ maxBatchSize, maxQueueDelayMs, graphs, batchSizes, runningBatches, env = process.env, host = hostPath }) {
   return {
     gateway: { maxBodyBytes: 8 * 1024 * 1024, requestTimeoutMs: 120_000, splitAboveMs: 0 },
-    scheduler: { maxQueuedRequests: 2048, lengthBucketsMs: [45_000], maxRunningBatchesPerInstance: 1 },
+    scheduler: { maxQueuedRequests: 2048, lengthBucketsMs: [45_000], maxRunningBatchesPerInstance: runningBatches },
     supervisor: { hostPath: host, heartbeatIntervalMs: 2000, heartbeatMissLimit: 30, batchTimeoutMs: 120_000 },
     models: {
       // The name run-asr.sh drives (ASR_BENCH_MODEL=whisper).
@@ -43,8 +44,14 @@ export function config({ maxBatchSize, maxQueueDelayMs, graphs, batchSizes, env 
 }
 
 export const CONFIGS = {
-  'whisper-a-naive': config({ maxBatchSize: 1, maxQueueDelayMs: 0, graphs: false, batchSizes: [1] }),
-  'whisper-b-engine': config({ maxBatchSize: 64, maxQueueDelayMs: 5, graphs: true, batchSizes: [1, 2, 4, 8, 16, 32, 64] }),
+  'whisper-a-naive': config({ maxBatchSize: 1, maxQueueDelayMs: 0, graphs: false, batchSizes: [1], runningBatches: 1 }),
+  'whisper-b-engine': config({
+    maxBatchSize: 64,
+    maxQueueDelayMs: 5,
+    graphs: true,
+    batchSizes: [1, 2, 4, 8, 16, 32, 64],
+    runningBatches: 4,
+  }),
 };
 
 if (outDir !== undefined) {

@@ -285,3 +285,62 @@ def test_dtw_and_median_filter() -> None:
     assert rows.tolist() == [0, 1, 1, 2, 2] and cols.tolist() == [0, 1, 2, 3, 4]
     x = torch.tensor([[1.0, 9.0, 1.0, 1.0, 5.0, 5.0, 5.0]])
     assert median_filter(x, 3).tolist() == [[9.0, 1.0, 1.0, 1.0, 5.0, 5.0, 5.0]]  # reflect padding at the ends
+
+
+def test_a_batch_submitted_while_another_decodes_joins_it_and_changes_no_transcript(model: WhisperModel) -> None:
+    engine = _engine(model, slots=4, batch_sizes=(1, 2, 4))
+    first = engine.submit([_audio(33.0, 11)], [RequestOptions(language="en")])
+    engine.tick()
+    engine.tick()
+    assert not first.done and not engine.is_idle
+    short = [_audio(3.0, 12), _audio(2.0, 13)]
+    short_requests = [RequestOptions(language="en"), RequestOptions(language="de", prompt="the cat")]
+    second = engine.submit(short, short_requests)
+    while not second.done:
+        engine.tick()
+    assert not first.done, "the later, shorter batch ends while the first still decodes"
+    while not first.done:
+        engine.tick()
+    assert engine.is_idle
+    audios, requests = [_audio(33.0, 11), *short], [RequestOptions(language="en"), *short_requests]
+    alone = [_engine(model, slots=1, batch_sizes=(1,)).transcribe([a], [r])[0] for a, r in zip(audios, requests)]
+    assert _summary(engine.results(first) + engine.results(second)) == _summary(alone)
+
+
+def test_the_adapter_decodes_host_batches_together_on_its_own_thread() -> None:
+    adapter = _adapter({"config": "tiny", "seed": 5})
+    first = [BatchInput("a", _pcm(33.0, 1), language="en")]
+    second = [BatchInput("b", _pcm(1.0, 2), language="en"), BatchInput("c", _pcm(1.5, 3), language="de")]
+    finish_first = adapter.begin(first, None)  # returns at once: the decoding thread runs it
+    finish_second = adapter.begin(second, None)
+    together = finish_first() + finish_second()
+    alone = _adapter({"config": "tiny", "seed": 5})
+    apart = [alone.run_batch([item])[0] for item in first + second]
+    assert all(isinstance(t, Transcript) for t in together)
+    assert [(t.text, t.language) for t in together] == [(t.text, t.language) for t in apart]  # type: ignore[union-attr]
+    assert adapter.stats().clips == 3  # type: ignore[attr-defined]
+    adapter.close()
+    alone.close()
+
+
+def test_a_failed_step_fails_the_batches_in_the_engine_and_the_next_batch_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    adapter = _adapter({"config": "tiny", "seed": 5})
+    engine = adapter.engine
+    step = engine._run_step
+    calls = []
+
+    def failing_once(rows: int) -> None:
+        calls.append(rows)
+        if len(calls) == 1:
+            raise RuntimeError("device lost")
+        step(rows)
+
+    monkeypatch.setattr(engine, "_run_step", failing_once)
+    finish = adapter.begin([BatchInput("a", _pcm(1.0, 1), language="en")], None)
+    with pytest.raises(RuntimeError, match="device lost"):
+        finish()
+    assert engine.is_idle
+    assert isinstance(adapter.run_batch([BatchInput("b", _pcm(1.0, 2), language="en")])[0], Transcript)
+    adapter.close()
+    with pytest.raises(InstanceError):
+        adapter.begin([BatchInput("c", _pcm(1.0, 3), language="en")], None)

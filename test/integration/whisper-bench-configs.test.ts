@@ -33,6 +33,9 @@ describe('whisper benchmark configs', () => {
     const engine = configs['whisper-b-engine']!.models.whisper;
     assert.deepEqual([naive.maxBatchSize, naive.options.cudaGraphs, naive.options.batchSizes], [1, false, [1]]);
     assert.deepEqual([engine.maxBatchSize, engine.options.cudaGraphs], [64, true]);
+    // The engine takes host batches while one decodes (they join it); the naive server one at a time.
+    const running = (name: string) => loadConfig({ file: configs[name]!, filePath: name }).scheduler.maxRunningBatchesPerInstance;
+    assert.deepEqual([running('whisper-a-naive'), running('whisper-b-engine')], [1, 4]);
   });
 
   it('writes one file per side', () => {

@@ -1,5 +1,6 @@
 """``WhisperAdapter``: the Whisper engine (decoding.py) behind the host's batch contract
-(``model_api.BatchAdapter``).
+(``model_api.BatchAdapter``); the decoding runs on a thread of its own (service.py), where host batches
+join whatever decodes.
 
 Options (``LoadContext.options``; unknown keys fail the load):
 
@@ -47,6 +48,7 @@ from .config import PRESETS, count_parameters
 from .decoding import TASKS, EngineOptions, RequestOptions, Transcription, WhisperEngine
 from .features import pcm_to_float
 from .model import WhisperModel, build_model
+from .service import DecodeService
 from .tokenizer import LANGUAGES, WhisperTokenizer, synthetic_tokenizer, tiny_tokenizer
 
 #: LANGUAGES: every language a Whisper tokenizer may know (the gateway's list: src/app/whisper-languages.ts).
@@ -177,14 +179,15 @@ def load_weights(options: Dict[str, Any]) -> Tuple[WhisperModel, WhisperTokenize
 
 
 class WhisperAdapter:
-    """A ``voxmux_host.model_api.BatchAdapter``: the whole batch runs in ``begin``; its function returns the
-    transcripts."""
+    """A ``voxmux_host.model_api.BatchAdapter``: ``begin`` hands the batch to the decoding thread
+    (service.py), where it joins whatever decodes; its function waits for the transcripts."""
 
     work_kinds: ClassVar[Tuple[str, ...]] = ("batch",)
 
     def __init__(self) -> None:
         self._options: Dict[str, Any] = {}
         self._engine: Optional[WhisperEngine] = None
+        self._service: Optional[DecodeService] = None
         self._device = torch.device("cpu")
         self._warmup_ms = 0
         self._clips = 0
@@ -237,6 +240,9 @@ class WhisperAdapter:
         return WhisperWarmupInfo(graphs_captured=graphs, warmup_ms=self._warmup_ms, memory_bytes=self._memory_bytes())
 
     def close(self) -> None:
+        if self._service is not None:
+            self._service.close()
+            self._service = None
         self._engine = None
         if self._device.type == "cuda":
             torch.cuda.empty_cache()
@@ -268,9 +274,16 @@ class WhisperAdapter:
             requests.append(RequestOptions(task=item.task, language=item.language, prompt=item.prompt or None,
                                            temperature=float(item.temperature), word_timestamps=item.word_timestamps))
             indices.append(i)
-        if audios:
+        if not audios:
+            outputs = [r for r in results if r is not None]
+            return lambda: outputs
+        if self._service is None:  # after warmup: graph capture must not meet the decoding thread's work
+            self._service = DecodeService(engine)
+        pending = self._service.submit(audios, requests)
+
+        def finish() -> List[BatchOutput]:
             try:
-                done = engine.transcribe(audios, requests)
+                done = pending.result()
             except Exception as exc:  # noqa: BLE001 - only OOM becomes per-request failures
                 if not _is_oom(exc):
                     raise
@@ -283,8 +296,9 @@ class WhisperAdapter:
                     results[i] = _to_transcript(transcription, inputs[i])
                 self._clips += len(done)
                 self._audio_seconds += sum(t.duration_s for t in done)
-        outputs = [r for r in results if r is not None]
-        return lambda: outputs
+            return [r for r in results if r is not None]
+
+        return finish
 
     def _validate(self, item: BatchInput) -> Optional[ItemFailure]:
         audio = item.audio

@@ -1,7 +1,8 @@
 """Batched greedy (and temperature-sampled) decoding of Whisper over 30 s windows, with a static key-value
 cache of ``slots`` rows and continuous batching of decode steps.
 
-How a batch runs (:meth:`WhisperEngine.transcribe`): each request becomes a *job* (its log-mel spectrogram,
+How requests run (:meth:`WhisperEngine.submit`, then :meth:`WhisperEngine.tick` until the batch is done;
+:meth:`WhisperEngine.transcribe` does both): each request becomes a *job* (its log-mel spectrogram,
 its options, its seek position); each job's next 30 s *window* waits in a queue. Free cache slots take
 waiting windows in groups (one encoder call for the group, its cross-attention keys and values written
 into the slots, language detection from one decoder step on ``<|startoftranscript|>`` where the request
@@ -10,8 +11,8 @@ once. A window ends at ``<|endoftext|>`` (or at its token budget, where end-of-t
 slot at once: the next window of its job (seek moved by its timestamps, its text as context), a retry at
 a higher temperature (fallback), or another job's window joins while the others keep decoding. A group
 joins when a quarter of the slots are free or nothing decodes, so that the encoder runs on several
-windows at a time. New requests join at batch boundaries: the host's batcher sends the next batch while
-this one's finish runs.
+windows at a time. The queue and the slots outlive a batch: requests submitted while others decode join
+at the next step that has room (the adapter submits each host batch from a decoding thread of its own).
 
 The step (:meth:`WhisperEngine._step`) reads and writes only static tensors (:class:`StepState`, the
 cache): the decoder on each slot's last token at its position, Whisper's logit rules (suppressed special
@@ -117,6 +118,18 @@ class _Job:
     segments: List[DecodedSegment] = field(default_factory=list)
     tokens: int = 0
     words: List[Tuple[str, float, float]] = field(default_factory=list)
+    finished: bool = False
+
+
+@dataclass
+class DecodeBatch:
+    """Requests submitted together (:meth:`WhisperEngine.submit`): done once each of its jobs is."""
+
+    jobs: List[_Job]
+
+    @property
+    def done(self) -> bool:
+        return all(job.finished for job in self.jobs)
 
 
 @dataclass
@@ -191,6 +204,9 @@ class WhisperEngine:
         self.eot_row = torch.full((config.n_vocab,), float("-inf"), device=device)
         self.eot_row[t.eot] = 0.0
         self.language_tokens = torch.tensor([t.language_ids[c] for c in t.languages], device=device)
+        # Windows waiting for a slot, and the slots' windows: shared by every submitted batch.
+        self._waiting: Deque[_Window] = deque()
+        self._slots: List[Optional[_Active]] = [None] * options.slots
 
     # ------------------------------------------------------------------ the step (graph-capturable)
     @torch.no_grad()
@@ -281,7 +297,16 @@ class WhisperEngine:
     # ------------------------------------------------------------------ batches
     @torch.no_grad()
     def transcribe(self, audios: Sequence[torch.Tensor], requests: Sequence[RequestOptions]) -> List[Transcription]:
-        """Float audio (16 kHz mono, [-1, 1]) and each one's options -> one transcription each, in order."""
+        """Float audio (16 kHz mono, [-1, 1]) and each one's options -> one transcription each, in order
+        (with any batch submitted before it decoding alongside)."""
+        batch = self.submit(audios, requests)
+        while not batch.done:
+            self.tick()
+        return self.results(batch)
+
+    @torch.no_grad()
+    def submit(self, audios: Sequence[torch.Tensor], requests: Sequence[RequestOptions]) -> DecodeBatch:
+        """Queues each request's first window behind those already waiting; :meth:`tick` decodes."""
         jobs: List[_Job] = []
         for index, (audio, request) in enumerate(zip(audios, requests)):
             mel = log_mel_spectrogram(audio.to(self.device), self.config.n_mels)
@@ -292,32 +317,54 @@ class WhisperEngine:
             if request.prompt:
                 job.all_tokens.extend(self.tokenizer.encode(" " + request.prompt.strip()))
             jobs.append(job)
-        waiting: Deque[_Window] = deque(self._window(job, 0.0 if job.options.temperature <= 0 else
-                                                     job.options.temperature) for job in jobs if job.content_frames > 0)
-        slots: List[Optional[_Active]] = [None] * self.options.slots
+            if job.content_frames > 0:
+                self._waiting.append(self._window(job, 0.0 if request.temperature <= 0 else request.temperature))
+            else:
+                job.finished = True
+        return DecodeBatch(jobs)
+
+    @property
+    def is_idle(self) -> bool:
+        """Nothing waits and no slot decodes."""
+        return not self._waiting and all(a is None for a in self._slots)
+
+    @torch.no_grad()
+    def tick(self) -> None:
+        """One round: waiting windows join free slots (a quarter of them free, or none decoding), then one
+        decode step for every occupied slot; windows that end free their slots."""
+        waiting, slots = self._waiting, self._slots
+        if not waiting and all(a is None for a in slots):
+            return
         refill_min = max(1, math.ceil(self.options.slots / 4))
-        while waiting or any(a is not None for a in slots):
-            free = [i for i, a in enumerate(slots) if a is None]
-            active = len(slots) - len(free)
-            if waiting and free and (len(free) >= refill_min or active == 0):
-                group = [waiting.popleft() for _ in range(min(len(free), len(waiting)))]
-                self._join(group, free[:len(group)], slots)
-            rows = max(i for i, a in enumerate(slots) if a is not None) + 1
-            self._run_step(rows)
-            tokens = self.state.out_tokens[:rows].tolist()
-            logprobs = self.state.out_logprobs[:rows].tolist()
-            for i in range(rows):
-                current = slots[i]
-                if current is None:
-                    continue
-                token = int(tokens[i])
-                current.sum_logprob += float(logprobs[i])
-                if token == self.tokenizer.eot:
-                    slots[i] = None
-                    self._finish(current, waiting)
-                else:
-                    current.tokens.append(token)
-        return [self._result(job) for job in jobs]
+        free = [i for i, a in enumerate(slots) if a is None]
+        active = len(slots) - len(free)
+        if waiting and free and (len(free) >= refill_min or active == 0):
+            group = [waiting.popleft() for _ in range(min(len(free), len(waiting)))]
+            self._join(group, free[:len(group)], slots)
+        rows = max(i for i, a in enumerate(slots) if a is not None) + 1
+        self._run_step(rows)
+        tokens = self.state.out_tokens[:rows].tolist()
+        logprobs = self.state.out_logprobs[:rows].tolist()
+        for i in range(rows):
+            current = slots[i]
+            if current is None:
+                continue
+            token = int(tokens[i])
+            current.sum_logprob += float(logprobs[i])
+            if token == self.tokenizer.eot:
+                slots[i] = None
+                self._finish(current, waiting)
+            else:
+                current.tokens.append(token)
+
+    def results(self, batch: DecodeBatch) -> List[Transcription]:
+        """A done batch's transcriptions, in the order submitted."""
+        return [self._result(job) for job in batch.jobs]
+
+    def abort(self) -> None:
+        """Drops every waiting and decoding window (after a failed step: the batches they belong to fail)."""
+        self._waiting.clear()
+        self._slots = [None] * self.options.slots
 
     def _window(self, job: _Job, temperature: float) -> _Window:
         return _Window(job, job.seek, min(N_FRAMES, job.content_frames - job.seek), temperature)
@@ -437,6 +484,8 @@ class WhisperEngine:
             job.prompt_reset_since = len(job.all_tokens)
         if job.seek < job.content_frames:
             waiting.appendleft(self._window(job, max(job.options.temperature, 0.0)))
+        else:
+            job.finished = True
 
     def _segments(self, tokens: List[int], window: _Window, forced: bool) -> Tuple[List[DecodedSegment], int]:
         """OpenAI's segmentation of a window's tokens at consecutive timestamps, and how far seek moves (a
