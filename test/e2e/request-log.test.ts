@@ -15,6 +15,16 @@ import { startServer, type RunningServer } from '../support/server-process.js';
 import { waitFor } from '../support/wait-for.js';
 
 const running: RunningServer[] = [];
+
+/** A server of these models writing its request log into a fresh folder (`path`), stopped after the tests. */
+async function startLoggingServer(models: Record<string, object>, requestLog: Record<string, number> = {}) {
+  const path = join(mkdtempSync(join(tmpdir(), 'voxmux-request-log-e2e-')), 'requests.jsonl');
+  const server = await startServer({
+    config: { requestLog: { path, ...requestLog }, supervisor: { heartbeatIntervalMs: 200 }, models },
+  });
+  running.push(server);
+  return { server, path };
+}
 after(async () => {
   await Promise.all(running.map((s) => s.stop('SIGKILL')));
 });
@@ -33,20 +43,14 @@ function readLog(path: string): RequestLogLine[] {
 
 describe('request log (#20)', () => {
   it('writes one line per call with its model, kind, audio, timings, status and code, and rotates at maxBytes', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'voxmux-request-log-e2e-'));
-    const path = join(dir, 'requests.jsonl');
     // About 240 bytes a line: four lines a file, so seven calls need a rotation.
-    const server = await startServer({
-      config: {
-        requestLog: { path, maxBytes: 1024, keepFiles: 5 },
-        supervisor: { heartbeatIntervalMs: 200 },
-        models: {
-          echo: { adapter: 'test', aliases: ['whisper-1'], instances: 1 },
-          voice: { adapter: 'test', task: 'speech', aliases: ['tts-1'], instances: 1, voiceAliases: { alloy: 'tone-a' } },
-        },
+    const { server, path } = await startLoggingServer(
+      {
+        echo: { adapter: 'test', aliases: ['whisper-1'], instances: 1 },
+        voice: { adapter: 'test', task: 'speech', aliases: ['tts-1'], instances: 1, voiceAliases: { alloy: 'tone-a' } },
       },
-    });
-    running.push(server);
+      { maxBytes: 1024, keepFiles: 5 },
+    );
     const url = server.url;
     const transcribe = async (model: string, seconds: number) => {
       const form = new FormData();
@@ -116,18 +120,9 @@ describe('request log (#20)', () => {
   });
 
   it('records a speech call whose client left after the first audio, with client_disconnected and the audio made until then', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'voxmux-request-log-e2e-'));
-    const path = join(dir, 'requests.jsonl');
-    const server = await startServer({
-      config: {
-        requestLog: { path },
-        supervisor: { heartbeatIntervalMs: 200 },
-        models: {
-          slow: { adapter: 'test', task: 'speech', instances: 1, voiceAliases: { alloy: 'tone-a' }, options: { speechChunkDelayMs: 300 } },
-        },
-      },
+    const { server, path } = await startLoggingServer({
+      slow: { adapter: 'test', task: 'speech', instances: 1, voiceAliases: { alloy: 'tone-a' }, options: { speechChunkDelayMs: 300 } },
     });
-    running.push(server);
     const abort = new AbortController();
     const res = await fetch(`${server.url}/v1/audio/speech`, {
       method: 'POST',
@@ -156,20 +151,11 @@ describe('request log (#20)', () => {
   });
 
   it('records diarization files and session chunks, and a realtime call when it ends, with the caller audio it received', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'voxmux-request-log-e2e-'));
-    const path = join(dir, 'requests.jsonl');
-    const server = await startServer({
-      config: {
-        requestLog: { path },
-        supervisor: { heartbeatIntervalMs: 200 },
-        models: {
-          echo: { adapter: 'test', instances: 1 },
-          voice: { adapter: 'test', task: 'speech', instances: 1, voiceAliases: { alloy: 'tone-a' } },
-          diar: { adapter: 'test', task: 'diarization', instances: 1 },
-        },
-      },
+    const { server, path } = await startLoggingServer({
+      echo: { adapter: 'test', instances: 1 },
+      voice: { adapter: 'test', task: 'speech', instances: 1, voiceAliases: { alloy: 'tone-a' } },
+      diar: { adapter: 'test', task: 'diarization', instances: 1 },
     });
-    running.push(server);
     const url = server.url;
     const form = (fields: Record<string, string>, seconds: number) => {
       const body = new FormData();
