@@ -3,6 +3,7 @@ import { setImmediate as tick } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import { FakeClock } from '../../../test/support/fake-clock.js';
 import { silentLogger } from '../../../test/support/test-logger.js';
+import { errors } from '../../core/error-catalog.js';
 import type { StreamCall, StreamChunk } from '../../scheduler/index.js';
 import { createMetrics } from '../../telemetry/metrics.js';
 import { createFirKernel } from '../audio/fir-kernel.js';
@@ -52,7 +53,7 @@ function gatedStream() {
   };
 }
 
-function harness(options: { partialIntervalMs?: number; llm?: ChatResponder } = {}) {
+function harness(options: { partialIntervalMs?: number; llm?: ChatResponder; transcribeError?: Error } = {}) {
   const events: ServerEvent[] = [];
   const clock = new FakeClock();
   const streams: ReturnType<typeof gatedStream>[] = [];
@@ -62,6 +63,7 @@ function harness(options: { partialIntervalMs?: number; llm?: ChatResponder } = 
     // One word per 100 ms of audio: a growing utterance gets a growing transcript.
     transcribe: async (audio, work) => {
       transcribed.push({ samples: audio.length, priority: work.priority });
+      if (options.transcribeError !== undefined) throw options.transcribeError;
       return Array.from({ length: Math.floor(audio.length / 1600) }, (_, i) => `w${i}`).join(' ');
     },
     speak: () => {
@@ -365,6 +367,42 @@ describe('RealtimeSession', () => {
     });
     await h.settle();
     assert.equal((h.events.at(-1)!.error as { code: string }).code, 'invalid_audio_data');
+  });
+
+  it('a failed transcription of a turn or of an item’s audio is a failed event naming the code; the session goes on', async () => {
+    const h = harness({ transcribeError: errors.instanceCrashed({ instanceId: 'asr-0-g1', reason: 'exit code 1' }) });
+    h.send({
+      ...CONFIGURE,
+      session: {
+        ...CONFIGURE.session,
+        audio: { input: { transcription: { model: 'whisper-1' }, turn_detection: { type: 'server_vad', create_response: false } } },
+      },
+    });
+    h.append('speech', 6);
+    h.append('silence', 8);
+    await h.settle();
+    const second = Buffer.from(new Int16Array(2_400).fill(1000).buffer).toString('base64');
+    h.send({
+      type: 'conversation.item.create',
+      item: { type: 'message', role: 'user', content: [{ type: 'input_audio', audio: second }] },
+    });
+    h.send({ type: 'response.create' });
+    await h.settle();
+    const failed = h.events.filter((e) => e.type === 'conversation.item.input_audio_transcription.failed');
+    assert.equal(failed.length, 2, h.types().join(', '));
+    const committed = h.events.find((e) => e.type === 'input_audio_buffer.committed')!;
+    const added = h.events
+      .filter((e) => e.type === 'conversation.item.added')
+      .map((e) => e.item as { id: string; role: string })
+      .filter((item) => item.role === 'user')
+      .at(-1)!;
+    assert.deepEqual(
+      failed.map((e) => e.item_id),
+      [committed.item_id, added.id],
+    );
+    for (const e of failed) assert.equal((e.error as { code: string }).code, 'instance_crashed');
+    assert.ok(!h.types().includes('conversation.item.input_audio_transcription.completed'));
+    assert.ok(h.types().includes('response.created'), 'the response still runs, on what the item said (nothing)');
   });
 
   it('a binary frame, or a response.create while one is in progress, is an error event', async () => {

@@ -569,19 +569,23 @@ class Session implements RealtimeSession {
         }
         return text;
       },
-      (err: unknown) => {
-        const error = toServiceError(err, { maxBodyBytes: 0, contentType: undefined });
-        if (isReported && error.kind !== 'cancelled' && !this.#isClosed) {
-          this.#send({
-            type: 'conversation.item.input_audio_transcription.failed',
-            item_id: itemId,
-            content_index: 0,
-            error: { type: 'transcription_error', code: error.code, message: error.message, param: null },
-          });
-        }
-        return '';
-      },
+      (err: unknown) => this.#transcriptionFailed(err, itemId, isReported),
     );
+  }
+
+  /** A failed transcription of an item's audio: the failed event when the item's transcripts are
+   * reported (not for a cancelled one); the item then counts as saying nothing. */
+  #transcriptionFailed(err: unknown, itemId: string, isReported: boolean): string {
+    const error = toServiceError(err, { maxBodyBytes: 0, contentType: undefined });
+    if (isReported && error.kind !== 'cancelled' && !this.#isClosed) {
+      this.#send({
+        type: 'conversation.item.input_audio_transcription.failed',
+        item_id: itemId,
+        content_index: 0,
+        error: { type: 'transcription_error', code: error.code, message: error.message, param: null },
+      });
+    }
+    return '';
   }
 
   /** A partial transcript of the utterance so far, each partialIntervalMs of new speech, one at a time. */
@@ -697,18 +701,7 @@ class Session implements RealtimeSession {
         }
         return transcript;
       },
-      (err: unknown) => {
-        const error = toServiceError(err, { maxBodyBytes: 0, contentType: undefined });
-        if (isReported && error.kind !== 'cancelled' && !this.#isClosed) {
-          this.#send({
-            type: 'conversation.item.input_audio_transcription.failed',
-            item_id: id,
-            content_index: 0,
-            error: { type: 'transcription_error', code: error.code, message: error.message, param: null },
-          });
-        }
-        return '';
-      },
+      (err: unknown) => this.#transcriptionFailed(err, id, isReported),
     );
   }
 
