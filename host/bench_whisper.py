@@ -117,7 +117,32 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, Any]:
     naive = report["modes"][0]["clipsPerSecond"]
     for mode in report["modes"]:
         mode["speedupOverNaive"] = mode["clipsPerSecond"] / naive
+    report["stages"] = stage_times(engine, model, config, sizes, device, dtype, args.stage_repeats)
     return report
+
+
+def _timed_ms(fn: Any, device: torch.device, repeats: int) -> float:
+    fn()
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    _sync(device)
+    return (time.perf_counter() - start) * 1000 / repeats
+
+
+@torch.no_grad()
+def stage_times(engine: WhisperEngine, model: Any, config: Any, sizes: Sequence[int], device: torch.device,
+                dtype: torch.dtype, repeats: int) -> Dict[str, Any]:
+    """Where a batch's time goes: the encoder on b padded 30 s windows, and one decode step (the replayed
+    graph, or the eager step) for b slots, each in milliseconds."""
+    encoder: Dict[str, float] = {}
+    step: Dict[str, float] = {}
+    for b in sizes:
+        mel = torch.randn(b, config.n_mels, 3000, device=device, dtype=dtype)
+        encoder[str(b)] = _timed_ms(lambda: model.encoder(mel), device, max(1, repeats // 10))
+        step[str(b)] = _timed_ms(lambda: engine._run_step(b), device, repeats)
+    return {"encoderMs": encoder, "stepMs": step, "repeats": repeats}
 
 
 def print_table(report: Dict[str, Any]) -> None:
@@ -127,6 +152,10 @@ def print_table(report: Dict[str, Any]) -> None:
     for m in report["modes"]:
         print(f"{m['mode']:<10} {m['batchSize']:>5} {m['clipsPerSecond']:>9.2f} {m['audioSecondsPerSecond']:>10.1f} "
               f"{m['tokensPerSecond']:>10.0f} {m['latencyP50S']:>8.3f} {m['latencyP95S']:>8.3f} {m['speedupOverNaive']:>8.1f}")
+    stages = report["stages"]
+    print("batch  encoder ms (b windows)  step ms (b slots)")
+    for b, ms in stages["encoderMs"].items():
+        print(f"{b:>5} {ms:>22.2f} {stages['stepMs'][b]:>18.3f}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -141,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stage-repeats", type=int, default=50, help="decode steps timed per batch size")
     parser.add_argument("--out", default="bench-whisper.json")
     args = parser.parse_args(argv)
     torch.manual_seed(args.seed)

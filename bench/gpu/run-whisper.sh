@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The Whisper serving benchmark on one GPU machine, side by side in one run (bench/gpu/whisper-configs.mjs):
-# (a) a naive server (batch 1, eager, no cache reuse across requests) and (b) voxmux's Whisper engine,
-# both with large-v3-turbo shapes, 45 s clips and a token budget of 3 per audio second. For each: the
+# (a) a naive server (batch 1, eager, no cache reuse across requests) and (b) voxmux's Whisper engine
+# (with b0, the same engine whose requests join decoding only at host batch boundaries), all with large-v3-turbo shapes, 45 s clips and a token budget of 3 per audio second. For each: the
 # single-request latency on the idle server, then the ramp of run-asr.sh (capacity at p95 <= 1 s, GPU
-# busy from nvidia-smi), then the comparison; last, the engine's own tokens per second (bench_whisper.py).
+# busy from nvidia-smi), then the comparison; last, the engine's own tokens per second and the time of
+# its encoder call and decode step per batch size (bench_whisper.py).
 #
 # Needs what run-asr.sh needs: node on PATH, the bundle .bundle/voxmux.mjs (npm run bundle), python3
 # with torch + CUDA. One command: bash bench/gpu/run-whisper.sh OUT_DIR
@@ -21,6 +22,6 @@ export ASR_BENCH_LEVELS=${ASR_BENCH_LEVELS:-1,2,4,8,16,32,48,64,96,128}
   echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)"
   echo "command: bash bench/gpu/run-whisper.sh $out"
 } > "$out/run.txt"
-bash "$root/bench/gpu/run-asr.sh" "$out" whisper-a-naive whisper-b-engine
+bash "$root/bench/gpu/run-asr.sh" "$out" whisper-a-naive whisper-b-engine whisper-b0-one-batch
 python3 "$root/host/bench_whisper.py" --device cuda --config large-v3-turbo --clip-seconds 45 \
   --tokens-per-audio-second 3 --out "$out/engine.json" | tee "$out/engine.txt"

@@ -3,7 +3,9 @@
 //   whisper-a-naive:  what a plain PyTorch server does: batch 1, eager, one request at a time;
 //   whisper-b-engine: voxmux's engine: up to 64 windows decoding together over the static key-value
 //                     cache, finished windows replaced by waiting ones, CUDA graphs of the step; 4 host
-//                     batches in flight, so requests that arrive mid-decode join it.
+//                     batches in flight, so requests that arrive mid-decode join it;
+//   whisper-b0-one-batch: the same engine with one host batch in flight (requests join decoding only at
+//                     host batch boundaries): the baseline of joining a running decode.
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
 // lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
 // 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
@@ -43,15 +45,12 @@ export function config({ maxBatchSize, maxQueueDelayMs, graphs, batchSizes, runn
   };
 }
 
+const ENGINE = { maxBatchSize: 64, maxQueueDelayMs: 5, graphs: true, batchSizes: [1, 2, 4, 8, 16, 32, 64] };
+
 export const CONFIGS = {
   'whisper-a-naive': config({ maxBatchSize: 1, maxQueueDelayMs: 0, graphs: false, batchSizes: [1], runningBatches: 1 }),
-  'whisper-b-engine': config({
-    maxBatchSize: 64,
-    maxQueueDelayMs: 5,
-    graphs: true,
-    batchSizes: [1, 2, 4, 8, 16, 32, 64],
-    runningBatches: 4,
-  }),
+  'whisper-b-engine': config({ ...ENGINE, runningBatches: 4 }),
+  'whisper-b0-one-batch': config({ ...ENGINE, runningBatches: 1 }),
 };
 
 if (outDir !== undefined) {

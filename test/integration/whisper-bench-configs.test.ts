@@ -20,7 +20,7 @@ describe('whisper benchmark configs', () => {
     const bench = (await import(SCRIPT)) as Record<string, unknown>;
     const configs = bench.CONFIGS as BenchConfigs;
     const tokensPerAudioSecond = bench.TOKENS_PER_AUDIO_SECOND as number;
-    assert.deepEqual(Object.keys(configs), ['whisper-a-naive', 'whisper-b-engine']);
+    assert.deepEqual(Object.keys(configs), ['whisper-a-naive', 'whisper-b-engine', 'whisper-b0-one-batch']);
     for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
       const model = config.models.whisper!;
@@ -33,14 +33,19 @@ describe('whisper benchmark configs', () => {
     const engine = configs['whisper-b-engine']!.models.whisper;
     assert.deepEqual([naive.maxBatchSize, naive.options.cudaGraphs, naive.options.batchSizes], [1, false, [1]]);
     assert.deepEqual([engine.maxBatchSize, engine.options.cudaGraphs], [64, true]);
-    // The engine takes host batches while one decodes (they join it); the naive server one at a time.
+    // The engine takes host batches while one decodes (they join it); the naive server and the
+    // engine's baseline one at a time, which differs from the engine in nothing else.
     const running = (name: string) => loadConfig({ file: configs[name]!, filePath: name }).scheduler.maxRunningBatchesPerInstance;
-    assert.deepEqual([running('whisper-a-naive'), running('whisper-b-engine')], [1, 4]);
+    assert.deepEqual([running('whisper-a-naive'), running('whisper-b-engine'), running('whisper-b0-one-batch')], [1, 4, 1]);
+    const { scheduler: s0, ...baseline } = configs['whisper-b0-one-batch'] as unknown as Record<string, unknown> & { scheduler: object };
+    const { scheduler: s1, ...candidate } = configs['whisper-b-engine'] as unknown as Record<string, unknown> & { scheduler: object };
+    assert.deepEqual(baseline, candidate);
+    assert.deepEqual({ ...s0, maxRunningBatchesPerInstance: 4 }, s1);
   });
 
   it('writes one file per side', () => {
     const dir = mkdtempSync(join(tmpdir(), 'voxmux-whisper-bench-'));
     execFileSync(process.execPath, [SCRIPT, dir, '/opt/host']);
-    assert.deepEqual(readdirSync(dir).sort(), ['whisper-a-naive.json', 'whisper-b-engine.json']);
+    assert.deepEqual(readdirSync(dir).sort(), ['whisper-a-naive.json', 'whisper-b-engine.json', 'whisper-b0-one-batch.json']);
   });
 });
