@@ -19,6 +19,7 @@ import { registerTranscriptionRoute } from './routes/transcriptions.js';
 import { registerTranslationRoute } from './routes/translations.js';
 import { registerVoicesRoute } from './routes/voices.js';
 import { registerRealtimeRoutes } from './realtime/realtime-route.js';
+import { UploadPool } from './upload-pool.js';
 
 const OPEN_PATHS = ['/health/live', '/health/ready', '/metrics'];
 /** Paths answered as usual while draining: liveness and metrics; readiness then answers 503 like the API. */
@@ -155,10 +156,21 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
     throw errors.routeNotFound({ method: request.method, url: request.url.split('?')[0] ?? '' });
   });
 
-  registerTranscriptionRoute(app, options, deps);
-  registerTranslationRoute(app, options, deps);
+  // One pool for every route that takes audio uploads (transcriptions, translations, diarization).
+  const uploads = new UploadPool(
+    { maxPooledBytes: options.uploadPoolBytes, idleMs: options.uploadPoolIdleMs },
+    {
+      clock: deps.clock,
+      onChange: ({ pooledBytes, allocatedBytes }) => {
+        deps.metrics.uploadPoolBytes.set(pooledBytes);
+        if (allocatedBytes > 0) deps.metrics.uploadAllocatedBytes.inc(allocatedBytes);
+      },
+    },
+  );
+  registerTranscriptionRoute(app, options, deps, uploads);
+  registerTranslationRoute(app, options, deps, uploads);
   registerSpeechRoute(app, options, deps);
-  registerDiarizationRoutes(app, options, deps);
+  registerDiarizationRoutes(app, options, deps, uploads);
   registerModelRoutes(app, deps);
   registerVoicesRoute(app, deps);
   registerRealtimeRoutes(app, options, deps);

@@ -4,9 +4,11 @@
  * generation, where only full collections free it. A fresh buffer per upload then drove a full
  * collection every 10 to 30 uploads: with 45 s uploads, about 40 % of the gateway's main-thread
  * time went to collecting and copying them; reusing the memory took a quarter off that thread's
- * time per upload (bench/results/gateway-upload-pool-2026-12-03/). The transcription route takes each upload's
- * buffer from here and gives it back once the request's result is in, when nothing reads the audio
- * any more.
+ * time per upload (bench/results/gateway-upload-pool-2026-12-03/). The gateway has one pool; the
+ * transcription, translation and diarization routes take each upload's buffer from it and give it
+ * back once the call's result is in, when nothing reads the audio any more (for a diarization
+ * session's chunk of 480 KB, that cut the gateway's CPU time per chunk by about a third:
+ * bench/results/diarize-gateway-cpu-2026-12-04/).
  *
  * Buffers come in power-of-two sizes from 64 KiB; a given-back buffer is kept for the next upload
  * of its size while the pool holds less than `maxPooledBytes`, and left to the garbage collector

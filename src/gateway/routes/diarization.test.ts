@@ -78,7 +78,7 @@ afterEach(async () => {
   current = undefined;
 });
 
-async function setup() {
+async function setup(p: { uploadPoolBytes?: number } = {}) {
   const clock = new FakeClock();
   const sequences = new FakeSequences();
   const metrics = createMetrics();
@@ -87,7 +87,7 @@ async function setup() {
       maxBodyBytes: 1024 * 1024,
       requestTimeoutMs: 30_000,
       apiKeys: [],
-      uploadPoolBytes: 0,
+      uploadPoolBytes: p.uploadPoolBytes ?? 0,
       uploadPoolIdleMs: 10_000,
       bodyTimeoutMs: 60_000,
       splitAboveMs: 0,
@@ -357,5 +357,28 @@ describe('diarization sessions (#17)', () => {
     assert.equal(error.code, 'session_expired');
     assert.match(error.message, /expired after 60000 ms/);
     assert.match(await metrics.registry.metrics(), /voxmux_gateway_diarization_sessions_expired_total\{model="diar"\} 1/);
+  });
+});
+
+describe('diarization uploads (#17)', () => {
+  it("gives a chunk's or file's upload to the next one once its result is in, and not when it failed", async () => {
+    const { app, sequences, metrics } = await setup({ uploadPoolBytes: 16 * 1024 * 1024 });
+    const id = (await createSession(app)).json<DiarizationSessionCreated>().id;
+    const bufferOf = (n: number) => sequences.items[n]!.item.audio.buffer;
+    assert.equal((await sendChunk(app, id, { seq: '0' }, chunkWav(1))).statusCode, 200);
+    assert.equal((await sendChunk(app, id, { seq: '1' }, chunkWav(1))).statusCode, 200);
+    // A 16 kHz 16-bit WAV decodes to a view of its upload, so the second chunk's samples sit in
+    // the first one's memory.
+    assert.equal(bufferOf(1), bufferOf(0), "the second chunk reused the first one's upload memory");
+    const whole = await app.inject({ method: 'POST', url: '/v1/audio/diarization', ...multipart({ model: 'diar' }, chunkWav(1)) });
+    assert.equal(whole.statusCode, 200);
+    assert.equal(bufferOf(2), bufferOf(0), 'a whole file takes the pooled memory too, and gives it back');
+    sequences.nextError = errors.instanceCrashed({ instanceId: 'diar-0', reason: 'test' });
+    assert.equal((await sendChunk(app, id, { seq: '2' }, chunkWav(1))).statusCode, 503);
+    const again = await createSession(app);
+    assert.equal((await sendChunk(app, again.json<DiarizationSessionCreated>().id, { seq: '0' }, chunkWav(1))).statusCode, 200);
+    assert.notEqual(bufferOf(4), bufferOf(3), "a failed chunk's upload may still be read by its batch: not reused");
+    const allocated = (await metrics.uploadAllocatedBytes.get()).values[0]?.value;
+    assert.equal(allocated, 2 * 64 * 1024, 'two uploads allocated: the first, and the one after the failure');
   });
 });

@@ -28,7 +28,7 @@ import { DiarizationSessionStore, type DiarizationSession, type SpeakerBounds } 
 import { diarizeRecording, SAMPLE_RATE_HZ, speechRegionsOf } from '../diarization/diarize-recording.js';
 import { toEngineOutput, toRttm, toSpeakerSegments } from '../diarization/timeline.js';
 import { createCallRecord, noteDispatch } from '../call-record.js';
-import { UploadPool } from '../upload-pool.js';
+import type { UploadPool } from '../upload-pool.js';
 import { openCall } from './call-context.js';
 import { readFormWithin } from './transcriptions.js';
 
@@ -133,9 +133,13 @@ function timelineOf(session: DiarizationSession, status: 'open' | 'closed'): Dia
   };
 }
 
-export function registerDiarizationRoutes(app: FastifyInstance, options: GatewayOptions, deps: GatewayDeps): DiarizationSessionStore {
+export function registerDiarizationRoutes(
+  app: FastifyInstance,
+  options: GatewayOptions,
+  deps: GatewayDeps,
+  uploads: UploadPool,
+): DiarizationSessionStore {
   const { clock, metrics } = deps;
-  const uploads = new UploadPool({ maxPooledBytes: 0, idleMs: options.uploadPoolIdleMs }, { clock, onChange: () => undefined });
   const store = new DiarizationSessionStore({
     clock,
     onExpired: (session) => {
@@ -191,6 +195,8 @@ export function registerDiarizationRoutes(app: FastifyInstance, options: Gateway
       deps,
     );
     record.resultMs = clock.nowMs();
+    // The result is in, so the hosts have read the audio (it may be a view of the upload).
+    uploads.giveBack(form.file);
     const duration = Math.round((audio.samples.length / SAMPLE_RATE_HZ) * 1000) / 1000;
     return sendTimeline(reply, format, { fileId: 'audio', json: { duration, speakers, segments } });
   });
@@ -287,6 +293,10 @@ export function registerDiarizationRoutes(app: FastifyInstance, options: Gateway
     store.touch(session);
     const body = await answer;
     record.resultMs = clock.nowMs();
+    // The chunk's result is in, so its host has read the audio (a view of the upload for a 16 kHz
+    // 16-bit WAV): the upload's memory serves the next one. (A failed chunk leaves it to the
+    // garbage collector: it may be on its way to an instance still.)
+    uploads.giveBack(form.file);
     return reply.type('application/json; charset=utf-8').send(body);
   });
 

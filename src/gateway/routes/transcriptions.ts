@@ -16,7 +16,7 @@ import { renderTranscript, toStreamEvents, type LanguageSource } from '../transc
 import { toHttpError, toServiceError } from '../error-mapping.js';
 import { DEFAULT_MIN_PAUSE_MS, DEFAULT_SPEECH_THRESHOLD, planCuts, toPieceRanges } from '../pieces/split-policy.js';
 import { transcribeInPieces, type PieceRange } from '../pieces/transcribe-in-pieces.js';
-import { UploadPool, readIntoPool } from '../upload-pool.js';
+import { readIntoPool, type UploadPool } from '../upload-pool.js';
 import { createCallRecord, noteDispatch } from '../call-record.js';
 import { openCall } from './call-context.js';
 
@@ -276,8 +276,8 @@ function diarizerOf(model: string, entry: ModelEntry | undefined, deps: GatewayD
   return { model: name, wantsSpeechRegions: settings.wantsSpeechRegions };
 }
 
-export function registerTranscriptionRoute(app: FastifyInstance, options: GatewayOptions, deps: GatewayDeps): void {
-  registerSpeechToTextRoute(app, options, deps, TRANSCRIPTIONS);
+export function registerTranscriptionRoute(app: FastifyInstance, options: GatewayOptions, deps: GatewayDeps, uploads: UploadPool): void {
+  registerSpeechToTextRoute(app, options, deps, TRANSCRIPTIONS, uploads);
 }
 
 /** POST endpoint.path: a transcription (task transcribe) or a translation into English (task translate). */
@@ -286,17 +286,8 @@ export function registerSpeechToTextRoute(
   options: GatewayOptions,
   deps: GatewayDeps,
   endpoint: SpeechToTextEndpoint,
+  uploads: UploadPool,
 ): void {
-  const uploads = new UploadPool(
-    { maxPooledBytes: options.uploadPoolBytes, idleMs: options.uploadPoolIdleMs },
-    {
-      clock: deps.clock,
-      onChange: ({ pooledBytes, allocatedBytes }) => {
-        deps.metrics.uploadPoolBytes.set(pooledBytes);
-        if (allocatedBytes > 0) deps.metrics.uploadAllocatedBytes.inc(allocatedBytes);
-      },
-    },
-  );
   const isTranslation = endpoint.task === 'translate';
   app.post(endpoint.path, async (request: FastifyRequest, reply: FastifyReply) => {
     // The client may leave at any time: its queued request is then dropped by the scheduler.

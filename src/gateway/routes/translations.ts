@@ -5,6 +5,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { GatewayDeps, GatewayOptions } from '../gateway-types.js';
+import type { UploadPool } from '../upload-pool.js';
 import { registerSpeechToTextRoute, type SpeechToTextEndpoint } from './transcriptions.js';
 
 const TRANSLATIONS: SpeechToTextEndpoint = {
@@ -13,6 +14,6 @@ const TRANSLATIONS: SpeechToTextEndpoint = {
   knownFields: new Set(['model', 'prompt', 'response_format', 'temperature']),
 };
 
-export function registerTranslationRoute(app: FastifyInstance, options: GatewayOptions, deps: GatewayDeps): void {
-  registerSpeechToTextRoute(app, options, deps, TRANSLATIONS);
+export function registerTranslationRoute(app: FastifyInstance, options: GatewayOptions, deps: GatewayDeps, uploads: UploadPool): void {
+  registerSpeechToTextRoute(app, options, deps, TRANSLATIONS, uploads);
 }

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The gateway's CPU time per diarization session chunk, without a GPU: the whole server with the
+# `test` engine's diarizer (it answers at once, so the gateway's own work is what is timed), driven
+# by `voxmux bench diarize --mode load` (15 s chunks of a 16 kHz 16-bit WAV, 480 KB each, sessions
+# sending as fast as answered). With a baseline commit, a server built from that commit runs the same
+# load in the same run, the two sides alternating round by round.
+#
+#   bash bench/diarize-gateway-cpu/run.sh OUT [BASELINE_COMMIT] [ROUNDS]
+#
+# Per side and round: the gateway process's CPU seconds (user + system, /proc) over the load, per
+# chunk answered; chunks/s; per-chunk p50/p95. The server runs with MALLOC_MMAP_THRESHOLD_ set (the
+# value the launcher gives its gateway child), so the launcher is the gateway and no child is started.
+# Writes OUT/<side>-<round>/ (the bench's files), OUT/results.jsonl and OUT/summary.md.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=$(mkdir -p "$1" && cd "$1" && pwd)
+baseline=${2:-}
+rounds=${3:-3}
+sessions=${DIARIZE_GATEWAY_SESSIONS:-32}
+source "$root/bench/gpu/serve-lib.sh"
+(cd "$root" && npx tsc -p tsconfig.build.json)
+sides=("candidate:$root")
+if [ -n "$baseline" ]; then
+  base_dir=$(mktemp -d)/baseline
+  git -C "$root" worktree add --detach -q "$base_dir" "$baseline"
+  trap 'git -C "$root" worktree remove --force "$base_dir"' EXIT
+  ln -s "$root/node_modules" "$base_dir/node_modules"
+  (cd "$base_dir" && npx tsc -p tsconfig.build.json)
+  sides+=("baseline:$base_dir")
+fi
+/usr/bin/python3 "$root/bench/gpu/make-clip.py" "$out/clip90.wav" 90
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"; }
+: > "$out/results.jsonl"
+port=8770
+for round in $(seq 1 "$rounds"); do
+  for side in "${sides[@]}"; do
+    name=${side%%:*} dir=${side#*:}
+    port=$((port + 1))
+    cat > "$out/config.json" <<JSON
+{"gateway": {"port": $port}, "scheduler": {"maxRunningBatchesPerInstance": 3},
+ "models": {"diar": {"adapter": "test", "task": "diarization", "instances": 1, "maxBatchSize": 64, "maxQueueDelayMs": 2}}}
+JSON
+    (cd "$dir" && MALLOC_MMAP_THRESHOLD_=65536 VOXMUX_SUPERVISOR_PYTHON_PATH=/usr/bin/python3 exec node bin/voxmux.mjs serve --config "$out/config.json") > "$out/$name-$round-server.log" 2>&1 &
+    pid=$!
+    wait_ready all_ready "http://127.0.0.1:$port/health/ready" "$pid" "$out/$name-$round-server.log" 120
+    load() {
+      node "$root/bin/voxmux.mjs" bench diarize --mode load --url "http://127.0.0.1:$port" --model diar --audio "$out/clip90.wav" \
+        --sessions "$1" --chunk-s 15 --pacing asap --timeout-s 60 --label "$name round $round" --out "$2" > "$2.txt" 2>&1
+    }
+    load 4 "$out/warmup"
+    c0=$(cpu_s "$pid")
+    load "$sessions" "$out/$name-$round"
+    c1=$(cpu_s "$pid")
+    kill -TERM "$pid"; wait "$pid" || true
+    node - "$out/$name-$round/results.json" "$name" "$round" "$c0" "$c1" >> "$out/results.jsonl" <<'JS'
+const r = JSON.parse(require('node:fs').readFileSync(process.argv[2], 'utf8'));
+const [, , , side, round, c0, c1] = process.argv;
+const t = r.totals;
+const ok = t.ok;
+const cpuS = Number(c1) - Number(c0);
+const errors = Object.values(t.errors).reduce((a, b) => a + b, 0) + t.sessionsFailed;
+console.log(JSON.stringify({ side, round: Number(round), chunksOk: ok, errors, chunksPerSecond: t.chunksPerSecond,
+  p50Ms: t.latencyMs.p50, p95Ms: t.latencyMs.p95, gatewayCpuS: Number(cpuS.toFixed(2)), gatewayCpuMsPerChunk: Number(((1000 * cpuS) / ok).toFixed(2)) }));
+JS
+  done
+done
+rm -rf "$out/warmup" "$out/warmup.txt" "$out/clip90.wav"
+node - "$out" "${sides[@]%%:*}" > "$out/summary.md" <<'JS'
+const { readFileSync } = require('node:fs');
+const [out, ...names] = process.argv.slice(2);
+const rows = readFileSync(`${out}/results.jsonl`, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor((s.length - 1) / 2)]; };
+console.log('| side | round | chunks ok | errors | chunks/s | p50 ms | p95 ms | gateway CPU s | gateway CPU ms per chunk |');
+console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+for (const r of rows) console.log(`| ${r.side} | ${r.round} | ${r.chunksOk} | ${r.errors} | ${r.chunksPerSecond?.toFixed(1)} | ${r.p50Ms?.toFixed(1)} | ${r.p95Ms?.toFixed(1)} | ${r.gatewayCpuS} | ${r.gatewayCpuMsPerChunk} |`);
+console.log('');
+for (const name of names) {
+  const mine = rows.filter((r) => r.side === name);
+  console.log(`- ${name}: median ${median(mine.map((r) => r.gatewayCpuMsPerChunk))} ms of gateway CPU per chunk, ${median(mine.map((r) => r.chunksPerSecond)).toFixed(1)} chunks/s`);
+}
+JS
+cat "$out/summary.md"
