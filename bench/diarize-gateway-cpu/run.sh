@@ -10,10 +10,12 @@
 # Per side and round: the gateway process's CPU seconds (user + system, /proc) over the load, per
 # chunk answered; chunks/s; per-chunk p50/p95. The server runs with MALLOC_MMAP_THRESHOLD_ set (the
 # value the launcher gives its gateway child), so the launcher is the gateway and no child is started.
-# Writes OUT/<side>-<round>/ (the bench's files), OUT/results.jsonl and OUT/summary.md.
+# Writes OUT/results.jsonl and OUT/summary.md; the bench's files and the server logs go to OUT/runs/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$(mkdir -p "$1" && cd "$1" && pwd)
+runs=$out/runs
+mkdir -p "$runs"
 baseline=${2:-}
 rounds=${3:-3}
 sessions=${DIARIZE_GATEWAY_SESSIONS:-32}
@@ -36,23 +38,23 @@ for round in $(seq 1 "$rounds"); do
   for side in "${sides[@]}"; do
     name=${side%%:*} dir=${side#*:}
     port=$((port + 1))
-    cat > "$out/config.json" <<JSON
+    cat > "$runs/config.json" <<JSON
 {"gateway": {"port": $port}, "scheduler": {"maxRunningBatchesPerInstance": 3},
  "models": {"diar": {"adapter": "test", "task": "diarization", "instances": 1, "maxBatchSize": 64, "maxQueueDelayMs": 2}}}
 JSON
-    (cd "$dir" && MALLOC_MMAP_THRESHOLD_=65536 VOXMUX_SUPERVISOR_PYTHON_PATH=/usr/bin/python3 exec node bin/voxmux.mjs serve --config "$out/config.json") > "$out/$name-$round-server.log" 2>&1 &
+    (cd "$dir" && MALLOC_MMAP_THRESHOLD_=65536 VOXMUX_SUPERVISOR_PYTHON_PATH=/usr/bin/python3 exec node bin/voxmux.mjs serve --config "$runs/config.json") > "$runs/$name-$round-server.log" 2>&1 &
     pid=$!
-    wait_ready all_ready "http://127.0.0.1:$port/health/ready" "$pid" "$out/$name-$round-server.log" 120
+    wait_ready all_ready "http://127.0.0.1:$port/health/ready" "$pid" "$runs/$name-$round-server.log" 120
     load() {
       node "$root/bin/voxmux.mjs" bench diarize --mode load --url "http://127.0.0.1:$port" --model diar --audio "$out/clip90.wav" \
         --sessions "$1" --chunk-s 15 --pacing asap --timeout-s 60 --label "$name round $round" --out "$2" > "$2.txt" 2>&1
     }
-    load 4 "$out/warmup"
+    load 4 "$runs/warmup"
     c0=$(cpu_s "$pid")
-    load "$sessions" "$out/$name-$round"
+    load "$sessions" "$runs/$name-$round"
     c1=$(cpu_s "$pid")
     kill -TERM "$pid"; wait "$pid" || true
-    node - "$out/$name-$round/results.json" "$name" "$round" "$c0" "$c1" >> "$out/results.jsonl" <<'JS'
+    node - "$runs/$name-$round/results.json" "$name" "$round" "$c0" "$c1" >> "$out/results.jsonl" <<'JS'
 const r = JSON.parse(require('node:fs').readFileSync(process.argv[2], 'utf8'));
 const [, , , side, round, c0, c1] = process.argv;
 const t = r.totals;
@@ -64,7 +66,7 @@ console.log(JSON.stringify({ side, round: Number(round), chunksOk: ok, errors, c
 JS
   done
 done
-rm -rf "$out/warmup" "$out/warmup.txt" "$out/clip90.wav"
+rm -rf "$runs/warmup" "$runs/warmup.txt" "$out/clip90.wav"
 node - "$out" "${sides[@]%%:*}" > "$out/summary.md" <<'JS'
 const { readFileSync } = require('node:fs');
 const [out, ...names] = process.argv.slice(2);
