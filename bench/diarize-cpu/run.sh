@@ -19,12 +19,8 @@ source "$root/bench/gpu/serve-lib.sh"
 
 sides=("candidate:$root")
 if [ -n "$baseline" ]; then
-  base_dir=$(mktemp -d)/baseline
-  git -C "$root" worktree add --detach -q "$base_dir" "$baseline"
-  trap 'git -C "$root" worktree remove --force "$base_dir"' EXIT
-  ln -s "$root/node_modules" "$base_dir/node_modules"
-  (cd "$base_dir" && npx tsc -p tsconfig.build.json)
-  sides+=("baseline:$base_dir")
+  build_baseline "$root" "$baseline"
+  sides+=("baseline:$baseline_dir")
 fi
 
 port=8751

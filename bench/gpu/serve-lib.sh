@@ -1,4 +1,5 @@
-# Shell helpers shared by the GPU serving benchmarks (run-asr.sh, run-speech.sh, boot.sh, ...): source it.
+# Shell helpers shared by the serving benchmarks (bench/gpu/run-asr.sh, run-speech.sh, boot.sh, the CPU
+# runs under bench/diarize-cpu/ and bench/diarize-gateway-cpu/, ...): source it.
 # The GPU machine may have no curl: HTTP goes through node.
 
 # GET a URL to stdout; fails unless 2xx.
@@ -26,4 +27,15 @@ wait_ready() {
     sleep 1
   done
   echo "ready after $(( $(date +%s) - started )) s"
+}
+
+# build_baseline ROOT COMMIT: a build of COMMIT beside the checkout at ROOT (a git worktree sharing its
+# node_modules, removed when the script exits), for side-by-side runs; its folder in $baseline_dir.
+build_baseline() {
+  local root=$1 commit=$2
+  baseline_dir=$(mktemp -d)/baseline
+  git -C "$root" worktree add --detach -q "$baseline_dir" "$commit"
+  trap 'git -C "'"$root"'" worktree remove --force "'"$baseline_dir"'"' EXIT
+  ln -s "$root/node_modules" "$baseline_dir/node_modules"
+  (cd "$baseline_dir" && npx tsc -p tsconfig.build.json)
 }
