@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Whisper serving benchmark on one GPU machine, side by side in one run (bench/gpu/whisper-configs.mjs):
 # (a) a naive server (batch 1, eager, no cache reuse across requests) and (b) voxmux's Whisper engine
-# (with b0, the same engine whose requests join decoding only at host batch boundaries), all with large-v3-turbo shapes, 45 s clips and a token budget of 3 per audio second. For each: the
+# (with b0, the same engine whose requests join decoding only at host batch boundaries), all with
+# large-v3-turbo shapes, 45 s clips and a token budget of 3 per audio second. For each: the
 # single-request latency on the idle server, then the ramp of run-asr.sh (capacity at p95 <= 1 s, GPU
 # busy from nvidia-smi), then the comparison; last, the engine's own tokens per second and the time of
 # its encoder call and decode step per batch size (bench_whisper.py).
