@@ -17,7 +17,7 @@ def test_dry_run_reports_naive_and_engine(tmp_path: Path, capsys: pytest.Capture
     out = tmp_path / "bench.json"
     assert bench_whisper.main(["--device", "cpu", "--config", "tiny", "--clip-seconds", "2", "--batch-sizes", "2",
                                "--naive-clips", "1", "--iterations", "1", "--warmup", "0", "--tokens-per-audio-second",
-                               "2", "--out", str(out)]) == 0
+                               "2", "--stage-repeats", "2", "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert [m["mode"] for m in report["modes"]] == ["a-naive", "b-engine"]
     naive, engine = report["modes"]
@@ -26,7 +26,12 @@ def test_dry_run_reports_naive_and_engine(tmp_path: Path, capsys: pytest.Capture
     for mode in report["modes"]:
         assert mode["clipsPerSecond"] > 0 and math.isfinite(mode["latencyP95S"])
         assert 0 < mode["tokensPerSecond"]
-    assert "x naive" in capsys.readouterr().out
+    # Where a batch's time goes: the encoder and one decode step, for every captured batch size.
+    stages = report["stages"]
+    assert sorted(stages["encoderMs"]) == sorted(stages["stepMs"]) == ["1", "2"]
+    assert all(ms > 0 for ms in [*stages["encoderMs"].values(), *stages["stepMs"].values()])
+    printed = capsys.readouterr().out
+    assert "x naive" in printed and "encoder ms" in printed
 
 
 def test_speech_like_clip_is_seeded_and_bounded() -> None:
