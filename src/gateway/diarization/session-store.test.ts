@@ -58,6 +58,32 @@ describe('DiarizationSessionStore (#17)', () => {
     assert.deepEqual(expired, ['a']);
   });
 
+  it('expires exactly the due sessions among many, in the order they went idle, past running and closed ones', () => {
+    const { clock, expired, store, open } = setup();
+    const sessions = Array.from({ length: 1000 }, (_, i) => open(`s${i}`, i % 2 === 0 ? 1000 : 1500));
+    clock.advance(500);
+    // Touched later: these go idle 500 ms after the rest.
+    for (const i of [0, 1, 998, 999]) store.touch(sessions[i]!);
+    // A chunk running on the oldest session keeps it (and only it) past its timeout.
+    sessions[2]!.running.set(0, new Promise(() => undefined));
+    store.delete(sessions[4]!);
+    clock.advance(500);
+    const evenDue = sessions.filter((_, i) => i % 2 === 0 && ![0, 2, 4, 998].includes(i)).map((s) => s.id);
+    assert.deepEqual(expired, evenDue, 'the 1000 ms sessions not touched, running or deleted');
+    clock.advance(500);
+    const oddDue = sessions.filter((_, i) => i % 2 === 1 && ![1, 999].includes(i)).map((s) => s.id);
+    assert.deepEqual(expired, [...evenDue, 's0', 's998', ...oddDue]);
+    assert.equal(store.size, 3, 's1, s999 (1500 ms from their touch) and the running s2');
+    sessions[2]!.running.delete(0);
+    store.touch(sessions[2]!);
+    clock.advance(500);
+    assert.deepEqual(expired.slice(-2), ['s1', 's999'], '1500 ms after their touch');
+    assert.equal(store.size, 1);
+    clock.advance(500);
+    assert.deepEqual(expired.slice(-1), ['s2'], '1000 ms after its chunk ended');
+    assert.equal(store.size, 0);
+  });
+
   it('refuses a duplicate id, frees an id once deleted, and lets an expired id be opened again', () => {
     const { clock, store, open } = setup();
     const a = open('a');
