@@ -14,7 +14,8 @@
  * Expiry costs nothing per session held: the sessions of each idle timeout are kept in the order of
  * their last activity (a touch moves a session to the end), so finding the due ones and the next
  * due time reads only the oldest, past the few with a chunk running. (Scanning every session on
- * each chunk cost 18 ms of the gateway's CPU per chunk with 5,000 sessions open.)
+ * each chunk made the gateway's CPU per chunk 37 ms instead of 5 with 5,000 sessions open:
+ * bench/results/diarize-gateway-cpu-2026-12-04b/.)
  */
 import type { DiarizationChunkResult } from '../../api/diarization.js';
 import type { Clock, TimerHandle } from '../../core/clock.js';
