@@ -15,13 +15,7 @@ out=$(mkdir -p "$1" && cd "$1" && pwd)
 baseline=${2:-}
 manifest=$(cd "$(dirname "${3:-$root/bench/diarize-cpu/testdata.jsonl}")" && pwd)/$(basename "${3:-testdata.jsonl}")
 source "$root/bench/gpu/serve-lib.sh"
-(cd "$root" && npx tsc -p tsconfig.build.json)
-
-sides=("candidate:$root")
-if [ -n "$baseline" ]; then
-  build_baseline "$root" "$baseline"
-  sides+=("baseline:$baseline_dir")
-fi
+build_sides "$root" "$baseline"
 
 port=8751
 for side in "${sides[@]}"; do

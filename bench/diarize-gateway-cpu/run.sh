@@ -24,12 +24,7 @@ rounds=${3:-3}
 sessions=${DIARIZE_GATEWAY_SESSIONS:-32}
 idle_sessions=${DIARIZE_GATEWAY_IDLE_SESSIONS:-0}
 source "$root/bench/gpu/serve-lib.sh"
-(cd "$root" && npx tsc -p tsconfig.build.json)
-sides=("candidate:$root")
-if [ -n "$baseline" ]; then
-  build_baseline "$root" "$baseline"
-  sides+=("baseline:$baseline_dir")
-fi
+build_sides "$root" "$baseline"
 /usr/bin/python3 "$root/bench/gpu/make-clip.py" "$out/clip90.wav" 90
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"; }
 : > "$out/results.jsonl"

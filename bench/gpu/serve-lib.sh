@@ -39,3 +39,15 @@ build_baseline() {
   ln -s "$root/node_modules" "$baseline_dir/node_modules"
   (cd "$baseline_dir" && npx tsc -p tsconfig.build.json)
 }
+
+# build_sides ROOT [BASELINE_COMMIT]: builds the checkout at ROOT and, given a commit, a baseline beside it
+# (build_baseline); the sides to run are then in $sides as NAME:FOLDER, the candidate first.
+build_sides() {
+  local root=$1 baseline=${2:-}
+  (cd "$root" && npx tsc -p tsconfig.build.json)
+  sides=("candidate:$root")
+  if [ -n "$baseline" ]; then
+    build_baseline "$root" "$baseline"
+    sides+=("baseline:$baseline_dir")
+  fi
+}
