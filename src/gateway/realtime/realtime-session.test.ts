@@ -113,17 +113,19 @@ function harness(options: { partialIntervalMs?: number; llm?: ChatResponder; tra
 }
 
 const CONFIGURE = { type: 'session.update', session: { type: 'realtime', audio: { input: { transcription: { model: 'whisper-1' } } } } };
+/** Server VAD that commits turns and transcribes them, without starting responses. */
+const SERVER_VAD_NO_RESPONSE = {
+  ...CONFIGURE,
+  session: {
+    ...CONFIGURE.session,
+    audio: { input: { transcription: { model: 'whisper-1' }, turn_detection: { type: 'server_vad', create_response: false } } },
+  },
+};
 
 describe('RealtimeSession', () => {
   it('server VAD: speech_started, partial transcripts of the growing utterance, speech_stopped, committed, then the final transcript at high priority', async () => {
     const h = harness({ partialIntervalMs: 500 });
-    h.send({
-      ...CONFIGURE,
-      session: {
-        ...CONFIGURE.session,
-        audio: { input: { transcription: { model: 'whisper-1' }, turn_detection: { type: 'server_vad', create_response: false } } },
-      },
-    });
+    h.send(SERVER_VAD_NO_RESPONSE);
     h.append('silence', 5);
     await h.settle();
     h.append('speech', 6);
@@ -371,13 +373,7 @@ describe('RealtimeSession', () => {
 
   it('a failed transcription of a turn or of an item’s audio is a failed event naming the code; the session goes on', async () => {
     const h = harness({ transcribeError: errors.instanceCrashed({ instanceId: 'asr-0-g1', reason: 'exit code 1' }) });
-    h.send({
-      ...CONFIGURE,
-      session: {
-        ...CONFIGURE.session,
-        audio: { input: { transcription: { model: 'whisper-1' }, turn_detection: { type: 'server_vad', create_response: false } } },
-      },
-    });
+    h.send(SERVER_VAD_NO_RESPONSE);
     h.append('speech', 6);
     h.append('silence', 8);
     await h.settle();
