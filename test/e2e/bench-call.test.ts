@@ -111,8 +111,12 @@ describe('voxmux bench call (#19)', () => {
       assert.ok(step.ok >= 1, `level ${step.level}: no turn finished in the window`);
       const stages = step.stagesMs!;
       for (const name of ['transcript', 'first_audio', 'llm_first_token', 'first_audio_ex_llm']) assert.ok(stages[name], `${name} missing`);
-      // The fake LLM's own delay, measured at the fake LLM, is taken out of the ttfb.
-      assert.ok(stages.llm_first_token!.p50 >= FIRST_TOKEN_MS && stages.llm_first_token!.p50 < FIRST_TOKEN_MS + 100);
+      // The fake LLM's own delay, measured at the fake LLM, is taken out of the ttfb. Its timer may
+      // fire up to a millisecond early (libuv's millisecond clock) and late by however busy this
+      // machine is; what must not be in it is the transcript (pocketsphinx, >= 500 ms of VAD silence).
+      const llm = stages.llm_first_token!.p50;
+      assert.ok(llm >= FIRST_TOKEN_MS - 1, `llm_first_token p50 ${llm} ms, the fake LLM waits ${FIRST_TOKEN_MS}`);
+      assert.ok(llm < FIRST_TOKEN_MS + stages.transcript!.p50, `llm_first_token p50 ${llm} ms, transcript ${stages.transcript!.p50}`);
       assert.ok(stages.first_audio!.p50 > stages.transcript!.p50);
       assert.equal(step.ttfbMs!.p50, stages.first_audio_ex_llm!.p50);
     }
