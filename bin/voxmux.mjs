@@ -14,34 +14,47 @@
 // Ctrl-C reaches it once, through this process; it drains when this process ends for any
 // reason, SIGKILL included (it sees the IPC channel close). A user's own MALLOC_MMAP_THRESHOLD_
 // is left as it is, with no child.
+//
+// A gateway thread (gateway.threads) runs this same script in a worker thread; its workerData says
+// so, and it runs the thread's gateway instead of the command.
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { isMainThread, workerData } from 'node:worker_threads';
 
-const MALLOC = { MALLOC_MMAP_THRESHOLD_: '65536' };
-
-if (!existsSync(fileURLToPath(new URL('../dist/src/app/cli.js', import.meta.url)))) {
-  process.stderr.write('voxmux is not built: run `npm run build` in its folder first\n');
-  process.exit(1);
+if (!isMainThread && workerData?.role === 'voxmux-gateway-thread') {
+  const { runGatewayThread } = await import('../dist/src/app/gateway-threads/thread-main.js');
+  await runGatewayThread(workerData);
+} else {
+  await runCommand();
 }
 
-if (process.env.VOXMUX_GATEWAY_MALLOC !== undefined && process.channel !== undefined) {
-  // The gateway child: drain once the launcher is gone.
-  process.channel.unref();
-  process.once('disconnect', () => process.kill(process.pid, 'SIGTERM'));
-} else if (process.argv[2] === 'serve' && process.platform === 'linux' && process.env.MALLOC_MMAP_THRESHOLD_ === undefined) {
-  const child = spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
-    stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
-    detached: true,
-    env: { ...process.env, ...MALLOC, VOXMUX_GATEWAY_MALLOC: Object.keys(MALLOC).join(',') },
-  });
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
-  const [code, signal] = await new Promise((resolve) => child.once('exit', (...end) => resolve(end)));
-  process.exit(code ?? 128 + (constants.signals[signal] ?? 0));
-}
+async function runCommand() {
+  const MALLOC = { MALLOC_MMAP_THRESHOLD_: '65536' };
 
-const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
-const { runCli } = await import('../dist/src/app/cli.js');
-const loadBench = async () => (await import('../dist/bench/cli/cli.js')).runBenchCli;
-process.exit(await runCli(process.argv.slice(2), { version, loadBench }));
+  if (!existsSync(fileURLToPath(new URL('../dist/src/app/cli.js', import.meta.url)))) {
+    process.stderr.write('voxmux is not built: run `npm run build` in its folder first\n');
+    process.exit(1);
+  }
+
+  if (process.env.VOXMUX_GATEWAY_MALLOC !== undefined && process.channel !== undefined) {
+    // The gateway child: drain once the launcher is gone.
+    process.channel.unref();
+    process.once('disconnect', () => process.kill(process.pid, 'SIGTERM'));
+  } else if (process.argv[2] === 'serve' && process.platform === 'linux' && process.env.MALLOC_MMAP_THRESHOLD_ === undefined) {
+    const child = spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
+      stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
+      detached: true,
+      env: { ...process.env, ...MALLOC, VOXMUX_GATEWAY_MALLOC: Object.keys(MALLOC).join(',') },
+    });
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
+    const [code, signal] = await new Promise((resolve) => child.once('exit', (...end) => resolve(end)));
+    process.exit(code ?? 128 + (constants.signals[signal] ?? 0));
+  }
+
+  const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+  const { runCli } = await import('../dist/src/app/cli.js');
+  const loadBench = async () => (await import('../dist/bench/cli/cli.js')).runBenchCli;
+  process.exit(await runCli(process.argv.slice(2), { version, loadBench }));
+}

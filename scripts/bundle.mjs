@@ -29,7 +29,7 @@ const server = await build({
   ...common,
   entryPoints: ['scripts/bundle-entry.ts'],
   outfile: join(outDir, 'voxmux.mjs'),
-  external: ['onnxruntime-node'],
+  external: ['onnxruntime-node', 'koffi'],
 });
 const benchInputs = Object.keys(server.metafile.inputs).filter((input) => input.startsWith('bench/'));
 if (benchInputs.length > 0) {

@@ -19,10 +19,11 @@ function config({
   matmul = undefined,
   experimentalKernels = undefined,
   graphBatchSizes = [1, 2, 4, 8, 16, 32, 64],
+  gatewayThreads = 0,
 }) {
   const batchSizes = graphBatchSizes.filter((b) => b <= maxBatchSize);
   return {
-    gateway: { maxBodyBytes: 8 * 1024 * 1024, requestTimeoutMs: 120_000 },
+    gateway: { maxBodyBytes: 8 * 1024 * 1024, requestTimeoutMs: 120_000, threads: gatewayThreads },
     scheduler: { maxQueuedRequests: 2048, lengthBucketsMs: BUCKETS_MS, maxRunningBatchesPerInstance: inFlight },
     supervisor: {
       hostPath,
@@ -105,6 +106,8 @@ export const CONFIGS = {
   'c22-1x-b32-graphs-3inflight-compiled-all-idle': config({ ...C7, inFlight: 3 }),
   // ... with FP8 products (c11 with three batches in flight)
   'c25-1x-b32-graphs-3inflight-compiled-all-fp8-idle': config({ ...C7, inFlight: 3, matmul: 'fp8' }),
+  // c25 with 3 gateway threads beside the main one (bench/gpu/run-gateway-threads.sh)
+  'c25-t3': config({ ...C7, inFlight: 3, matmul: 'fp8', gatewayThreads: 3 }),
   // c9 with three batches in flight: twice the clips per decode loop, the next batch already on the host
   'c26-1x-b64-graphs-3inflight-compiled-all-idle': config({ ...C7, inFlight: 3, maxBatchSize: 64 }),
   // ... with FP8 products (c16 with three batches in flight)

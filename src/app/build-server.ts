@@ -12,6 +12,12 @@ import {
   createEnergyDetector,
   createSileroDetector,
   trackConnections,
+  type AudioDecoder,
+  type ConnectionTracker,
+  type GatewayDeps,
+  type GatewayOptions,
+  type VoiceActivityDetector,
+  type VoiceModel,
   type ModelCatalog,
   type ModelEntry,
   type ReadinessSnapshot,
@@ -30,9 +36,10 @@ import {
   type Supervisor,
 } from '../supervisor/index.js';
 import type { Logger } from '../telemetry/logger.js';
-import { createMetrics, type Metrics } from '../telemetry/metrics.js';
+import { aggregateMetricsText, createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { createRequestLog, type RequestLogWriter } from '../telemetry/request-log.js';
 import { createAutoscalingMetrics } from './autoscaling-metrics.js';
+import { startGatewayThreads, type GatewayThreads } from './gateway-threads/owner.js';
 import { WHISPER_LANGUAGES } from './whisper-languages.js';
 import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
@@ -46,6 +53,8 @@ export interface ServerDeps {
   log: Logger;
   clock: Clock;
   spawn: SpawnInstance;
+  /** The script gateway threads run (gateway.threads): the voxmux entry point. Absent: threads cannot start. */
+  gatewayThreadEntry?: string;
   baseEnv: Readonly<Record<string, string>>;
 }
 
@@ -58,6 +67,12 @@ export interface Server {
   budget: BudgetGuard | undefined;
   /** Starts MPS (when enabled) and every instance; resolves when each is ready or failed to start. */
   startInstances(): Promise<void>;
+  /**
+   * Starts the gateway threads (gateway.threads) on the clients' socket (`listenFd`, a descriptor
+   * no loop polls, closed by close() and destroy()); the main thread's gateway listens at
+   * `ownerUrl` for the calls they pass on (app/main.ts opens both).
+   */
+  startGatewayThreads(at: { listenFd: number; ownerUrl: string }): Promise<void>;
   /** Drains: answers new calls 503 shutting_down while pending requests finish, then closes the listener and the instances. */
   close(): Promise<void>;
   /** Stops now: queued requests fail with shutting_down, instances are killed. */
@@ -220,12 +235,11 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
     },
     { supervisorStats: () => supervisor.stats(), schedulerStats: () => scheduler.stats(), metrics, clock },
   );
-  const models = createModelCatalog(config, Math.floor(clock.wallMs() / 1000));
-  const voiceModels = Object.entries(config.models)
-    .filter(([, m]) => taskOf(m) === 'speech')
-    .map(([model, m]) => ({ model, engine: m.adapter, voiceAliases: m.voiceAliases }));
+  const modelsCreatedS = Math.floor(clock.wallMs() / 1000);
+  const models = createModelCatalog(config, modelsCreatedS);
+  const locals = await gatewayLocalsOf(config, log);
   const voices: VoiceDirectory = {
-    models: () => voiceModels,
+    models: () => locals.voiceModels,
     catalog: (model) => scheduler.catalog(model),
     residency: (model) => supervisor.readyInstances(model),
   };
@@ -244,7 +258,6 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
     const budgetBody = budget === undefined ? {} : { budget: budget.snapshot() };
     return { isReady, body: { models: body, gpus: gpuHealth(nodeGpus, instances), scheduler: scheduler.stats(), ...budgetBody } };
   };
-  const gateway = config.gateway;
   let isDraining = false;
   const requestLog: RequestLogWriter | undefined =
     config.requestLog.path === ''
@@ -258,62 +271,41 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
         );
   const instanceGpu = (instanceId: string): number | undefined =>
     supervisor.stats().instances.find((i) => i.instanceId === instanceId)?.gpu ?? undefined;
-  const voiceActivity = gateway.voiceActivity === 'energy' ? { detector: createEnergyDetector() } : await createSileroDetector();
-  if (voiceActivity.fallbackReason !== undefined) {
-    log.warn({ err: voiceActivity.fallbackReason }, 'silero vad unavailable: cutting long audio at energy minima');
-  }
-  const app = await buildGateway(
-    {
-      maxBodyBytes: gateway.maxBodyBytes,
-      requestTimeoutMs: gateway.requestTimeoutMs,
-      maxRequestTimeoutMs: gateway.maxRequestTimeoutMs,
-      apiKeys: gateway.apiKeys,
-      uploadPoolBytes: gateway.uploadPoolBytes,
-      uploadPoolIdleMs: gateway.uploadPoolIdleMs,
-      bodyTimeoutMs: gateway.bodyTimeoutMs,
-      splitAboveMs: gateway.splitAboveMs,
-      pieceTargetMs: gateway.pieceTargetMs,
-      maxPieceMs: Math.max(...config.scheduler.lengthBucketsMs),
-      ffmpegPath: gateway.ffmpegPath,
-      maxDiarizationChunkMs: gateway.maxDiarizationChunkMs,
-      realtime: config.realtime,
+  let threads: GatewayThreads | undefined;
+  const metricsText = async (): Promise<string> => {
+    autoscaling.update();
+    if (threads === undefined) return metrics.registry.metrics();
+    const [own, theirs] = await Promise.all([metrics.registry.getMetricsAsJSON(), threads.metricsJson()]);
+    return aggregateMetricsText([own, ...theirs]);
+  };
+  const gatewayDeps: GatewayDeps = {
+    transcribe: (model, request, options) => scheduler.submit(model, request, options),
+    openStream: (model, input, options) => scheduler.openStream(model, input, options),
+    sequences: {
+      submit: (model, item, options) => scheduler.submitSequenceItem(model, item, options),
+      end: (model, sessionId) => scheduler.endSession(model, sessionId),
     },
-    {
-      transcribe: (model, request, options) => scheduler.submit(model, request, options),
-      openStream: (model, input, options) => scheduler.openStream(model, input, options),
-      sequences: {
-        submit: (model, item, options) => scheduler.submitSequenceItem(model, item, options),
-        end: (model, sessionId) => scheduler.endSession(model, sessionId),
-      },
-      models,
-      voices,
-      readiness,
-      metricsText: () => {
-        autoscaling.update();
-        return metrics.registry.metrics();
-      },
-      metricsContentType: metrics.registry.contentType,
-      decoder: createAudioDecoder({
-        maxDurationMs: gateway.maxAudioDurationMs,
-        ffmpegPath: gateway.ffmpegPath,
-        ffmpegTimeoutMs: gateway.ffmpegTimeoutMs,
-        tmpDir: gateway.tmpDir !== '' ? gateway.tmpDir : tmpdir(),
-      }),
-      voiceActivity: voiceActivity.detector,
-      clock,
-      log,
-      metrics,
-      isDraining: () => isDraining,
-      lifecycle: {
-        state: (model) => supervisor.modelState(model),
-        wake: (model) => supervisor.wake(model),
-        sleep: (model) => supervisor.sleep(model),
-        whyUnavailable: (model) => supervisor.whyUnavailable(model),
-      },
-      instanceGpu,
-      ...(requestLog === undefined ? {} : { requestLog }),
+    models,
+    voices,
+    readiness,
+    metricsText,
+    metricsContentType: metrics.registry.contentType,
+    decoder: locals.decoder,
+    voiceActivity: locals.voiceActivity,
+    clock,
+    log,
+    metrics,
+    isDraining: () => isDraining,
+    lifecycle: {
+      state: (model) => supervisor.modelState(model),
+      wake: (model) => supervisor.wake(model),
+      sleep: (model) => supervisor.sleep(model),
+      whyUnavailable: (model) => supervisor.whyUnavailable(model),
     },
-  );
+    instanceGpu,
+    ...(requestLog === undefined ? {} : { requestLog }),
+  };
+  const app = await buildGateway(gatewayOptionsOf(config), gatewayDeps);
   const connections = trackConnections(app.server);
   return {
     app,
@@ -326,25 +318,30 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       budget?.start();
       await supervisor.start();
     },
+    async startGatewayThreads(at) {
+      if (deps.gatewayThreadEntry === undefined) throw new Error('gateway.threads needs the voxmux entry point to start threads from');
+      threads = startGatewayThreads(
+        { count: config.gateway.threads, entry: deps.gatewayThreadEntry, config, modelsCreatedS, ...at },
+        {
+          gateway: gatewayDeps,
+          metricsText,
+          instanceGpus: () =>
+            Object.fromEntries(supervisor.stats().instances.flatMap((i) => (i.gpu === null ? [] : [[i.instanceId, i.gpu] as const]))),
+          clock,
+          log,
+        },
+      );
+      await threads.started;
+    },
     async close() {
       // The listener stays open while pending requests finish: new calls get 503 shutting_down
       // with Retry-After (the gateway reads isDraining), then it closes (docs/operations.md).
       isDraining = true;
+      threads?.pushState();
       budget?.close();
       await scheduler.close();
-      // app.close() waits for every connection: those serving no request (a keep-alive one whose
-      // call ended during the drain, a spare a client opened) are closed until it returns.
-      let sweep: TimerHandle | undefined;
-      const closeIdle = () => {
-        connections.closeIdle();
-        sweep = clock.setTimeout(closeIdle, DRAIN_IDLE_SWEEP_MS);
-      };
-      sweep = clock.setTimeout(closeIdle, DRAIN_IDLE_SWEEP_MS);
-      try {
-        await app.close();
-      } finally {
-        sweep.cancel();
-      }
+      await threads?.close();
+      await closeDraining(app, connections, clock);
       await requestLog?.close();
       await supervisor.close();
       await mps?.stop();
@@ -353,9 +350,71 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       budget?.close();
       scheduler.destroy();
       supervisor.destroy();
+      await threads?.destroy();
       await app.close();
       await requestLog?.close();
       await mps?.stop();
     },
   };
+}
+
+/**
+ * Closes a gateway that drains: app.close() waits for every connection, so those serving no
+ * request (a keep-alive one whose call ended during the drain, a spare a client opened) are
+ * closed until it returns.
+ */
+export async function closeDraining(app: FastifyInstance, connections: ConnectionTracker, clock: Clock): Promise<void> {
+  let sweep: TimerHandle | undefined;
+  const closeIdle = () => {
+    connections.closeIdle();
+    sweep = clock.setTimeout(closeIdle, DRAIN_IDLE_SWEEP_MS);
+  };
+  sweep = clock.setTimeout(closeIdle, DRAIN_IDLE_SWEEP_MS);
+  try {
+    await app.close();
+  } finally {
+    sweep.cancel();
+  }
+}
+
+/** The gateway's options from the config: the same for the main thread and every gateway thread. */
+export function gatewayOptionsOf(config: Config): GatewayOptions {
+  const gateway = config.gateway;
+  return {
+    maxBodyBytes: gateway.maxBodyBytes,
+    requestTimeoutMs: gateway.requestTimeoutMs,
+    maxRequestTimeoutMs: gateway.maxRequestTimeoutMs,
+    apiKeys: gateway.apiKeys,
+    uploadPoolBytes: gateway.uploadPoolBytes,
+    uploadPoolIdleMs: gateway.uploadPoolIdleMs,
+    bodyTimeoutMs: gateway.bodyTimeoutMs,
+    splitAboveMs: gateway.splitAboveMs,
+    pieceTargetMs: gateway.pieceTargetMs,
+    maxPieceMs: Math.max(...config.scheduler.lengthBucketsMs),
+    ffmpegPath: gateway.ffmpegPath,
+    maxDiarizationChunkMs: gateway.maxDiarizationChunkMs,
+    realtime: config.realtime,
+  };
+}
+
+/** What each gateway (the main thread's, a gateway thread's) builds for itself: the audio decoder and voice activity. */
+export async function gatewayLocalsOf(
+  config: Config,
+  log: Logger,
+): Promise<{ decoder: AudioDecoder; voiceActivity: VoiceActivityDetector; voiceModels: VoiceModel[] }> {
+  const gateway = config.gateway;
+  const voiceActivity = gateway.voiceActivity === 'energy' ? { detector: createEnergyDetector() } : await createSileroDetector();
+  if (voiceActivity.fallbackReason !== undefined) {
+    log.warn({ err: voiceActivity.fallbackReason }, 'silero vad unavailable: cutting long audio at energy minima');
+  }
+  const decoder = createAudioDecoder({
+    maxDurationMs: gateway.maxAudioDurationMs,
+    ffmpegPath: gateway.ffmpegPath,
+    ffmpegTimeoutMs: gateway.ffmpegTimeoutMs,
+    tmpDir: gateway.tmpDir !== '' ? gateway.tmpDir : tmpdir(),
+  });
+  const voiceModels = Object.entries(config.models)
+    .filter(([, m]) => taskOf(m) === 'speech')
+    .map(([model, m]) => ({ model, engine: m.adapter, voiceAliases: m.voiceAliases }));
+  return { decoder, voiceActivity: voiceActivity.detector, voiceModels };
 }

@@ -2,6 +2,7 @@
  * Process entry for `voxmux serve`: load config, build, listen, start instances, handle signals.
  * Exit codes: 0 after a clean drain, 1 on a fatal error, 78 on invalid configuration.
  */
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { systemClock } from '../core/clock.js';
 import { readEnvironment, readProcessEnvironment } from '../config/env.js';
@@ -9,7 +10,8 @@ import { ConfigError, loadConfig, readConfigFile, redact } from '../config/load.
 import type { Config } from '../config/schema.js';
 import { spawnInstance } from '../supervisor/index.js';
 import { createLogger } from '../telemetry/logger.js';
-import { buildServer } from './build-server.js';
+import { buildServer, type Server } from './build-server.js';
+import { duplicateFd } from './gateway-threads/duplicate-fd.js';
 import { modelReadiness, readyMessage } from './ready-message.js';
 
 export const EXIT_CONFIG = 78;
@@ -66,7 +68,14 @@ export async function main(argv: readonly string[]): Promise<number> {
   const log = createLogger({ level: config.telemetry.logLevel, format: config.telemetry.logFormat, isTTY: process.stdout.isTTY === true });
   let server: Awaited<ReturnType<typeof buildServer>>;
   try {
-    server = await buildServer(config, { log, clock: systemClock, spawn: spawnInstance, baseEnv: readProcessEnvironment() });
+    server = await buildServer(config, {
+      log,
+      clock: systemClock,
+      spawn: spawnInstance,
+      baseEnv: readProcessEnvironment(),
+      // Gateway threads run the script this process runs (bin/voxmux.mjs or the bundle).
+      ...(process.argv[1] === undefined ? {} : { gatewayThreadEntry: process.argv[1] }),
+    });
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     process.stderr.write(`${err.message}\n`);
@@ -98,8 +107,8 @@ export async function main(argv: readonly string[]): Promise<number> {
   });
   let address: string;
   try {
-    address = await server.app.listen({ host: config.gateway.host, port: config.gateway.port });
-    log.info({ address, models: Object.keys(config.models) }, 'listening');
+    address = await listen(server, config);
+    log.info({ address, models: Object.keys(config.models), gatewayThreads: config.gateway.threads }, 'listening');
   } catch (err) {
     log.fatal({ err }, 'listen failed');
     await server.destroy();
@@ -119,4 +128,25 @@ export async function main(argv: readonly string[]): Promise<number> {
     },
   );
   return done;
+}
+
+/**
+ * Listens on gateway.host and gateway.port; resolves with the address. With gateway.threads, only
+ * the threads accept there: the main thread keeps a descriptor of the socket that no loop polls
+ * (each thread, one started later too, gets a duplicate of it), and its own gateway listens at a
+ * loopback port for the calls the threads pass on.
+ */
+async function listen(server: Server, config: Config): Promise<string> {
+  const { host, port, threads } = config.gateway;
+  if (threads === 0) return server.app.listen({ host, port });
+  const door = createNetServer();
+  await new Promise<void>((resolve, reject) => door.once('error', reject).listen({ host, port }, resolve));
+  const address = door.address() as AddressInfo;
+  const doorFd: unknown = Reflect.get(Reflect.get(door, '_handle') ?? {}, 'fd');
+  if (typeof doorFd !== 'number' || doorFd < 0) throw new Error('gateway.threads: the listening socket has no file descriptor');
+  const listenFd = await duplicateFd(doorFd);
+  await new Promise<void>((resolve) => door.close(() => resolve()));
+  const ownerUrl = await server.app.listen({ host: '127.0.0.1', port: 0 });
+  await server.startGatewayThreads({ listenFd, ownerUrl });
+  return `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
 }

@@ -72,6 +72,14 @@ export const GatewaySchema = Type.Object(
         'How pauses are found before cutting: silero (Silero VAD on onnxruntime, CPU) or energy (frame energy; also the fallback where onnxruntime cannot load).',
       default: 'silero',
     }),
+    // issue 21: a gateway that uses every core
+    threads: Type.Integer({
+      description:
+        'HTTP threads beside the main one, sharing its port: each reads uploads, decodes audio and formats answers, and hands the requests to the main thread, which alone schedules them onto the instances (0: the main thread does everything). Diarization sessions, realtime calls and /admin/llm are passed on to the main thread.',
+      default: 0,
+      minimum: 0,
+      maximum: 64,
+    }),
   },
   { additionalProperties: false, default: {} },
 );

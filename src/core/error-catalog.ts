@@ -2,7 +2,7 @@
  * Every error code the system uses, declared once: its kind, its message and the remedy that
  * docs/errors.md shows. Components raise errors through the `errors` factories below.
  */
-import { ServiceError, type ErrorKind } from './errors.js';
+import { ServiceError, type ErrorKind, type PlainServiceError } from './errors.js';
 
 interface CatalogEntry {
   kind: ErrorKind;
@@ -231,6 +231,15 @@ export const errors = {
     const code: ErrorCode = isErrorCode(p.code) ? p.code : 'model_failed';
     // invalid_audio from an instance is the caller's audio; everything else names the instance.
     return make(code, p.message, { details: { instanceId: p.instanceId }, param: code === 'invalid_audio' ? 'file' : undefined });
+  },
+  /** A ServiceError that crossed from another thread as its plain fields (core/errors.ts toPlainError). */
+  fromPlain: (p: PlainServiceError) => {
+    const code: ErrorCode = isErrorCode(p.code) ? p.code : 'internal_error';
+    return make(code, p.message, {
+      ...(p.param === undefined ? {} : { param: p.param }),
+      details: p.details,
+      ...(p.retryAfterMs === undefined ? {} : { retryAfterMs: p.retryAfterMs }),
+    });
   },
   protocolMismatch: (p: { expected: number; got: unknown }) =>
     make('protocol_mismatch', `Expected protocol version ${p.expected}: got ${describe(p.got)}`),

@@ -60,3 +60,24 @@ export class ServiceError extends Error {
 export function isServiceError(value: unknown): value is ServiceError {
   return value instanceof ServiceError;
 }
+
+/** A ServiceError's fields as plain data, for a message to another thread (errors.fromPlain rebuilds it). */
+export interface PlainServiceError {
+  code: string;
+  message: string;
+  param?: string;
+  details: Readonly<Record<string, unknown>>;
+  retryAfterMs?: number;
+}
+
+/** The plain fields of a ServiceError; any other thrown value becomes internal_error (its text kept in the message only). */
+export function toPlainError(err: unknown): PlainServiceError {
+  if (!(err instanceof ServiceError)) return { code: 'internal_error', message: 'Internal server error', details: {} };
+  return {
+    code: err.code,
+    message: err.message,
+    ...(err.param === undefined ? {} : { param: err.param }),
+    details: err.details,
+    ...(err.retryAfterMs === undefined ? {} : { retryAfterMs: err.retryAfterMs }),
+  };
+}

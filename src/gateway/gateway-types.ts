@@ -44,6 +44,11 @@ export interface GatewayOptions {
   maxDiarizationChunkMs?: number;
   /** Realtime sessions (GET /v1/realtime) and the LLM admin endpoint; absent: not served. */
   realtime?: RealtimeOptions;
+  /**
+   * A gateway thread's: the main thread's address, where diarization sessions, realtime calls and
+   * /admin/llm are passed on (routes/forward.ts). Absent: this gateway serves them itself.
+   */
+  forwardTo?: string;
 }
 
 /** What a model serves: POST /v1/audio/transcriptions, POST /v1/audio/speech or POST /v1/audio/diarization. */

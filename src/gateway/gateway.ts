@@ -19,6 +19,7 @@ import { registerTranscriptionRoute } from './routes/transcriptions.js';
 import { registerTranslationRoute } from './routes/translations.js';
 import { registerVoicesRoute } from './routes/voices.js';
 import { registerRealtimeRoutes } from './realtime/realtime-route.js';
+import { registerForwardedRoutes } from './routes/forward.js';
 import { UploadPool } from './upload-pool.js';
 
 const OPEN_PATHS = ['/health/live', '/health/ready', '/metrics'];
@@ -36,6 +37,8 @@ declare module 'fastify' {
     voxmuxCode?: string;
     /** What the request log records of an API call; set by the transcription and speech routes. */
     voxmuxCall?: CallRecord;
+    /** A gateway thread passed the call on to the main thread (routes/forward.ts), which counts it. */
+    voxmuxForwarded?: boolean;
   }
 }
 
@@ -67,6 +70,10 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
       clock.setTimeout(() => socket.destroy(), CLIENT_ERROR_LINGER_MS);
     },
   });
+  // Registered before multipart, which the forwarding scope neither uses nor should see (forward.ts).
+  if (options.forwardTo !== undefined) {
+    await registerForwardedRoutes(app, { ownerUrl: options.forwardTo, timeoutMs: options.maxRequestTimeoutMs ?? 600_000 });
+  }
   await app.register(multipart, {
     throwFileSizeLimit: true,
     limits: { fileSize: options.maxBodyBytes, files: 1, fields: 32, fieldSize: 64 * 1024, parts: 40, headerPairs: 100 },
@@ -101,6 +108,7 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   });
 
   app.addHook('onResponse', async (request, reply) => {
+    if (request.voxmuxForwarded === true) return;
     const endpoint = request.routeOptions.url ?? 'unmatched';
     const endMs = clock.nowMs();
     const started = startedAt.get(request) ?? { nowMs: endMs, wallMs: clock.wallMs() };
@@ -173,7 +181,7 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   registerDiarizationRoutes(app, options, deps, uploads);
   registerModelRoutes(app, deps);
   registerVoicesRoute(app, deps);
-  registerRealtimeRoutes(app, options, deps);
+  if (options.forwardTo === undefined) registerRealtimeRoutes(app, options, deps);
   registerHealthRoutes(app, deps);
   registerMetricsRoute(app, deps);
   return app;

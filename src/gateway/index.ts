@@ -1,5 +1,6 @@
 /** Public surface of the gateway. */
 export { buildGateway } from './gateway.js';
+export { UploadPool } from './upload-pool.js';
 export { trackConnections, type ConnectionTracker } from './connections.js';
 export type {
   GatewayDeps,

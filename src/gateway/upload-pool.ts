@@ -95,6 +95,17 @@ export class UploadPool {
     this.#armIdleRelease();
   }
 
+  /**
+   * Takes memory back that left this thread: a buffer from take() whose memory was transferred to
+   * another thread (which detached it here) and has now come back as a new ArrayBuffer. Memory of
+   * a size take() never hands out is ignored.
+   */
+  adopt(memory: ArrayBuffer): void {
+    if (memory.byteLength !== classBytes(memory.byteLength)) return;
+    this.#out.add(memory);
+    this.giveBack(new Uint8Array(memory));
+  }
+
   /** Lets go of every pooled buffer (the garbage collector frees them). */
   release(): void {
     this.#idleTimer?.cancel();

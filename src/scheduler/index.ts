@@ -18,6 +18,7 @@ export type {
   SubmitOptions,
 } from './scheduler.js';
 export type { SequenceItem, SequenceResult } from './sequence-batcher/sequence-batcher.js';
+export { StreamCallImpl } from './stream-call.js';
 export type { StreamCall, StreamSummary } from './stream-call.js';
 export type { Dispatch, StreamOpenInput } from './stream-dispatcher.js';
 export type { Executor } from './executor.js';

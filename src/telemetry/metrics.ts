@@ -3,15 +3,25 @@
  * declared. Components receive typed handles. docs/metrics.md lists each (a test checks).
  */
 import { performance } from 'node:perf_hooks';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export const BATCH_SIZE_BUCKETS = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256];
 const BOOT_BUCKETS_S = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 45, 60, 90, 120, 300];
 const LATENCY_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 
-export function createMetrics() {
+export interface MetricsOptions {
+  /**
+   * A gateway thread's name (`gateway-1`, ...): its registry then holds what the thread records,
+   * its own loop's busy time under that name, and neither the process metrics nor the main
+   * thread's loop, which the main thread's registry reports once. Absent: the main thread.
+   */
+  thread?: string;
+}
+
+export function createMetrics(options: MetricsOptions = {}) {
   const registry = new Registry();
   const r = [registry];
+  const isMainThread = options.thread === undefined;
   const handles = {
     registry,
     gatewayCalls: new Counter({
@@ -474,7 +484,8 @@ export function createMetrics() {
       help: 'Busy time of GPU instances on behalf of realtime sessions (transcription and speech requests, dispatch to end).',
       registers: r,
     }),
-    eventLoopBusy: eventLoopBusyCounter(r),
+    eventLoopBusy: eventLoopBusyCounter(isMainThread ? r : []),
+    gatewayThreadBusy: gatewayThreadBusyCounter(r, options.thread),
     // issue 21: autoscaling, exported at each scrape from the supervisor's and scheduler's stats
     instanceBusy: new Counter({
       name: 'voxmux_instance_busy_seconds_total',
@@ -507,11 +518,37 @@ export function createMetrics() {
       registers: r,
     }),
   };
-  collectDefaultMetrics({ register: registry, prefix: 'voxmux_process_' });
+  if (isMainThread) collectDefaultMetrics({ register: registry, prefix: 'voxmux_process_' });
   return handles;
 }
 
+/**
+ * One exposition of several registries' JSON (the main thread's and each gateway thread's, from
+ * `registry.getMetricsAsJSON()`): series with the same name and labels are summed, so a counter
+ * counts every thread's calls once.
+ */
+export async function aggregateMetricsText(registries: readonly unknown[][]): Promise<string> {
+  return AggregatorRegistry.aggregate(registries as Parameters<typeof AggregatorRegistry.aggregate>[0]).metrics();
+}
+
 export type Metrics = ReturnType<typeof createMetrics>;
+
+/** A gateway thread's busy time, read at each scrape, labelled with the thread's name; the main thread's registry has the metric without series. */
+function gatewayThreadBusyCounter(registers: Registry[], thread: string | undefined): Counter<'thread'> {
+  let counted = performance.eventLoopUtilization();
+  return new Counter({
+    name: 'voxmux_gateway_thread_busy_seconds_total',
+    help: "Time each gateway thread (gateway.threads) spent running callbacks rather than waiting, by thread; its rate is that thread's loop utilization.",
+    labelNames: ['thread'] as const,
+    registers,
+    collect() {
+      if (thread === undefined) return;
+      const now = performance.eventLoopUtilization();
+      this.inc({ thread }, performance.eventLoopUtilization(now, counted).active / 1000);
+      counted = now;
+    },
+  });
+}
 
 /**
  * The main thread's busy time, read at each scrape: all JavaScript (HTTP, uploads, scheduling,

@@ -148,6 +148,7 @@ export function registerDiarizationRoutes(
       deps.log.debug({ model: session.model, sessionId: session.id }, 'diarization session expired');
     },
   });
+  app.addHook('onClose', async () => store.close());
   const expiresAt = (session: DiarizationSession) => Math.round((clock.wallMs() + session.idleTimeoutMs) / 1000);
   const maxChunkMs = options.maxDiarizationChunkMs ?? 60_000;
 
@@ -200,6 +201,9 @@ export function registerDiarizationRoutes(
     const duration = Math.round((audio.samples.length / SAMPLE_RATE_HZ) * 1000) / 1000;
     return sendTimeline(reply, format, { fileId: 'audio', json: { duration, speakers, segments } });
   });
+
+  // A gateway thread passes sessions on to the main thread, which keeps their store (routes/forward.ts).
+  if (options.forwardTo !== undefined) return store;
 
   void app.register(async (scope) => {
     // The body is read raw, so that a body that is not JSON gets this endpoint's own answer.
@@ -379,7 +383,6 @@ export function registerDiarizationRoutes(
     return sendTimeline(reply, format, { fileId: id, json: { ...timeline } });
   });
 
-  app.addHook('onClose', async () => store.close());
   return store;
 }
 

@@ -1,0 +1,374 @@
+/**
+ * The main thread's side of the gateway threads: it starts them (each listening on a duplicate of
+ * the main thread's socket), runs the requests they hand over through the main thread's own
+ * gateway functions (the scheduler's submit, streams and sequences, the model lifecycle, the
+ * request log), tells them its state, gathers their metrics, and drains them on close. A thread
+ * that ends unexpectedly is replaced; the requests it had handed over are cancelled, since no one
+ * is left to answer.
+ */
+import { closeSync } from 'node:fs';
+import { Worker } from 'node:worker_threads';
+import type { Clock, TimerHandle } from '../../core/clock.js';
+import { errors } from '../../core/error-catalog.js';
+import { toPlainError } from '../../core/errors.js';
+import type { Config } from '../../config/schema.js';
+import type { GatewayDeps, ModelLifecycleState } from '../../gateway/index.js';
+import type { StreamCall } from '../../scheduler/index.js';
+import type { Logger } from '../../telemetry/logger.js';
+import { duplicateFd } from './duplicate-fd.js';
+import {
+  GATEWAY_THREAD_ROLE,
+  ownBytes,
+  STREAM_CHUNKS_AHEAD,
+  type GatewayThreadData,
+  type OwnerMessage,
+  type OwnerState,
+  type ThreadMessage,
+  type ThreadRequest,
+} from './thread-messages.js';
+
+export interface GatewayThreadsOptions {
+  count: number;
+  /** The script a thread runs: the voxmux entry point, which starts a gateway thread when its workerData says so. */
+  entry: string | URL;
+  config: Config;
+  modelsCreatedS: number;
+  /** A descriptor of the listening socket that no loop polls; each thread gets a duplicate. Closed by close() and destroy(). */
+  listenFd: number;
+  /** The main thread's own address for the calls threads pass on. */
+  ownerUrl: string;
+  /** How often each thread hears the main thread's state, in milliseconds. @default 250 */
+  stateIntervalMs?: number;
+  /** How long to wait for a thread's metrics at a scrape, in milliseconds. @default 2000 */
+  metricsTimeoutMs?: number;
+  /** Wait before replacing a thread that ended, in milliseconds. @default 1000 */
+  restartDelayMs?: number;
+}
+
+export interface GatewayThreadsDeps {
+  /** The main thread's gateway functions: what a thread's requests run through. */
+  gateway: GatewayDeps;
+  /** The whole metrics text of the server, the threads' included (what a thread's /metrics answers). */
+  metricsText(): Promise<string>;
+  /** GPU index by instance id. */
+  instanceGpus(): Record<string, number>;
+  clock: Clock;
+  log: Logger;
+}
+
+export interface GatewayThreads {
+  /** Resolves once every thread listens; rejects when one fails to start. */
+  readonly started: Promise<void>;
+  /** Each thread's metrics registry as prom-client JSON (threads that do not answer in time are left out). */
+  metricsJson(): Promise<unknown[][]>;
+  /** Sends the state now (the interval sends it anyway). */
+  pushState(): void;
+  /** Drains every thread: they answer new calls 503, finish theirs and close their servers. */
+  close(): Promise<void>;
+  /** Ends every thread now. */
+  destroy(): Promise<void>;
+}
+
+interface RunningCall {
+  abort: AbortController;
+  stream?: { call: StreamCall; credit: number; pump: () => void };
+}
+
+interface ThreadHandle {
+  index: number;
+  worker: Worker;
+  calls: Map<number, RunningCall>;
+  isClosed: boolean;
+  onClosed?: () => void;
+}
+
+export function startGatewayThreads(options: GatewayThreadsOptions, deps: GatewayThreadsDeps): GatewayThreads {
+  const log = deps.log.child({ component: 'gateway-threads' });
+  const threads = new Map<number, ThreadHandle>();
+  const collects = new Map<number, (metrics: unknown[]) => void>();
+  let nextCollectId = 1;
+  let isClosing = false;
+  let stateTimer: TimerHandle | undefined;
+
+  function post(thread: ThreadHandle, message: OwnerMessage, transfer: ArrayBuffer[] = []): void {
+    if (!thread.isClosed) thread.worker.postMessage(message, transfer);
+  }
+
+  function settle(thread: ThreadHandle, callId: number, work: Promise<unknown>, memory?: ArrayBuffer): void {
+    work.then(
+      (value) => {
+        thread.calls.delete(callId);
+        // The result is in, so the instance has read the audio: its memory goes back to the thread's pool.
+        post(thread, { type: 'settled', callId, ok: true, value, memory }, memory === undefined ? [] : [memory]);
+      },
+      (err: unknown) => {
+        thread.calls.delete(callId);
+        if (!(err instanceof Error && 'code' in err)) log.error({ err, thread: thread.index }, 'gateway thread call failed');
+        post(thread, { type: 'settled', callId, ok: false, error: toPlainError(err) });
+      },
+    );
+  }
+
+  function run(thread: ThreadHandle, message: ThreadRequest): void {
+    const g = deps.gateway;
+    const abort = new AbortController();
+    const running: RunningCall = { abort };
+    thread.calls.set(message.callId, running);
+    const onDispatched = (dispatch: { instanceId: string; queuedMs: number }) =>
+      post(thread, { type: 'dispatched', callId: message.callId, dispatch });
+    const attempt = (work: () => Promise<unknown>, memory?: ArrayBuffer) => {
+      let started: Promise<unknown>;
+      try {
+        started = work();
+      } catch (err) {
+        started = Promise.reject(err);
+      }
+      settle(thread, message.callId, started, memory);
+    };
+    switch (message.type) {
+      case 'transcribe': {
+        const audio = new Int16Array(message.audio.memory, 0, message.audio.samples);
+        attempt(
+          () => g.transcribe(message.model, { audio, ...message.request }, { ...message.options, signal: abort.signal, onDispatched }),
+          message.audio.memory,
+        );
+        return;
+      }
+      case 'sequenceSubmit': {
+        const audio = new Int16Array(message.audio.memory, 0, message.audio.samples);
+        attempt(() => {
+          if (g.sequences === undefined) throw errors.modelNotFound({ model: message.model });
+          return g.sequences.submit(message.model, { ...message.item, audio }, { ...message.options, signal: abort.signal, onDispatched });
+        }, message.audio.memory);
+        return;
+      }
+      case 'sequenceEnd':
+        attempt(async () => g.sequences?.end(message.model, message.sessionId));
+        return;
+      case 'wake':
+        attempt(async (): Promise<ModelLifecycleState> => (g.lifecycle === undefined ? 'ready' : g.lifecycle.wake(message.model)));
+        return;
+      case 'sleep':
+        attempt(async () => g.lifecycle?.sleep(message.model));
+        return;
+      case 'metricsText':
+        attempt(() => deps.metricsText());
+        return;
+      case 'openStream':
+        openStream(thread, message, running, onDispatched);
+        return;
+    }
+  }
+
+  function openStream(
+    thread: ThreadHandle,
+    message: Extract<ThreadRequest, { type: 'openStream' }>,
+    running: RunningCall,
+    onDispatched: (dispatch: { instanceId: string; queuedMs: number }) => void,
+  ): void {
+    let call: StreamCall;
+    try {
+      call = deps.gateway.openStream(message.model, message.input, { ...message.options, signal: running.abort.signal, onDispatched });
+    } catch (err) {
+      settle(thread, message.callId, Promise.reject(err));
+      return;
+    }
+    const chunks = call[Symbol.asyncIterator]();
+    let isPulling = false;
+    const stream = { call, credit: STREAM_CHUNKS_AHEAD, pump: () => {} };
+    // Pulls as many chunks as the thread has room for; the stream's end goes after its last chunk.
+    stream.pump = () => {
+      if (isPulling || stream.credit <= 0) return;
+      isPulling = true;
+      chunks.next().then(
+        (next) => {
+          isPulling = false;
+          if (next.done === true) {
+            settle(thread, message.callId, call.done);
+            return;
+          }
+          stream.credit -= 1;
+          const bytes = ownBytes(next.value.bytes);
+          post(thread, { type: 'streamChunk', callId: message.callId, chunk: { ...next.value, bytes } }, [bytes.buffer as ArrayBuffer]);
+          stream.pump();
+        },
+        (err: unknown) => settle(thread, message.callId, Promise.reject(err)),
+      );
+    };
+    running.stream = stream;
+    stream.pump();
+  }
+
+  function onMessage(thread: ThreadHandle, message: ThreadMessage): void {
+    switch (message.type) {
+      case 'streamTake': {
+        const stream = thread.calls.get(message.callId)?.stream;
+        if (stream === undefined) return;
+        stream.credit += 1;
+        stream.pump();
+        return;
+      }
+      case 'cancel': {
+        const running = thread.calls.get(message.callId);
+        running?.abort.abort();
+        running?.stream?.call.cancel();
+        return;
+      }
+      case 'requestLog':
+        deps.gateway.requestLog?.write(message.line);
+        return;
+      case 'metrics':
+        collects.get(message.collectId)?.(message.metrics);
+        return;
+      case 'listening':
+        return;
+      case 'closed':
+        thread.onClosed?.();
+        return;
+      case 'transcribe':
+      case 'sequenceSubmit':
+      case 'sequenceEnd':
+      case 'openStream':
+      case 'wake':
+      case 'sleep':
+      case 'metricsText':
+        run(thread, message);
+        return;
+    }
+  }
+
+  async function spawn(index: number): Promise<void> {
+    const fd = await duplicateFd(options.listenFd);
+    const data: GatewayThreadData = {
+      role: GATEWAY_THREAD_ROLE,
+      index,
+      config: options.config,
+      modelsCreatedS: options.modelsCreatedS,
+      fd,
+      ownerUrl: options.ownerUrl,
+    };
+    const worker = new Worker(options.entry, { workerData: data, argv: [] });
+    const thread: ThreadHandle = { index, worker, calls: new Map(), isClosed: false };
+    threads.set(index, thread);
+    await new Promise<void>((resolve, reject) => {
+      const onStartError = (err: unknown) => reject(err instanceof Error ? err : new Error(String(err)));
+      const onFirst = (message: ThreadMessage) => {
+        if (message.type !== 'listening') return;
+        worker.off('message', onFirst);
+        worker.off('error', onStartError);
+        resolve();
+      };
+      worker.on('message', onFirst);
+      worker.once('error', onStartError);
+      worker.once('exit', (code) => reject(new Error(`gateway thread ${index} exited with code ${code} while starting`)));
+    });
+    worker.on('message', (message: ThreadMessage) => onMessage(thread, message));
+    worker.on('error', (err) => log.error({ err, thread: index }, 'gateway thread failed'));
+    worker.once('exit', (code) => {
+      thread.isClosed = true;
+      for (const running of thread.calls.values()) {
+        running.abort.abort();
+        running.stream?.call.cancel();
+      }
+      thread.calls.clear();
+      thread.onClosed?.();
+      if (isClosing) return;
+      log.error({ thread: index, exitCode: code }, 'gateway thread ended: starting another');
+      deps.clock.setTimeout(() => {
+        if (!isClosing) spawn(index).catch((err: unknown) => log.error({ err, thread: index }, 'gateway thread failed to start'));
+      }, options.restartDelayMs ?? 1000);
+    });
+    post(thread, { type: 'state', state: snapshot() });
+  }
+
+  function snapshot(): OwnerState {
+    const g = deps.gateway;
+    const models: Record<string, { state: ModelLifecycleState; whyUnavailable?: ReturnType<typeof toPlainError> }> = {};
+    const catalogs: OwnerState['catalogs'] = {};
+    const residency: Record<string, ReturnType<GatewayDeps['voices']['residency']>> = {};
+    for (const entry of g.models.list()) {
+      const model = g.models.resolve(entry.id);
+      if (model === undefined || model !== entry.id) continue;
+      const why = g.lifecycle?.whyUnavailable(model);
+      models[model] = { state: g.lifecycle?.state(model) ?? 'ready', ...(why === undefined ? {} : { whyUnavailable: toPlainError(why) }) };
+    }
+    for (const { model } of g.voices.models()) {
+      (catalogs as Record<string, unknown>)[model] = g.voices.catalog(model);
+      residency[model] = g.voices.residency(model);
+    }
+    return {
+      readiness: g.readiness(),
+      models,
+      catalogs,
+      residency,
+      instanceGpus: deps.instanceGpus(),
+      isDraining: g.isDraining?.() === true,
+    };
+  }
+
+  function pushState(): void {
+    if (threads.size === 0) return;
+    const state = snapshot();
+    for (const thread of threads.values()) post(thread, { type: 'state', state });
+  }
+
+  const started = Promise.all(Array.from({ length: options.count }, (_, i) => spawn(i + 1))).then(() => {
+    const tick = () => {
+      pushState();
+      stateTimer = deps.clock.setTimeout(tick, options.stateIntervalMs ?? 250);
+    };
+    stateTimer = deps.clock.setTimeout(tick, options.stateIntervalMs ?? 250);
+    log.info({ threads: options.count }, 'gateway threads listening');
+  });
+  started.catch(() => undefined);
+
+  async function endAll(how: 'close' | 'destroy'): Promise<void> {
+    isClosing = true;
+    stateTimer?.cancel();
+    const all = [...threads.values()];
+    if (how === 'close') {
+      pushState();
+      await Promise.all(
+        all.map(
+          (thread) =>
+            new Promise<void>((resolve) => {
+              if (thread.isClosed) return resolve();
+              thread.onClosed = resolve;
+              post(thread, { type: 'close' });
+            }),
+        ),
+      );
+    }
+    await Promise.all(all.map((thread) => thread.worker.terminate()));
+    closeSync(options.listenFd);
+  }
+
+  return {
+    started,
+    async metricsJson() {
+      const waits = [...threads.values()]
+        .filter((thread) => !thread.isClosed)
+        .map(
+          (thread) =>
+            new Promise<unknown[] | undefined>((resolve) => {
+              const collectId = nextCollectId++;
+              const timer = deps.clock.setTimeout(() => {
+                collects.delete(collectId);
+                log.warn({ thread: thread.index }, 'gateway thread sent no metrics in time');
+                resolve(undefined);
+              }, options.metricsTimeoutMs ?? 2000);
+              collects.set(collectId, (metrics) => {
+                timer.cancel();
+                collects.delete(collectId);
+                resolve(metrics);
+              });
+              post(thread, { type: 'collectMetrics', collectId });
+            }),
+        );
+      return (await Promise.all(waits)).filter((m): m is unknown[] => m !== undefined);
+    },
+    pushState,
+    close: () => endAll('close'),
+    destroy: () => endAll('destroy'),
+  };
+}
