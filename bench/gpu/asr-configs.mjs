@@ -20,10 +20,16 @@ function config({
   experimentalKernels = undefined,
   graphBatchSizes = [1, 2, 4, 8, 16, 32, 64],
   gatewayThreads = 0,
+  splitAboveMs = undefined,
 }) {
   const batchSizes = graphBatchSizes.filter((b) => b <= maxBatchSize);
   return {
-    gateway: { maxBodyBytes: 8 * 1024 * 1024, requestTimeoutMs: 120_000, threads: gatewayThreads },
+    gateway: {
+      maxBodyBytes: 8 * 1024 * 1024,
+      requestTimeoutMs: 120_000,
+      threads: gatewayThreads,
+      ...(splitAboveMs === undefined ? {} : { splitAboveMs }),
+    },
     scheduler: { maxQueuedRequests: 2048, lengthBucketsMs: BUCKETS_MS, maxRunningBatchesPerInstance: inFlight },
     supervisor: {
       hostPath,
@@ -108,6 +114,10 @@ export const CONFIGS = {
   'c25-1x-b32-graphs-3inflight-compiled-all-fp8-idle': config({ ...C7, inFlight: 3, matmul: 'fp8' }),
   // c25 with 3 gateway threads beside the main one (bench/gpu/run-gateway-threads.sh)
   'c25-t3': config({ ...C7, inFlight: 3, matmul: 'fp8', gatewayThreads: 3 }),
+  // c25 with each 45 s clip run whole (gateway.splitAboveMs 0), as before long recordings were cut
+  // at pauses (the default since 56bb37f cuts a 45 s clip into about three pieces), with 0 and 3 gateway threads
+  'c25-whole': config({ ...C7, inFlight: 3, matmul: 'fp8', splitAboveMs: 0 }),
+  'c25-whole-t3': config({ ...C7, inFlight: 3, matmul: 'fp8', splitAboveMs: 0, gatewayThreads: 3 }),
   // c9 with three batches in flight: twice the clips per decode loop, the next batch already on the host
   'c26-1x-b64-graphs-3inflight-compiled-all-idle': config({ ...C7, inFlight: 3, maxBatchSize: 64 }),
   // ... with FP8 products (c16 with three batches in flight)

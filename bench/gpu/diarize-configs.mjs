@@ -7,7 +7,8 @@
 //          GPU 0 under MPS;
 //   diarize: the same sortformer instances alone.
 // Usage: node bench/gpu/diarize-configs.mjs OUT_DIR HOST_PATH
-// DIARIZE_BENCH_* variables (see run-diarize.sh) change the sizes; DIARIZE_BENCH_DEVICE=cpu writes
+// DIARIZE_BENCH_* variables (see run-diarize.sh) change the sizes (DIARIZE_BENCH_GATEWAY_THREADS: the
+// server's gateway.threads, 0 by default); DIARIZE_BENCH_DEVICE=cpu writes
 // tiny CPU configurations (no MPS, no graphs) for a dry run without a GPU.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -79,7 +80,7 @@ export function buildConfigs(hostPath) {
       : { config: asrSize, device, cudaGraphs: false, batchSizes: [1], lengthBucketsMs: asrBuckets },
   };
   const base = (models) => ({
-    gateway: { maxBodyBytes: 8 * 1024 * 1024, requestTimeoutMs: 120_000 },
+    gateway: { maxBodyBytes: 8 * 1024 * 1024, requestTimeoutMs: 120_000, threads: int('GATEWAY_THREADS', 0, 0, 64) },
     // 5,000 sessions' chunks may wait at once; ASR clips of 45 s in one bucket as in run-asr.sh.
     scheduler: { maxQueuedRequests: 16_384, lengthBucketsMs: asrBuckets, maxRunningBatchesPerInstance: inFlight },
     supervisor: {

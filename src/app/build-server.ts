@@ -12,6 +12,7 @@ import {
   createEnergyDetector,
   createSileroDetector,
   trackConnections,
+  DiarizationSessionService,
   type AudioDecoder,
   type ConnectionTracker,
   type GatewayDeps,
@@ -278,13 +279,23 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
     const [own, theirs] = await Promise.all([metrics.registry.getMetricsAsJSON(), threads.metricsJson()]);
     return aggregateMetricsText([own, ...theirs]);
   };
+  const sequences: NonNullable<GatewayDeps['sequences']> = {
+    submit: (model, item, options) => scheduler.submitSequenceItem(model, item, options),
+    end: (model, sessionId) => scheduler.endSession(model, sessionId),
+  };
+  // The one store of diarization sessions, whichever gateway thread a chunk arrives through.
+  const diarizationSessions = new DiarizationSessionService({
+    sequences,
+    clock,
+    metrics,
+    log,
+    maxChunkMs: config.gateway.maxDiarizationChunkMs,
+  });
   const gatewayDeps: GatewayDeps = {
     transcribe: (model, request, options) => scheduler.submit(model, request, options),
     openStream: (model, input, options) => scheduler.openStream(model, input, options),
-    sequences: {
-      submit: (model, item, options) => scheduler.submitSequenceItem(model, item, options),
-      end: (model, sessionId) => scheduler.endSession(model, sessionId),
-    },
+    sequences,
+    diarizationSessions,
     models,
     voices,
     readiness,
@@ -342,6 +353,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       await scheduler.close();
       await threads?.close();
       await closeDraining(app, connections, clock);
+      diarizationSessions.shutdown();
       await requestLog?.close();
       await supervisor.close();
       await mps?.stop();
@@ -352,6 +364,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       supervisor.destroy();
       await threads?.destroy();
       await app.close();
+      diarizationSessions.shutdown();
       await requestLog?.close();
       await mps?.stop();
     },

@@ -75,7 +75,7 @@ export const GatewaySchema = Type.Object(
     // issue 21: a gateway that uses every core
     threads: Type.Integer({
       description:
-        'HTTP threads beside the main one, sharing its port: each reads uploads, decodes audio and formats answers, and hands the requests to the main thread, which alone schedules them onto the instances (0: the main thread does everything). Diarization sessions, realtime calls and /admin/llm are passed on to the main thread.',
+        'HTTP threads beside the main one, sharing its port: each reads uploads, decodes audio and formats answers, and hands the requests to the main thread, which alone schedules them onto the instances and keeps the diarization sessions (0: the main thread does everything). Realtime calls and /admin/llm are passed on to the main thread.',
       default: 0,
       minimum: 0,
       maximum: 64,

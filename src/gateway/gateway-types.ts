@@ -17,6 +17,7 @@ import type {
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { AudioDecoder } from './audio/index.js';
+import type { DiarizationSessions } from './diarization/session-service.js';
 import type { VoiceActivityDetector } from './pieces/voice-activity.js';
 import type { RealtimeOptions } from './realtime/realtime-route.js';
 
@@ -45,8 +46,8 @@ export interface GatewayOptions {
   /** Realtime sessions (GET /v1/realtime) and the LLM admin endpoint; absent: not served. */
   realtime?: RealtimeOptions;
   /**
-   * A gateway thread's: the main thread's address, where diarization sessions, realtime calls and
-   * /admin/llm are passed on (routes/forward.ts). Absent: this gateway serves them itself.
+   * A gateway thread's: the main thread's address, where realtime calls and /admin/llm are passed
+   * on (routes/forward.ts). Absent: this gateway serves them itself.
    */
   forwardTo?: string;
 }
@@ -154,6 +155,11 @@ export interface GatewayDeps {
     submit(model: string, item: SequenceItem, options: SubmitOptions): Promise<SequenceResult>;
     end(model: string, sessionId: string): Promise<void>;
   };
+  /**
+   * Diarization sessions (diarization/session-service.ts): the main thread's service, or a gateway
+   * thread's proxy to it. Absent: the gateway builds its own from `sequences`.
+   */
+  diarizationSessions?: DiarizationSessions;
   models: ModelCatalog;
   /**
    * The voices of the speech models: GET /v1/audio/voices lists them, and the speech route accepts

@@ -1,6 +1,8 @@
 /** Public surface of the gateway. */
 export { buildGateway } from './gateway.js';
 export { UploadPool } from './upload-pool.js';
+export { DiarizationSessionService } from './diarization/session-service.js';
+export type { DiarizationSessions, SessionChunk } from './diarization/session-service.js';
 export { trackConnections, type ConnectionTracker } from './connections.js';
 export type {
   GatewayDeps,

@@ -12,7 +12,7 @@ import type { Clock, TimerHandle } from '../../core/clock.js';
 import { errors } from '../../core/error-catalog.js';
 import { toPlainError } from '../../core/errors.js';
 import type { Config } from '../../config/schema.js';
-import type { GatewayDeps, ModelLifecycleState } from '../../gateway/index.js';
+import type { DiarizationSessions, GatewayDeps, ModelLifecycleState } from '../../gateway/index.js';
 import type { StreamCall } from '../../scheduler/index.js';
 import type { Logger } from '../../telemetry/logger.js';
 import { duplicateFd } from './duplicate-fd.js';
@@ -82,6 +82,11 @@ interface ThreadHandle {
   onClosed?: () => void;
 }
 
+function sessionsOf(g: GatewayDeps): DiarizationSessions {
+  if (g.diarizationSessions === undefined) throw errors.modelNotFound({ model: '(a diarization model)' });
+  return g.diarizationSessions;
+}
+
 export function startGatewayThreads(options: GatewayThreadsOptions, deps: GatewayThreadsDeps): GatewayThreads {
   const log = deps.log.child({ component: 'gateway-threads' });
   const threads = new Map<number, ThreadHandle>();
@@ -145,6 +150,27 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
       case 'sequenceEnd':
         attempt(async () => g.sequences?.end(message.model, message.sessionId));
         return;
+      case 'sessionCreate':
+        attempt(() => sessionsOf(g).create(message.params));
+        return;
+      case 'sessionModel':
+        attempt(() => sessionsOf(g).modelOf(message.id));
+        return;
+      case 'sessionTimeline':
+        attempt(() => sessionsOf(g).timeline(message.id));
+        return;
+      case 'sessionClose':
+        attempt(() => sessionsOf(g).close(message.id));
+        return;
+      case 'sessionChunk': {
+        const samples = message.audio === undefined ? undefined : new Int16Array(message.audio.memory, 0, message.audio.samples);
+        attempt(
+          () =>
+            sessionsOf(g).chunk({ ...message.chunk, ...(samples === undefined ? {} : { samples }) }, { ...message.options, onDispatched }),
+          message.audio?.memory,
+        );
+        return;
+      }
       case 'wake':
         attempt(async (): Promise<ModelLifecycleState> => (g.lifecycle === undefined ? 'ready' : g.lifecycle.wake(message.model)));
         return;
@@ -228,6 +254,11 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
       case 'transcribe':
       case 'sequenceSubmit':
       case 'sequenceEnd':
+      case 'sessionCreate':
+      case 'sessionModel':
+      case 'sessionTimeline':
+      case 'sessionClose':
+      case 'sessionChunk':
       case 'openStream':
       case 'wake':
       case 'sleep':

@@ -80,7 +80,7 @@ export function createRemoteDeps(port: MessagePort, local: LocalDeps, transfers:
     });
   }
 
-  function plainOptions(options: SubmitOptions): PlainSubmitOptions {
+  function plainOptions(options: Omit<SubmitOptions, 'signal'>): PlainSubmitOptions {
     return {
       timeoutMs: options.timeoutMs,
       ...(options.priority === undefined ? {} : { priority: options.priority }),
@@ -154,6 +154,26 @@ export function createRemoteDeps(port: MessagePort, local: LocalDeps, transfers:
         );
       },
       end: (model, sessionId) => call({ type: 'sequenceEnd', callId: nextCallId++, model, sessionId }, {}),
+    },
+    diarizationSessions: {
+      create: (params) => call({ type: 'sessionCreate', callId: nextCallId++, params }, {}),
+      modelOf: (id) => call({ type: 'sessionModel', callId: nextCallId++, id }, {}),
+      timeline: (id) => call({ type: 'sessionTimeline', callId: nextCallId++, id }, {}),
+      close: (id) => call({ type: 'sessionClose', callId: nextCallId++, id }, {}),
+      chunk(chunk, options) {
+        const { samples, ...rest } = chunk;
+        const audio = samples === undefined ? undefined : audioOf(samples);
+        return call(
+          {
+            type: 'sessionChunk',
+            callId: nextCallId++,
+            chunk: rest,
+            ...(audio === undefined ? {} : { audio }),
+            options: plainOptions(options),
+          },
+          { onDispatched: options.onDispatched, transfer: audio === undefined ? [] : [audio.memory] },
+        );
+      },
     },
     voices: {
       models: () => local.voiceModels,

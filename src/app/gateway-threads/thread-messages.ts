@@ -10,7 +10,7 @@
  */
 import type { PlainServiceError } from '../../core/errors.js';
 import type { RequestLogLine } from '../../api/request-log.js';
-import type { ModelLifecycleState, ReadinessSnapshot } from '../../gateway/index.js';
+import type { DiarizationSessions, ModelLifecycleState, ReadinessSnapshot } from '../../gateway/index.js';
 import type { CatalogEntry, Dispatch, Priority, ResidentResource, StreamChunk } from '../../scheduler/index.js';
 import type { Config } from '../../config/schema.js';
 
@@ -75,6 +75,15 @@ export type ThreadRequest =
       model: string;
       input: { requestId?: string; resource: string | null; params: Readonly<Record<string, unknown>>; body: Uint8Array };
       options: { priority?: Priority; timeoutMs: number };
+    }
+  | { type: 'sessionCreate'; callId: number; params: Parameters<DiarizationSessions['create']>[0] }
+  | { type: 'sessionModel' | 'sessionTimeline' | 'sessionClose'; callId: number; id: string }
+  | {
+      type: 'sessionChunk';
+      callId: number;
+      chunk: { id: string; seq: number; isLast: boolean; speech?: unknown };
+      audio?: PlainAudio;
+      options: PlainSubmitOptions;
     }
   | { type: 'wake' | 'sleep'; callId: number; model: string }
   | { type: 'metricsText'; callId: number };

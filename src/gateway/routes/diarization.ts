@@ -7,26 +7,19 @@
  *
  * Chunks run as sequence work: the scheduler keeps each session's engine state and runs its chunks
  * in order, on the instance that holds the state (or anywhere, with the state attached). The
- * gateway keeps the API side (session-store.ts): chunk offsets, the timeline and the last answer.
- * A chunk the gateway rejects (malformed, too long, a gap) never reaches the scheduler, so the
- * session stays usable.
+ * sessions' API side (chunk offsets, the timeline, the last answer) is the session service's
+ * (diarization/session-service.ts); these routes read and decode the uploads. A chunk rejected
+ * (malformed, too long, a gap) never reaches the scheduler, so the session stays usable.
  */
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import {
-  DIARIZATION_RESPONSE_FORMATS,
-  type DiarizationChunkResult,
-  type DiarizationJson,
-  type DiarizationResponseFormat,
-  type DiarizationSessionCreated,
-  type DiarizationSessionTimeline,
-} from '../../api/diarization.js';
+import { DIARIZATION_RESPONSE_FORMATS, type DiarizationJson, type DiarizationResponseFormat } from '../../api/diarization.js';
 import { errors } from '../../core/error-catalog.js';
-import type { ServiceError } from '../../core/errors.js';
 import type { GatewayDeps, GatewayOptions, ModelEntry } from '../gateway-types.js';
-import { DiarizationSessionStore, type DiarizationSession, type SpeakerBounds } from '../diarization/session-store.js';
+import { DiarizationSessionService, type DiarizationSessions } from '../diarization/session-service.js';
+import type { SpeakerBounds } from '../diarization/session-store.js';
 import { diarizeRecording, SAMPLE_RATE_HZ, speechRegionsOf } from '../diarization/diarize-recording.js';
-import { toEngineOutput, toRttm, toSpeakerSegments } from '../diarization/timeline.js';
+import { toRttm } from '../diarization/timeline.js';
 import { createCallRecord, noteDispatch } from '../call-record.js';
 import type { UploadPool } from '../upload-pool.js';
 import { openCall } from './call-context.js';
@@ -36,9 +29,6 @@ import { readFormWithin } from './transcriptions.js';
 const SESSION_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 const MAX_SESSION_BODY_BYTES = 4096;
 const MAX_SPEAKERS = 64;
-
-/** Errors raised before the scheduler took the item: the sequence number was not used. */
-const NOT_TAKEN = new Set(['queue_full', 'shutting_down', 'model_not_found', 'no_ready_instance', 'sequence_gap', 'sequence_out_of_order']);
 
 type DiarizationModel = ModelEntry & { diarization: NonNullable<ModelEntry['diarization']> };
 
@@ -113,55 +103,27 @@ function sendTimeline(
   return reply.type('application/json; charset=utf-8').send(p.json);
 }
 
-function durationS(session: DiarizationSession): number {
-  return Math.round((session.chunkSamples.reduce((a, b) => a + b, 0) / SAMPLE_RATE_HZ) * 1000) / 1000;
-}
-
-function timelineOf(session: DiarizationSession, status: 'open' | 'closed'): DiarizationSessionTimeline {
-  // A closed session's provisional segments are its final ones: no later chunk will change them.
-  const finalized = toSpeakerSegments(session.finalized);
-  const provisional = toSpeakerSegments(session.provisional);
-  return {
-    id: session.id,
-    object: 'diarization.session',
-    status,
-    chunks: session.chunkSamples.length,
-    duration: durationS(session),
-    speakers: session.speakers,
-    segments: [...finalized, ...provisional],
-    finalized: status === 'closed' ? finalized.length + provisional.length : finalized.length,
-  };
-}
-
 export function registerDiarizationRoutes(
   app: FastifyInstance,
   options: GatewayOptions,
   deps: GatewayDeps,
   uploads: UploadPool,
-): DiarizationSessionStore {
-  const { clock, metrics } = deps;
-  const store = new DiarizationSessionStore({
-    clock,
-    onExpired: (session) => {
-      metrics.diarizationSessionsExpired.inc({ model: session.model });
-      void deps.sequences?.end(session.model, session.id);
-      deps.log.debug({ model: session.model, sessionId: session.id }, 'diarization session expired');
-    },
-  });
-  app.addHook('onClose', async () => store.close());
-  const expiresAt = (session: DiarizationSession) => Math.round((clock.wallMs() + session.idleTimeoutMs) / 1000);
-  const maxChunkMs = options.maxDiarizationChunkMs ?? 60_000;
-
-  /** Decodes an upload to 16 kHz PCM, with the speech regions its model wants. */
-  async function decodeChunk(file: Buffer, p: { model: DiarizationModel; signal: AbortSignal }) {
-    const audio = await deps.decoder.decode(file, p.signal);
-    if (audio.samples.length === 0) throw errors.emptyAudio();
-    const speech = await speechRegionsOf(
-      audio.samples,
-      { wantsSpeechRegions: p.model.diarization.wantsSpeechRegions, signal: p.signal },
-      deps,
-    );
-    return { samples: audio.samples, speech };
+): DiarizationSessions | undefined {
+  const { clock } = deps;
+  // The main thread's service, given by the server; built here where a gateway stands alone (tests).
+  const sessions =
+    deps.diarizationSessions ??
+    (deps.sequences === undefined
+      ? undefined
+      : new DiarizationSessionService({
+          sequences: deps.sequences,
+          clock,
+          metrics: deps.metrics,
+          log: deps.log,
+          maxChunkMs: options.maxDiarizationChunkMs ?? 60_000,
+        }));
+  if (sessions instanceof DiarizationSessionService && deps.diarizationSessions === undefined) {
+    app.addHook('onClose', async () => sessions.shutdown());
   }
 
   app.post('/v1/audio/diarization', async (request: FastifyRequest, reply: FastifyReply) => {
@@ -202,8 +164,8 @@ export function registerDiarizationRoutes(
     return sendTimeline(reply, format, { fileId: 'audio', json: { duration, speakers, segments } });
   });
 
-  // A gateway thread passes sessions on to the main thread, which keeps their store (routes/forward.ts).
-  if (options.forwardTo !== undefined) return store;
+  if (sessions === undefined) return undefined;
+  const service = sessions;
 
   void app.register(async (scope) => {
     // The body is read raw, so that a body that is not JSON gets this endpoint's own answer.
@@ -236,14 +198,7 @@ export function registerDiarizationRoutes(
         }
         id = body.id;
       }
-      const session = store.create({ id, model: model.id, bounds, idleTimeoutMs: model.diarization.sessionIdleTimeoutMs });
-      const created: DiarizationSessionCreated = {
-        id,
-        object: 'diarization.session',
-        model: model.id,
-        expires_at: expiresAt(session),
-        idle_timeout: session.idleTimeoutMs / 1000,
-      };
+      const created = await service.create({ id, model: model.id, bounds, idleTimeoutMs: model.diarization.sessionIdleTimeoutMs });
       return reply.code(201).type('application/json; charset=utf-8').send(created);
     });
   });
@@ -253,137 +208,63 @@ export function registerDiarizationRoutes(
     const record = createCallRecord('diarization');
     request.voxmuxCall = record;
     const { abort, arrivedMs, priority, deadlineMs } = openCall(request, reply, deps, options);
-    record.model = store.get(id).model;
+    // An unknown or expired session is answered before its upload is read.
+    record.model = await service.modelOf(id);
     const form = await readFormWithin(request, { uploads, options, clock, arrivedMs });
     const fields = singleFields(form.fields, ['seq', 'is_last']);
     const seq = parseSeq(fields.seq);
     const isLast = parseFlag('is_last', fields.is_last);
-    // Looked up again: the session may have expired or closed while the upload arrived.
-    const session = store.get(id);
-    const replayed = replay(session, seq);
-    if (replayed !== undefined) return reply.type('application/json; charset=utf-8').send(await replayed);
-    const nextSeq = session.chunkSamples.length;
-    if (seq > nextSeq) throw errors.sequenceGap({ sessionId: id, expectedSeq: nextSeq, seq });
-    if (seq < nextSeq) throw errors.sequenceOutOfOrder({ sessionId: id, lastCompletedSeq: session.lastAnswer?.seq ?? -1, seq });
-    if (form.file === undefined) throw errors.missingParameter({ param: 'file' });
-    const model = resolveDiarizationModel(session.model, deps, 'POST /v1/audio/diarization/sessions/{id}/chunks');
-    const { samples, speech } = await decodeChunk(form.file, { model, signal: abort.signal });
-    record.audioInSeconds = samples.length / SAMPLE_RATE_HZ;
-    const chunkMs = (samples.length / SAMPLE_RATE_HZ) * 1000;
-    if (chunkMs > maxChunkMs) throw errors.chunkTooLong({ durationMs: chunkMs, maxChunkMs });
-    // Checked again after the decode: a retry of this number may have taken it meanwhile.
-    if (store.get(id) !== session || session.chunkSamples.length !== seq) {
-      const taken = replay(session, seq);
-      if (taken !== undefined) return reply.type('application/json; charset=utf-8').send(await taken);
-      throw errors.sequenceOutOfOrder({ sessionId: id, lastCompletedSeq: session.lastAnswer?.seq ?? -1, seq });
-    }
-    const chunkOffsetS = session.chunkSamples.reduce((a, b) => a + b, 0) / SAMPLE_RATE_HZ;
-    session.chunkSamples.push(samples.length);
-    const answer = runChunk(session, {
-      seq,
-      audio: samples,
-      isLast,
-      itemOptions: { ...session.bounds, chunkOffsetS, ...(speech === undefined ? {} : { speech }) },
-      // NOTE: no abort signal: a chunk whose client left still runs, and its answer is kept for the
-      // client's retry; a cancelled chunk would leave its number unusable in the scheduler.
-      submitOptions: {
+    const model = resolveDiarizationModel(record.model, deps, 'POST /v1/audio/diarization/sessions/{id}/chunks');
+    const decoded = form.file === undefined ? undefined : await decodeChunk(form.file, { model, signal: abort.signal });
+    if (decoded !== undefined) record.audioInSeconds = decoded.samples.length / SAMPLE_RATE_HZ;
+    const body = await service.chunk(
+      {
+        id,
+        seq,
+        isLast,
+        ...(decoded === undefined ? {} : { samples: decoded.samples }),
+        ...(decoded?.speech === undefined ? {} : { speech: decoded.speech }),
+      },
+      {
         timeoutMs: Math.max(1, deadlineMs - (clock.nowMs() - arrivedMs)),
         requestId: String(request.id),
         priority,
         onDispatched: (dispatch) => noteDispatch(record, dispatch, clock.nowMs()),
       },
-    });
-    session.running.set(seq, answer);
-    store.touch(session);
-    const body = await answer;
+    );
     record.resultMs = clock.nowMs();
     // The chunk's result is in, so its host has read the audio (a view of the upload for a 16 kHz
     // 16-bit WAV): the upload's memory serves the next one. (A failed chunk leaves it to the
     // garbage collector: it may be on its way to an instance still.)
-    uploads.giveBack(form.file);
+    if (form.file !== undefined) uploads.giveBack(form.file);
     return reply.type('application/json; charset=utf-8').send(body);
   });
 
-  /** The answer to a number already sent: the last answered one again, or the one still running. */
-  function replay(session: DiarizationSession, seq: number): Promise<DiarizationChunkResult> | undefined {
-    if (session.lastAnswer?.seq === seq) {
-      const { outcome } = session.lastAnswer;
-      return outcome.ok ? Promise.resolve(outcome.body) : Promise.reject(outcome.error);
-    }
-    return session.running.get(seq);
-  }
-
-  async function runChunk(
-    session: DiarizationSession,
-    p: {
-      seq: number;
-      audio: Int16Array;
-      isLast: boolean;
-      itemOptions: Record<string, unknown>;
-      submitOptions: Parameters<NonNullable<GatewayDeps['sequences']>['submit']>[2];
-    },
-  ): Promise<DiarizationChunkResult> {
-    try {
-      const result = await deps.sequences!.submit(
-        session.model,
-        { sessionId: session.id, seq: p.seq, audio: p.audio, isLast: p.isLast, options: p.itemOptions },
-        p.submitOptions,
-      );
-      const output = toEngineOutput(result.output, session.model);
-      session.finalized.push(...output.finalized);
-      session.provisional = output.provisional;
-      session.speakers = output.speakers;
-      const body: DiarizationChunkResult = {
-        id: session.id,
-        seq: p.seq,
-        duration: durationS(session),
-        speakers: session.speakers,
-        finalized: toSpeakerSegments(session.finalized),
-        provisional: toSpeakerSegments(output.provisional),
-        expires_at: expiresAt(session),
-      };
-      session.lastAnswer = { seq: p.seq, outcome: { ok: true, body } };
-      return body;
-    } catch (err) {
-      const error = err as ServiceError;
-      if (error.code === 'session_expired' || error.code === 'session_not_found') {
-        store.markExpired(session);
-      } else if (NOT_TAKEN.has(error.code)) {
-        // The scheduler never took it, nor (their turn) any later number: they may be sent again.
-        session.chunkSamples.length = Math.min(session.chunkSamples.length, p.seq);
-      } else {
-        session.lastAnswer = { seq: p.seq, outcome: { ok: false, error } };
-      }
-      throw err;
-    } finally {
-      session.running.delete(p.seq);
-      store.touch(session);
-    }
-  }
-
-  async function closeSession(session: DiarizationSession): Promise<DiarizationSessionTimeline> {
-    session.isClosing = true;
-    await Promise.all([...session.running.values()].map((answer) => answer.catch(() => undefined)));
-    store.delete(session);
-    await deps.sequences?.end(session.model, session.id);
-    return timelineOf(session, 'closed');
+  /** Decodes an upload to 16 kHz PCM, with the speech regions its model wants. */
+  async function decodeChunk(file: Buffer, p: { model: DiarizationModel; signal: AbortSignal }) {
+    const audio = await deps.decoder.decode(file, p.signal);
+    if (audio.samples.length === 0) throw errors.emptyAudio();
+    const speech = await speechRegionsOf(
+      audio.samples,
+      { wantsSpeechRegions: p.model.diarization.wantsSpeechRegions, signal: p.signal },
+      deps,
+    );
+    return { samples: audio.samples, speech };
   }
 
   app.get('/v1/audio/diarization/sessions/:id', async (request: FastifyRequest, reply: FastifyReply) => {
     const { id } = request.params as { id: string };
     const format = parseResponseFormat((request.query as Record<string, unknown>).response_format);
-    const session = store.get(id);
-    return sendTimeline(reply, format, { fileId: id, json: { ...timelineOf(session, 'open') } });
+    return sendTimeline(reply, format, { fileId: id, json: { ...(await service.timeline(id)) } });
   });
 
   app.delete('/v1/audio/diarization/sessions/:id', async (request: FastifyRequest, reply: FastifyReply) => {
     const { id } = request.params as { id: string };
     const format = parseResponseFormat((request.query as Record<string, unknown>).response_format);
-    const timeline = await closeSession(store.get(id));
-    return sendTimeline(reply, format, { fileId: id, json: { ...timeline } });
+    return sendTimeline(reply, format, { fileId: id, json: { ...(await service.close(id)) } });
   });
 
-  return store;
+  return service;
 }
 
 function parseJsonObject(body: unknown): Record<string, unknown> {

@@ -1,7 +1,7 @@
 /**
  * A gateway thread's stateful routes, passed on to the main thread's own gateway (its address is
- * GatewayOptions.forwardTo): diarization sessions (their store lives there), realtime calls (their
- * session count and the LLM's budget) and /admin/llm. Requests go through @fastify/reply-from with
+ * GatewayOptions.forwardTo): realtime calls (their session count and the LLM's budget live there)
+ * and /admin/llm. Requests go through @fastify/reply-from with
  * their bodies unread; WebSocket upgrades are piped as bytes. The main thread checks their keys,
  * answers, logs and counts them; the thread does neither.
  */
@@ -12,11 +12,7 @@ import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { toHttpError, toServiceError } from '../error-mapping.js';
 
-const SESSION_ROUTES: readonly { method: 'GET' | 'POST' | 'PUT' | 'DELETE'; url: string }[] = [
-  { method: 'POST', url: '/v1/audio/diarization/sessions' },
-  { method: 'POST', url: '/v1/audio/diarization/sessions/:id/chunks' },
-  { method: 'GET', url: '/v1/audio/diarization/sessions/:id' },
-  { method: 'DELETE', url: '/v1/audio/diarization/sessions/:id' },
+const FORWARDED_ROUTES: readonly { method: 'GET' | 'PUT'; url: string }[] = [
   { method: 'GET', url: '/admin/llm' },
   { method: 'PUT', url: '/admin/llm' },
 ];
@@ -40,7 +36,7 @@ export async function registerForwardedRoutes(app: FastifyInstance, p: { ownerUr
       request.voxmuxForwarded = true;
       return reply.from(request.url);
     };
-    for (const route of SESSION_ROUTES) scope.route({ ...route, handler: forward });
+    for (const route of FORWARDED_ROUTES) scope.route({ ...route, handler: forward });
   });
   const owner = new URL(p.ownerUrl);
   app.server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {

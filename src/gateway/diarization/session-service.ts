@@ -1,0 +1,222 @@
+/**
+ * Diarization sessions as the API sees them, apart from HTTP: opening one, running a chunk (a
+ * retried sequence number is answered again without running, a gap or an old number is refused, a
+ * chunk too long is refused, none of which uses the number), the timeline so far, closing. It keeps
+ * the session store (session-store.ts) and submits chunks as sequence work.
+ *
+ * The main thread owns the one service; the routes reach it through GatewayDeps.diarizationSessions,
+ * which in a gateway thread is a proxy to the main thread's: a session's chunks may then arrive
+ * through any thread and still meet one store.
+ */
+import type { DiarizationChunkResult, DiarizationSessionCreated, DiarizationSessionTimeline } from '../../api/diarization.js';
+import type { Clock } from '../../core/clock.js';
+import { errors } from '../../core/error-catalog.js';
+import type { ServiceError } from '../../core/errors.js';
+import type { SubmitOptions } from '../../scheduler/index.js';
+import type { Logger } from '../../telemetry/logger.js';
+import type { Metrics } from '../../telemetry/metrics.js';
+import type { GatewayDeps } from '../gateway-types.js';
+import { SAMPLE_RATE_HZ } from './diarize-recording.js';
+import { DiarizationSessionStore, type DiarizationSession, type SpeakerBounds } from './session-store.js';
+import { toEngineOutput, toSpeakerSegments } from './timeline.js';
+
+/** Errors raised before the scheduler took the item: the sequence number was not used. */
+const NOT_TAKEN = new Set(['queue_full', 'shutting_down', 'model_not_found', 'no_ready_instance', 'sequence_gap', 'sequence_out_of_order']);
+
+/** A chunk for a session: its samples (absent: a retry that sent no file) and, for engines that use them, its speech regions. */
+export interface SessionChunk {
+  id: string;
+  seq: number;
+  isLast: boolean;
+  samples?: Int16Array;
+  speech?: unknown;
+}
+
+/** What the session routes need; the main thread's service or a gateway thread's proxy to it. */
+export interface DiarizationSessions {
+  /** @throws session_already_exists */
+  create(p: { id: string; model: string; bounds: SpeakerBounds; idleTimeoutMs: number }): Promise<DiarizationSessionCreated>;
+  /** The session's model. @throws session_not_found, session_expired */
+  modelOf(id: string): Promise<string>;
+  /**
+   * Runs the session's next chunk, or answers a retried number again.
+   * @throws session_not_found, session_expired, sequence_gap, sequence_out_of_order, chunk_too_long, and the scheduler's errors
+   */
+  chunk(chunk: SessionChunk, options: Omit<SubmitOptions, 'signal'>): Promise<DiarizationChunkResult>;
+  /** @throws session_not_found, session_expired */
+  timeline(id: string): Promise<DiarizationSessionTimeline>;
+  /** Closes the session once its running chunk is answered; the final timeline. @throws session_not_found, session_expired */
+  close(id: string): Promise<DiarizationSessionTimeline>;
+}
+
+export interface DiarizationSessionServiceDeps {
+  sequences: NonNullable<GatewayDeps['sequences']>;
+  clock: Clock;
+  metrics: Metrics;
+  log: Logger;
+  /** Longest chunk, in milliseconds. */
+  maxChunkMs: number;
+}
+
+export class DiarizationSessionService implements DiarizationSessions {
+  readonly #store: DiarizationSessionStore;
+  readonly #deps: DiarizationSessionServiceDeps;
+
+  constructor(deps: DiarizationSessionServiceDeps) {
+    this.#deps = deps;
+    this.#store = new DiarizationSessionStore({
+      clock: deps.clock,
+      onExpired: (session) => {
+        deps.metrics.diarizationSessionsExpired.inc({ model: session.model });
+        void deps.sequences.end(session.model, session.id);
+        deps.log.debug({ model: session.model, sessionId: session.id }, 'diarization session expired');
+      },
+    });
+  }
+
+  get size(): number {
+    return this.#store.size;
+  }
+
+  async create(p: { id: string; model: string; bounds: SpeakerBounds; idleTimeoutMs: number }): Promise<DiarizationSessionCreated> {
+    const session = this.#store.create(p);
+    return {
+      id: p.id,
+      object: 'diarization.session',
+      model: p.model,
+      expires_at: this.#expiresAt(session),
+      idle_timeout: session.idleTimeoutMs / 1000,
+    };
+  }
+
+  async modelOf(id: string): Promise<string> {
+    return this.#store.get(id).model;
+  }
+
+  async chunk(chunk: SessionChunk, options: Omit<SubmitOptions, 'signal'>): Promise<DiarizationChunkResult> {
+    const { id, seq, samples } = chunk;
+    // Looked up now: the session may have expired or closed while the upload arrived.
+    const session = this.#store.get(id);
+    const replayed = this.#replay(session, seq);
+    if (replayed !== undefined) return replayed;
+    const nextSeq = session.chunkSamples.length;
+    if (seq > nextSeq) throw errors.sequenceGap({ sessionId: id, expectedSeq: nextSeq, seq });
+    if (seq < nextSeq) throw errors.sequenceOutOfOrder({ sessionId: id, lastCompletedSeq: session.lastAnswer?.seq ?? -1, seq });
+    if (samples === undefined) throw errors.missingParameter({ param: 'file' });
+    const chunkMs = (samples.length / SAMPLE_RATE_HZ) * 1000;
+    if (chunkMs > this.#deps.maxChunkMs) throw errors.chunkTooLong({ durationMs: chunkMs, maxChunkMs: this.#deps.maxChunkMs });
+    const chunkOffsetS = session.chunkSamples.reduce((a, b) => a + b, 0) / SAMPLE_RATE_HZ;
+    session.chunkSamples.push(samples.length);
+    const answer = this.#run(session, {
+      seq,
+      audio: samples,
+      isLast: chunk.isLast,
+      itemOptions: { ...session.bounds, chunkOffsetS, ...(chunk.speech === undefined ? {} : { speech: chunk.speech }) },
+      // NOTE: no abort signal: a chunk whose client left still runs, and its answer is kept for the
+      // client's retry; a cancelled chunk would leave its number unusable in the scheduler.
+      submitOptions: options,
+    });
+    session.running.set(seq, answer);
+    this.#store.touch(session);
+    return answer;
+  }
+
+  async timeline(id: string): Promise<DiarizationSessionTimeline> {
+    return timelineOf(this.#store.get(id), 'open');
+  }
+
+  async close(id: string): Promise<DiarizationSessionTimeline> {
+    const session = this.#store.get(id);
+    session.isClosing = true;
+    await Promise.all([...session.running.values()].map((answer) => answer.catch(() => undefined)));
+    this.#store.delete(session);
+    await this.#deps.sequences.end(session.model, session.id);
+    return timelineOf(session, 'closed');
+  }
+
+  /** Stops the expiry timer (the server closes). */
+  shutdown(): void {
+    this.#store.close();
+  }
+
+  #expiresAt(session: DiarizationSession): number {
+    return Math.round((this.#deps.clock.wallMs() + session.idleTimeoutMs) / 1000);
+  }
+
+  /** The answer to a number already sent: the last answered one again, or the one still running. */
+  #replay(session: DiarizationSession, seq: number): Promise<DiarizationChunkResult> | undefined {
+    if (session.lastAnswer?.seq === seq) {
+      const { outcome } = session.lastAnswer;
+      return outcome.ok ? Promise.resolve(outcome.body) : Promise.reject(outcome.error);
+    }
+    return session.running.get(seq);
+  }
+
+  async #run(
+    session: DiarizationSession,
+    p: {
+      seq: number;
+      audio: Int16Array;
+      isLast: boolean;
+      itemOptions: Record<string, unknown>;
+      submitOptions: Omit<SubmitOptions, 'signal'>;
+    },
+  ): Promise<DiarizationChunkResult> {
+    try {
+      const result = await this.#deps.sequences.submit(
+        session.model,
+        { sessionId: session.id, seq: p.seq, audio: p.audio, isLast: p.isLast, options: p.itemOptions },
+        p.submitOptions,
+      );
+      const output = toEngineOutput(result.output, session.model);
+      session.finalized.push(...output.finalized);
+      session.provisional = output.provisional;
+      session.speakers = output.speakers;
+      const body: DiarizationChunkResult = {
+        id: session.id,
+        seq: p.seq,
+        duration: durationS(session),
+        speakers: session.speakers,
+        finalized: toSpeakerSegments(session.finalized),
+        provisional: toSpeakerSegments(output.provisional),
+        expires_at: this.#expiresAt(session),
+      };
+      session.lastAnswer = { seq: p.seq, outcome: { ok: true, body } };
+      return body;
+    } catch (err) {
+      const error = err as ServiceError;
+      if (error.code === 'session_expired' || error.code === 'session_not_found') {
+        this.#store.markExpired(session);
+      } else if (NOT_TAKEN.has(error.code)) {
+        // The scheduler never took it, nor (their turn) any later number: they may be sent again.
+        session.chunkSamples.length = Math.min(session.chunkSamples.length, p.seq);
+      } else {
+        session.lastAnswer = { seq: p.seq, outcome: { ok: false, error } };
+      }
+      throw err;
+    } finally {
+      session.running.delete(p.seq);
+      this.#store.touch(session);
+    }
+  }
+}
+
+function durationS(session: DiarizationSession): number {
+  return Math.round((session.chunkSamples.reduce((a, b) => a + b, 0) / SAMPLE_RATE_HZ) * 1000) / 1000;
+}
+
+function timelineOf(session: DiarizationSession, status: 'open' | 'closed'): DiarizationSessionTimeline {
+  // A closed session's provisional segments are its final ones: no later chunk will change them.
+  const finalized = toSpeakerSegments(session.finalized);
+  const provisional = toSpeakerSegments(session.provisional);
+  return {
+    id: session.id,
+    object: 'diarization.session',
+    status,
+    chunks: session.chunkSamples.length,
+    duration: durationS(session),
+    speakers: session.speakers,
+    segments: [...finalized, ...provisional],
+    finalized: status === 'closed' ? finalized.length + provisional.length : finalized.length,
+  };
+}
