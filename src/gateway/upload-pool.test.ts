@@ -87,6 +87,20 @@ describe('UploadPool', () => {
   });
 });
 
+describe('UploadPool.adopt', () => {
+  it('pools memory that came back from another thread, and ignores sizes it never hands out', () => {
+    const pool = new UploadPool({ maxPooledBytes: 1024 * 1024 });
+    const taken = pool.take(100_000);
+    const back = structuredClone(taken.buffer, { transfer: [taken.buffer] });
+    assert.equal(taken.byteLength, 0);
+    pool.adopt(back);
+    assert.equal(pool.pooledBytes, 128 * 1024);
+    assert.equal(pool.take(100_000).buffer, back);
+    pool.adopt(new ArrayBuffer(100_000));
+    assert.equal(pool.pooledBytes, 0);
+  });
+});
+
 describe('readIntoPool', () => {
   it('reads the chunks into a pooled buffer and returns a view of exactly what was read', async () => {
     const pool = new UploadPool({ maxPooledBytes: 1024 * 1024 });

@@ -1,31 +1,20 @@
 /**
  * The main thread's side of the gateway threads: it starts them (each listening on a duplicate of
- * the main thread's socket), runs the requests they hand over through the main thread's own
- * gateway functions (the scheduler's submit, streams and sequences, the model lifecycle, the
- * request log), tells them its state, gathers their metrics, and drains them on close. A thread
+ * the clients' socket), answers their requests (serve-thread.ts), writes their request-log lines,
+ * tells them its state, gathers their metrics, and drains them on close. A thread
  * that ends unexpectedly is replaced; the requests it had handed over are cancelled, since no one
  * is left to answer.
  */
 import { closeSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import type { Clock, TimerHandle } from '../../core/clock.js';
-import { errors } from '../../core/error-catalog.js';
 import { toPlainError } from '../../core/errors.js';
 import type { Config } from '../../config/schema.js';
-import type { DiarizationSessions, GatewayDeps, ModelLifecycleState } from '../../gateway/index.js';
-import type { StreamCall } from '../../scheduler/index.js';
+import type { GatewayDeps, ModelLifecycleState } from '../../gateway/index.js';
 import type { Logger } from '../../telemetry/logger.js';
 import { duplicateFd } from './duplicate-fd.js';
-import {
-  GATEWAY_THREAD_ROLE,
-  ownBytes,
-  STREAM_CHUNKS_AHEAD,
-  type GatewayThreadData,
-  type OwnerMessage,
-  type OwnerState,
-  type ThreadMessage,
-  type ThreadRequest,
-} from './thread-messages.js';
+import { serveThread, type ThreadServer } from './serve-thread.js';
+import { GATEWAY_THREAD_ROLE, type GatewayThreadData, type OwnerMessage, type OwnerState, type ThreadMessage } from './thread-messages.js';
 
 export interface GatewayThreadsOptions {
   count: number;
@@ -69,22 +58,12 @@ export interface GatewayThreads {
   destroy(): Promise<void>;
 }
 
-interface RunningCall {
-  abort: AbortController;
-  stream?: { call: StreamCall; credit: number; pump: () => void };
-}
-
 interface ThreadHandle {
   index: number;
   worker: Worker;
-  calls: Map<number, RunningCall>;
+  server: ThreadServer;
   isClosed: boolean;
   onClosed?: () => void;
-}
-
-function sessionsOf(g: GatewayDeps): DiarizationSessions {
-  if (g.diarizationSessions === undefined) throw errors.modelNotFound({ model: '(a diarization model)' });
-  return g.diarizationSessions;
 }
 
 export function startGatewayThreads(options: GatewayThreadsOptions, deps: GatewayThreadsDeps): GatewayThreads {
@@ -99,147 +78,8 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
     if (!thread.isClosed) thread.worker.postMessage(message, transfer);
   }
 
-  function settle(thread: ThreadHandle, callId: number, work: Promise<unknown>, memory?: ArrayBuffer): void {
-    work.then(
-      (value) => {
-        thread.calls.delete(callId);
-        // The result is in, so the instance has read the audio: its memory goes back to the thread's pool.
-        post(thread, { type: 'settled', callId, ok: true, value, memory }, memory === undefined ? [] : [memory]);
-      },
-      (err: unknown) => {
-        thread.calls.delete(callId);
-        if (!(err instanceof Error && 'code' in err)) log.error({ err, thread: thread.index }, 'gateway thread call failed');
-        post(thread, { type: 'settled', callId, ok: false, error: toPlainError(err) });
-      },
-    );
-  }
-
-  function run(thread: ThreadHandle, message: ThreadRequest): void {
-    const g = deps.gateway;
-    const abort = new AbortController();
-    const running: RunningCall = { abort };
-    thread.calls.set(message.callId, running);
-    const onDispatched = (dispatch: { instanceId: string; queuedMs: number }) =>
-      post(thread, { type: 'dispatched', callId: message.callId, dispatch });
-    const attempt = (work: () => Promise<unknown>, memory?: ArrayBuffer) => {
-      let started: Promise<unknown>;
-      try {
-        started = work();
-      } catch (err) {
-        started = Promise.reject(err);
-      }
-      settle(thread, message.callId, started, memory);
-    };
-    switch (message.type) {
-      case 'transcribe': {
-        const audio = new Int16Array(message.audio.memory, 0, message.audio.samples);
-        attempt(
-          () => g.transcribe(message.model, { audio, ...message.request }, { ...message.options, signal: abort.signal, onDispatched }),
-          message.audio.memory,
-        );
-        return;
-      }
-      case 'sequenceSubmit': {
-        const audio = new Int16Array(message.audio.memory, 0, message.audio.samples);
-        attempt(() => {
-          if (g.sequences === undefined) throw errors.modelNotFound({ model: message.model });
-          return g.sequences.submit(message.model, { ...message.item, audio }, { ...message.options, signal: abort.signal, onDispatched });
-        }, message.audio.memory);
-        return;
-      }
-      case 'sequenceEnd':
-        attempt(async () => g.sequences?.end(message.model, message.sessionId));
-        return;
-      case 'sessionCreate':
-        attempt(() => sessionsOf(g).create(message.params));
-        return;
-      case 'sessionModel':
-        attempt(() => sessionsOf(g).modelOf(message.id));
-        return;
-      case 'sessionTimeline':
-        attempt(() => sessionsOf(g).timeline(message.id));
-        return;
-      case 'sessionClose':
-        attempt(() => sessionsOf(g).close(message.id));
-        return;
-      case 'sessionChunk': {
-        const samples = message.audio === undefined ? undefined : new Int16Array(message.audio.memory, 0, message.audio.samples);
-        attempt(
-          () =>
-            sessionsOf(g).chunk({ ...message.chunk, ...(samples === undefined ? {} : { samples }) }, { ...message.options, onDispatched }),
-          message.audio?.memory,
-        );
-        return;
-      }
-      case 'wake':
-        attempt(async (): Promise<ModelLifecycleState> => (g.lifecycle === undefined ? 'ready' : g.lifecycle.wake(message.model)));
-        return;
-      case 'sleep':
-        attempt(async () => g.lifecycle?.sleep(message.model));
-        return;
-      case 'metricsText':
-        attempt(() => deps.metricsText());
-        return;
-      case 'openStream':
-        openStream(thread, message, running, onDispatched);
-        return;
-    }
-  }
-
-  function openStream(
-    thread: ThreadHandle,
-    message: Extract<ThreadRequest, { type: 'openStream' }>,
-    running: RunningCall,
-    onDispatched: (dispatch: { instanceId: string; queuedMs: number }) => void,
-  ): void {
-    let call: StreamCall;
-    try {
-      call = deps.gateway.openStream(message.model, message.input, { ...message.options, signal: running.abort.signal, onDispatched });
-    } catch (err) {
-      settle(thread, message.callId, Promise.reject(err));
-      return;
-    }
-    const chunks = call[Symbol.asyncIterator]();
-    let isPulling = false;
-    const stream = { call, credit: STREAM_CHUNKS_AHEAD, pump: () => {} };
-    // Pulls as many chunks as the thread has room for; the stream's end goes after its last chunk.
-    stream.pump = () => {
-      if (isPulling || stream.credit <= 0) return;
-      isPulling = true;
-      chunks.next().then(
-        (next) => {
-          isPulling = false;
-          if (next.done === true) {
-            settle(thread, message.callId, call.done);
-            return;
-          }
-          stream.credit -= 1;
-          const bytes = ownBytes(next.value.bytes);
-          post(thread, { type: 'streamChunk', callId: message.callId, chunk: { ...next.value, bytes } }, [bytes.buffer as ArrayBuffer]);
-          stream.pump();
-        },
-        (err: unknown) => settle(thread, message.callId, Promise.reject(err)),
-      );
-    };
-    running.stream = stream;
-    stream.pump();
-  }
-
   function onMessage(thread: ThreadHandle, message: ThreadMessage): void {
     switch (message.type) {
-      case 'streamTake': {
-        const stream = thread.calls.get(message.callId)?.stream;
-        if (stream === undefined) return;
-        stream.credit += 1;
-        stream.pump();
-        return;
-      }
-      case 'cancel': {
-        const running = thread.calls.get(message.callId);
-        running?.abort.abort();
-        running?.stream?.call.cancel();
-        return;
-      }
       case 'requestLog':
         deps.gateway.requestLog?.write(message.line);
         return;
@@ -251,6 +91,8 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
       case 'closed':
         thread.onClosed?.();
         return;
+      case 'streamTake':
+      case 'cancel':
       case 'transcribe':
       case 'sequenceSubmit':
       case 'sequenceEnd':
@@ -263,8 +105,7 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
       case 'wake':
       case 'sleep':
       case 'metricsText':
-        run(thread, message);
-        return;
+        thread.server.receive(message);
     }
   }
 
@@ -279,7 +120,17 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
       ownerUrl: options.ownerUrl,
     };
     const worker = new Worker(options.entry, { workerData: data, argv: [] });
-    const thread: ThreadHandle = { index, worker, calls: new Map(), isClosed: false };
+    const thread: ThreadHandle = {
+      index,
+      worker,
+      isClosed: false,
+      server: serveThread(
+        (message, transfer = []) => {
+          if (!thread.isClosed) worker.postMessage(message, transfer);
+        },
+        { gateway: deps.gateway, metricsText: deps.metricsText, log: log.child({ thread: index }) },
+      ),
+    };
     threads.set(index, thread);
     await new Promise<void>((resolve, reject) => {
       const onStartError = (err: unknown) => reject(err instanceof Error ? err : new Error(String(err)));
@@ -297,11 +148,7 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
     worker.on('error', (err) => log.error({ err, thread: index }, 'gateway thread failed'));
     worker.once('exit', (code) => {
       thread.isClosed = true;
-      for (const running of thread.calls.values()) {
-        running.abort.abort();
-        running.stream?.call.cancel();
-      }
-      thread.calls.clear();
+      thread.server.cancelAll();
       thread.onClosed?.();
       if (isClosing) return;
       log.error({ thread: index, exitCode: code }, 'gateway thread ended: starting another');
