@@ -91,7 +91,8 @@ describe('UploadPool.adopt', () => {
   it('pools memory that came back from another thread, and ignores sizes it never hands out', () => {
     const pool = new UploadPool({ maxPooledBytes: 1024 * 1024 });
     const taken = pool.take(100_000);
-    const back = structuredClone(taken.buffer, { transfer: [taken.buffer] });
+    const memory = taken.buffer as ArrayBuffer;
+    const back = structuredClone(memory, { transfer: [memory] });
     assert.equal(taken.byteLength, 0);
     pool.adopt(back);
     assert.equal(pool.pooledBytes, 128 * 1024);

@@ -169,13 +169,13 @@ describe('gateway thread link', () => {
   });
 
   it("cancels the main thread's stream when the caller cancels", async () => {
-    let cancelled = false;
-    const source = new StreamCallImpl({ onTake: () => undefined, onCancel: () => (cancelled = true) });
+    let isCancelled = false;
+    const source = new StreamCallImpl({ onTake: () => undefined, onCancel: () => (isCancelled = true) });
     const { deps } = link({ openStream: () => source });
     const stream = deps.openStream('voice', { resource: null, params: {}, body: new Uint8Array(0) }, { timeoutMs: 5000 });
     stream.cancel();
     await new Promise((r) => setTimeout(r, 30));
-    assert.equal(cancelled, true);
+    assert.equal(isCancelled, true);
   });
 
   it("runs a diarization session's chunk on the main thread's session service", async () => {
