@@ -14,7 +14,14 @@ import type { GatewayDeps, ModelLifecycleState } from '../../gateway/index.js';
 import type { Logger } from '../../telemetry/logger.js';
 import { duplicateFd } from './duplicate-fd.js';
 import { serveThread, type ThreadServer } from './serve-thread.js';
-import { GATEWAY_THREAD_ROLE, type GatewayThreadData, type OwnerMessage, type OwnerState, type ThreadMessage } from './thread-messages.js';
+import {
+  GATEWAY_THREAD_ROLE,
+  isThreadRequest,
+  type GatewayThreadData,
+  type OwnerMessage,
+  type OwnerState,
+  type ThreadMessage,
+} from './thread-messages.js';
 
 export interface GatewayThreadsOptions {
   count: number;
@@ -79,6 +86,10 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
   }
 
   function onMessage(thread: ThreadHandle, message: ThreadMessage): void {
+    if (isThreadRequest(message) || message.type === 'streamTake' || message.type === 'cancel') {
+      thread.server.receive(message);
+      return;
+    }
     switch (message.type) {
       case 'requestLog':
         deps.gateway.requestLog?.write(message.line);
@@ -91,21 +102,6 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
       case 'closed':
         thread.onClosed?.();
         return;
-      case 'streamTake':
-      case 'cancel':
-      case 'transcribe':
-      case 'sequenceSubmit':
-      case 'sequenceEnd':
-      case 'sessionCreate':
-      case 'sessionModel':
-      case 'sessionTimeline':
-      case 'sessionClose':
-      case 'sessionChunk':
-      case 'openStream':
-      case 'wake':
-      case 'sleep':
-      case 'metricsText':
-        thread.server.receive(message);
     }
   }
 

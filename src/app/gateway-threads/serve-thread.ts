@@ -11,7 +11,7 @@ import { toPlainError } from '../../core/errors.js';
 import type { DiarizationSessions, GatewayDeps, ModelLifecycleState } from '../../gateway/index.js';
 import type { StreamCall } from '../../scheduler/index.js';
 import type { Logger } from '../../telemetry/logger.js';
-import { ownBytes, STREAM_CHUNKS_AHEAD, type OwnerMessage, type ThreadRequest } from './thread-messages.js';
+import { ownBytes, STREAM_CHUNKS_AHEAD, type OwnerMessage, type ThreadMessage, type ThreadRequest } from './thread-messages.js';
 
 export interface ThreadServerDeps {
   /** The main thread's gateway functions. */
@@ -23,7 +23,7 @@ export interface ThreadServerDeps {
 
 export interface ThreadServer {
   /** A request, or a stream take or cancel, from the thread. */
-  receive(message: ThreadRequest | { type: 'streamTake' | 'cancel'; callId: number }): void;
+  receive(message: ThreadRequest | Extract<ThreadMessage, { type: 'streamTake' | 'cancel' }>): void;
   /** The thread is gone: its requests are cancelled. */
   cancelAll(): void;
 }
@@ -170,33 +170,17 @@ export function serveThread(post: (message: OwnerMessage, transfer?: ArrayBuffer
 
   return {
     receive(message) {
-      switch (message.type) {
-        case 'streamTake': {
-          const stream = calls.get(message.callId)?.stream;
-          if (stream === undefined) return;
-          stream.credit += 1;
-          stream.pump();
-          return;
-        }
-        case 'cancel': {
-          const running = calls.get(message.callId);
-          running?.abort.abort();
-          running?.stream?.call.cancel();
-          return;
-        }
-        case 'transcribe':
-        case 'sequenceSubmit':
-        case 'sequenceEnd':
-        case 'sessionCreate':
-        case 'sessionModel':
-        case 'sessionTimeline':
-        case 'sessionClose':
-        case 'sessionChunk':
-        case 'openStream':
-        case 'wake':
-        case 'sleep':
-        case 'metricsText':
-          run(message);
+      if (message.type === 'streamTake') {
+        const stream = calls.get(message.callId)?.stream;
+        if (stream === undefined) return;
+        stream.credit += 1;
+        stream.pump();
+      } else if (message.type === 'cancel') {
+        const running = calls.get(message.callId);
+        running?.abort.abort();
+        running?.stream?.call.cancel();
+      } else {
+        run(message);
       }
     },
     cancelAll() {

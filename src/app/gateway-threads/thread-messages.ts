@@ -88,6 +88,26 @@ export type ThreadRequest =
   | { type: 'wake' | 'sleep'; callId: number; model: string }
   | { type: 'metricsText'; callId: number };
 
+/** The request types, checked complete by the compiler: what serve-thread.ts runs. */
+const REQUEST_TYPES: Readonly<Record<ThreadRequest['type'], true>> = {
+  transcribe: true,
+  sequenceSubmit: true,
+  sequenceEnd: true,
+  sessionCreate: true,
+  sessionModel: true,
+  sessionTimeline: true,
+  sessionClose: true,
+  sessionChunk: true,
+  openStream: true,
+  wake: true,
+  sleep: true,
+  metricsText: true,
+};
+
+export function isThreadRequest(message: ThreadMessage): message is ThreadRequest {
+  return Object.hasOwn(REQUEST_TYPES, message.type);
+}
+
 /** Thread → main thread. */
 export type ThreadMessage =
   | ThreadRequest
