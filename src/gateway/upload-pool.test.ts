@@ -11,9 +11,10 @@ describe('UploadPool', () => {
   it('lets go of all its memory once no upload has taken a buffer for idleMs, and not before (#16)', () => {
     const clock = new FakeClock();
     const changes: number[] = [];
+    let idleReleases = 0;
     const pool = new UploadPool(
       { maxPooledBytes: 1024 * 1024, idleMs: 1000 },
-      { clock, onChange: ({ pooledBytes }) => changes.push(pooledBytes) },
+      { clock, onChange: ({ pooledBytes }) => changes.push(pooledBytes), onIdleRelease: () => (idleReleases += 1) },
     );
     pool.giveBack(pool.take(100_000));
     assert.equal(pool.pooledBytes, 128 * 1024);
@@ -23,14 +24,18 @@ describe('UploadPool', () => {
     pool.giveBack(again);
     clock.advance(999);
     assert.equal(pool.pooledBytes, 128 * 1024);
+    assert.equal(idleReleases, 0);
     clock.advance(1);
     assert.equal(pool.pooledBytes, 0);
     assert.equal(changes.at(-1), 0);
+    // The C heap is trimmed once the memory has gone (gateway.ts passes trimNativeMemory).
+    assert.equal(idleReleases, 1);
     // The pool works as before afterwards, and releases again.
     pool.giveBack(pool.take(10));
     assert.equal(pool.pooledBytes, 64 * 1024);
     clock.advance(1000);
     assert.equal(pool.pooledBytes, 0);
+    assert.equal(idleReleases, 2);
   });
 
   it('hands out buffers of the size asked, and reuses one given back for the next of its size class', () => {

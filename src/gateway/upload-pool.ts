@@ -43,6 +43,8 @@ export interface UploadPoolDeps {
   clock?: Clock;
   /** Hears of each allocation and of the pooled bytes after each take, give-back and release. */
   onChange?: (change: PoolChange) => void;
+  /** Called once the idle timer has let go of the pool's memory. */
+  onIdleRelease?: () => void;
 }
 
 export class UploadPool {
@@ -53,6 +55,7 @@ export class UploadPool {
   /** Buffers handed out and not given back, so that a stray or second release is ignored. */
   readonly #out = new WeakSet<ArrayBuffer>();
   readonly #onChange: (change: PoolChange) => void;
+  readonly #onIdleRelease: (() => void) | undefined;
   #pooledBytes = 0;
   #lastTakeMs = 0;
   #idleTimer: TimerHandle | undefined;
@@ -62,6 +65,7 @@ export class UploadPool {
     this.#idleMs = options.idleMs;
     this.#clock = deps.clock;
     this.#onChange = deps.onChange ?? (() => {});
+    this.#onIdleRelease = deps.onIdleRelease;
   }
 
   /** Bytes held for reuse now. */
@@ -125,6 +129,7 @@ export class UploadPool {
       if (idleForMs >= idleMs) {
         this.#idleTimer = undefined;
         this.release();
+        this.#onIdleRelease?.();
       } else {
         this.#idleTimer = clock.setTimeout(check, idleMs - idleForMs);
       }
