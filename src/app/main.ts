@@ -2,7 +2,6 @@
  * Process entry for `voxmux serve`: load config, build, listen, start instances, handle signals.
  * Exit codes: 0 after a clean drain, 1 on a fatal error, 78 on invalid configuration.
  */
-import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { systemClock } from '../core/clock.js';
 import { readEnvironment, readProcessEnvironment } from '../config/env.js';
@@ -11,7 +10,7 @@ import type { Config } from '../config/schema.js';
 import { spawnInstance } from '../supervisor/index.js';
 import { createLogger } from '../telemetry/logger.js';
 import { buildServer, type Server } from './build-server.js';
-import { duplicateFd } from './gateway-threads/duplicate-fd.js';
+import { openListenSocket } from './gateway-threads/listen-socket.js';
 import { modelReadiness, readyMessage } from './ready-message.js';
 
 export const EXIT_CONFIG = 78;
@@ -139,14 +138,8 @@ export async function main(argv: readonly string[]): Promise<number> {
 async function listen(server: Server, config: Config): Promise<string> {
   const { host, port, threads } = config.gateway;
   if (threads === 0) return server.app.listen({ host, port });
-  const door = createNetServer();
-  await new Promise<void>((resolve, reject) => door.once('error', reject).listen({ host, port }, resolve));
-  const address = door.address() as AddressInfo;
-  const doorFd: unknown = Reflect.get(Reflect.get(door, '_handle') ?? {}, 'fd');
-  if (typeof doorFd !== 'number' || doorFd < 0) throw new Error('gateway.threads: the listening socket has no file descriptor');
-  const listenFd = await duplicateFd(doorFd);
-  await new Promise<void>((resolve) => door.close(() => resolve()));
+  const socket = await openListenSocket(host, port);
   const ownerUrl = await server.app.listen({ host: '127.0.0.1', port: 0 });
-  await server.startGatewayThreads({ listenFd, ownerUrl });
-  return `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+  await server.startGatewayThreads({ listenFd: socket.fd, ownerUrl });
+  return socket.url;
 }

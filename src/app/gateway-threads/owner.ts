@@ -105,7 +105,7 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
     }
   }
 
-  async function spawn(index: number): Promise<void> {
+  async function spawn(index: number, isReplacement = false): Promise<void> {
     const fd = await duplicateFd(options.listenFd);
     const data: GatewayThreadData = {
       role: GATEWAY_THREAD_ROLE,
@@ -114,6 +114,7 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
       modelsCreatedS: options.modelsCreatedS,
       fd,
       ownerUrl: options.ownerUrl,
+      state: snapshot(),
     };
     const worker = new Worker(options.entry, { workerData: data, argv: [] });
     const thread: ThreadHandle = {
@@ -140,6 +141,7 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
       worker.once('error', onStartError);
       worker.once('exit', (code) => reject(new Error(`gateway thread ${index} exited with code ${code} while starting`)));
     });
+    if (isReplacement) log.info({ thread: index }, 'gateway thread replaced');
     worker.on('message', (message: ThreadMessage) => onMessage(thread, message));
     worker.on('error', (err) => log.error({ err, thread: index }, 'gateway thread failed'));
     worker.once('exit', (code) => {
@@ -149,10 +151,9 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
       if (isClosing) return;
       log.error({ thread: index, exitCode: code }, 'gateway thread ended: starting another');
       deps.clock.setTimeout(() => {
-        if (!isClosing) spawn(index).catch((err: unknown) => log.error({ err, thread: index }, 'gateway thread failed to start'));
+        if (!isClosing) spawn(index, true).catch((err: unknown) => log.error({ err, thread: index }, 'gateway thread failed to start'));
       }, options.restartDelayMs ?? 1000);
     });
-    post(thread, { type: 'state', state: snapshot() });
   }
 
   function snapshot(): OwnerState {

@@ -39,10 +39,11 @@ export interface RemoteDeps {
   receive(message: OwnerMessage): void;
 }
 
-export function createRemoteDeps(port: MessagePort, local: LocalDeps, transfers: UploadPool): RemoteDeps {
+/** `initial` is the main thread's state at the thread's start; later ones come as `state` messages. */
+export function createRemoteDeps(port: MessagePort, local: LocalDeps, transfers: UploadPool, initial: OwnerState): RemoteDeps {
   const pending = new Map<number, Pending>();
   let nextCallId = 1;
-  let state: OwnerState | undefined;
+  let state = initial;
 
   function post(message: ThreadMessage, transfer: ArrayBuffer[] = []): void {
     port.postMessage(message, transfer);
@@ -87,11 +88,6 @@ export function createRemoteDeps(port: MessagePort, local: LocalDeps, transfers:
       ...(options.requestId === undefined ? {} : { requestId: options.requestId }),
       ...(options.admission === undefined ? {} : { admission: options.admission }),
     };
-  }
-
-  function currentState(): OwnerState {
-    if (state === undefined) throw errors.noReadyInstance({ model: '(any)', retryAfterMs: 1000 });
-    return state;
   }
 
   const deps: GatewayDeps = {
@@ -177,18 +173,18 @@ export function createRemoteDeps(port: MessagePort, local: LocalDeps, transfers:
     },
     voices: {
       models: () => local.voiceModels,
-      catalog: (model) => state?.catalogs[model] ?? [],
-      residency: (model) => state?.residency[model] ?? [],
+      catalog: (model) => state.catalogs[model] ?? [],
+      residency: (model) => state.residency[model] ?? [],
     },
-    readiness: () => currentState().readiness,
+    readiness: () => state.readiness,
     metricsText: () => call<string>({ type: 'metricsText', callId: nextCallId++ }, {}),
-    isDraining: () => state?.isDraining === true,
+    isDraining: () => state.isDraining === true,
     requestLog: { write: (line) => post({ type: 'requestLog', line }) },
-    instanceGpu: (instanceId) => state?.instanceGpus[instanceId],
+    instanceGpu: (instanceId) => state.instanceGpus[instanceId],
     lifecycle: {
-      state: (model): ModelLifecycleState => state?.models[model]?.state ?? 'starting',
+      state: (model): ModelLifecycleState => state.models[model]?.state ?? 'starting',
       whyUnavailable: (model) => {
-        const why = state?.models[model]?.whyUnavailable;
+        const why = state.models[model]?.whyUnavailable;
         return why === undefined ? undefined : errors.fromPlain(why);
       },
       wake: (model) => call<ModelLifecycleState>({ type: 'wake', callId: nextCallId++, model }, {}),

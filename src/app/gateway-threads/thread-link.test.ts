@@ -45,6 +45,7 @@ function link(gateway: Partial<GatewayDeps>) {
       metrics,
     },
     transfers,
+    { readiness: { isReady: true, body: { models: {} } }, models: {}, catalogs: {}, residency: {}, instanceGpus: {}, isDraining: false },
   );
   channel.port1.on('message', (message: OwnerMessage) => remote.receive(message));
   const server = serveThread((message, transfer = []) => channel.port2.postMessage(message, transfer), {

@@ -43,6 +43,7 @@ export async function runGatewayThread(data: GatewayThreadData): Promise<void> {
       trimNativeMemory: () => void trimNativeHeap(),
     },
     transfers,
+    data.state,
   );
   const app = await buildGateway({ ...gatewayOptionsOf(config), forwardTo: data.ownerUrl }, remote.deps);
   const connections = trackConnections(app.server);

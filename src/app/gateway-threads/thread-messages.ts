@@ -25,8 +25,10 @@ export interface GatewayThreadData {
   modelsCreatedS: number;
   /** The listening socket's file descriptor: a duplicate of the main thread's, the thread's own to close. */
   fd: number;
-  /** Where the calls a thread passes on to the main thread go (diarization sessions, realtime, /admin/llm). */
+  /** Where the calls a thread passes on to the main thread go (realtime, /admin/llm). */
   ownerUrl: string;
+  /** The main thread's state when the thread was started, so that its first answers (readiness) are right. */
+  state: OwnerState;
 }
 
 export const GATEWAY_THREAD_ROLE = 'voxmux-gateway-thread';
