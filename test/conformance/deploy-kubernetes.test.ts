@@ -1,6 +1,7 @@
 /**
  * deploy/kubernetes, checked without a cluster: every manifest against the Kubernetes and KEDA
- * schemas (kubernetes-models, @kubernetes-models/keda), then what the schemas cannot know: each
+ * schemas (kubernetes-models, @kubernetes-models/keda) and for unknown fields as a strict apply
+ * would (test/support/kubernetes-fields.ts), then what the schemas cannot know: each
  * pool's config loads with voxmux's own schema, probes and ports match it, the grace period covers
  * the drain, selectors and references meet, and the autoscaling queries name real metrics.
  */
@@ -19,6 +20,7 @@ import { Service } from 'kubernetes-models/v1/Service';
 import { parseAllDocuments } from 'yaml';
 import { loadConfig } from '../../src/config/load.js';
 import { createMetrics } from '../../src/telemetry/metrics.js';
+import { unknownFieldProblems } from '../support/kubernetes-fields.js';
 
 const DIR = fileURLToPath(new URL('../../deploy/kubernetes/', import.meta.url));
 
@@ -72,6 +74,7 @@ export function checkManifests(manifests: { file: string; manifest: Manifest }[]
       problems.push(`${file}: ${manifest.kind} ${manifest.metadata?.name}: ${(err as Error).message}`);
     }
   }
+  problems.push(...unknownFieldProblems(manifests));
   if (problems.length > 0) return problems;
 
   const configMaps = byKind('ConfigMap');
@@ -184,7 +187,7 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
     );
   });
 
-  it('fails on invalid edits: a schema violation, a missing KEDA field, a short grace period, a wrong probe', () => {
+  it('fails on invalid edits: a schema violation, an unknown field, a missing KEDA field, a short grace period, a wrong probe', () => {
     const edits: { what: string; edit: (m: Manifest) => void; expect: RegExp }[] = [
       {
         what: 'containerPort as a string',
@@ -200,6 +203,21 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
         what: 'PodDisruptionBudget maxUnavailable as an object',
         edit: (m) => m.kind === 'PodDisruptionBudget' && (m.spec.maxUnavailable = { n: 1 }),
         expect: /maxUnavailable/,
+      },
+      {
+        what: 'a misspelt Deployment field',
+        edit: (m) => m.kind === 'Deployment' && ((m.spec.replica = m.spec.replicas), delete m.spec.replicas),
+        expect: /Deployment voxmux-\w+: .*'"replica"' does not exist in type 'IDeploymentSpec'/,
+      },
+      {
+        what: 'a misspelt field deep in a pod template',
+        edit: (m) => m.kind === 'Deployment' && (m.spec.template.spec.containers[0].resources.limit = {}),
+        expect: /'"limit"' does not exist in type 'IResourceRequirements'/,
+      },
+      {
+        what: 'a misspelt ScaledObject trigger field',
+        edit: (m) => m.kind === 'ScaledObject' && (m.spec.triggers[0].metdata = m.spec.triggers[0].metadata),
+        expect: /ScaledObject voxmux-asr: .*'"metdata"' does not exist in type 'IScaleTriggers'/,
       },
       {
         what: 'grace period shorter than the drain',
