@@ -15,14 +15,20 @@ const TS_FILES = ['src/**/*.ts', 'test/**/*.ts', 'bench/**/*.ts', 'scripts/*.ts'
 const PRODUCTION_FILES = ['src/**/*.ts', 'bench/cli/**/*.ts'];
 const PRODUCTION_TESTS = ['src/**/*.test.ts', 'bench/cli/**/*.test.ts'];
 const ENV_READERS = ['src/config/env.ts'];
-const PROCESS_STARTERS = ['src/supervisor/spawn.ts', 'src/gateway/audio/ffmpeg.ts', 'bench/cli/gpu-sampler.ts'];
+const PROCESS_STARTERS = [
+  'src/supervisor/spawn.ts',
+  'src/gateway/audio/ffmpeg.ts',
+  'bench/cli/gpu-sampler.ts',
+  'bench/cli/bench-processes.ts',
+];
 const PRINTERS = ['bench/cli/**/*.ts'];
 
 const ENV_MESSAGE = 'Read the environment only in src/config/env.ts (HOUSE-STYLE §3.6).';
 const restrictedEnvImports = ['node:process', 'process'].map((name) => ({ name, importNames: ['env'], message: ENV_MESSAGE }));
 const restrictedProcessImports = ['node:child_process', 'child_process'].map((name) => ({
   name,
-  message: 'Start processes only in supervisor/spawn.ts, gateway/audio/ffmpeg.ts and bench/cli/gpu-sampler.ts.',
+  message:
+    'Start processes only in supervisor/spawn.ts, gateway/audio/ffmpeg.ts, bench/cli/gpu-sampler.ts and bench/cli/bench-processes.ts.',
 }));
 
 const NO_PRIVATE_KEYWORD = {

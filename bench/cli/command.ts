@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 import { systemClock, type Clock } from '../../src/core/clock.js';
 import { isBenchError, usageError } from './bench-error.js';
 import type { ClientMonitor } from './client-monitor.js';
+import type { SpawnBench } from './bench-processes.js';
 import type { SpawnSampler } from './gpu-sampler.js';
 import { runInterruptibly } from './interruptible.js';
 import { canCreateDirectory } from './output-dir.js';
@@ -30,6 +31,8 @@ export interface BenchCliDeps {
   /** Replaces the nvidia-smi spawner. */
   spawnGpuSampler?: SpawnSampler;
   clientMonitor?: ClientMonitor;
+  /** Replaces the spawner of the bench's own processes (a load spread over several). */
+  spawnBench?: SpawnBench;
   /** Directory that relative paths and the default output directory are resolved against. */
   cwd?: string;
   /** Aborting it interrupts a run, as SIGINT does. */

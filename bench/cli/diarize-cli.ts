@@ -11,7 +11,8 @@
  */
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
-import { exitCodeOf, usageError } from './bench-error.js';
+import { BenchError, exitCodeOf, usageError } from './bench-error.js';
+import { runBenchProcesses, spawnBenchProcess } from './bench-processes.js';
 import { defineCommand } from './command.js';
 import { DEFAULT_COLLAR_S } from './diarization-error-rate.js';
 import {
@@ -23,7 +24,16 @@ import {
   diarizeSummaryMarkdown,
   summarizeDiarizeLoad,
 } from './diarize-report.js';
-import { pooledDer, runDiarizeAccuracy, runDiarizeLoad, splitWav, type DiarizeAccuracyItem } from './diarize-run.js';
+import {
+  mergeDiarizeLoadRuns,
+  pooledDer,
+  runDiarizeAccuracy,
+  runDiarizeLoad,
+  splitWav,
+  type DiarizeAccuracyItem,
+  type DiarizeChunkSample,
+  type DiarizeLoadRun,
+} from './diarize-run.js';
 import { numberFlag, parseExtraFields, readApiKey, redactArgv } from './flags.js';
 import { createHttpFetch } from './http-fetch.js';
 import { readRunProvenance } from './machine-info.js';
@@ -53,6 +63,11 @@ diarize options:
   --chunk-s S               load: chunk length in seconds (default 15); accuracy: send each file as
                             a session of chunks this long (WAV files) instead of whole
   --pacing realtime|asap    load: a chunk every chunk length, or as soon as the last was answered (default realtime)
+  --processes N             load: spread the sessions over N bench processes that start together, for
+                            loads one process cannot send on time (default 1); each writes its part
+                            under the output directory (process-K/), merged into the run's results
+  --share K/N               load: run only sessions K, K+N, K+2N, ... (set by --processes)
+  --start-at-ms T           load: start at this wall-clock time, in ms since the epoch (set by --processes)
   --timeout-s S             per-call timeout (default 120)
   --out DIR                 output directory (default bench/out/<time>-diarize-<label>)
   --label TEXT              name of this run
@@ -72,12 +87,39 @@ const DIARIZE_FLAGS = {
   sessions: { type: 'string' },
   'chunk-s': { type: 'string' },
   pacing: { type: 'string' },
+  processes: { type: 'string' },
+  share: { type: 'string' },
+  'start-at-ms': { type: 'string' },
   'timeout-s': { type: 'string' },
   out: { type: 'string' },
   label: { type: 'string' },
   'api-key-file': { type: 'string' },
   'api-key': { type: 'string' },
 } as const;
+
+/** How long after the command a spread run starts: time for its processes to load and open their recording. */
+const SPREAD_START_DELAY_MS = 3000;
+
+/** `--share K/N`: this process's part of a spread run. */
+function parseShare(text: string | undefined): { index: number; of: number } | undefined {
+  if (text === undefined) return undefined;
+  const match = /^(\d+)\/(\d+)$/.exec(text);
+  const index = Number(match?.[1]);
+  const of = Number(match?.[2]);
+  if (match === null || of < 1 || index >= of) throw usageError(`Expected --share K/N with 0 <= K < N: got '${text}'`);
+  return { index, of };
+}
+
+/** A part's run as its process wrote it (results.json of a load run). */
+async function readPart(path: string): Promise<DiarizeLoadRun> {
+  const part = JSON.parse(await readFile(path, 'utf8')) as {
+    chunks: DiarizeChunkSample[];
+    createErrors: Record<string, number>;
+    totals: { wallS: number };
+    isInterrupted?: boolean;
+  };
+  return { chunks: part.chunks, createErrors: part.createErrors, wallS: part.totals.wallS, isInterrupted: part.isInterrupted === true };
+}
 
 /** Reads a JSON Lines manifest of {"audio", "rttm", "uri"?}. */
 export async function loadDiarizeManifest(path: string): Promise<DiarizeAccuracyItem[]> {
@@ -185,22 +227,99 @@ export const diarizeCommand = defineCommand({
       } catch (err) {
         throw usageError(`Expected --audio to name a readable WAV file: ${(err as Error).message}`);
       }
+      // No more processes than sessions: a process without one would only start.
+      const processes = Math.min(sessions, numberFlag(values.processes, '--processes', 1, { min: 1, max: 64, isInteger: true }));
+      const share = parseShare(values.share);
+      if (share !== undefined && processes > 1) throw usageError('Expected --share or --processes, not both');
+      const startAtMs =
+        values['start-at-ms'] === undefined ? undefined : numberFlag(values['start-at-ms'], '--start-at-ms', 0, { min: 0, max: 1e15 });
+      const spread = processes > 1 ? ` over ${processes} processes` : share === undefined ? '' : ` (share ${share.index}/${share.of})`;
       io.stdout.write(
-        `Diarization load ${label}: ${sessions} session(s) of ${recording.chunks.length} chunk(s), ${pacing}, against ${diarizationUrl}/sessions\n`,
+        `Diarization load ${label}: ${sessions} session(s) of ${recording.chunks.length} chunk(s), ${pacing}${spread}, against ${diarizationUrl}/sessions\n`,
       );
-      const run = await interruptibly(onInterrupt, (signal) =>
-        runDiarizeLoad(
-          { sessionsUrl: `${diarizationUrl}/sessions`, model, sessions, recording, pacing, timeoutMs, ...auth },
-          { fetch: fetchFn, clock, signal },
-        ),
-      );
-      const totals = summarizeDiarizeLoad(run, sessions);
+      let run: DiarizeLoadRun;
+      if (processes > 1) {
+        const url = values.url;
+        const audio = resolve(cwd, values.audio);
+        const commonStartMs = Math.round(clock.wallMs() + SPREAD_START_DELAY_MS);
+        const keyArgs =
+          values['api-key-file'] !== undefined
+            ? ['--api-key-file', resolve(cwd, values['api-key-file'])]
+            : apiKey === undefined
+              ? []
+              : ['--api-key', apiKey];
+        const partDir = (k: number) => join(outDir, `process-${k + 1}`);
+        const argsList = Array.from({ length: processes }, (_, k) => [
+          'diarize',
+          ...['--mode', 'load', '--url', url, '--model', model, '--audio', audio],
+          ...['--sessions', String(sessions), '--chunk-s', String(chunkS), '--pacing', pacing, '--timeout-s', String(timeoutMs / 1000)],
+          ...[
+            '--share',
+            `${k}/${processes}`,
+            '--start-at-ms',
+            String(commonStartMs),
+            '--out',
+            partDir(k),
+            '--label',
+            `${label} ${k + 1}/${processes}`,
+          ],
+          ...keyArgs,
+        ]);
+        let isSigint = false;
+        const ended = await interruptibly(
+          () => {
+            isSigint = true;
+            onInterrupt();
+          },
+          (signal) => runBenchProcesses(argsList, { spawn: deps.spawnBench ?? spawnBenchProcess, signal, isSigint: () => isSigint }),
+        );
+        const parts: DiarizeLoadRun[] = [];
+        for (const [k, end] of ended.entries()) {
+          try {
+            parts.push(await readPart(join(partDir(k), 'results.json')));
+          } catch {
+            const how = end.signal === null ? `exit code ${end.exitCode}` : `signal ${end.signal}`;
+            throw new BenchError(
+              end.exitCode === 2 ? 'usage' : 'all_failed',
+              `Bench process ${k + 1}/${processes} wrote no results (${how}): ${end.outputTail.trim()}`,
+            );
+          }
+        }
+        run = mergeDiarizeLoadRuns(parts);
+      } else {
+        run = await interruptibly(onInterrupt, (signal) =>
+          runDiarizeLoad(
+            {
+              sessionsUrl: `${diarizationUrl}/sessions`,
+              model,
+              sessions,
+              recording,
+              pacing,
+              timeoutMs,
+              ...auth,
+              ...(share === undefined ? {} : { share }),
+              ...(startAtMs === undefined ? {} : { startInMs: startAtMs - clock.wallMs() }),
+            },
+            { fetch: fetchFn, clock, signal },
+          ),
+        );
+      }
+      const totals = summarizeDiarizeLoad(run, share === undefined ? sessions : Math.ceil((sessions - share.index) / share.of));
       lines = diarizeLoadLines(totals);
       ({ isInterrupted } = run);
       succeeded = totals.ok;
       body = {
-        options: { sessions, chunkS, pacing, timeoutMs, audio: values.audio },
+        options: {
+          sessions,
+          chunkS,
+          pacing,
+          timeoutMs,
+          audio: values.audio,
+          ...(processes > 1 ? { processes } : {}),
+          ...(share === undefined ? {} : { share }),
+        },
         totals,
+        isInterrupted,
         createErrors: run.createErrors,
         chunks: run.chunks,
       };

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { advanceSettling, FakeClock, settle } from '../../test/support/fake-clock.js';
 import { pcm16Wav } from '../../test/support/audio.js';
-import { runDiarizeLoad, splitWav } from './diarize-run.js';
+import { mergeDiarizeLoadRuns, runDiarizeLoad, splitWav, type DiarizeLoadRun } from './diarize-run.js';
 import { summarizeDiarizeLoad } from './diarize-report.js';
 
 describe('splitWav (#17)', () => {
@@ -81,5 +81,72 @@ describe('runDiarizeLoad (#17)', () => {
     assert.deepEqual(totals.errors, { session_expired: 1 });
     assert.equal(sent.filter((s) => s.url.endsWith('/s1')).length, 1, 'the whole session is closed');
     assert.equal(sent.filter((s) => s.url.endsWith('/s2')).length, 0, 'an expired one is not');
+  });
+
+  it("runs only its share of a spread run's sessions, each at its start in the whole run, after the common start", async () => {
+    const clock = new FakeClock();
+    const chunkAt: { session: string; atMs: number }[] = [];
+    let created = 0;
+    const fetch = (async (url: string | URL) => {
+      const u = String(url);
+      if (u.endsWith('/sessions')) return new Response(JSON.stringify({ id: `s${(created += 1)}` }), { status: 201 });
+      const match = /\/(s\d+)\/chunks$/.exec(u);
+      if (match !== null) chunkAt.push({ session: match[1]!, atMs: clock.nowMs() });
+      return new Response('{}', { status: 200 });
+    }) as typeof globalThis.fetch;
+    const recording = splitWav(new Uint8Array(pcm16Wav(new Int16Array(32_000))), 1);
+    const done = runDiarizeLoad(
+      {
+        sessionsUrl: 'http://h/v1/audio/diarization/sessions',
+        model: 'm',
+        sessions: 4,
+        recording,
+        pacing: 'realtime',
+        timeoutMs: 10_000,
+        share: { index: 1, of: 2 },
+        startInMs: 300,
+      },
+      { fetch, clock },
+    );
+    await settle();
+    await advanceSettling(clock, 3000, 50);
+    const run = await done;
+    // Sessions 1 and 3 of 4 (starts at 250 and 750 ms in the whole run), after 300 ms.
+    assert.deepEqual(
+      run.chunks.map((c) => [c.session, c.seq]),
+      [
+        [1, 0],
+        [3, 0],
+        [1, 1],
+        [3, 1],
+      ],
+    );
+    assert.deepEqual(
+      chunkAt.map((c) => c.atMs),
+      [550, 1050, 1550, 2050],
+    );
+    assert.equal(run.wallS, 1.75);
+  });
+});
+
+describe('mergeDiarizeLoadRuns (#17)', () => {
+  it('joins the parts of a spread run: samples in session order, create errors summed, the longest wall time', () => {
+    const part = (sessions: number[], wallS: number, createErrors: Record<string, number>): DiarizeLoadRun => ({
+      chunks: sessions.map((session) => ({ session, seq: 0, latencyMs: session, audioS: 1 })),
+      createErrors,
+      wallS,
+      isInterrupted: false,
+    });
+    const merged = mergeDiarizeLoadRuns([
+      part([1, 3], 2.5, { queue_full: 1 }),
+      { ...part([0, 2], 3, { queue_full: 2, internal_error: 1 }), isInterrupted: true },
+    ]);
+    assert.deepEqual(
+      merged.chunks.map((c) => c.session),
+      [0, 1, 2, 3],
+    );
+    assert.deepEqual(merged.createErrors, { queue_full: 3, internal_error: 1 });
+    assert.equal(merged.wallS, 3);
+    assert.equal(merged.isInterrupted, true);
   });
 });

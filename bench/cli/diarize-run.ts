@@ -299,6 +299,13 @@ export interface DiarizeLoadOptions {
   pacing: 'realtime' | 'asap';
   timeoutMs: number;
   apiKey?: string;
+  /**
+   * This process's part of a run spread over several bench processes: the sessions whose index
+   * modulo `of` is `index` (each keeps the start it has in the whole run). @default all sessions
+   */
+  share?: { index: number; of: number };
+  /** Wait before the run's start, so that every process of a spread run starts at one moment. @default 0 */
+  startInMs?: number;
 }
 
 export interface DiarizeChunkSample {
@@ -323,7 +330,7 @@ export async function runDiarizeLoad(options: DiarizeLoadOptions, deps: DiarizeR
   const auth = options.apiKey === undefined ? {} : { apiKey: options.apiKey };
   const { chunks, chunkSeconds } = options.recording;
   const chunkMs = (chunkSeconds[0] ?? 1) * 1000;
-  const startMs = deps.clock.nowMs();
+  const startMs = deps.clock.nowMs() + Math.max(0, options.startInMs ?? 0);
   const sleepUntil = (atMs: number) =>
     new Promise<void>((resolve) => {
       const waitMs = atMs - deps.clock.nowMs();
@@ -373,6 +380,25 @@ export async function runDiarizeLoad(options: DiarizeLoadOptions, deps: DiarizeR
     }
     await call(sessionUrl, { method: 'DELETE', timeoutMs: options.timeoutMs, ...auth }, deps);
   };
-  await Promise.all(Array.from({ length: options.sessions }, (_, i) => runSession(i)));
-  return { chunks: samples, createErrors, wallS: (deps.clock.nowMs() - startMs) / 1000, isInterrupted: deps.signal?.aborted === true };
+  const share = options.share ?? { index: 0, of: 1 };
+  const mine = Array.from({ length: options.sessions }, (_, i) => i).filter((i) => i % share.of === share.index);
+  await Promise.all(mine.map((i) => runSession(i)));
+  return {
+    chunks: samples,
+    createErrors,
+    wallS: Math.max(0, deps.clock.nowMs() - startMs) / 1000,
+    isInterrupted: deps.signal?.aborted === true,
+  };
+}
+
+/** One run from the parts of a run spread over several bench processes (same start): samples and errors together, the longest wall time. */
+export function mergeDiarizeLoadRuns(parts: readonly DiarizeLoadRun[]): DiarizeLoadRun {
+  const createErrors: Record<string, number> = {};
+  for (const part of parts) for (const [code, n] of Object.entries(part.createErrors)) createErrors[code] = (createErrors[code] ?? 0) + n;
+  return {
+    chunks: parts.flatMap((p) => p.chunks).sort((a, b) => a.session - b.session || a.seq - b.seq),
+    createErrors,
+    wallS: Math.max(0, ...parts.map((p) => p.wallS)),
+    isInterrupted: parts.some((p) => p.isInterrupted),
+  };
 }

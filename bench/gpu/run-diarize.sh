@@ -34,7 +34,8 @@
 # DIARIZE_BENCH_CHUNK_S (15), DIARIZE_BENCH_B_SESSIONS (5000), DIARIZE_BENCH_ASR_LEVELS
 # (1,64,128,192,224,256), DIARIZE_BENCH_ASR_STEP_S (4), DIARIZE_BENCH_ASR_WARMUP_S (1),
 # DIARIZE_BENCH_BUDGET_S (500), DIARIZE_BENCH_BOOT_TIMEOUT_S (240), DIARIZE_BENCH_PHASES (a,b: which
-# parts run); the server: DIARIZE_BENCH_INSTANCES (8), DIARIZE_BENCH_MPS_PERCENT (12),
+# parts run), DIARIZE_BENCH_PROCESSES (4: bench processes that send the sessions; one process sending
+# 5,000 sessions was itself a bottleneck, at 131 % of a core); the server: DIARIZE_BENCH_INSTANCES (8), DIARIZE_BENCH_MPS_PERCENT (12),
 # DIARIZE_BENCH_MAX_BATCH (64), DIARIZE_BENCH_QUEUE_DELAY_MS (2), DIARIZE_BENCH_IN_FLIGHT (3),
 # DIARIZE_BENCH_DEVICE (cuda), DIARIZE_BENCH_SORTFORMER_CONFIG / DIARIZE_BENCH_ASR_CONFIG (full), see
 # diarize-configs.mjs. DIARIZE_BENCH_CLIP_DIR: where the WAV clips go (/tmp/voxmux-diarize-clips). BENCH_COMMIT: the commit to record where the tree has no .git.
@@ -56,6 +57,7 @@ levels=${DIARIZE_BENCH_LEVELS:-500,5000}
 idle_chunks=${DIARIZE_BENCH_IDLE_CHUNKS:-20}
 chunk_s=${DIARIZE_BENCH_CHUNK_S:-15}
 b_sessions=${DIARIZE_BENCH_B_SESSIONS:-5000}
+processes=${DIARIZE_BENCH_PROCESSES:-4}
 asr_levels=${DIARIZE_BENCH_ASR_LEVELS:-1,64,128,192,224,256}
 asr_step_s=${DIARIZE_BENCH_ASR_STEP_S:-4}
 asr_warmup_s=${DIARIZE_BENCH_ASR_WARMUP_S:-1}
@@ -101,7 +103,7 @@ else
   gpu=none
 fi
 machine="$(nproc) CPU cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), $(uname -sr), node $(node --version), $("$python" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null || echo 'no torch')"
-settings="levels=$levels idle_chunks=$idle_chunks chunk_s=$chunk_s b_sessions=$b_sessions asr_levels=$asr_levels asr_step_s=$asr_step_s asr_warmup_s=$asr_warmup_s budget_s=$budget_s phases=$phases $(env | grep '^DIARIZE_BENCH_' | sort | tr '\n' ' ')"
+settings="levels=$levels idle_chunks=$idle_chunks chunk_s=$chunk_s b_sessions=$b_sessions asr_levels=$asr_levels asr_step_s=$asr_step_s asr_warmup_s=$asr_warmup_s budget_s=$budget_s phases=$phases processes=$processes $(env | grep '^DIARIZE_BENCH_' | sort | tr '\n' ' ')"
 record init "$results" "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)" "machine=$machine" "gpu=$gpu" "commit=$commit" \
   "command=${BENCH_DRY:+BENCH_DRY=$BENCH_DRY }$command_line" "settings=$settings" "config=mixed" status=started
 
@@ -150,13 +152,14 @@ fi
 record set "$results" "bootS=$(( $(date +%s) - boot_started ))"
 get "$url/health/ready" > "$out/logs/ready.json"
 
-# diarize NAME SESSIONS PACING CLIP [background]: one `bench diarize --mode load`, recorded as NAME with
-# the bench client's and the server's (gateway process) CPU over its wall time.
+# diarize NAME SESSIONS PACING CLIP [background]: one `bench diarize --mode load` (its sessions spread over
+# DIARIZE_BENCH_PROCESSES bench processes), recorded as NAME with the bench clients' and the server's
+# (gateway process) CPU over its wall time.
 diarize() {
   local name=$1 sessions=$2 pacing=$3 clip=$4 t0 c0 t1 c1 client
   t0=$(date +%s.%N); c0=$(cpu_s $server)
   ( node "$root/.bundle/voxmux.mjs" bench diarize --mode load --url "$url" --model sortformer --audio "$clip" \
-      --sessions "$sessions" --chunk-s "$chunk_s" --pacing "$pacing" --timeout-s 60 \
+      --sessions "$sessions" --chunk-s "$chunk_s" --pacing "$pacing" --timeout-s 60 --processes "$processes" \
       --out "$out/runs/$name" --label "$name" > "$out/logs/$name.txt" 2>&1
     times > "$out/logs/$name.times" )
   t1=$(date +%s.%N); c1=$(cpu_s $server)

@@ -9,10 +9,12 @@
  * without running again, and the scheduler must count each chunk exactly once.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import OpenAI, { toFile } from 'openai';
 import type { TranscriptionDiarized } from 'openai/resources/audio/transcriptions';
 import { runBenchCli } from '../../bench/cli/cli.js';
@@ -113,6 +115,16 @@ async function okItems(): Promise<number> {
   return Number(match?.[1] ?? 0);
 }
 
+/** 3 s at 16 kHz for the test diarizer: speaker A (level 1) for 1 s, half a second of silence, speaker B (level 3) for 1.5 s. */
+function twoSpeakers(): Int16Array {
+  const samples = new Int16Array(48_000);
+  for (let i = 0; i < samples.length; i++) {
+    const amplitude = i < 16_000 ? 3000 : i < 24_000 ? 0 : 8000;
+    samples[i] = i % 2 === 0 ? amplitude : -amplitude;
+  }
+  return samples;
+}
+
 describe('diarization sessions through the server (#17)', () => {
   it('gives 40 concurrent sessions through 3 instances the undisturbed timelines when one instance is SIGKILLed midway', async () => {
     const undisturbed = await Promise.all(Array.from({ length: SESSIONS }, (_, s) => runSession('calm', s, () => undefined)));
@@ -194,13 +206,7 @@ describe('diarization sessions through the server (#17)', () => {
 
   it('bench diarize scores the test diarizer at DER 0 against its known turns, and loads 4 sessions without errors', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'voxmux-diarize-bench-'));
-    // speaker A (level 1) for 1 s, half a second of silence, speaker B (level 3) for 1.5 s
-    const samples = new Int16Array(48_000);
-    for (let i = 0; i < samples.length; i++) {
-      const amplitude = i < 16_000 ? 3000 : i < 24_000 ? 0 : 8000;
-      samples[i] = i % 2 === 0 ? amplitude : -amplitude;
-    }
-    writeFileSync(join(dir, 'talk.wav'), pcm16Wav(samples));
+    writeFileSync(join(dir, 'talk.wav'), pcm16Wav(twoSpeakers()));
     // The RTTM names another file too: the manifest line's audio base name picks this one's turns.
     writeFileSync(
       join(dir, 'talk.rttm'),
@@ -290,13 +296,51 @@ describe('diarization sessions through the server (#17)', () => {
     );
   });
 
+  it('bench diarize --processes 3 spreads 7 real-time sessions over three bench processes that start together, and merges their parts', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'voxmux-diarize-spread-'));
+    writeFileSync(join(dir, 'talk.wav'), pcm16Wav(twoSpeakers()));
+    let out = '';
+    const io = {
+      stdout: { write: (text: string) => ((out += text), true) },
+      stderr: { write: (text: string) => ((out += text), true) },
+      isTTY: false,
+    };
+    // The parts run as the built voxmux command (the test runner's own script cannot run them).
+    const spawnBench = (args: readonly string[]) =>
+      spawn(process.execPath, [fileURLToPath(new URL('../../bin/voxmux.mjs', import.meta.url)), 'bench', ...args], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+    const code = await runBenchCli(
+      [
+        ...['diarize', '--mode', 'load', '--url', url, '--model', 'diar', '--audio', join(dir, 'talk.wav')],
+        ...['--sessions', '7', '--chunk-s', '1.5', '--pacing', 'realtime', '--processes', '3', '--out', join(dir, 'load')],
+      ],
+      io,
+      { spawnBench },
+    );
+    assert.equal(code, 0, out);
+    type Results = {
+      options: Record<string, unknown>;
+      totals: { sessions: number; chunks: number; ok: number };
+      chunks: { session: number }[];
+    };
+    const merged = JSON.parse(readFileSync(join(dir, 'load', 'results.json'), 'utf8')) as Results;
+    assert.equal(merged.options.processes, 3);
+    assert.deepEqual([merged.totals.sessions, merged.totals.chunks, merged.totals.ok], [7, 14, 14]);
+    assert.deepEqual([...new Set(merged.chunks.map((c) => c.session))], [0, 1, 2, 3, 4, 5, 6]);
+    const parts = [1, 2, 3].map((k) => JSON.parse(readFileSync(join(dir, 'load', `process-${k}`, 'results.json'), 'utf8')) as Results);
+    assert.deepEqual(
+      parts.map((p) => [...new Set(p.chunks.map((c) => c.session))]),
+      [
+        [0, 3, 6],
+        [1, 4],
+        [2, 5],
+      ],
+    );
+  });
+
   it('gives the unmodified openai SDK diarized_json transcripts, whole and streamed, with ASR words assigned to speaker turns', async () => {
-    const samples = new Int16Array(48_000);
-    for (let i = 0; i < samples.length; i++) {
-      const amplitude = i < 16_000 ? 3000 : i < 24_000 ? 0 : 8000;
-      samples[i] = i % 2 === 0 ? amplitude : -amplitude;
-    }
-    const wav = pcm16Wav(samples);
+    const wav = pcm16Wav(twoSpeakers());
     const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'not-needed', maxRetries: 0 });
     // NOTE: this SDK version's overloads type only json, text and verbose_json answers.
     const diarized = (await client.audio.transcriptions.create({
