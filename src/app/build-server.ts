@@ -41,7 +41,7 @@ import { aggregateMetricsText, createMetrics, type Metrics } from '../telemetry/
 import { createRequestLog, type RequestLogWriter } from '../telemetry/request-log.js';
 import { createAutoscalingMetrics } from './autoscaling-metrics.js';
 import { startGatewayThreads, type GatewayThreads } from './gateway-threads/owner.js';
-import { trimNativeHeap } from './libc.js';
+import { releaseIdleMemory } from './idle-memory.js';
 import { WHISPER_LANGUAGES } from './whisper-languages.js';
 import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
@@ -315,7 +315,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       whyUnavailable: (model) => supervisor.whyUnavailable(model),
     },
     instanceGpu,
-    trimNativeMemory: () => void trimNativeHeap(),
+    releaseIdleMemory: () => void releaseIdleMemory(),
     ...(requestLog === undefined ? {} : { requestLog }),
   };
   const app = await buildGateway(gatewayOptionsOf(config), gatewayDeps);

@@ -29,10 +29,10 @@ export function loadLibc(): Promise<Libc> {
 
 /**
  * Gives the C heap's free pages back to the system (glibc's malloc_trim(0), which also releases
- * free pages inside the heap, not only at its top). Called when the gateway's upload memory goes
- * idle: after a burst, small blocks freed below a live one otherwise stay resident for good (the
- * main heap then ends 18 to 29 MiB above idle; test/e2e/memory-idle.test.ts). Where glibc or koffi
- * is missing it does nothing.
+ * free pages inside the heap, not only at its top). Called when the gateway goes idle
+ * (idle-memory.ts): after a burst, small blocks freed below a live one otherwise stay resident for
+ * good (the main heap then ends 18 to 29 MiB above idle; test/e2e/memory-idle.test.ts). Where glibc
+ * or koffi is missing it does nothing.
  */
 export async function trimNativeHeap(): Promise<void> {
   try {

@@ -184,10 +184,11 @@ export interface GatewayDeps {
   /** Where finished transcription and speech calls are recorded (requestLog in the config); absent: not recorded. */
   requestLog?: { write(line: RequestLogLine): void };
   /**
-   * Gives the C heap's free memory back to the system; called when the upload pool lets go of its
-   * memory after gateway.uploadPoolIdleMs without uploads. Absent: nothing is trimmed.
+   * Gives idle memory back to the system (a garbage collection, then the C heap's free pages);
+   * called when the upload pool lets go of its memory after gateway.uploadPoolIdleMs without
+   * uploads. Absent: nothing more is given back.
    */
-  trimNativeMemory?: () => void;
+  releaseIdleMemory?: () => void;
   /** The GPU index of an instance; undefined for a CPU instance or one no longer known. */
   instanceGpu?: (instanceId: string) => number | undefined;
   /** Model lifecycle (wake and sleep routes, each model's state in /v1/models); absent: every model shows ready. */

@@ -175,7 +175,7 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
         deps.metrics.uploadPoolBytes.set(pooledBytes);
         if (allocatedBytes > 0) deps.metrics.uploadAllocatedBytes.inc(allocatedBytes);
       },
-      onIdleRelease: () => deps.trimNativeMemory?.(),
+      onIdleRelease: () => deps.releaseIdleMemory?.(),
     },
   );
   registerTranscriptionRoute(app, options, deps, uploads);

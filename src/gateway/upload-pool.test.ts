@@ -28,7 +28,7 @@ describe('UploadPool', () => {
     clock.advance(1);
     assert.equal(pool.pooledBytes, 0);
     assert.equal(changes.at(-1), 0);
-    // The C heap is trimmed once the memory has gone (gateway.ts passes trimNativeMemory).
+    // Idle memory is given back once the pool's has gone (gateway.ts passes releaseIdleMemory).
     assert.equal(idleReleases, 1);
     // The pool works as before afterwards, and releases again.
     pool.giveBack(pool.take(10));

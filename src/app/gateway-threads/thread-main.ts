@@ -11,7 +11,7 @@ import { buildGateway, trackConnections, UploadPool } from '../../gateway/index.
 import { createLogger } from '../../telemetry/logger.js';
 import { createMetrics } from '../../telemetry/metrics.js';
 import { closeDraining, createModelCatalog, gatewayLocalsOf, gatewayOptionsOf } from '../build-server.js';
-import { trimNativeHeap } from '../libc.js';
+import { releaseIdleMemory } from '../idle-memory.js';
 import { createRemoteDeps } from './remote-deps.js';
 import type { GatewayThreadData, OwnerMessage, ThreadMessage } from './thread-messages.js';
 
@@ -40,7 +40,7 @@ export async function runGatewayThread(data: GatewayThreadData): Promise<void> {
       clock,
       log,
       metrics,
-      trimNativeMemory: () => void trimNativeHeap(),
+      releaseIdleMemory: () => void releaseIdleMemory(),
     },
     transfers,
     data.state,
