@@ -5,7 +5,10 @@
 //                     cache, finished windows replaced by waiting ones, CUDA graphs of the step; 4 host
 //                     batches in flight, so requests that arrive mid-decode join it;
 //   whisper-b0-one-batch: the same engine with one host batch in flight (requests join decoding only at
-//                     host batch boundaries): the baseline of joining a running decode.
+//                     host batch boundaries): the baseline of joining a running decode;
+//   whisper-b2-group-join: (b) with joins of at least 8 windows while others decode, or of fewer once
+//                     the oldest has waited 50 ms (joinMinWindows, joinMaxWaitMs): each join stalls every
+//                     decoding slot for its encoder call, so fewer, larger joins.
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
 // lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
 // 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
@@ -19,7 +22,16 @@ import { join } from 'node:path';
 const [outDir, hostPath] = process.argv.slice(2);
 export const TOKENS_PER_AUDIO_SECOND = 3;
 
-export function config({ maxBatchSize, maxQueueDelayMs, graphs, batchSizes, runningBatches, env = process.env, host = hostPath }) {
+export function config({
+  maxBatchSize,
+  maxQueueDelayMs,
+  graphs,
+  batchSizes,
+  runningBatches,
+  join = {},
+  env = process.env,
+  host = hostPath,
+}) {
   return {
     gateway: { maxBodyBytes: 8 * 1024 * 1024, requestTimeoutMs: 120_000, splitAboveMs: 0 },
     scheduler: { maxQueuedRequests: 2048, lengthBucketsMs: [45_000], maxRunningBatchesPerInstance: runningBatches },
@@ -39,6 +51,7 @@ export function config({ maxBatchSize, maxQueueDelayMs, graphs, batchSizes, runn
           batchSizes,
           maxTokensPerAudioSecond: TOKENS_PER_AUDIO_SECOND,
           temperatureIncrement: 0,
+          ...join,
         },
       },
     },
@@ -51,6 +64,7 @@ export const CONFIGS = {
   'whisper-a-naive': config({ maxBatchSize: 1, maxQueueDelayMs: 0, graphs: false, batchSizes: [1], runningBatches: 1 }),
   'whisper-b-engine': config({ ...ENGINE, runningBatches: 4 }),
   'whisper-b0-one-batch': config({ ...ENGINE, runningBatches: 1 }),
+  'whisper-b2-group-join': config({ ...ENGINE, runningBatches: 4, join: { joinMinWindows: 8, joinMaxWaitMs: 50 } }),
 };
 
 if (outDir !== undefined) {

@@ -213,6 +213,8 @@ def test_adapter_transcribes_and_fails_requests_alone() -> None:
     ({"maxTokensPerAudioSecond": 0}, "maxTokensPerAudioSecond"), ({"temperatureIncrement": 2}, "temperatureIncrement"),
     ({"dtype": "int4"}, "Expected dtype"), ({"device": "tpu"}, "Expected device"),
     ({"checkpointPath": "/nonexistent/whisper"}, "does not exist"),
+    ({"joinMinWindows": 0}, "Expected joinMinWindows to be a positive integer"),
+    ({"joinMaxWaitMs": 2.5}, "Expected joinMaxWaitMs to be a non-negative integer"),
 ])
 def test_adapter_options_fail_the_load(options: Dict[str, Any], message: str) -> None:
     with pytest.raises(InstanceError, match=message) as info:
@@ -305,6 +307,38 @@ def test_a_batch_submitted_while_another_decodes_joins_it_and_changes_no_transcr
     audios, requests = [_audio(33.0, 11), *short], [RequestOptions(language="en"), *short_requests]
     alone = [_engine(model, slots=1, batch_sizes=(1,)).transcribe([a], [r])[0] for a, r in zip(audios, requests)]
     assert _summary(engine.results(first) + engine.results(second)) == _summary(alone)
+
+
+def test_a_join_waits_for_a_group_or_its_oldest_window_and_changes_no_transcript(model: WhisperModel) -> None:
+    now = [100.0]
+    engine = WhisperEngine(model, tiny_tokenizer(), torch.device("cpu"), torch.float64,
+                           EngineOptions(slots=8, batch_sizes=(1, 2, 4, 8), max_tokens_per_audio_second=2.0,
+                                         join_min_windows=2, join_max_wait_s=0.5, **NO_FALLBACK),  # type: ignore[arg-type]
+                           clock=lambda: now[0])
+    first = engine.submit([_audio(33.0, 11)], [RequestOptions(language="en")])
+    engine.tick()  # nothing decoded: the window joins at once, alone
+    assert engine.counters.encoder_calls == 1
+    lone = engine.submit([_audio(3.0, 12)], [RequestOptions(language="en")])
+    engine.tick()
+    assert engine.counters.encoder_calls == 1, "one window waits for a second while slots decode"
+    pair = engine.submit([_audio(2.0, 13)], [RequestOptions(language="de", prompt="the cat")])
+    engine.tick()
+    assert engine.counters.encoder_calls == 2, "two windows join together"
+    assert engine.counters.windows == 3
+    late = engine.submit([_audio(1.0, 14)], [RequestOptions(language="en")])
+    engine.tick()
+    assert engine.counters.windows == 3, "alone again: it waits"
+    now[0] += 0.5
+    engine.tick()
+    assert engine.counters.windows == 4, "its wait is over"
+    while not (first.done and lone.done and pair.done and late.done):
+        engine.tick()
+    audios = [_audio(33.0, 11), _audio(3.0, 12), _audio(2.0, 13), _audio(1.0, 14)]
+    requests = [RequestOptions(language="en"), RequestOptions(language="en"), RequestOptions(language="de", prompt="the cat"),
+                RequestOptions(language="en")]
+    alone = [_engine(model, slots=1, batch_sizes=(1,)).transcribe([a], [r])[0] for a, r in zip(audios, requests)]
+    together = [r for b in (first, lone, pair, late) for r in engine.results(b)]
+    assert _summary(together) == _summary(alone)
 
 
 def test_the_adapter_decodes_host_batches_together_on_its_own_thread() -> None:

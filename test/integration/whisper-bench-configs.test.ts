@@ -20,7 +20,7 @@ describe('whisper benchmark configs', () => {
     const bench = (await import(SCRIPT)) as Record<string, unknown>;
     const configs = bench.CONFIGS as BenchConfigs;
     const tokensPerAudioSecond = bench.TOKENS_PER_AUDIO_SECOND as number;
-    assert.deepEqual(Object.keys(configs), ['whisper-a-naive', 'whisper-b-engine', 'whisper-b0-one-batch']);
+    assert.deepEqual(Object.keys(configs), ['whisper-a-naive', 'whisper-b-engine', 'whisper-b0-one-batch', 'whisper-b2-group-join']);
     for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
       const model = config.models.whisper!;
@@ -41,11 +41,24 @@ describe('whisper benchmark configs', () => {
     const { scheduler: s1, ...candidate } = configs['whisper-b-engine'] as unknown as Record<string, unknown> & { scheduler: object };
     assert.deepEqual(baseline, candidate);
     assert.deepEqual({ ...s0, maxRunningBatchesPerInstance: 4 }, s1);
+    // The group join differs from the engine in its join options only.
+    const grouped = configs['whisper-b2-group-join']!.models.whisper;
+    const { joinMinWindows, joinMaxWaitMs, ...groupedOptions } = grouped.options;
+    assert.deepEqual([joinMinWindows, joinMaxWaitMs], [8, 50]);
+    assert.deepEqual(
+      { ...configs['whisper-b2-group-join'], models: { whisper: { ...grouped, options: groupedOptions } } },
+      configs['whisper-b-engine'],
+    );
   });
 
   it('writes one file per side', () => {
     const dir = mkdtempSync(join(tmpdir(), 'voxmux-whisper-bench-'));
     execFileSync(process.execPath, [SCRIPT, dir, '/opt/host']);
-    assert.deepEqual(readdirSync(dir).sort(), ['whisper-a-naive.json', 'whisper-b-engine.json', 'whisper-b0-one-batch.json']);
+    assert.deepEqual(readdirSync(dir).sort(), [
+      'whisper-a-naive.json',
+      'whisper-b-engine.json',
+      'whisper-b0-one-batch.json',
+      'whisper-b2-group-join.json',
+    ]);
   });
 });

@@ -20,6 +20,8 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``noSpeechThreshold`` | 0.6 | a window is silence when its no-speech probability is above this and its log-probability below ``logprobThreshold`` (null: never) |
 | ``maxTokensPerAudioSecond`` | null | token budget per second of window audio, end-of-text forced there (benchmarks of random weights) |
 | ``conditionOnPreviousText`` | true | each window's prompt holds the text of the windows before it |
+| ``joinMinWindows`` | 1 | while slots decode, waiting windows join them only this many at a time (fewer where fewer slots are free): each join stalls every decoding slot for its encoder call (decoding.py) |
+| ``joinMaxWaitMs`` | 0 | ... unless the oldest waiting window has waited this long |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel |
 
 Per request: ``language`` (an ISO 639-1 code the model knows; detected from the first window when absent),
@@ -69,6 +71,8 @@ DEFAULT_OPTIONS: Dict[str, Any] = {
     "noSpeechThreshold": 0.6,
     "maxTokensPerAudioSecond": None,
     "conditionOnPreviousText": True,
+    "joinMinWindows": 1,
+    "joinMaxWaitMs": 0,
     "probeTimeoutMs": 1500,
 }
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp64": torch.float64}
@@ -116,9 +120,10 @@ def parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
     sizes = options["batchSizes"]
     if not isinstance(sizes, list) or not sizes or not all(is_int(v) and 0 < v <= 1024 for v in sizes):
         problems.append(f"Expected batchSizes to be a non-empty list of integers from 1 to 1024: got {sizes!r}")
-    for key in ("seed", "probeTimeoutMs"):
-        if not is_int(options[key]) or options[key] < (0 if key == "seed" else 1):
-            problems.append(f"Expected {key} to be a {'non-negative' if key == 'seed' else 'positive'} integer: "
+    for key in ("seed", "probeTimeoutMs", "joinMinWindows", "joinMaxWaitMs"):
+        minimum = 0 if key in ("seed", "joinMaxWaitMs") else 1
+        if not is_int(options[key]) or options[key] < minimum:
+            problems.append(f"Expected {key} to be a {'non-negative' if minimum == 0 else 'positive'} integer: "
                             f"got {options[key]!r}")
     increment = options["temperatureIncrement"]
     if not is_number(increment) or not 0 <= increment <= 1:
@@ -219,7 +224,8 @@ class WhisperAdapter:
             compression_ratio_threshold=options["compressionRatioThreshold"],
             logprob_threshold=options["logprobThreshold"], no_speech_threshold=options["noSpeechThreshold"],
             max_tokens_per_audio_second=options["maxTokensPerAudioSecond"],
-            condition_on_previous_text=bool(options["conditionOnPreviousText"]), seed=int(options["seed"]))
+            condition_on_previous_text=bool(options["conditionOnPreviousText"]), seed=int(options["seed"]),
+            join_min_windows=int(options["joinMinWindows"]), join_max_wait_s=int(options["joinMaxWaitMs"]) / 1000)
         self._engine = WhisperEngine(model, tokenizer, device, _DTYPES[dtype_name], engine_options)
         return WhisperLoadInfo(
             device=str(device), parameters=count_parameters(model.config), memory_bytes=self._memory_bytes(),

@@ -11,7 +11,10 @@ once. A window ends at ``<|endoftext|>`` (or at its token budget, where end-of-t
 slot at once: the next window of its job (seek moved by its timestamps, its text as context), a retry at
 a higher temperature (fallback), or another job's window joins while the others keep decoding. A group
 joins when a quarter of the slots are free or nothing decodes, so that the encoder runs on several
-windows at a time. The queue and the slots outlive a batch: requests submitted while others decode join
+windows at a time; while slots decode, a join can also wait for ``join_min_windows`` waiting windows
+(or as many as there are free slots) unless the oldest has waited ``join_max_wait_s``: every join stalls
+all decoding slots for its encoder call, and a lone window's call costs half again as much per window
+as one in a group of 16 on one H200. The queue and the slots outlive a batch: requests submitted while others decode join
 at the next step that has room (the adapter submits each host batch from a decoding thread of its own).
 
 The step (:meth:`WhisperEngine._step`) reads and writes only static tensors (:class:`StepState`, the
@@ -23,10 +26,11 @@ CUDA it is captured once per batch size (rows ``0..b-1``) and replayed.
 from __future__ import annotations
 
 import math
+import time
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Deque, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -70,6 +74,10 @@ class EngineOptions:
     max_tokens_per_audio_second: Optional[float] = None
     condition_on_previous_text: bool = True
     seed: int = 0
+    #: While slots decode, waiting windows join only this many at a time (fewer where fewer slots are free)...
+    join_min_windows: int = 1
+    #: ... unless the oldest of them has waited this long (seconds).
+    join_max_wait_s: float = 0.0
 
 
 @dataclass
@@ -139,6 +147,7 @@ class _Window:
     segment_size: int
     temperature: float
     features: Optional[torch.Tensor] = None  # encoder output [1500, D], kept for a fallback retry
+    queued_at: float = 0.0  # the engine's clock when it began to wait
 
 
 @dataclass
@@ -179,11 +188,12 @@ class WhisperEngine:
     """The decoding machinery of one model on one device (see the module docstring)."""
 
     def __init__(self, model: WhisperModel, tokenizer: WhisperTokenizer, device: torch.device, dtype: torch.dtype,
-                 options: EngineOptions) -> None:
+                 options: EngineOptions, clock: Callable[[], float] = time.monotonic) -> None:
         config = model.config
         if tokenizer.n_vocab != config.n_vocab:
             raise ValueError(f"Expected a tokenizer of {config.n_vocab} tokens: got {tokenizer.n_vocab}")
         self.model, self.tokenizer, self.device, self.dtype, self.options = model, tokenizer, device, dtype, options
+        self.clock = clock  # seconds, for join_max_wait_s
         self.config = config
         self.counters = EngineCounters()
         self.cache = KVCache.allocate(config, options.slots, device, dtype)
@@ -335,10 +345,8 @@ class WhisperEngine:
         waiting, slots = self._waiting, self._slots
         if not waiting and all(a is None for a in slots):
             return
-        refill_min = max(1, math.ceil(self.options.slots / 4))
         free = [i for i, a in enumerate(slots) if a is None]
-        active = len(slots) - len(free)
-        if waiting and free and (len(free) >= refill_min or active == 0):
+        if waiting and free and self._may_join(len(free), len(slots) - len(free)):
             group = [waiting.popleft() for _ in range(min(len(free), len(waiting)))]
             self._join(group, free[:len(group)], slots)
         rows = max(i for i, a in enumerate(slots) if a is not None) + 1
@@ -357,6 +365,16 @@ class WhisperEngine:
             else:
                 current.tokens.append(token)
 
+    def _may_join(self, free: int, active: int) -> bool:
+        """Whether the waiting windows join the ``free`` slots now (see the module docstring)."""
+        if active == 0:
+            return True
+        options, waiting = self.options, self._waiting
+        if free < max(1, math.ceil(options.slots / 4)):
+            return False
+        return (len(waiting) >= min(options.join_min_windows, free)
+                or self.clock() - waiting[0].queued_at >= options.join_max_wait_s)
+
     def results(self, batch: DecodeBatch) -> List[Transcription]:
         """A done batch's transcriptions, in the order submitted."""
         return [self._result(job) for job in batch.jobs]
@@ -367,7 +385,7 @@ class WhisperEngine:
         self._slots = [None] * self.options.slots
 
     def _window(self, job: _Job, temperature: float) -> _Window:
-        return _Window(job, job.seek, min(N_FRAMES, job.content_frames - job.seek), temperature)
+        return _Window(job, job.seek, min(N_FRAMES, job.content_frames - job.seek), temperature, queued_at=self.clock())
 
     def _join(self, group: List[_Window], free: List[int], slots: List[Optional[_Active]]) -> None:
         config, t = self.config, self.tokenizer
@@ -458,7 +476,8 @@ class WhisperEngine:
         next_temperature = round(window.temperature + options.temperature_increment, 6)
         if needs_fallback and not silent and options.temperature_increment > 0 and next_temperature <= 1.0:
             self.counters.fallbacks += 1
-            waiting.appendleft(_Window(job, window.seek, window.segment_size, next_temperature, window.features))
+            waiting.appendleft(_Window(job, window.seek, window.segment_size, next_temperature, window.features,
+                                       self.clock()))
             return
         features, window.features = window.features, None
         job.tokens += len(tokens)
