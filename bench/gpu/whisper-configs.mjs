@@ -8,7 +8,10 @@
 //                     host batch boundaries): the baseline of joining a running decode;
 //   whisper-b2-group-join: (b) with joins of at least 8 windows while others decode, or of fewer once
 //                     the oldest has waited 50 ms (joinMinWindows, joinMaxWaitMs): each join stalls every
-//                     decoding slot for its encoder call, so fewer, larger joins.
+//                     decoding slot for its encoder call, so fewer, larger joins;
+//   whisper-b3-overlap: (b) with each join's encoder call on a CUDA stream of its own, the decode
+//                     steps going on beside it (overlapEncoder);
+//   whisper-b4-group-overlap: both.
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
 // lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
 // 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
@@ -65,6 +68,12 @@ export const CONFIGS = {
   'whisper-b-engine': config({ ...ENGINE, runningBatches: 4 }),
   'whisper-b0-one-batch': config({ ...ENGINE, runningBatches: 1 }),
   'whisper-b2-group-join': config({ ...ENGINE, runningBatches: 4, join: { joinMinWindows: 8, joinMaxWaitMs: 50 } }),
+  'whisper-b3-overlap': config({ ...ENGINE, runningBatches: 4, join: { overlapEncoder: true } }),
+  'whisper-b4-group-overlap': config({
+    ...ENGINE,
+    runningBatches: 4,
+    join: { joinMinWindows: 8, joinMaxWaitMs: 50, overlapEncoder: true },
+  }),
 };
 
 if (outDir !== undefined) {

@@ -215,6 +215,7 @@ def test_adapter_transcribes_and_fails_requests_alone() -> None:
     ({"checkpointPath": "/nonexistent/whisper"}, "does not exist"),
     ({"joinMinWindows": 0}, "Expected joinMinWindows to be a positive integer"),
     ({"joinMaxWaitMs": 2.5}, "Expected joinMaxWaitMs to be a non-negative integer"),
+    ({"overlapEncoder": "yes"}, "Expected overlapEncoder to be true or false"),
 ])
 def test_adapter_options_fail_the_load(options: Dict[str, Any], message: str) -> None:
     with pytest.raises(InstanceError, match=message) as info:
@@ -339,6 +340,35 @@ def test_a_join_waits_for_a_group_or_its_oldest_window_and_changes_no_transcript
     alone = [_engine(model, slots=1, batch_sizes=(1,)).transcribe([a], [r])[0] for a, r in zip(audios, requests)]
     together = [r for b in (first, lone, pair, late) for r in engine.results(b)]
     assert _summary(together) == _summary(alone)
+
+
+def test_a_group_encoded_beside_the_decode_steps_enters_after_them_and_changes_no_transcript(model: WhisperModel) -> None:
+    engine = _engine(model, slots=4, batch_sizes=(1, 2, 4), overlap_encoder=True)
+    first = engine.submit([_audio(33.0, 11)], [RequestOptions(language="en")])
+    engine.tick()  # nothing decodes: the window is encoded and enters at once
+    assert engine.counters.windows == 1 and engine.counters.decode_steps == 1
+    second = engine.submit([_audio(3.0, 12), _audio(2.0, 13)], [RequestOptions(language="en"),
+                                                                 RequestOptions(language="de", prompt="the cat")])
+    engine.tick()  # the pair is encoded beside this step, its slots held
+    assert engine.counters.encoder_calls == 2 and engine.counters.windows == 1 and engine.counters.decode_steps == 2
+    assert not engine.is_idle
+    engine.tick()  # ... and enters before the next one
+    assert engine.counters.windows == 3 and engine.counters.decode_steps == 3
+    while not (first.done and second.done):
+        engine.tick()
+    assert engine.is_idle
+    audios = [_audio(33.0, 11), _audio(3.0, 12), _audio(2.0, 13)]
+    requests = [RequestOptions(language="en"), RequestOptions(language="en"), RequestOptions(language="de", prompt="the cat")]
+    alone = [_engine(model, slots=1, batch_sizes=(1,)).transcribe([a], [r])[0] for a, r in zip(audios, requests)]
+    assert _summary(engine.results(first) + engine.results(second)) == _summary(alone)
+    # A group still being encoded is dropped with the rest when a step fails.
+    engine.submit([_audio(33.0, 14)], [RequestOptions(language="en")])
+    engine.tick()
+    engine.submit([_audio(2.0, 15)], [RequestOptions(language="en")])
+    engine.tick()
+    assert not engine.is_idle
+    engine.abort()
+    assert engine.is_idle
 
 
 def test_the_adapter_decodes_host_batches_together_on_its_own_thread() -> None:

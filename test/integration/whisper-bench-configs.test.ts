@@ -20,7 +20,14 @@ describe('whisper benchmark configs', () => {
     const bench = (await import(SCRIPT)) as Record<string, unknown>;
     const configs = bench.CONFIGS as BenchConfigs;
     const tokensPerAudioSecond = bench.TOKENS_PER_AUDIO_SECOND as number;
-    assert.deepEqual(Object.keys(configs), ['whisper-a-naive', 'whisper-b-engine', 'whisper-b0-one-batch', 'whisper-b2-group-join']);
+    assert.deepEqual(Object.keys(configs), [
+      'whisper-a-naive',
+      'whisper-b-engine',
+      'whisper-b0-one-batch',
+      'whisper-b2-group-join',
+      'whisper-b3-overlap',
+      'whisper-b4-group-overlap',
+    ]);
     for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
       const model = config.models.whisper!;
@@ -41,14 +48,16 @@ describe('whisper benchmark configs', () => {
     const { scheduler: s1, ...candidate } = configs['whisper-b-engine'] as unknown as Record<string, unknown> & { scheduler: object };
     assert.deepEqual(baseline, candidate);
     assert.deepEqual({ ...s0, maxRunningBatchesPerInstance: 4 }, s1);
-    // The group join differs from the engine in its join options only.
-    const grouped = configs['whisper-b2-group-join']!.models.whisper;
-    const { joinMinWindows, joinMaxWaitMs, ...groupedOptions } = grouped.options;
-    assert.deepEqual([joinMinWindows, joinMaxWaitMs], [8, 50]);
-    assert.deepEqual(
-      { ...configs['whisper-b2-group-join'], models: { whisper: { ...grouped, options: groupedOptions } } },
-      configs['whisper-b-engine'],
-    );
+    // The join variants differ from the engine in their join options only.
+    const joinOptions = (name: string) => {
+      const whisper = configs[name]!.models.whisper;
+      const { joinMinWindows, joinMaxWaitMs, overlapEncoder, ...rest } = whisper.options;
+      assert.deepEqual({ ...configs[name], models: { whisper: { ...whisper, options: rest } } }, configs['whisper-b-engine'], name);
+      return { joinMinWindows, joinMaxWaitMs, overlapEncoder };
+    };
+    assert.deepEqual(joinOptions('whisper-b2-group-join'), { joinMinWindows: 8, joinMaxWaitMs: 50, overlapEncoder: undefined });
+    assert.deepEqual(joinOptions('whisper-b3-overlap'), { joinMinWindows: undefined, joinMaxWaitMs: undefined, overlapEncoder: true });
+    assert.deepEqual(joinOptions('whisper-b4-group-overlap'), { joinMinWindows: 8, joinMaxWaitMs: 50, overlapEncoder: true });
   });
 
   it('writes one file per side', () => {
@@ -59,6 +68,8 @@ describe('whisper benchmark configs', () => {
       'whisper-b-engine.json',
       'whisper-b0-one-batch.json',
       'whisper-b2-group-join.json',
+      'whisper-b3-overlap.json',
+      'whisper-b4-group-overlap.json',
     ]);
   });
 });

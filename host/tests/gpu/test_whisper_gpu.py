@@ -98,3 +98,23 @@ def test_adapter_warmup_captures_a_graph_per_batch_size() -> None:
     assert all(isinstance(o, Transcript) for o in outputs)
     assert adapter.stats().graph_replays > 0 and adapter.probe()
     adapter.close()
+
+
+def test_groups_encoded_beside_the_graph_replays_give_the_same_transcripts(tiny: WhisperModel) -> None:
+    """overlap_encoder on CUDA: groups that join while slots decode are encoded on their own stream (the
+    steps replaying meanwhile) and give what the engine gives without it."""
+    model = tiny.to(torch.float32)
+    audios = [_audio(s, 20 + i) for i, s in enumerate((45.0, 3.0, 31.0, 12.0, 1.0, 8.0, 61.0, 2.0))]
+    requests = [RequestOptions(language="en") for _ in audios]
+    plain = _engine(model, torch.float32, use_graphs=True)
+    overlapped = _engine(model, torch.float32, use_graphs=True, overlap_encoder=True)
+    assert plain.capture_graphs() == 4 and overlapped.capture_graphs() == 4
+    expected = plain.transcribe(audios[:1], requests[:1]) + plain.transcribe(audios[1:], requests[1:])
+    first = overlapped.submit(audios[:1], requests[:1])
+    overlapped.tick()
+    overlapped.tick()
+    rest = overlapped.submit(audios[1:], requests[1:])  # joins while the first decodes: encoded beside it
+    while not (first.done and rest.done):
+        overlapped.tick()
+    assert overlapped.counters.graph_replays > 0
+    assert _summary(overlapped.results(first) + overlapped.results(rest)) == _summary(expected)

@@ -14,8 +14,12 @@ joins when a quarter of the slots are free or nothing decodes, so that the encod
 windows at a time; while slots decode, a join can also wait for ``join_min_windows`` waiting windows
 (or as many as there are free slots) unless the oldest has waited ``join_max_wait_s``: every join stalls
 all decoding slots for its encoder call, and a lone window's call costs half again as much per window
-as one in a group of 16 on one H200. The queue and the slots outlive a batch: requests submitted while others decode join
-at the next step that has room (the adapter submits each host batch from a decoding thread of its own).
+as one in a group of 16 on one H200. With ``overlap_encoder`` (CUDA), a group that joins while slots
+decode is encoded on a CUDA stream of its own and its slots are held until the encoder is done: the
+decode steps go on meanwhile instead of waiting for it, and the group enters at the first step after
+(:class:`_Encoding`). Where nothing decodes, a group is encoded and enters at once, as without it. The
+queue and the slots outlive a batch: requests submitted while others decode join at the next step that
+has room (the adapter submits each host batch from a decoding thread of its own).
 
 The step (:meth:`WhisperEngine._step`) reads and writes only static tensors (:class:`StepState`, the
 cache): the decoder on each slot's last token at its position, Whisper's logit rules (suppressed special
@@ -78,6 +82,9 @@ class EngineOptions:
     join_min_windows: int = 1
     #: ... unless the oldest of them has waited this long (seconds).
     join_max_wait_s: float = 0.0
+    #: Encode a joining group beside the decode steps on a stream of its own (CUDA; on the CPU the group
+    #: still enters one step later, which the tests use).
+    overlap_encoder: bool = False
 
 
 @dataclass
@@ -159,6 +166,18 @@ class _Active:
     no_speech_prob: float = 0.0
 
 
+@dataclass
+class _Encoding:
+    """A group whose encoder call runs beside the decode steps, and the slots held for it."""
+
+    group: List[_Window]
+    slots: List[int]
+    #: Whether the encoder's output is ready (a CUDA event's query; always true on the CPU).
+    is_done: Callable[[], bool]
+    #: Makes the current stream wait for the encoder before it reads the output (nothing on the CPU).
+    wait: Callable[[], None]
+
+
 class StepState:
     """The static tensors a decode step reads and writes, one row per slot."""
 
@@ -217,6 +236,10 @@ class WhisperEngine:
         # Windows waiting for a slot, and the slots' windows: shared by every submitted batch.
         self._waiting: Deque[_Window] = deque()
         self._slots: List[Optional[_Active]] = [None] * options.slots
+        # Groups being encoded beside the decode steps (overlap_encoder), their slots held.
+        self._encoding: List[_Encoding] = []
+        self._encode_stream = (torch.cuda.Stream(device=device)  # type: ignore[no-untyped-call]
+                               if options.overlap_encoder and device.type == "cuda" else None)
 
     # ------------------------------------------------------------------ the step (graph-capturable)
     @torch.no_grad()
@@ -335,20 +358,35 @@ class WhisperEngine:
 
     @property
     def is_idle(self) -> bool:
-        """Nothing waits and no slot decodes."""
-        return not self._waiting and all(a is None for a in self._slots)
+        """Nothing waits, is being encoded or decodes."""
+        return not self._waiting and not self._encoding and all(a is None for a in self._slots)
 
     @torch.no_grad()
     def tick(self) -> None:
-        """One round: waiting windows join free slots (a quarter of them free, or none decoding), then one
-        decode step for every occupied slot; windows that end free their slots."""
+        """One round: encoded groups enter their slots, waiting windows join free slots (a quarter of them
+        free, or none decoding), then one decode step for every occupied slot; windows that end free their
+        slots."""
         waiting, slots = self._waiting, self._slots
-        if not waiting and all(a is None for a in slots):
+        if self.is_idle:
             return
-        free = [i for i, a in enumerate(slots) if a is None]
-        if waiting and free and self._may_join(len(free), len(slots) - len(free)):
+        active = sum(a is not None for a in slots)
+        for encoding in list(self._encoding):
+            if active == 0 or encoding.is_done():  # with nothing decoding, there is nothing to overlap
+                self._encoding.remove(encoding)
+                encoding.wait()
+                self._admit(encoding.group, encoding.slots, slots)
+        held = {i for encoding in self._encoding for i in encoding.slots}
+        free = [i for i, a in enumerate(slots) if a is None and i not in held]
+        active = sum(a is not None for a in slots)
+        if waiting and free and self._may_join(len(free), active + len(held)):
             group = [waiting.popleft() for _ in range(min(len(free), len(waiting)))]
-            self._join(group, free[:len(group)], slots)
+            if active > 0 and self.options.overlap_encoder:
+                self._encoding.append(self._encode_beside(group, free[:len(group)]))
+            else:
+                self._encode(group)
+                self._admit(group, free[:len(group)], slots)
+        if all(a is None for a in slots):
+            return
         rows = max(i for i, a in enumerate(slots) if a is not None) + 1
         self._run_step(rows)
         tokens = self.state.out_tokens[:rows].tolist()
@@ -380,25 +418,62 @@ class WhisperEngine:
         return [self._result(job) for job in batch.jobs]
 
     def abort(self) -> None:
-        """Drops every waiting and decoding window (after a failed step: the batches they belong to fail)."""
+        """Drops every waiting, encoding and decoding window (after a failed step: the batches they belong to
+        fail)."""
         self._waiting.clear()
+        self._encoding.clear()
         self._slots = [None] * self.options.slots
 
     def _window(self, job: _Job, temperature: float) -> _Window:
         return _Window(job, job.seek, min(N_FRAMES, job.content_frames - job.seek), temperature, queued_at=self.clock())
 
-    def _join(self, group: List[_Window], free: List[int], slots: List[Optional[_Active]]) -> None:
-        config, t = self.config, self.tokenizer
+    def _mels(self, windows: List[_Window]) -> torch.Tensor:
+        """The windows' log-mel spectrograms, each padded to 30 s, as one encoder input."""
+        mels = []
+        for w in windows:
+            mel = w.job.mel[:, w.seek:w.seek + w.segment_size]
+            mels.append(torch.nn.functional.pad(mel, (0, N_FRAMES - mel.shape[-1])))
+        return torch.stack(mels).to(self.dtype)
+
+    def _encode(self, group: List[_Window]) -> None:
+        """The encoder's output for each window of the group that has none yet (a fallback keeps its own)."""
         to_encode = [w for w in group if w.features is None]
         if to_encode:
-            mels = []
-            for w in to_encode:
-                mel = w.job.mel[:, w.seek:w.seek + w.segment_size]
-                mels.append(torch.nn.functional.pad(mel, (0, N_FRAMES - mel.shape[-1])))
-            features = self.model.encoder(torch.stack(mels).to(self.dtype))
+            features = self.model.encoder(self._mels(to_encode))
             self.counters.encoder_calls += 1
             for w, f in zip(to_encode, features):
                 w.features = f
+
+    def _encode_beside(self, group: List[_Window], slots: List[int]) -> _Encoding:
+        """Starts the group's encoder call on the encoding stream (CUDA) and holds its slots."""
+        side = self._encode_stream
+        if side is None:
+            self._encode(group)
+            return _Encoding(group, slots, is_done=lambda: True, wait=lambda: None)
+        main = torch.cuda.current_stream(self.device)
+        to_encode = [w for w in group if w.features is None]
+        mels = self._mels(to_encode) if to_encode else None
+        side.wait_stream(main)  # type: ignore[no-untyped-call]
+        done = torch.cuda.Event()  # type: ignore[no-untyped-call]
+        with torch.cuda.stream(side):
+            if mels is not None:
+                features = self.model.encoder(mels)
+                self.counters.encoder_calls += 1
+                # Made on one stream, used on the other: the allocator must not reuse either too soon.
+                mels.record_stream(side)  # type: ignore[arg-type]
+                features.record_stream(main)
+                for w, f in zip(to_encode, features):
+                    w.features = f
+            done.record(side)  # type: ignore[no-untyped-call]
+
+        def wait() -> None:
+            main.wait_event(done)  # type: ignore[no-untyped-call]
+
+        return _Encoding(group, slots, is_done=done.query, wait=wait)
+
+    def _admit(self, group: List[_Window], free: List[int], slots: List[Optional[_Active]]) -> None:
+        """The encoded group enters its slots: cross-attention keys and values, language, prompt."""
+        config, t = self.config, self.tokenizer
         slot_index = torch.tensor(free, device=self.device)
         self.model.decoder.fill_cross(self.cache, slot_index, torch.stack([w.features for w in group]))  # type: ignore[misc]
         detect = [k for k, w in enumerate(group) if w.job.language is None]
