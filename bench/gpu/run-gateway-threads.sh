@@ -13,7 +13,9 @@
 # bundle loads it for gateway threads), python3 (with torch + CUDA for part 2).
 # Usage: bash bench/gpu/run-gateway-threads.sh OUT_DIR
 # Settings: GATEWAY_THREADS_LIST (0,1,3,7), GATEWAY_THREADS_LEVELS (64,128,256), GATEWAY_THREADS_CLIENTS (4),
-# GATEWAY_THREADS_STEP_S (6), GATEWAY_THREADS_ASR (1), ASR_BENCH_LEVELS for part 2 (1,64,128,192,256,320,384).
+# GATEWAY_THREADS_STEP_S (6), GATEWAY_THREADS_INSTANCES (1: test instances behind the main thread; one
+# Python instance answering 450-580 uploads a second was itself near its limit), GATEWAY_THREADS_ASR (1),
+# ASR_BENCH_LEVELS for part 2 (1,64,128,192,256,320,384).
 set -uo pipefail
 out=${1:?usage: run-gateway-threads.sh OUT_DIR}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -22,11 +24,12 @@ threads_list=${GATEWAY_THREADS_LIST:-0,1,3,7}
 levels=${GATEWAY_THREADS_LEVELS:-64,128,256}
 clients=${GATEWAY_THREADS_CLIENTS:-4}
 step_s=${GATEWAY_THREADS_STEP_S:-6}
+instances=${GATEWAY_THREADS_INSTANCES:-1}
 mkdir -p "$out/logs" "$out/runs" "$out/configs"
 python3 "$root/bench/gpu/make-clip.py" /tmp/voxmux-clip45.wav 45
 export VOXMUX_SUPERVISOR_PYTHON_PATH=${VOXMUX_SUPERVISOR_PYTHON_PATH:-$(command -v python3)}
 { echo "command: bash bench/gpu/run-gateway-threads.sh $*"; echo "commit: ${BENCH_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null)}";
-  echo "cpus: $(nproc)"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null; node --version; } > "$out/machine.txt"
+  echo "cpus: $(nproc)"; echo "test instances: $instances"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null; node --version; } > "$out/machine.txt"
 
 echo "| gateway threads | clients | requests/s | p95 ms (highest client) | errors | main loop busy % | gateway threads busy % (sum) | main loop ms per call | server CPU % |" > "$out/ceiling.md"
 echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" >> "$out/ceiling.md"
@@ -46,7 +49,7 @@ for threads in ${threads_list//,/ }; do
 { "gateway": { "threads": $threads, "maxBodyBytes": 8388608, "requestTimeoutMs": 120000, "splitAboveMs": 0 },
   "scheduler": { "maxQueuedRequests": 4096, "lengthBucketsMs": [45000], "maxRunningBatchesPerInstance": 3 },
   "supervisor": { "hostPath": "$root/host" },
-  "models": { "parakeet": { "adapter": "test", "instances": 1, "maxBatchSize": 32, "maxQueueDelayMs": 5, "dispatchWhenIdle": true } } }
+  "models": { "parakeet": { "adapter": "test", "instances": $instances, "maxBatchSize": 32, "maxQueueDelayMs": 5, "dispatchWhenIdle": true } } }
 EOF
   node "$root/.bundle/voxmux.mjs" serve --config "$out/configs/test-t$threads.json" --port "$port" --log-level warn > "$out/logs/test-t$threads.server.log" 2>&1 &
   server=$!
