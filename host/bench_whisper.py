@@ -3,7 +3,8 @@ a fresh key-value cache for every request (no reuse across requests), against (b
 windows decoding together over its static cache with CUDA graphs of the step. Same clips, same weights,
 same token budget (end-of-text forced at ``--tokens-per-audio-second``: random weights decode to arbitrary
 lengths otherwise). Reports clips/s, audio seconds per second, tokens/s, per-batch latency p50/p95,
-encoder calls and decode steps; prints a table and writes JSON.
+encoder calls and decode steps, and the encoder's time eager, compiled and with FP8 products side by side;
+prints a table and writes JSON.
 
     python3 host/bench_whisper.py --device cuda --config large-v3-turbo --clip-seconds 45 --out engine.json
     python3 host/bench_whisper.py --device cpu --config tiny --clip-seconds 2 --batch-sizes 2 --naive-clips 1  # dry run
@@ -118,6 +119,8 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, Any]:
     for mode in report["modes"]:
         mode["speedupOverNaive"] = mode["clipsPerSecond"] / naive
     report["stages"] = stage_times(engine, model, config, sizes, device, dtype, args.stage_repeats)
+    report["encoderVariants"] = encoder_variants(model, config, sizes, device, dtype, args.encoder_variants,
+                                                 max(1, args.stage_repeats // 10))
     return report
 
 
@@ -145,6 +148,26 @@ def stage_times(engine: WhisperEngine, model: Any, config: Any, sizes: Sequence[
     return {"encoderMs": encoder, "stepMs": step, "repeats": repeats}
 
 
+@torch.no_grad()
+def encoder_variants(model: Any, config: Any, sizes: Sequence[int], device: torch.device, dtype: torch.dtype,
+                     variants: Sequence[str], repeats: int) -> Dict[str, Dict[str, float]]:
+    """The encoder's time on b padded 30 s windows, side by side: ``eager``; ``compiled`` (compileEncoder);
+    ``fp8`` (compiled, with the products in FP8: matmul fp8). Runs last: it changes the model's encoder."""
+    times: Dict[str, Dict[str, float]] = {}
+    for variant in variants:
+        if variant == "fp8":
+            model.encoder.build_fp8_()
+        if variant in ("compiled", "fp8"):
+            model.encoder.compile_()
+            for b in (2, 1):  # the two compilations, as the adapter's warmup makes them
+                model.encoder(torch.zeros(b, config.n_mels, 3000, device=device, dtype=dtype))
+        times[variant] = {}
+        for b in sizes:
+            mel = torch.randn(b, config.n_mels, 3000, device=device, dtype=dtype)
+            times[variant][str(b)] = _timed_ms(lambda: model.encoder(mel), device, repeats)
+    return times
+
+
 def print_table(report: Dict[str, Any]) -> None:
     print(f"whisper {report['config']} {report['dtype']} on {report['gpu'] or 'cpu'}, {report['clipSeconds']} s clips, "
           f"{report['tokensPerAudioSecond']} tokens per audio second")
@@ -156,6 +179,10 @@ def print_table(report: Dict[str, Any]) -> None:
     print("batch  encoder ms (b windows)  step ms (b slots)")
     for b, ms in stages["encoderMs"].items():
         print(f"{b:>5} {ms:>22.2f} {stages['stepMs'][b]:>18.3f}")
+    variants = report["encoderVariants"]
+    print("batch  " + "  ".join(f"encoder ms {v:>8}" for v in variants))
+    for b in stages["encoderMs"]:
+        print(f"{b:>5}  " + "  ".join(f"{variants[v][b]:>19.2f}" for v in variants))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -171,8 +198,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stage-repeats", type=int, default=50, help="decode steps timed per batch size")
+    parser.add_argument("--encoder-variants", type=lambda s: [v for v in s.split(",") if v], default=None,
+                        help="eager,compiled,fp8 (default: all three on CUDA, eager on the CPU)")
     parser.add_argument("--out", default="bench-whisper.json")
     args = parser.parse_args(argv)
+    if args.encoder_variants is None:
+        args.encoder_variants = ["eager", "compiled", "fp8"] if args.device.startswith("cuda") else ["eager"]
+    unknown = set(args.encoder_variants) - {"eager", "compiled", "fp8"}
+    if unknown:
+        parser.error(f"unknown encoder variants: {sorted(unknown)}")
     torch.manual_seed(args.seed)
     report = run_benchmark(args)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")

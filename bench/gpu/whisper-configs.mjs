@@ -11,7 +11,9 @@
 //                     decoding slot for its encoder call, so fewer, larger joins;
 //   whisper-b3-overlap: (b) with each join's encoder call on a CUDA stream of its own, the decode
 //                     steps going on beside it (overlapEncoder);
-//   whisper-b4-group-overlap: both.
+//   whisper-b4-group-overlap: both;
+//   whisper-b5-compiled-fp8: (b) with the encoder compiled and its products in FP8 (compileEncoder,
+//                     matmul fp8): the encoder is the bound.
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
 // lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
 // 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
@@ -31,7 +33,7 @@ export function config({
   graphs,
   batchSizes,
   runningBatches,
-  join = {},
+  variant = {},
   env = process.env,
   host = hostPath,
 }) {
@@ -54,7 +56,7 @@ export function config({
           batchSizes,
           maxTokensPerAudioSecond: TOKENS_PER_AUDIO_SECOND,
           temperatureIncrement: 0,
-          ...join,
+          ...variant,
         },
       },
     },
@@ -67,13 +69,14 @@ export const CONFIGS = {
   'whisper-a-naive': config({ maxBatchSize: 1, maxQueueDelayMs: 0, graphs: false, batchSizes: [1], runningBatches: 1 }),
   'whisper-b-engine': config({ ...ENGINE, runningBatches: 4 }),
   'whisper-b0-one-batch': config({ ...ENGINE, runningBatches: 1 }),
-  'whisper-b2-group-join': config({ ...ENGINE, runningBatches: 4, join: { joinMinWindows: 8, joinMaxWaitMs: 50 } }),
-  'whisper-b3-overlap': config({ ...ENGINE, runningBatches: 4, join: { overlapEncoder: true } }),
+  'whisper-b2-group-join': config({ ...ENGINE, runningBatches: 4, variant: { joinMinWindows: 8, joinMaxWaitMs: 50 } }),
+  'whisper-b3-overlap': config({ ...ENGINE, runningBatches: 4, variant: { overlapEncoder: true } }),
   'whisper-b4-group-overlap': config({
     ...ENGINE,
     runningBatches: 4,
-    join: { joinMinWindows: 8, joinMaxWaitMs: 50, overlapEncoder: true },
+    variant: { joinMinWindows: 8, joinMaxWaitMs: 50, overlapEncoder: true },
   }),
+  'whisper-b5-compiled-fp8': config({ ...ENGINE, runningBatches: 4, variant: { compileEncoder: true, matmul: 'fp8' } }),
 };
 
 if (outDir !== undefined) {

@@ -16,7 +16,7 @@ from voxmux_host.model_api import LoadContext
 from voxmux_host.models.parakeet import encoder as encoder_module
 from voxmux_host.models.parakeet.adapter import ParakeetAdapter, ParakeetLoadInfo
 from voxmux_host.models.parakeet.config import TINY
-from voxmux_host.models.parakeet.fp8 import (
+from voxmux_host.fp8 import (
     E4M3_MAX,
     FP8_AVAILABLE,
     HAS_FLOAT8,

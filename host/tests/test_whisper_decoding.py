@@ -216,6 +216,10 @@ def test_adapter_transcribes_and_fails_requests_alone() -> None:
     ({"joinMinWindows": 0}, "Expected joinMinWindows to be a positive integer"),
     ({"joinMaxWaitMs": 2.5}, "Expected joinMaxWaitMs to be a non-negative integer"),
     ({"overlapEncoder": "yes"}, "Expected overlapEncoder to be true or false"),
+    ({"matmul": "int8"}, "Expected matmul to be bf16 or fp8: got 'int8'"),
+    ({"matmul": "fp8", "device": "cpu"}, "matmul fp8 needs compileEncoder: true"),
+    ({"matmul": "fp8", "device": "cpu", "compileEncoder": False}, "matmul fp8 needs a CUDA device: got device 'cpu'"),
+    ({"compileEncoder": 1}, "Expected compileEncoder to be true or false"),
 ])
 def test_adapter_options_fail_the_load(options: Dict[str, Any], message: str) -> None:
     with pytest.raises(InstanceError, match=message) as info:
@@ -369,6 +373,23 @@ def test_a_group_encoded_beside_the_decode_steps_enters_after_them_and_changes_n
     assert not engine.is_idle
     engine.abort()
     assert engine.is_idle
+
+
+@pytest.mark.skipif(hasattr(torch, "compile"), reason="this torch has torch.compile")
+def test_a_compiled_encoder_needs_torch_2() -> None:
+    with pytest.raises(InstanceError, match=f"compileEncoder needs torch >= 2.0: this is torch {torch.__version__}"):
+        _adapter({"config": "tiny", "compileEncoder": True})
+
+
+def test_the_encoder_products_can_be_fp8_capable_linears_without_changing_names_or_outputs(model: WhisperModel) -> None:
+    linears = model.encoder.linears()
+    assert len(linears) == 6 * TINY.n_audio_layer and all(linear.fp8 is None for linear in linears)
+    assert "encoder.blocks.0.attn.key.weight" in model.state_dict() and "encoder.blocks.0.mlp.0.bias" in model.state_dict()
+    mel = torch.randn(1, TINY.n_mels, N_FRAMES, dtype=torch.float64)
+    before = model.encoder(mel)
+    block = model.encoder.blocks[0]
+    expected = torch.nn.functional.linear(before, block.mlp[0].weight, block.mlp[0].bias)  # type: ignore[index]
+    assert torch.equal(block.mlp[0](before), expected)  # type: ignore[index,operator]
 
 
 def test_the_adapter_decodes_host_batches_together_on_its_own_thread() -> None:

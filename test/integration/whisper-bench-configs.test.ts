@@ -27,6 +27,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b2-group-join',
       'whisper-b3-overlap',
       'whisper-b4-group-overlap',
+      'whisper-b5-compiled-fp8',
     ]);
     for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
@@ -48,16 +49,19 @@ describe('whisper benchmark configs', () => {
     const { scheduler: s1, ...candidate } = configs['whisper-b-engine'] as unknown as Record<string, unknown> & { scheduler: object };
     assert.deepEqual(baseline, candidate);
     assert.deepEqual({ ...s0, maxRunningBatchesPerInstance: 4 }, s1);
-    // The join variants differ from the engine in their join options only.
-    const joinOptions = (name: string) => {
+    // The engine's variants differ from it in their own options only.
+    const variantOptions = (name: string) => {
       const whisper = configs[name]!.models.whisper;
-      const { joinMinWindows, joinMaxWaitMs, overlapEncoder, ...rest } = whisper.options;
+      const base = configs['whisper-b-engine']!.models.whisper.options;
+      const own = Object.fromEntries(Object.entries(whisper.options).filter(([key]) => !(key in base)));
+      const rest = Object.fromEntries(Object.entries(whisper.options).filter(([key]) => key in base));
       assert.deepEqual({ ...configs[name], models: { whisper: { ...whisper, options: rest } } }, configs['whisper-b-engine'], name);
-      return { joinMinWindows, joinMaxWaitMs, overlapEncoder };
+      return own;
     };
-    assert.deepEqual(joinOptions('whisper-b2-group-join'), { joinMinWindows: 8, joinMaxWaitMs: 50, overlapEncoder: undefined });
-    assert.deepEqual(joinOptions('whisper-b3-overlap'), { joinMinWindows: undefined, joinMaxWaitMs: undefined, overlapEncoder: true });
-    assert.deepEqual(joinOptions('whisper-b4-group-overlap'), { joinMinWindows: 8, joinMaxWaitMs: 50, overlapEncoder: true });
+    assert.deepEqual(variantOptions('whisper-b2-group-join'), { joinMinWindows: 8, joinMaxWaitMs: 50 });
+    assert.deepEqual(variantOptions('whisper-b3-overlap'), { overlapEncoder: true });
+    assert.deepEqual(variantOptions('whisper-b4-group-overlap'), { joinMinWindows: 8, joinMaxWaitMs: 50, overlapEncoder: true });
+    assert.deepEqual(variantOptions('whisper-b5-compiled-fp8'), { compileEncoder: true, matmul: 'fp8' });
   });
 
   it('writes one file per side', () => {
@@ -70,6 +74,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b2-group-join.json',
       'whisper-b3-overlap.json',
       'whisper-b4-group-overlap.json',
+      'whisper-b5-compiled-fp8.json',
     ]);
   });
 });

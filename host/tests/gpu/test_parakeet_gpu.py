@@ -22,7 +22,7 @@ from voxmux_host.models.parakeet.config import (
     feature_tensor_frames,
 )
 from voxmux_host.models.parakeet.encoder import HAS_SDPA
-from voxmux_host.models.parakeet.fp8 import (
+from voxmux_host.fp8 import (
     FP8_AVAILABLE,
     fp8_linear,
     fp8_linear_reference,

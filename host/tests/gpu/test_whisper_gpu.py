@@ -9,6 +9,7 @@ from typing import Any, Iterator, List
 import pytest
 import torch
 
+from voxmux_host.fp8 import FP8_AVAILABLE, FP8_MIN_CAPABILITY
 from voxmux_host.model_api import BatchInput, LoadContext, Transcript
 from voxmux_host.models.whisper.adapter import WhisperAdapter
 from voxmux_host.models.whisper.config import LARGE_V3_TURBO, N_FRAMES, TINY
@@ -118,3 +119,41 @@ def test_groups_encoded_beside_the_graph_replays_give_the_same_transcripts(tiny:
         overlapped.tick()
     assert overlapped.counters.graph_replays > 0
     assert _summary(overlapped.results(first) + overlapped.results(rest)) == _summary(expected)
+
+
+def test_the_compiled_encoder_follows_the_eager_one() -> None:
+    """compileEncoder: the compiled encoder (batch size dynamic) gives the eager encoder's output, at the two
+    compiled shapes and at a third size that reuses the dynamic one."""
+    if not hasattr(torch, "compile"):
+        pytest.skip("needs torch.compile")
+    model = build_model(TINY, seed=3).to(DEVICE).eval()
+    mels = {b: torch.randn(b, TINY.n_mels, N_FRAMES, device=DEVICE) for b in (2, 1, 5)}
+    with torch.no_grad():
+        eager = {b: model.encoder(mel) for b, mel in mels.items()}
+        model.encoder.compile_()
+        for b, mel in mels.items():
+            torch.testing.assert_close(model.encoder(mel), eager[b], rtol=1e-4, atol=1e-4)
+
+
+def test_fp8_encoder_products_follow_bf16_and_the_adapter_serves_with_them() -> None:
+    """matmul fp8: the encoder's products as FP8 keep its output frames close to bf16's (cosine >= 0.98 on
+    the tiny model's random weights), and an adapter with compileEncoder and matmul fp8 transcribes."""
+    if not FP8_AVAILABLE or torch.cuda.get_device_capability(DEVICE) < FP8_MIN_CAPABILITY:
+        pytest.skip("needs torch >= 2.5 and a GPU with FP8 tensor cores")
+    model = build_model(TINY, seed=3).to(DEVICE, torch.bfloat16).eval()
+    mel = torch.randn(3, TINY.n_mels, N_FRAMES, device=DEVICE, dtype=torch.bfloat16)
+    with torch.no_grad():
+        expected = model.encoder(mel).float()
+        model.encoder.build_fp8_()
+        got = model.encoder(mel).float()
+    cosine = torch.nn.functional.cosine_similarity(got.flatten(0, 1), expected.flatten(0, 1), dim=-1)
+    assert float(cosine.min()) >= 0.98, cosine.min()
+    adapter = WhisperAdapter()
+    adapter.load(LoadContext("i0", "whisper", {"config": "tiny", "device": "cuda", "batchSizes": [1, 2],
+                                               "maxTokensPerAudioSecond": 3, "temperatureIncrement": 0,
+                                               "compileEncoder": True, "matmul": "fp8"}))
+    adapter.warmup()
+    pcm = (_audio(5.0, 1).numpy() * 32768).astype("int16")
+    outputs = adapter.run_batch([BatchInput("a", pcm, language="en"), BatchInput("b", pcm, language="en")])
+    assert all(isinstance(o, Transcript) for o in outputs)
+    adapter.close()

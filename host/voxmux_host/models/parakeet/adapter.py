@@ -59,7 +59,7 @@ from .config import PRESETS, ParakeetConfig, count_parameters
 from .decoder import DecodedItem
 from .encoder import ATTENTION_IMPLS, HAS_SDPA, MATMUL_KINDS
 from .experimental import EXPERIMENTAL_DEFAULTS, apply_experimental, experimental_problems, kernels_in_use
-from .fp8 import FP8_AVAILABLE
+from voxmux_host.fp8 import fp8_option_problems
 from .model import ParakeetModel, build_model
 from .runner import ParakeetRunner, RunnerOptions, elapsed_ms
 from .staging import StagedClips
@@ -90,8 +90,6 @@ DEFAULT_OPTIONS: Dict[str, Any] = {
     **EXPERIMENTAL_DEFAULTS,
 }
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-#: FP8 tensor cores: Ada (8.9) and Hopper (9.0) on.
-FP8_MIN_CAPABILITY = (8, 9)
 
 
 @dataclass
@@ -139,7 +137,7 @@ def _parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
     if options["matmul"] not in MATMUL_KINDS:
         problems.append(f"Expected matmul to be bf16 or fp8: got {options['matmul']!r}")
     if options["matmul"] == "fp8":
-        problems.extend(_fp8_problems(options))
+        problems.extend(fp8_option_problems(options))
     for key in ("batchSizes", "lengthBucketsMs"):
         value = options[key]
         if not isinstance(value, list) or not value or not all(is_int(v) and v > 0 for v in value):
@@ -163,48 +161,6 @@ def _parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
     if problems:
         raise InstanceError("load_failed", "Invalid parakeet options: " + "; ".join(problems))
     return options
-
-
-def _fp8_problems(options: Dict[str, Any]) -> List[str]:
-    """Why ``matmul: fp8`` cannot run with these options on this machine (empty when it can)."""
-    problems = []
-    if not FP8_AVAILABLE:
-        problems.append(
-            f"matmul fp8 needs torch >= 2.5 (float8 and row-wise scaled _scaled_mm): this is torch {torch.__version__}"
-        )
-    if options["compileEncoder"] is not True:
-        problems.append(
-            "matmul fp8 needs compileEncoder: true (uncompiled, quantizing the activations costs more than FP8 saves)"
-        )
-    if options["dtype"] not in (None, "bf16"):
-        problems.append(f"matmul fp8 needs dtype bf16: got {options['dtype']!r}")
-    device_problem = _fp8_device_problem(str(options["device"]))
-    if device_problem is not None:
-        problems.append(device_problem)
-    return problems
-
-
-def _fp8_device_problem(name: str) -> Optional[str]:
-    """Why the device option ``name`` cannot run FP8 products, or None (also where the name itself is
-    invalid: _resolve_device reports that)."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        return None
-    if device.type != "cuda":
-        return f"matmul fp8 needs a CUDA device: got device {name!r}"
-    if not torch.cuda.is_available():
-        return "matmul fp8 needs a CUDA device: CUDA is not available"
-    index = device.index if device.index is not None else 0
-    if index >= torch.cuda.device_count():
-        return None
-    capability = torch.cuda.get_device_capability(index)
-    if capability < FP8_MIN_CAPABILITY:
-        major, minor = capability
-        return f"matmul fp8 needs a GPU of compute capability >= 8.9 (Ada, Hopper): cuda:{index} is {major}.{minor}"
-    return None
 
 
 def _tensor_bytes(model: torch.nn.Module) -> int:

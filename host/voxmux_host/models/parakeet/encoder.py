@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ParakeetConfig
-from .fp8 import FP8_AVAILABLE, Fp8Weight, fp8_linear, fp8_weight_from
+from voxmux_host.fp8 import FP8_AVAILABLE, Fp8Weight, fp8_linear, fp8_weight_from
 from .kernels import (
     CONV_KERNEL_SIZE,
     KERNELS_AVAILABLE,

@@ -13,6 +13,8 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``device`` | ``"auto"`` | ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` |
 | ``dtype`` | ``"bf16"`` on CUDA, ``"fp32"`` on CPU | compute type (``"fp64"``: tests); the front end and the logits stay fp32 |
 | ``cudaGraphs`` | true | capture a CUDA graph of the decode step per batch size at warmup (CUDA only) |
+| ``compileEncoder`` | false | ``torch.compile`` the encoder, batch size dynamic (torch >= 2.0 with Triton; compiles at warmup) |
+| ``matmul`` | ``"bf16"`` | ``"bf16"`` or ``"fp8"``: the encoder's products as FP8 (e4m3) products with row-wise scales (voxmux_host/fp8.py); needs torch >= 2.5, a GPU of compute capability >= 8.9, dtype bf16 and ``compileEncoder`` |
 | ``batchSizes`` | [1, 2, 4, 8, 16, 32, 64] | decode-step batch sizes captured; the largest is the number of cache slots |
 | ``temperatureIncrement`` | 0.2 | fallback: retry a window this much hotter (up to 1.0); 0 turns fallback off |
 | ``compressionRatioThreshold`` | 2.4 | fallback when a window's text compresses better than this (null: never) |
@@ -42,12 +44,13 @@ import numpy as np
 import torch
 
 from voxmux_host.errors import InstanceError
+from voxmux_host.fp8 import fp8_option_problems
 from voxmux_host.load_options import is_int, is_number, resolve_device, with_defaults
 from voxmux_host.model_api import (AdapterStats, BatchFinish, BatchInput, BatchOutput, ItemFailure, LoadContext,
                                    LoadInfo, Segment, StagedBatch, Transcript, WarmupInfo, Word, seconds)
 
 from .checkpoints import CheckpointError, load_hf_directory, load_openai_checkpoint
-from .config import PRESETS, count_parameters
+from .config import N_FRAMES, PRESETS, count_parameters
 from .decoding import TASKS, EngineOptions, RequestOptions, Transcription, WhisperEngine
 from .features import pcm_to_float
 from .model import WhisperModel, build_model
@@ -65,6 +68,8 @@ DEFAULT_OPTIONS: Dict[str, Any] = {
     "device": "auto",
     "dtype": None,
     "cudaGraphs": True,
+    "compileEncoder": False,
+    "matmul": "bf16",
     "batchSizes": [1, 2, 4, 8, 16, 32, 64],
     "temperatureIncrement": 0.2,
     "compressionRatioThreshold": 2.4,
@@ -78,6 +83,7 @@ DEFAULT_OPTIONS: Dict[str, Any] = {
     "probeTimeoutMs": 1500,
 }
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp64": torch.float64}
+MATMUL_KINDS = ("bf16", "fp8")
 
 
 @dataclass
@@ -136,9 +142,15 @@ def parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
     budget = options["maxTokensPerAudioSecond"]
     if budget is not None and (not is_number(budget) or budget <= 0):
         problems.append(f"Expected maxTokensPerAudioSecond to be a positive number or null: got {budget!r}")
-    for key in ("cudaGraphs", "conditionOnPreviousText", "overlapEncoder"):
+    for key in ("cudaGraphs", "conditionOnPreviousText", "overlapEncoder", "compileEncoder"):
         if not isinstance(options[key], bool):
             problems.append(f"Expected {key} to be true or false: got {options[key]!r}")
+    if options["compileEncoder"] is True and not hasattr(torch, "compile"):
+        problems.append(f"compileEncoder needs torch >= 2.0: this is torch {torch.__version__}")
+    if options["matmul"] not in MATMUL_KINDS:
+        problems.append(f"Expected matmul to be bf16 or fp8: got {options['matmul']!r}")
+    elif options["matmul"] == "fp8":
+        problems.extend(fp8_option_problems(options))
     if problems:
         raise InstanceError("load_failed", "Invalid whisper options: " + "; ".join(problems))
     return options
@@ -219,6 +231,10 @@ class WhisperAdapter:
         dtype_name = options["dtype"] or ("bf16" if device.type == "cuda" else "fp32")
         model, tokenizer, weights, tokenizer_source = load_weights(options)
         model = model.to(device=device, dtype=_DTYPES[dtype_name]).eval()
+        if options["matmul"] == "fp8":
+            model.encoder.build_fp8_()
+        if options["compileEncoder"]:
+            model.encoder.compile_()
         sizes = tuple(sorted(set(int(b) for b in options["batchSizes"])))
         engine_options = EngineOptions(
             slots=sizes[-1], batch_sizes=sizes, use_graphs=bool(options["cudaGraphs"]) and device.type == "cuda",
@@ -242,11 +258,21 @@ class WhisperAdapter:
         with self._probe_lock:
             self._capturing.set()
         try:
+            if self._options["compileEncoder"]:
+                self._compile_encoder_shapes()
             graphs = engine.capture_graphs()
         finally:
             self._capturing.clear()
         self._warmup_ms = int((time.perf_counter() - start) * 1000)
         return WhisperWarmupInfo(graphs_captured=graphs, warmup_ms=self._warmup_ms, memory_bytes=self._memory_bytes())
+
+    @torch.no_grad()
+    def _compile_encoder_shapes(self) -> None:
+        """The compiled encoder's two compilations (a batch of 2: any size from 2 up; a batch of 1), before
+        serving."""
+        engine = self.engine
+        for b in (2, 1):
+            engine.model.encoder(torch.zeros(b, engine.config.n_mels, N_FRAMES, device=engine.device, dtype=engine.dtype))
 
     def close(self) -> None:
         if self._service is not None:

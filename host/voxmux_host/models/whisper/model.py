@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from voxmux_host.fp8 import Fp8CapableLinear
 
 from .config import WhisperConfig
 
@@ -50,10 +52,10 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, n_state: int, n_head: int) -> None:
         super().__init__()
         self.n_head = n_head
-        self.query = nn.Linear(n_state, n_state)
-        self.key = nn.Linear(n_state, n_state, bias=False)
-        self.value = nn.Linear(n_state, n_state)
-        self.out = nn.Linear(n_state, n_state)
+        self.query = Fp8CapableLinear(n_state, n_state)
+        self.key = Fp8CapableLinear(n_state, n_state, bias=False)
+        self.value = Fp8CapableLinear(n_state, n_state)
+        self.out = Fp8CapableLinear(n_state, n_state)
 
     def heads(self, x: torch.Tensor) -> torch.Tensor:
         """[B, T, D] -> [B, H, T, D / H]."""
@@ -78,7 +80,7 @@ class ResidualAttentionBlock(nn.Module):
         self.attn_ln = nn.LayerNorm(n_state)
         self.cross_attn = MultiHeadAttention(n_state, n_head) if cross_attention else None
         self.cross_attn_ln = nn.LayerNorm(n_state) if cross_attention else None
-        self.mlp = nn.Sequential(nn.Linear(n_state, 4 * n_state), nn.GELU(), nn.Linear(4 * n_state, n_state))
+        self.mlp = nn.Sequential(Fp8CapableLinear(n_state, 4 * n_state), nn.GELU(), Fp8CapableLinear(4 * n_state, n_state))
         self.mlp_ln = nn.LayerNorm(n_state)
 
     def forward(self, x: torch.Tensor, xa: Optional[torch.Tensor] = None,
@@ -98,15 +100,48 @@ class AudioEncoder(nn.Module):
         self.register_buffer("positional_embedding", sinusoids(config.n_audio_ctx, d))
         self.blocks = nn.ModuleList([ResidualAttentionBlock(d, config.n_audio_head) for _ in range(config.n_audio_layer)])
         self.ln_post = nn.LayerNorm(d)
+        self._compiled: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
 
     def forward(self, mel: torch.Tensor) -> torch.Tensor:
         """mel [B, n_mels, 3000] -> [B, 1500, D]."""
+        return (self._compiled or self._encode)(mel)
+
+    def _encode(self, mel: torch.Tensor) -> torch.Tensor:
         x = F.gelu(self.conv1(mel))
         x = F.gelu(self.conv2(x)).permute(0, 2, 1)
         x = (x + self.positional_embedding).to(x.dtype)
         for block in self.blocks:
             x = block(x)
         return self.ln_post(x)  # type: ignore[no-any-return]
+
+    def compile_(self) -> None:
+        """Run the encoder through ``torch.compile`` (torch >= 2.0 with a working Triton), with the batch size
+        dynamic: the LayerNorms, GELUs, residual adds and the position add fuse into few kernels around the
+        products (eager, each reads and writes the [B, 1500, D] activations once more). The first calls
+        compile (one batch size, then the dynamic one): make them at warmup."""
+        compile_fn = getattr(torch, "compile", None)
+        if compile_fn is None:
+            raise RuntimeError(f"Expected torch >= 2.0 for a compiled encoder: got torch {torch.__version__}")
+        # The bound method, not the module: a compiled module assigned here would join the state dict.
+        self._compiled = compile_fn(self._encode, dynamic=True)
+
+    def linears(self) -> List[Fp8CapableLinear]:
+        """The encoder's products: each block's query, key, value, output and two MLP layers."""
+        found: List[Fp8CapableLinear] = []
+        for block in self.blocks:
+            attn = block.attn  # type: ignore[union-attr]
+            found += [attn.query, attn.key, attn.value, attn.out, block.mlp[0], block.mlp[2]]  # type: ignore[index,list-item]
+        return found
+
+    def build_fp8_(self) -> None:
+        """The encoder's products as FP8 (e4m3) products with row-wise scales (voxmux_host/fp8.py); needs the
+        weights in their place and type (build again after moving them)."""
+        for linear in self.linears():
+            linear.build_fp8_()
+
+    def drop_fp8(self) -> None:
+        for linear in self.linears():
+            linear.drop_fp8()
 
 
 @dataclass

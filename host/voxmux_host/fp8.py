@@ -1,4 +1,5 @@
-"""FP8 (e4m3) matrix products with row-wise scales for the encoder's large linear layers.
+"""FP8 (e4m3) matrix products with row-wise scales for an encoder's large linear layers (Parakeet's and
+Whisper's), and the checks of the ``matmul: fp8`` option they share.
 
 A product ``x @ W.T`` becomes ``(x_q * s_x) @ (W_q * s_w).T``: each row of the activations ``x`` [M, K]
 and each output channel of the weight ``W`` [N, K] gets its own float32 scale (its largest magnitude
@@ -23,10 +24,11 @@ Earlier releases had other forms (keyword-only optional scales, an amax output, 
 from __future__ import annotations
 
 import re
-from typing import NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 #: The largest finite float8_e4m3fn value.
 E4M3_MAX = 448.0
@@ -115,6 +117,25 @@ def fp8_linear(x: torch.Tensor, w: Fp8Weight) -> torch.Tensor:
     return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
+class Fp8CapableLinear(nn.Linear):
+    """``nn.Linear`` (same parameters, same names) that runs as one FP8 product once :meth:`build_fp8_` has
+    quantized its weight, until :meth:`drop_fp8` (call it again after moving or loading the weights)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
+        super().__init__(in_features, out_features, bias=bias)
+        self.fp8: Optional[Fp8Weight] = None
+
+    def build_fp8_(self) -> None:
+        self.fp8 = fp8_weight_from(self.weight, self.bias)
+
+    def drop_fp8(self) -> None:
+        self.fp8 = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # A plain attribute test: torch.compile traces it without a graph break.
+        return F.linear(x, self.weight, self.bias) if self.fp8 is None else fp8_linear(x, self.fp8)
+
+
 def dequantize(quantized: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """The float32 values an FP8 tensor and its scale (broadcast over the last dimension) stand for."""
     return quantized.float() * scale
@@ -128,3 +149,50 @@ def fp8_linear_reference(x: torch.Tensor, w: Fp8Weight) -> torch.Tensor:
     weight = dequantize(w.weight, w.scale.reshape(-1, 1))
     bias = w.bias.float() if w.bias is not None else None
     return F.linear(dequantize(quantized, scale), weight, bias)
+
+
+#: The GPUs with FP8 tensor cores: compute capability 8.9 (Ada) and up (Hopper...).
+FP8_MIN_CAPABILITY = (8, 9)
+
+
+def fp8_option_problems(options: Dict[str, Any]) -> List[str]:
+    """Why ``matmul: fp8`` cannot run with an adapter's options (``compileEncoder``, ``dtype``, ``device``)
+    on this machine (empty when it can)."""
+    problems = []
+    if not FP8_AVAILABLE:
+        problems.append(
+            f"matmul fp8 needs torch >= 2.5 (float8 and row-wise scaled _scaled_mm): this is torch {torch.__version__}"
+        )
+    if options["compileEncoder"] is not True:
+        problems.append(
+            "matmul fp8 needs compileEncoder: true (uncompiled, quantizing the activations costs more than FP8 saves)"
+        )
+    if options["dtype"] not in (None, "bf16"):
+        problems.append(f"matmul fp8 needs dtype bf16: got {options['dtype']!r}")
+    device_problem = _fp8_device_problem(str(options["device"]))
+    if device_problem is not None:
+        problems.append(device_problem)
+    return problems
+
+
+def _fp8_device_problem(name: str) -> Optional[str]:
+    """Why the device option ``name`` cannot run FP8 products, or None (also where the name itself is
+    invalid: the adapter's device check reports that)."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        return None
+    if device.type != "cuda":
+        return f"matmul fp8 needs a CUDA device: got device {name!r}"
+    if not torch.cuda.is_available():
+        return "matmul fp8 needs a CUDA device: CUDA is not available"
+    index = device.index if device.index is not None else 0
+    if index >= torch.cuda.device_count():
+        return None
+    capability = torch.cuda.get_device_capability(index)
+    if capability < FP8_MIN_CAPABILITY:
+        major, minor = capability
+        return f"matmul fp8 needs a GPU of compute capability >= 8.9 (Ada, Hopper): cuda:{index} is {major}.{minor}"
+    return None
