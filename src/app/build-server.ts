@@ -315,7 +315,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       whyUnavailable: (model) => supervisor.whyUnavailable(model),
     },
     instanceGpu,
-    releaseIdleMemory: () => void releaseIdleMemory(),
+    releaseIdleMemory: (p) => void releaseIdleMemory(p),
     ...(requestLog === undefined ? {} : { requestLog }),
   };
   const app = await buildGateway(gatewayOptionsOf(config), gatewayDeps);

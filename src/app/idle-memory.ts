@@ -8,8 +8,8 @@
  * the trim can only give back what is already free. In test/e2e/memory-idle.test.ts on a 2-core
  * machine, glibc's main heap ended -1.6 to 5.0 MiB above idle in 5 runs with the trim alone (in an
  * earlier series, one run of 9 at 13.2 MiB), and 0.2 to 0.3 MiB in 7 runs with the collection
- * first. The collection runs only when the gateway is idle, so its pause (tens of milliseconds on
- * a heap of about 100 MiB) delays no call in flight.
+ * first. The collection runs only when no call is in progress, so its pause (tens of milliseconds)
+ * delays none.
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -29,7 +29,11 @@ function collectGarbage(): void {
   collect();
 }
 
-export async function releaseIdleMemory(): Promise<void> {
-  collectGarbage();
+/**
+ * The collection, unless calls are in progress (`isServing`: its pause, tens of milliseconds, would
+ * hold them up; a realtime call's audio, say), then the trim.
+ */
+export async function releaseIdleMemory(p: { isServing: boolean }): Promise<void> {
+  if (!p.isServing) collectGarbage();
   await trimNativeHeap();
 }

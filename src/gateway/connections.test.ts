@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { afterEach, describe, it } from 'node:test';
-import { trackConnections } from './connections.js';
+import { countServing, trackConnections } from './connections.js';
 
 let server: Server | undefined;
 afterEach(() => {
@@ -72,5 +72,33 @@ describe('trackConnections', { timeout: 5000 }, () => {
     assert.equal(tracker.closeIdle(), 0);
     assert.equal(upgraded.destroyed, false);
     upgraded.destroy();
+  });
+});
+
+describe('countServing', { timeout: 5000 }, () => {
+  it('counts requests until their responses close and upgraded connections until they close', async () => {
+    const responses: ServerResponse[] = [];
+    server = createServer((_req: IncomingMessage, res: ServerResponse) => responses.push(res));
+    const serving = countServing(server);
+    // As a WebSocket server does: answer the upgrade, and end the connection when the client does.
+    server.on('upgrade', (_request: IncomingMessage, socket: Socket) => {
+      socket.write('HTTP/1.1 101 Switching Protocols\r\n\r\n');
+      socket.once('end', () => socket.end());
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const { port } = server.address() as AddressInfo;
+    assert.equal(serving(), 0);
+    const call = await open(port);
+    call.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+    const upgraded = await open(port);
+    upgraded.write('GET /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n');
+    while (serving() < 2) await new Promise((resolve) => setImmediate(resolve));
+    responses[0]!.end('done');
+    while (serving() > 1) await new Promise((resolve) => setImmediate(resolve));
+    upgraded.destroy();
+    while (serving() > 0) await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(serving(), 0);
+    call.destroy();
   });
 });

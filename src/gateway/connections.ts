@@ -4,7 +4,7 @@
  * connections that have finished a request: a connection opened but with no request yet (clients
  * open spares, e.g. after cancelling a call) would otherwise hold the drain until the server's
  * headers timeout (about a minute). A WebSocket (an upgraded connection) counts as serving until
- * it closes.
+ * it closes. Also: how many requests are being served (countServing).
  */
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
@@ -46,4 +46,24 @@ export function trackConnections(server: Server): ConnectionTracker {
       return closed;
     },
   };
+}
+
+/**
+ * How many requests the server is answering now, an upgraded connection (a WebSocket) counting as
+ * one until it closes: what decides whether a pause (a full garbage collection) would delay a call.
+ */
+export function countServing(server: Server): () => number {
+  let serving = 0;
+  const done = () => {
+    serving -= 1;
+  };
+  server.on('request', (_request, response) => {
+    serving += 1;
+    response.once('close', done);
+  });
+  server.on('upgrade', (request) => {
+    serving += 1;
+    request.socket.once('close', done);
+  });
+  return () => serving;
 }

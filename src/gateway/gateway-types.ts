@@ -186,9 +186,10 @@ export interface GatewayDeps {
   /**
    * Gives idle memory back to the system (a garbage collection, then the C heap's free pages);
    * called when the upload pool lets go of its memory after gateway.uploadPoolIdleMs without
-   * uploads. Absent: nothing more is given back.
+   * uploads. `isServing`: calls (a realtime call, a speech stream) are still in progress, so only
+   * what costs them no pause is done. Absent: nothing more is given back.
    */
-  releaseIdleMemory?: () => void;
+  releaseIdleMemory?: (p: { isServing: boolean }) => void;
   /** The GPU index of an instance; undefined for a CPU instance or one no longer known. */
   instanceGpu?: (instanceId: string) => number | undefined;
   /** Model lifecycle (wake and sleep routes, each model's state in /v1/models); absent: every model shows ready. */

@@ -20,6 +20,7 @@ import { registerTranslationRoute } from './routes/translations.js';
 import { registerVoicesRoute } from './routes/voices.js';
 import { registerRealtimeRoutes } from './realtime/realtime-route.js';
 import { UploadPool } from './upload-pool.js';
+import { countServing } from './connections.js';
 
 const OPEN_PATHS = ['/health/live', '/health/ready', '/metrics'];
 /** Paths answered as usual while draining: liveness and metrics; readiness then answers 503 like the API. */
@@ -166,7 +167,9 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
     throw errors.routeNotFound({ method: request.method, url: request.url.split('?')[0] ?? '' });
   });
 
-  // One pool for every route that takes audio uploads (transcriptions, translations, diarization).
+  // One pool for every route that takes audio uploads (transcriptions, translations, diarization);
+  // when it goes idle, so does the memory it held, with a collection only if no call would wait on it.
+  const serving = countServing(app.server);
   const uploads = new UploadPool(
     { maxPooledBytes: options.uploadPoolBytes, idleMs: options.uploadPoolIdleMs },
     {
@@ -175,7 +178,7 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
         deps.metrics.uploadPoolBytes.set(pooledBytes);
         if (allocatedBytes > 0) deps.metrics.uploadAllocatedBytes.inc(allocatedBytes);
       },
-      onIdleRelease: () => deps.releaseIdleMemory?.(),
+      onIdleRelease: () => deps.releaseIdleMemory?.({ isServing: serving() > 0 }),
     },
   );
   registerTranscriptionRoute(app, options, deps, uploads);

@@ -40,7 +40,7 @@ export async function runGatewayThread(data: GatewayThreadData): Promise<void> {
       clock,
       log,
       metrics,
-      releaseIdleMemory: () => void releaseIdleMemory(),
+      releaseIdleMemory: (p) => void releaseIdleMemory(p),
     },
     transfers,
     data.state,
