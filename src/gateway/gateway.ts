@@ -21,6 +21,7 @@ import { registerVoicesRoute } from './routes/voices.js';
 import { registerRealtimeRoutes } from './realtime/realtime-route.js';
 import { UploadPool } from './upload-pool.js';
 import { countServing } from './connections.js';
+import { createIdleRelease } from './idle-release.js';
 
 const OPEN_PATHS = ['/health/live', '/health/ready', '/metrics'];
 /** Paths answered as usual while draining: liveness and metrics; readiness then answers 503 like the API. */
@@ -168,8 +169,12 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   });
 
   // One pool for every route that takes audio uploads (transcriptions, translations, diarization);
-  // when it goes idle, so does the memory it held, with a collection only if no call would wait on it.
-  const serving = countServing(app.server);
+  // when it goes idle, the rest of the idle memory goes back too (idle-release.ts).
+  const releaseIdleMemory = deps.releaseIdleMemory;
+  const onIdleRelease =
+    releaseIdleMemory === undefined
+      ? undefined
+      : createIdleRelease(options.uploadPoolIdleMs, { clock: deps.clock, serving: countServing(app.server), release: releaseIdleMemory });
   const uploads = new UploadPool(
     { maxPooledBytes: options.uploadPoolBytes, idleMs: options.uploadPoolIdleMs },
     {
@@ -178,7 +183,7 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
         deps.metrics.uploadPoolBytes.set(pooledBytes);
         if (allocatedBytes > 0) deps.metrics.uploadAllocatedBytes.inc(allocatedBytes);
       },
-      onIdleRelease: () => deps.releaseIdleMemory?.({ isServing: serving() > 0 }),
+      ...(onIdleRelease === undefined ? {} : { onIdleRelease }),
     },
   );
   registerTranscriptionRoute(app, options, deps, uploads);
