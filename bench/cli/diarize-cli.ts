@@ -11,8 +11,8 @@
  */
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
-import { BenchError, exitCodeOf, usageError } from './bench-error.js';
-import { runBenchProcesses, spawnBenchProcess } from './bench-processes.js';
+import { exitCodeOf, usageError } from './bench-error.js';
+import { spawnBenchProcess } from './bench-processes.js';
 import { defineCommand } from './command.js';
 import { DEFAULT_COLLAR_S } from './diarization-error-rate.js';
 import {
@@ -24,16 +24,8 @@ import {
   diarizeSummaryMarkdown,
   summarizeDiarizeLoad,
 } from './diarize-report.js';
-import {
-  mergeDiarizeLoadRuns,
-  pooledDer,
-  runDiarizeAccuracy,
-  runDiarizeLoad,
-  splitWav,
-  type DiarizeAccuracyItem,
-  type DiarizeChunkSample,
-  type DiarizeLoadRun,
-} from './diarize-run.js';
+import { pooledDer, runDiarizeAccuracy, runDiarizeLoad, splitWav, type DiarizeAccuracyItem, type DiarizeLoadRun } from './diarize-run.js';
+import { parseShare, runSpreadDiarizeLoad } from './diarize-spread.js';
 import { numberFlag, parseExtraFields, readApiKey, redactArgv } from './flags.js';
 import { createHttpFetch } from './http-fetch.js';
 import { readRunProvenance } from './machine-info.js';
@@ -96,30 +88,6 @@ const DIARIZE_FLAGS = {
   'api-key-file': { type: 'string' },
   'api-key': { type: 'string' },
 } as const;
-
-/** How long after the command a spread run starts: time for its processes to load and open their recording. */
-const SPREAD_START_DELAY_MS = 3000;
-
-/** `--share K/N`: this process's part of a spread run. */
-function parseShare(text: string | undefined): { index: number; of: number } | undefined {
-  if (text === undefined) return undefined;
-  const match = /^(\d+)\/(\d+)$/.exec(text);
-  const index = Number(match?.[1]);
-  const of = Number(match?.[2]);
-  if (match === null || of < 1 || index >= of) throw usageError(`Expected --share K/N with 0 <= K < N: got '${text}'`);
-  return { index, of };
-}
-
-/** A part's run as its process wrote it (results.json of a load run). */
-async function readPart(path: string): Promise<DiarizeLoadRun> {
-  const part = JSON.parse(await readFile(path, 'utf8')) as {
-    chunks: DiarizeChunkSample[];
-    createErrors: Record<string, number>;
-    totals: { wallS: number };
-    isInterrupted?: boolean;
-  };
-  return { chunks: part.chunks, createErrors: part.createErrors, wallS: part.totals.wallS, isInterrupted: part.isInterrupted === true };
-}
 
 /** Reads a JSON Lines manifest of {"audio", "rttm", "uri"?}. */
 export async function loadDiarizeManifest(path: string): Promise<DiarizeAccuracyItem[]> {
@@ -239,53 +207,29 @@ export const diarizeCommand = defineCommand({
       );
       let run: DiarizeLoadRun;
       if (processes > 1) {
-        const url = values.url;
-        const audio = resolve(cwd, values.audio);
-        const commonStartMs = Math.round(clock.wallMs() + SPREAD_START_DELAY_MS);
         const keyArgs =
           values['api-key-file'] !== undefined
             ? ['--api-key-file', resolve(cwd, values['api-key-file'])]
             : apiKey === undefined
               ? []
               : ['--api-key', apiKey];
-        const partDir = (k: number) => join(outDir, `process-${k + 1}`);
-        const argsList = Array.from({ length: processes }, (_, k) => [
-          'diarize',
-          ...['--mode', 'load', '--url', url, '--model', model, '--audio', audio],
+        const loadArgs = [
+          ...['--mode', 'load', '--url', values.url, '--model', model, '--audio', resolve(cwd, values.audio)],
           ...['--sessions', String(sessions), '--chunk-s', String(chunkS), '--pacing', pacing, '--timeout-s', String(timeoutMs / 1000)],
-          ...[
-            '--share',
-            `${k}/${processes}`,
-            '--start-at-ms',
-            String(commonStartMs),
-            '--out',
-            partDir(k),
-            '--label',
-            `${label} ${k + 1}/${processes}`,
-          ],
           ...keyArgs,
-        ]);
+        ];
         let isSigint = false;
-        const ended = await interruptibly(
+        run = await interruptibly(
           () => {
             isSigint = true;
             onInterrupt();
           },
-          (signal) => runBenchProcesses(argsList, { spawn: deps.spawnBench ?? spawnBenchProcess, signal, isSigint: () => isSigint }),
+          (signal) =>
+            runSpreadDiarizeLoad(
+              { processes, loadArgs, label, outDir },
+              { spawn: deps.spawnBench ?? spawnBenchProcess, clock, signal, isSigint: () => isSigint },
+            ),
         );
-        const parts: DiarizeLoadRun[] = [];
-        for (const [k, end] of ended.entries()) {
-          try {
-            parts.push(await readPart(join(partDir(k), 'results.json')));
-          } catch {
-            const how = end.signal === null ? `exit code ${end.exitCode}` : `signal ${end.signal}`;
-            throw new BenchError(
-              end.exitCode === 2 ? 'usage' : 'all_failed',
-              `Bench process ${k + 1}/${processes} wrote no results (${how}): ${end.outputTail.trim()}`,
-            );
-          }
-        }
-        run = mergeDiarizeLoadRuns(parts);
       } else {
         run = await interruptibly(onInterrupt, (signal) =>
           runDiarizeLoad(
