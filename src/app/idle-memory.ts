@@ -8,8 +8,9 @@
  * the trim can only give back what is already free. In test/e2e/memory-idle.test.ts on a 2-core
  * machine, glibc's main heap ended -1.6 to 5.0 MiB above idle in 5 runs with the trim alone (in an
  * earlier series, one run of 9 at 13.2 MiB), 0.2 to 0.3 MiB in 7 runs with a collection first at
- * the pool's release, and -0.4 to 2.9 MiB in 3 runs with the collection waiting for the burst's
- * last calls (src/gateway/idle-release.ts), so that its pause (tens of milliseconds) delays none.
+ * the pool's release, and -0.4 to 6.1 MiB in 7 runs (0.0 to 0.2 in 5) with the collection
+ * waiting for the last calls (src/gateway/idle-release.ts), so that its pause (tens of
+ * milliseconds) delays none.
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
