@@ -81,6 +81,16 @@ export function createRemoteDeps(port: MessagePort, local: LocalDeps, transfers:
     });
   }
 
+  /** A request that carries samples: they go in transferred memory, which comes back with the result. */
+  function callWithAudio<T>(
+    samples: Int16Array,
+    request: (audio: PlainAudio) => ThreadRequest,
+    p: { signal?: AbortSignal; onDispatched?: SubmitOptions['onDispatched'] },
+  ): Promise<T> {
+    const audio = audioOf(samples);
+    return call(request(audio), { signal: p.signal, onDispatched: p.onDispatched, transfer: [audio.memory] });
+  }
+
   function plainOptions(options: Omit<SubmitOptions, 'signal'>): PlainSubmitOptions {
     return {
       timeoutMs: options.timeoutMs,
@@ -94,14 +104,10 @@ export function createRemoteDeps(port: MessagePort, local: LocalDeps, transfers:
     ...local,
     transcribe(model, request, options) {
       const { audio, ...rest } = request;
-      const plain = audioOf(audio);
-      return call(
-        { type: 'transcribe', callId: nextCallId++, model, audio: plain, request: rest, options: plainOptions(options) },
-        {
-          signal: options.signal,
-          onDispatched: options.onDispatched,
-          transfer: [plain.memory],
-        },
+      return callWithAudio(
+        audio,
+        (plain) => ({ type: 'transcribe', callId: nextCallId++, model, audio: plain, request: rest, options: plainOptions(options) }),
+        options,
       );
     },
     openStream(model, input, options): StreamCall {
@@ -139,14 +145,10 @@ export function createRemoteDeps(port: MessagePort, local: LocalDeps, transfers:
     sequences: {
       submit(model, item, options) {
         const { audio, ...rest } = item;
-        const plain = audioOf(audio);
-        return call(
-          { type: 'sequenceSubmit', callId: nextCallId++, model, audio: plain, item: rest, options: plainOptions(options) },
-          {
-            signal: options.signal,
-            onDispatched: options.onDispatched,
-            transfer: [plain.memory],
-          },
+        return callWithAudio(
+          audio,
+          (plain) => ({ type: 'sequenceSubmit', callId: nextCallId++, model, audio: plain, item: rest, options: plainOptions(options) }),
+          options,
         );
       },
       end: (model, sessionId) => call({ type: 'sequenceEnd', callId: nextCallId++, model, sessionId }, {}),
@@ -158,17 +160,17 @@ export function createRemoteDeps(port: MessagePort, local: LocalDeps, transfers:
       close: (id) => call({ type: 'sessionClose', callId: nextCallId++, id }, {}),
       chunk(chunk, options) {
         const { samples, ...rest } = chunk;
-        const audio = samples === undefined ? undefined : audioOf(samples);
-        return call(
-          {
-            type: 'sessionChunk',
-            callId: nextCallId++,
-            chunk: rest,
-            ...(audio === undefined ? {} : { audio }),
-            options: plainOptions(options),
-          },
-          { onDispatched: options.onDispatched, transfer: audio === undefined ? [] : [audio.memory] },
-        );
+        const request = (audio?: PlainAudio): ThreadRequest => ({
+          type: 'sessionChunk',
+          callId: nextCallId++,
+          chunk: rest,
+          ...(audio === undefined ? {} : { audio }),
+          options: plainOptions(options),
+        });
+        // No signal: a chunk whose client left still runs (the session service keeps its answer).
+        return samples === undefined
+          ? call(request(), { onDispatched: options.onDispatched })
+          : callWithAudio(samples, request, { onDispatched: options.onDispatched });
       },
     },
     voices: {

@@ -11,7 +11,14 @@ import { toPlainError } from '../../core/errors.js';
 import type { DiarizationSessions, GatewayDeps, ModelLifecycleState } from '../../gateway/index.js';
 import type { StreamCall } from '../../scheduler/index.js';
 import type { Logger } from '../../telemetry/logger.js';
-import { ownBytes, STREAM_CHUNKS_AHEAD, type OwnerMessage, type ThreadMessage, type ThreadRequest } from './thread-messages.js';
+import {
+  ownBytes,
+  STREAM_CHUNKS_AHEAD,
+  type OwnerMessage,
+  type PlainAudio,
+  type ThreadMessage,
+  type ThreadRequest,
+} from './thread-messages.js';
 
 export interface ThreadServerDeps {
   /** The main thread's gateway functions. */
@@ -31,6 +38,11 @@ export interface ThreadServer {
 interface RunningCall {
   abort: AbortController;
   stream?: { call: StreamCall; credit: number; pump: () => void };
+}
+
+/** The samples a thread sent, in the memory it transferred. */
+function samplesOf(audio: PlainAudio): Int16Array {
+  return new Int16Array(audio.memory, 0, audio.samples);
 }
 
 function sessionsOf(g: GatewayDeps): DiarizationSessions {
@@ -76,7 +88,7 @@ export function serveThread(post: (message: OwnerMessage, transfer?: ArrayBuffer
     };
     switch (message.type) {
       case 'transcribe': {
-        const audio = new Int16Array(message.audio.memory, 0, message.audio.samples);
+        const audio = samplesOf(message.audio);
         attempt(
           () => g.transcribe(message.model, { audio, ...message.request }, { ...message.options, signal: abort.signal, onDispatched }),
           message.audio.memory,
@@ -84,7 +96,7 @@ export function serveThread(post: (message: OwnerMessage, transfer?: ArrayBuffer
         return;
       }
       case 'sequenceSubmit': {
-        const audio = new Int16Array(message.audio.memory, 0, message.audio.samples);
+        const audio = samplesOf(message.audio);
         attempt(() => {
           if (g.sequences === undefined) throw errors.modelNotFound({ model: message.model });
           return g.sequences.submit(message.model, { ...message.item, audio }, { ...message.options, signal: abort.signal, onDispatched });
@@ -107,7 +119,7 @@ export function serveThread(post: (message: OwnerMessage, transfer?: ArrayBuffer
         attempt(() => sessionsOf(g).close(message.id));
         return;
       case 'sessionChunk': {
-        const samples = message.audio === undefined ? undefined : new Int16Array(message.audio.memory, 0, message.audio.samples);
+        const samples = message.audio === undefined ? undefined : samplesOf(message.audio);
         attempt(
           () =>
             sessionsOf(g).chunk({ ...message.chunk, ...(samples === undefined ? {} : { samples }) }, { ...message.options, onDispatched }),
