@@ -3,7 +3,8 @@
  * send without becoming the bottleneck (thousands of sessions): each process runs the same command
  * on its share and writes its own results, which the caller merges. The processes share the
  * caller's process group, so a terminal's Ctrl-C reaches each once; an abort of the caller's own
- * (its signal, not SIGINT) is passed on to them as SIGINT.
+ * (its signal, not SIGINT) is passed on to them as SIGINT. A caller killed outright (SIGKILL, or
+ * SIGTERM, which the bench does not handle) leaves them to finish their load and write their parts.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 
