@@ -4,9 +4,13 @@
  * restart delay another thread listens on the same port and answers at once, readiness included
  * (it starts with the main thread's state). Real worker threads running the real gateway thread,
  * on a real loopback socket; the main thread's gateway functions are a test double, and the
- * thread's entry point (test/support/ending-gateway-thread.mjs) ends the thread on its first dispatch.
+ * thread's entry point (test/support/ending-gateway-thread-main.ts) ends the thread on its first
+ * dispatch, and fails one start when asked. A replacement that fails to start is tried again.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { systemClock } from '../../src/core/clock.js';
 import { loadConfig } from '../../src/config/load.js';
@@ -23,9 +27,11 @@ after(async () => {
 });
 
 describe('a gateway thread that ends', () => {
-  it('has its handed-over call cancelled and is replaced by a thread that answers on the same port', async () => {
+  it('has its handed-over call cancelled and is replaced, after a failed start, by a thread that answers on the same port', async () => {
+    // The test entry reads gateway.tmpDir: a `fail-start` file there makes the next start fail once.
+    const tmpDir = mkdtempSync(join(tmpdir(), 'voxmux-thread-replacement-'));
     const config = loadConfig({
-      file: { gateway: { threads: 1, voiceActivity: 'energy' }, models: { echo: { adapter: 'test', instances: 1 } } },
+      file: { gateway: { threads: 1, voiceActivity: 'energy', tmpDir }, models: { echo: { adapter: 'test', instances: 1 } } },
     });
     const cancelled: string[] = [];
     const gateway = {
@@ -63,6 +69,7 @@ describe('a gateway thread that ends', () => {
     await threads.started;
     assert.equal((await fetch(`${socket.url}/health/ready`)).status, 200);
 
+    writeFileSync(join(tmpDir, 'fail-start'), '');
     const body = new FormData();
     body.append('model', 'echo');
     body.append('file', new Blob([floatWav(noise(8000, 1))]), 'a.wav');
@@ -73,8 +80,12 @@ describe('a gateway thread that ends', () => {
     const ended = lines().find((l) => l.msg === 'gateway thread ended: starting another');
     assert.equal(ended?.exitCode, 7);
 
-    // The replacement listens on a fresh duplicate of the socket and is ready with its first answer.
-    await waitFor(() => lines().some((l) => l.msg === 'gateway thread replaced'), 'the thread replaced', 10_000);
+    // The first replacement fails to start and is tried again; the second listens on a fresh
+    // duplicate of the socket and is ready with its first answer.
+    await waitFor(() => lines().some((l) => l.msg === 'gateway thread replaced'), 'the thread replaced', 15_000);
+    const failed = lines().find((l) => l.msg === 'gateway thread failed to start: trying again');
+    assert.equal(failed?.attempt, 1);
+    assert.match(String((failed?.err as { message?: string } | undefined)?.message), /exited with code 9 while starting/);
     const ready = await fetch(`${socket.url}/health/ready`);
     assert.equal(ready.status, 200, await ready.text());
     const models = (await (await fetch(`${socket.url}/v1/models`)).json()) as { data: { id: string }[] };

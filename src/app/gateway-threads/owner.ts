@@ -23,6 +23,9 @@ import {
   type ThreadMessage,
 } from './thread-messages.js';
 
+/** The longest wait before another try at starting a thread in place of one that ended. */
+const MAX_RESTART_DELAY_MS = 30_000;
+
 export interface GatewayThreadsOptions {
   count: number;
   /** The script a thread runs: the voxmux entry point, which starts a gateway thread when its workerData says so. */
@@ -37,7 +40,7 @@ export interface GatewayThreadsOptions {
   stateIntervalMs?: number;
   /** How long to wait for a thread's metrics at a scrape, in milliseconds. @default 2000 */
   metricsTimeoutMs?: number;
-  /** Wait before replacing a thread that ended, in milliseconds. @default 1000 */
+  /** Wait before replacing a thread that ended, in milliseconds (doubled after each failed start). @default 1000 */
   restartDelayMs?: number;
 }
 
@@ -129,7 +132,7 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
       ),
     };
     threads.set(index, thread);
-    await new Promise<void>((resolve, reject) => {
+    const start = new Promise<void>((resolve, reject) => {
       const onStartError = (err: unknown) => reject(err instanceof Error ? err : new Error(String(err)));
       const onFirst = (message: ThreadMessage) => {
         if (message.type !== 'listening') return;
@@ -141,6 +144,13 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
       worker.once('error', onStartError);
       worker.once('exit', (code) => reject(new Error(`gateway thread ${index} exited with code ${code} while starting`)));
     });
+    try {
+      await start;
+    } catch (err) {
+      thread.isClosed = true;
+      await worker.terminate();
+      throw err;
+    }
     if (isReplacement) log.info({ thread: index }, 'gateway thread replaced');
     worker.on('message', (message: ThreadMessage) => onMessage(thread, message));
     worker.on('error', (err) => log.error({ err, thread: index }, 'gateway thread failed'));
@@ -150,10 +160,20 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
       thread.onClosed?.();
       if (isClosing) return;
       log.error({ thread: index, exitCode: code }, 'gateway thread ended: starting another');
-      deps.clock.setTimeout(() => {
-        if (!isClosing) spawn(index, true).catch((err: unknown) => log.error({ err, thread: index }, 'gateway thread failed to start'));
-      }, options.restartDelayMs ?? 1000);
+      replace(index, 1);
     });
+  }
+
+  /** Starts another thread in place of one that ended; a start that fails is tried again, each wait twice the last (up to 30 s). */
+  function replace(index: number, attempt: number): void {
+    const delayMs = Math.min(MAX_RESTART_DELAY_MS, (options.restartDelayMs ?? 1000) * 2 ** (attempt - 1));
+    deps.clock.setTimeout(() => {
+      if (isClosing) return;
+      spawn(index, true).catch((err: unknown) => {
+        log.error({ err, thread: index, attempt }, 'gateway thread failed to start: trying again');
+        replace(index, attempt + 1);
+      });
+    }, delayMs);
   }
 
   function snapshot(): OwnerState {
