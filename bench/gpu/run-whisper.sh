@@ -15,7 +15,8 @@
 # with torch + CUDA. One command: bash bench/gpu/run-whisper.sh OUT_DIR
 # WHISPER_BENCH_IDLE_REQUESTS (default 20) and ASR_BENCH_LEVELS (default 1,2,4,...,128) reach run-asr.sh;
 # WHISPER_BENCH_CONFIGS (default: all seven) names the sides to run, in order (each side boots its own
-# server and ramps: pick three or four to stay within a 10-minute limit).
+# server and ramps: pick three or four to stay within a 10-minute limit); WHISPER_BENCH_ENGINE=0 skips the
+# engine's own part (bench_whisper.py) for a command that runs it first on its own.
 set -uo pipefail
 out=${1:?usage: run-whisper.sh OUT_DIR}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -31,5 +32,6 @@ export ASR_BENCH_LEVELS=${ASR_BENCH_LEVELS:-1,2,4,8,16,32,48,64,96,128}
 } > "$out/run.txt"
 # shellcheck disable=SC2086  # a list of names
 bash "$root/bench/gpu/run-asr.sh" "$out" ${WHISPER_BENCH_CONFIGS:-whisper-a-naive whisper-b-engine whisper-b0-one-batch whisper-b2-group-join whisper-b3-overlap whisper-b4-group-overlap whisper-b5-compiled-fp8}
+[ "${WHISPER_BENCH_ENGINE:-1}" = 0 ] && exit 0
 python3 "$root/host/bench_whisper.py" --device cuda --config large-v3-turbo --clip-seconds 45 \
   --tokens-per-audio-second 3 --out "$out/engine.json" | tee "$out/engine.txt"
