@@ -1,13 +1,15 @@
 /**
  * The C library's functions voxmux calls, through koffi (loaded at the first call, so a server
- * that never needs them never loads the native module): fcntl for gateway threads' sockets
- * (gateway-threads/duplicate-fd.ts) and malloc_trim for memory back to idle.
+ * that never needs them never loads the native module): fcntl and close for gateway threads'
+ * sockets (gateway-threads/duplicate-fd.ts) and malloc_trim for memory back to idle.
  */
 type Fcntl = (fd: number, cmd: number, ...args: unknown[]) => number;
 type MallocTrim = (pad: number) => number;
+type Close = (fd: number) => number;
 
 interface Libc {
   fcntl: Fcntl;
+  close: Close;
   mallocTrim: MallocTrim;
 }
 
@@ -21,6 +23,7 @@ export function loadLibc(): Promise<Libc> {
     const lib = koffi.load('libc.so.6');
     return {
       fcntl: lib.func('int fcntl(int fd, int cmd, ...)') as Fcntl,
+      close: lib.func('int close(int fd)') as Close,
       mallocTrim: lib.func('int malloc_trim(size_t pad)') as MallocTrim,
     };
   })();

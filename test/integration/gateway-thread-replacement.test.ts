@@ -5,10 +5,11 @@
  * (it starts with the main thread's state). Real worker threads running the real gateway thread,
  * on a real loopback socket; the main thread's gateway functions are a test double, and the
  * thread's entry point (test/support/ending-gateway-thread-main.ts) ends the thread on its first
- * dispatch, and fails one start when asked. A replacement that fails to start is tried again.
+ * dispatch, and fails one start when asked. A replacement that fails to start is tried again, and
+ * the socket's duplicate it never took is closed.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -22,6 +23,18 @@ import { captureLogger } from '../support/test-logger.js';
 import { waitFor } from '../support/wait-for.js';
 
 let threads: GatewayThreads | undefined;
+
+/** This process's descriptors open on the same file or socket as `fd` (Linux's /proc). */
+function descriptorsOf(fd: number): string[] {
+  const target = readlinkSync(`/proc/self/fd/${fd}`);
+  return readdirSync('/proc/self/fd').filter((other) => {
+    try {
+      return readlinkSync(`/proc/self/fd/${other}`) === target;
+    } catch {
+      return false; // closed since the listing (readdir's own descriptor, say)
+    }
+  });
+}
 after(async () => {
   await threads?.destroy();
 });
@@ -94,5 +107,8 @@ describe('a gateway thread that ends', () => {
       ['echo'],
     );
     assert.equal((await threads.metricsJson()).length, 1);
+    // The socket is held by the main thread's descriptor and the live thread's duplicate alone: the
+    // ended thread's server closed its own, and the failed start's (never taken) was closed for it.
+    assert.equal(descriptorsOf(socket.fd).length, 2, `descriptors of the listening socket: ${descriptorsOf(socket.fd).join(', ')}`);
   });
 });

@@ -15,3 +15,8 @@ export async function duplicateFd(fd: number): Promise<number> {
   if (copy < 0) throw new Error(`fcntl(${fd}, F_DUPFD_CLOEXEC) failed`);
   return copy;
 }
+
+/** Closes a descriptor made by duplicateFd that no thread took; an error is left to the caller. */
+export async function closeFd(fd: number): Promise<void> {
+  if ((await loadLibc()).close(fd) < 0) throw new Error(`close(${fd}) failed`);
+}

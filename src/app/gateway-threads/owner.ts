@@ -12,7 +12,7 @@ import { toPlainError } from '../../core/errors.js';
 import type { Config } from '../../config/schema.js';
 import type { GatewayDeps, ModelLifecycleState } from '../../gateway/index.js';
 import type { Logger } from '../../telemetry/logger.js';
-import { duplicateFd } from './duplicate-fd.js';
+import { closeFd, duplicateFd } from './duplicate-fd.js';
 import { serveThread, type ThreadServer } from './serve-thread.js';
 import {
   GATEWAY_THREAD_ROLE,
@@ -100,6 +100,7 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
       case 'metrics':
         collects.get(message.collectId)?.(message.metrics);
         return;
+      case 'adopting':
       case 'listening':
         return;
       case 'closed':
@@ -132,9 +133,11 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
       ),
     };
     threads.set(index, thread);
+    let isAdopted = false;
     const start = new Promise<void>((resolve, reject) => {
       const onStartError = (err: unknown) => reject(err instanceof Error ? err : new Error(String(err)));
       const onFirst = (message: ThreadMessage) => {
+        if (message.type === 'adopting') isAdopted = true;
         if (message.type !== 'listening') return;
         worker.off('message', onFirst);
         worker.off('error', onStartError);
@@ -149,6 +152,8 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
     } catch (err) {
       thread.isClosed = true;
       await worker.terminate();
+      // A thread that ended before taking its descriptor (messages arrive before 'exit') leaves it open.
+      if (!isAdopted) await closeFd(fd);
       throw err;
     }
     if (isReplacement) log.info({ thread: index }, 'gateway thread replaced');

@@ -16,7 +16,7 @@ import { silentLogger } from '../../../test/support/test-logger.js';
 import { systemClock } from '../../core/clock.js';
 import { createRemoteDeps } from './remote-deps.js';
 import { serveThread } from './serve-thread.js';
-import { STREAM_CHUNKS_AHEAD, type OwnerMessage, type ThreadMessage } from './thread-messages.js';
+import { isThreadRequest, STREAM_CHUNKS_AHEAD, type OwnerMessage, type ThreadMessage } from './thread-messages.js';
 
 const channels: MessageChannel[] = [];
 afterEach(() => {
@@ -54,9 +54,7 @@ function link(gateway: Partial<GatewayDeps>) {
     log: silentLogger(),
   });
   channel.port2.on('message', (message: ThreadMessage) => {
-    if (message.type !== 'requestLog' && message.type !== 'metrics' && message.type !== 'listening' && message.type !== 'closed') {
-      server.receive(message);
-    }
+    if (isThreadRequest(message) || message.type === 'streamTake' || message.type === 'cancel') server.receive(message);
   });
   return { deps: remote.deps, transfers, server };
 }

@@ -120,6 +120,11 @@ export type ThreadMessage =
   | { type: 'requestLog'; line: RequestLogLine }
   /** The answer to `collectMetrics`: the thread's registry as prom-client JSON. */
   | { type: 'metrics'; collectId: number; metrics: unknown[] }
+  /**
+   * The thread is about to listen on its descriptor: from here on the descriptor is its server's,
+   * closed with it. A thread that ends before this leaves it to the main thread to close.
+   */
+  | { type: 'adopting' }
   /** The thread listens on the shared port. */
   | { type: 'listening' }
   /** The thread's server closed (after `close`). */
