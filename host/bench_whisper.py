@@ -4,9 +4,10 @@ windows decoding together over its static cache with CUDA graphs of the step. Sa
 same token budget (end-of-text forced at ``--tokens-per-audio-second``: random weights decode to arbitrary
 lengths otherwise). Reports clips/s, audio seconds per second, tokens/s, per-batch latency p50/p95,
 encoder calls and decode steps, and the encoder's time eager, compiled and with FP8 products side by side;
-prints a table and writes JSON.
+prints a table and writes JSON (each part as it ends: ``--parts`` picks them).
 
     python3 host/bench_whisper.py --device cuda --config large-v3-turbo --clip-seconds 45 --out engine.json
+    python3 host/bench_whisper.py --device cuda --parts variants --batch-sizes 16,64 --out encoder.json  # the encoder alone
     python3 host/bench_whisper.py --device cpu --config tiny --clip-seconds 2 --batch-sizes 2 --naive-clips 1  # dry run
 """
 from __future__ import annotations
@@ -75,7 +76,35 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, Any]:
         "config": args.config, "dtype": str(dtype).replace("torch.", ""), "clipSeconds": args.clip_seconds,
         "tokensPerAudioSecond": args.tokens_per_audio_second, "command": " ".join(sys.argv), "modes": [],
     }
-    # (a) naive: one clip at a time, eager, a fresh cache per request.
+    if "modes" in args.parts:
+        _naive(report, model, tokenizer, clips, device, dtype, common, args)
+    # (b) the engine: batches of each size, graphs captured once.
+    slots = max(args.batch_sizes)
+    sizes = tuple(sorted({1, 2, 4, 8, 16, 32, 64, slots} & set(range(1, slots + 1))))
+    engine = WhisperEngine(model, tokenizer, device, dtype,
+                           EngineOptions(slots=slots, batch_sizes=sizes, use_graphs=device.type == "cuda", **common))
+    graphs = engine.capture_graphs()
+    if "modes" in args.parts:
+        _engine_modes(report, engine, clips, graphs, device, args)
+    if "stages" in args.parts:
+        report["stages"] = stage_times(engine, model, config, sizes, device, dtype, args.stage_repeats)
+        _progress(report, args, "stages")
+    if "variants" in args.parts:
+        report["encoderVariants"] = encoder_variants(model, config, sizes, device, dtype, args.encoder_variants,
+                                                     max(1, args.stage_repeats // 10))
+        _progress(report, args, "encoder variants")
+    return report
+
+
+def _progress(report: Dict[str, Any], args: argparse.Namespace, part: str) -> None:
+    """Writes the report so far, so that a run stopped at a time limit keeps its finished parts."""
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    print(f"{part}: done ({args.out})", flush=True)
+
+
+def _naive(report: Dict[str, Any], model: Any, tokenizer: Any, clips: List[torch.Tensor], device: torch.device,
+           dtype: torch.dtype, common: Dict[str, Any], args: argparse.Namespace) -> None:
+    """(a) naive: one clip at a time, eager, a fresh cache per request."""
     latencies: List[float] = []
     tokens = 0
     for i in range(args.naive_clips + args.warmup):
@@ -91,12 +120,12 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, Any]:
         "audioSecondsPerSecond": len(latencies) * args.clip_seconds / total, "tokensPerSecond": tokens / total,
         "latencyP50S": _percentile(latencies, 50), "latencyP95S": _percentile(latencies, 95),
     })
-    # (b) the engine: batches of each size, graphs captured once.
-    slots = max(args.batch_sizes)
-    sizes = tuple(sorted({1, 2, 4, 8, 16, 32, 64, slots} & set(range(1, slots + 1))))
-    engine = WhisperEngine(model, tokenizer, device, dtype,
-                           EngineOptions(slots=slots, batch_sizes=sizes, use_graphs=device.type == "cuda", **common))
-    graphs = engine.capture_graphs()
+    _progress(report, args, "naive")
+
+
+def _engine_modes(report: Dict[str, Any], engine: WhisperEngine, clips: List[torch.Tensor], graphs: int,
+                  device: torch.device, args: argparse.Namespace) -> None:
+    """(b) the engine: batches of each size."""
     for size in args.batch_sizes:
         batch = clips[:size]
         for _ in range(args.warmup):
@@ -115,13 +144,10 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, Any]:
             "encoderCallsPerBatch": (after["encoder_calls"] - before["encoder_calls"]) / len(runs),
             "graphReplays": after["graph_replays"] - before["graph_replays"],
         })
+        _progress(report, args, f"engine batch {size}")
     naive = report["modes"][0]["clipsPerSecond"]
     for mode in report["modes"]:
         mode["speedupOverNaive"] = mode["clipsPerSecond"] / naive
-    report["stages"] = stage_times(engine, model, config, sizes, device, dtype, args.stage_repeats)
-    report["encoderVariants"] = encoder_variants(model, config, sizes, device, dtype, args.encoder_variants,
-                                                 max(1, args.stage_repeats // 10))
-    return report
 
 
 def _timed_ms(fn: Any, device: torch.device, repeats: int) -> float:
@@ -165,6 +191,7 @@ def encoder_variants(model: Any, config: Any, sizes: Sequence[int], device: torc
         for b in sizes:
             mel = torch.randn(b, config.n_mels, 3000, device=device, dtype=dtype)
             times[variant][str(b)] = _timed_ms(lambda: model.encoder(mel), device, repeats)
+            print(f"encoder {variant}, batch {b}: {times[variant][str(b)]:.2f} ms", flush=True)
     return times
 
 
@@ -175,14 +202,16 @@ def print_table(report: Dict[str, Any]) -> None:
     for m in report["modes"]:
         print(f"{m['mode']:<10} {m['batchSize']:>5} {m['clipsPerSecond']:>9.2f} {m['audioSecondsPerSecond']:>10.1f} "
               f"{m['tokensPerSecond']:>10.0f} {m['latencyP50S']:>8.3f} {m['latencyP95S']:>8.3f} {m['speedupOverNaive']:>8.1f}")
-    stages = report["stages"]
-    print("batch  encoder ms (b windows)  step ms (b slots)")
-    for b, ms in stages["encoderMs"].items():
-        print(f"{b:>5} {ms:>22.2f} {stages['stepMs'][b]:>18.3f}")
-    variants = report["encoderVariants"]
-    print("batch  " + "  ".join(f"encoder ms {v:>8}" for v in variants))
-    for b in stages["encoderMs"]:
-        print(f"{b:>5}  " + "  ".join(f"{variants[v][b]:>19.2f}" for v in variants))
+    stages = report.get("stages")
+    if stages is not None:
+        print("batch  encoder ms (b windows)  step ms (b slots)")
+        for b, ms in stages["encoderMs"].items():
+            print(f"{b:>5} {ms:>22.2f} {stages['stepMs'][b]:>18.3f}")
+    variants = report.get("encoderVariants")
+    if variants:
+        print("batch  " + "  ".join(f"encoder ms {v:>8}" for v in variants))
+        for b in next(iter(variants.values())):
+            print(f"{b:>5}  " + "  ".join(f"{variants[v][b]:>19.2f}" for v in variants))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -200,6 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--stage-repeats", type=int, default=50, help="decode steps timed per batch size")
     parser.add_argument("--encoder-variants", type=lambda s: [v for v in s.split(",") if v], default=None,
                         help="eager,compiled,fp8 (default: all three on CUDA, eager on the CPU)")
+    parser.add_argument("--parts", type=lambda s: [p for p in s.split(",") if p], default=["modes", "stages", "variants"],
+                        help="modes (naive and engine throughput), stages (encoder and step times), variants "
+                             "(the encoder eager, compiled, fp8); default all; each is written to --out as it ends")
     parser.add_argument("--out", default="bench-whisper.json")
     args = parser.parse_args(argv)
     if args.encoder_variants is None:
@@ -207,6 +239,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = set(args.encoder_variants) - {"eager", "compiled", "fp8"}
     if unknown:
         parser.error(f"unknown encoder variants: {sorted(unknown)}")
+    unknown = set(args.parts) - {"modes", "stages", "variants"}
+    if unknown:
+        parser.error(f"unknown parts: {sorted(unknown)}")
     torch.manual_seed(args.seed)
     report = run_benchmark(args)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")

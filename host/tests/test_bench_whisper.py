@@ -1,4 +1,4 @@
-"""bench_whisper.py's dry run on the CPU (tiny config): both modes run and the report has their numbers."""
+"""bench_whisper.py's dry run on the CPU (tiny config): both modes run and the report has their numbers; parts run alone."""
 from __future__ import annotations
 
 import json
@@ -37,3 +37,16 @@ def test_dry_run_reports_naive_and_engine(tmp_path: Path, capsys: pytest.Capture
 def test_speech_like_clip_is_seeded_and_bounded() -> None:
     a, b = bench_whisper.speech_like_clip(1.0, 3), bench_whisper.speech_like_clip(1.0, 3)
     assert a.shape == (16000,) and bool((a == b).all()) and float(a.abs().max()) <= 1.0
+
+
+def test_parts_run_alone_and_each_is_written_as_it_ends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "bench.json"
+    assert bench_whisper.main(["--device", "cpu", "--config", "tiny", "--clip-seconds", "2", "--batch-sizes", "2",
+                               "--stage-repeats", "10", "--parts", "variants", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["modes"] == [] and "stages" not in report
+    assert sorted(report["encoderVariants"]["eager"]) == ["1", "2"]
+    printed = capsys.readouterr().out
+    assert "encoder eager, batch 2:" in printed and "encoder variants: done" in printed
+    with pytest.raises(SystemExit):
+        bench_whisper.main(["--device", "cpu", "--parts", "modes,everything", "--out", str(out)])

@@ -13,7 +13,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``device`` | ``"auto"`` | ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` |
 | ``dtype`` | ``"bf16"`` on CUDA, ``"fp32"`` on CPU | compute type (``"fp64"``: tests); the front end and the logits stay fp32 |
 | ``cudaGraphs`` | true | capture a CUDA graph of the decode step per batch size at warmup (CUDA only) |
-| ``compileEncoder`` | false | ``torch.compile`` the encoder, batch size dynamic (torch >= 2.0 with Triton; compiles at warmup) |
+| ``compileEncoder`` | false | ``torch.compile`` the encoder's blocks, batch size dynamic (torch >= 2.2 with Triton; compiles at warmup, one block's compilation serving all) |
 | ``matmul`` | ``"bf16"`` | ``"bf16"`` or ``"fp8"``: the encoder's products as FP8 (e4m3) products with row-wise scales (voxmux_host/fp8.py); needs torch >= 2.5, a GPU of compute capability >= 8.9, dtype bf16 and ``compileEncoder`` |
 | ``batchSizes`` | [1, 2, 4, 8, 16, 32, 64] | decode-step batch sizes captured; the largest is the number of cache slots |
 | ``temperatureIncrement`` | 0.2 | fallback: retry a window this much hotter (up to 1.0); 0 turns fallback off |
@@ -145,8 +145,8 @@ def parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
     for key in ("cudaGraphs", "conditionOnPreviousText", "overlapEncoder", "compileEncoder"):
         if not isinstance(options[key], bool):
             problems.append(f"Expected {key} to be true or false: got {options[key]!r}")
-    if options["compileEncoder"] is True and not hasattr(torch, "compile"):
-        problems.append(f"compileEncoder needs torch >= 2.0: this is torch {torch.__version__}")
+    if options["compileEncoder"] is True and not hasattr(torch.nn.Module, "compile"):
+        problems.append(f"compileEncoder needs torch >= 2.2: this is torch {torch.__version__}")
     if options["matmul"] not in MATMUL_KINDS:
         problems.append(f"Expected matmul to be bf16 or fp8: got {options['matmul']!r}")
     elif options["matmul"] == "fp8":
