@@ -13,7 +13,9 @@
 //                     steps going on beside it (overlapEncoder);
 //   whisper-b4-group-overlap: both;
 //   whisper-b5-compiled-fp8: (b) with the encoder compiled and its products in FP8 (compileEncoder,
-//                     matmul fp8): the encoder is the bound.
+//                     matmul fp8);
+//   whisper-b6-many-batches: (b2) with 16 host batches in flight instead of 4: with 4, requests waited
+//                     for a host batch slot while the GPU idled (bench/results/whisper-h200-2026-12-05).
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
 // lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
 // 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
@@ -77,6 +79,7 @@ export const CONFIGS = {
     variant: { joinMinWindows: 8, joinMaxWaitMs: 50, overlapEncoder: true },
   }),
   'whisper-b5-compiled-fp8': config({ ...ENGINE, runningBatches: 4, variant: { compileEncoder: true, matmul: 'fp8' } }),
+  'whisper-b6-many-batches': config({ ...ENGINE, runningBatches: 16, variant: { joinMinWindows: 8, joinMaxWaitMs: 50 } }),
 };
 
 if (outDir !== undefined) {

@@ -28,6 +28,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b3-overlap',
       'whisper-b4-group-overlap',
       'whisper-b5-compiled-fp8',
+      'whisper-b6-many-batches',
     ]);
     for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
@@ -62,6 +63,11 @@ describe('whisper benchmark configs', () => {
     assert.deepEqual(variantOptions('whisper-b3-overlap'), { overlapEncoder: true });
     assert.deepEqual(variantOptions('whisper-b4-group-overlap'), { joinMinWindows: 8, joinMaxWaitMs: 50, overlapEncoder: true });
     assert.deepEqual(variantOptions('whisper-b5-compiled-fp8'), { compileEncoder: true, matmul: 'fp8' });
+    // b6: b2's joins with 16 host batches in flight.
+    const { scheduler: s6, ...many } = configs['whisper-b6-many-batches'] as unknown as Record<string, unknown> & { scheduler: object };
+    const { scheduler: s2, ...grouped } = configs['whisper-b2-group-join'] as unknown as Record<string, unknown> & { scheduler: object };
+    assert.deepEqual(many, grouped);
+    assert.deepEqual({ ...s2, maxRunningBatchesPerInstance: 16 }, s6);
   });
 
   it('writes one file per side', () => {
@@ -75,6 +81,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b3-overlap.json',
       'whisper-b4-group-overlap.json',
       'whisper-b5-compiled-fp8.json',
+      'whisper-b6-many-batches.json',
     ]);
   });
 });

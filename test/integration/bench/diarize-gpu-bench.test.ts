@@ -51,6 +51,15 @@ describe('diarize-configs.mjs', () => {
     assert.equal(mixed.scheduler.maxRunningBatchesPerInstance, 3);
     const alone = loadConfig({ file: readJson(join(out, 'diarize.json')) });
     assert.deepEqual(Object.keys(alone.models), ['sortformer']);
+    // DIARIZE_BENCH_COMPILE=1 compiles the Sortformer encoder, and changes nothing else.
+    const compiledOut = join(dir, 'compiled');
+    const compiledRun = node(['bench/gpu/diarize-configs.mjs', compiledOut, '/srv/host'], { DIARIZE_BENCH_COMPILE: '1' });
+    assert.equal(compiledRun.status, 0, compiledRun.stderr);
+    const compiled = readJson(join(compiledOut, 'mixed.json')) as { models: { sortformer: { options: Record<string, unknown> } } };
+    const plain = readJson(join(out, 'mixed.json')) as typeof compiled;
+    const { compileEncoder, ...rest } = compiled.models.sortformer.options;
+    assert.equal(compileEncoder, true);
+    assert.deepEqual({ ...compiled, models: { ...compiled.models, sortformer: { ...compiled.models.sortformer, options: rest } } }, plain);
   });
 
   it('writes tiny CPU configurations without MPS or graphs for a dry run, sized by the environment', () => {
