@@ -16,7 +16,7 @@ export async function duplicateFd(fd: number): Promise<number> {
   return copy;
 }
 
-/** Closes a descriptor made by duplicateFd that no thread took; an error is left to the caller. */
+/** Closes a descriptor made by duplicateFd that no thread took; rejects when the call fails. */
 export async function closeFd(fd: number): Promise<void> {
   if ((await loadLibc()).close(fd) < 0) throw new Error(`close(${fd}) failed`);
 }

@@ -153,7 +153,10 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
       thread.isClosed = true;
       await worker.terminate();
       // A thread that ended before taking its descriptor (messages arrive before 'exit') leaves it open.
-      if (!isAdopted) await closeFd(fd);
+      if (!isAdopted)
+        await closeFd(fd).catch((closeErr: unknown) =>
+          log.warn({ err: closeErr, thread: index, fd }, 'gateway thread: its descriptor could not be closed'),
+        );
       throw err;
     }
     if (isReplacement) log.info({ thread: index }, 'gateway thread replaced');

@@ -64,11 +64,11 @@ export async function runGatewayThread(data: GatewayThreadData): Promise<void> {
     }
     remote.receive(message);
   });
+  await app.ready();
+  post({ type: 'adopting' });
   // The host is given so that fastify does not bind a second address for 'localhost'; with a
   // descriptor, Node listens on it and ignores host and port.
   // fastify passes its listen options on to Node's server.listen(), whose `fd` its types do not name.
-  await app.ready();
-  post({ type: 'adopting' });
   await app.listen({ fd: data.fd, host: config.gateway.host } as FastifyListenOptions);
   post({ type: 'listening' });
 }
