@@ -20,7 +20,7 @@ from voxmux_host.models.whisper.config import N_FRAMES, TINY
 from voxmux_host.models.whisper.decoding import (EngineOptions, RequestOptions, WhisperEngine, _Job, _Window,
                                                  compression_ratio)
 from voxmux_host.models.whisper.features import log_mel_spectrogram
-from voxmux_host.models.whisper.model import WhisperModel, build_model
+from voxmux_host.models.whisper.model import COMPILED_MIN_WINDOWS, WhisperModel, build_model
 from voxmux_host.models.whisper.tokenizer import special_tokens, tiny_tokenizer, tiny_vocabulary, write_tokenizer_files
 
 NO_FALLBACK = dict(temperature_increment=0.0, no_speech_threshold=None)
@@ -379,6 +379,24 @@ def test_a_group_encoded_beside_the_decode_steps_enters_after_them_and_changes_n
 def test_a_compiled_encoder_needs_torch_2_2() -> None:
     with pytest.raises(InstanceError, match=f"compileEncoder needs torch >= 2.2: this is torch {torch.__version__}"):
         _adapter({"config": "tiny", "compileEncoder": True})
+
+
+def test_a_compiled_encoder_runs_batches_under_its_minimum_eager(model: WhisperModel) -> None:
+    """compileEncoder: batches of fewer than COMPILED_MIN_WINDOWS windows run the blocks' eager forward(),
+    larger ones call the (compiled) modules. torch.compile is not on this machine's torch: the flag stands
+    in for it, and the modules' pre-hooks (which only a module call runs) show which path ran."""
+    calls: List[int] = []
+    hooks = [block.register_forward_pre_hook(lambda module, args: calls.append(1)) for block in model.encoder.blocks]
+    try:
+        model.encoder.is_compiled = True
+        for b, expected in ((1, 0), (COMPILED_MIN_WINDOWS - 1, 0), (COMPILED_MIN_WINDOWS, TINY.n_audio_layer)):
+            calls.clear()
+            model.encoder(torch.randn(b, TINY.n_mels, N_FRAMES, dtype=torch.float64))
+            assert len(calls) == expected, (b, len(calls))
+    finally:
+        model.encoder.is_compiled = False
+        for hook in hooks:
+            hook.remove()
 
 
 def test_the_encoder_products_can_be_fp8_capable_linears_without_changing_names_or_outputs(model: WhisperModel) -> None:

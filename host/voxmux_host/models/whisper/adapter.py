@@ -13,7 +13,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``device`` | ``"auto"`` | ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` |
 | ``dtype`` | ``"bf16"`` on CUDA, ``"fp32"`` on CPU | compute type (``"fp64"``: tests); the front end and the logits stay fp32 |
 | ``cudaGraphs`` | true | capture a CUDA graph of the decode step per batch size at warmup (CUDA only) |
-| ``compileEncoder`` | false | ``torch.compile`` the encoder's blocks, batch size dynamic (torch >= 2.2 with Triton; compiles at warmup, one block's compilation serving all) |
+| ``compileEncoder`` | false | ``torch.compile`` the encoder's blocks, batch size dynamic (torch >= 2.2 with Triton; compiles at warmup, one block's compilation serving all); batches under 4 windows stay eager |
 | ``matmul`` | ``"bf16"`` | ``"bf16"`` or ``"fp8"``: the encoder's products as FP8 (e4m3) products with row-wise scales (voxmux_host/fp8.py); needs torch >= 2.5, a GPU of compute capability >= 8.9, dtype bf16 and ``compileEncoder`` |
 | ``batchSizes`` | [1, 2, 4, 8, 16, 32, 64] | decode-step batch sizes captured; the largest is the number of cache slots |
 | ``temperatureIncrement`` | 0.2 | fallback: retry a window this much hotter (up to 1.0); 0 turns fallback off |
@@ -53,7 +53,7 @@ from .checkpoints import CheckpointError, load_hf_directory, load_openai_checkpo
 from .config import N_FRAMES, PRESETS, count_parameters
 from .decoding import TASKS, EngineOptions, RequestOptions, Transcription, WhisperEngine
 from .features import pcm_to_float
-from .model import WhisperModel, build_model
+from .model import COMPILED_MIN_WINDOWS, WhisperModel, build_model
 from .service import DecodeService
 from .tokenizer import LANGUAGES, WhisperTokenizer, synthetic_tokenizer, tiny_tokenizer
 
@@ -268,11 +268,11 @@ class WhisperAdapter:
 
     @torch.no_grad()
     def _compile_encoder_shapes(self) -> None:
-        """The compiled encoder's two compilations (a batch of 2: any size from 2 up; a batch of 1), before
+        """The compiled encoder's one compilation (batch size dynamic; smaller batches stay eager), before
         serving."""
         engine = self.engine
-        for b in (2, 1):
-            engine.model.encoder(torch.zeros(b, engine.config.n_mels, N_FRAMES, device=engine.device, dtype=engine.dtype))
+        b = COMPILED_MIN_WINDOWS
+        engine.model.encoder(torch.zeros(b, engine.config.n_mels, N_FRAMES, device=engine.device, dtype=engine.dtype))
 
     def close(self) -> None:
         if self._service is not None:

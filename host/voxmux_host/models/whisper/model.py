@@ -23,6 +23,10 @@ from voxmux_host.fp8 import Fp8CapableLinear
 from .config import WhisperConfig
 
 HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
+#: The compiled encoder runs batches of this many windows or more; fewer stay eager. On one H200
+#: (large-v3-turbo, bf16) the compiled blocks took 14.5 ms for 1 window against 9.2 eager, 14.4 against
+#: 13.6 for 2, and 20.2 against 25.3 for 4 (bench/results/whisper-h200-2026-12-05).
+COMPILED_MIN_WINDOWS = 4
 
 
 def sinusoids(length: int, channels: int, max_timescale: float = 10000.0) -> torch.Tensor:
@@ -100,14 +104,17 @@ class AudioEncoder(nn.Module):
         self.register_buffer("positional_embedding", sinusoids(config.n_audio_ctx, d))
         self.blocks = nn.ModuleList([ResidualAttentionBlock(d, config.n_audio_head) for _ in range(config.n_audio_layer)])
         self.ln_post = nn.LayerNorm(d)
+        self.is_compiled = False
 
     def forward(self, mel: torch.Tensor) -> torch.Tensor:
         """mel [B, n_mels, 3000] -> [B, 1500, D]."""
         x = F.gelu(self.conv1(mel))
         x = F.gelu(self.conv2(x)).permute(0, 2, 1)
         x = (x + self.positional_embedding).to(x.dtype)
+        use_compiled = self.is_compiled and mel.shape[0] >= COMPILED_MIN_WINDOWS
         for block in self.blocks:
-            x = block(x)
+            # A compiled module's call runs its compiled code; its forward() is the eager code.
+            x = block(x) if use_compiled else block.forward(x)
         return self.ln_post(x)  # type: ignore[no-any-return]
 
     def compile_(self) -> None:
@@ -116,14 +123,16 @@ class AudioEncoder(nn.Module):
         products (eager, each reads and writes the [B, 1500, D] activations once more). The blocks are
         compiled one by one, not the encoder whole: they are the same code on weights of the same shapes,
         so the first block's compilation serves all of them (torch inlines the modules, its guards do not
-        name them), where the whole 32-block encoder of large-v3-turbo took over two minutes to compile
-        on one H200. The first calls compile (one batch size, then the dynamic one): make them at warmup.
-        Compiling again (after build_fp8_) compiles the new products."""
+        name them), where with the whole 32-block encoder compiled as one, large-v3-turbo's warmup did not
+        finish in two minutes on one H200. Batches of fewer than COMPILED_MIN_WINDOWS windows stay eager (faster there), so one
+        compilation, at the first call of COMPILED_MIN_WINDOWS or more, serves every size: make it at
+        warmup. Compiling again (after build_fp8_) compiles the new products."""
         if not hasattr(nn.Module, "compile"):
             raise RuntimeError(f"Expected torch >= 2.2 for a compiled encoder: got torch {torch.__version__}")
         for block in self.blocks:
             # In place: the module stays itself, and its state dict does not change.
             block.compile(dynamic=True)
+        self.is_compiled = True
 
     def linears(self) -> List[Fp8CapableLinear]:
         """The encoder's products: each block's query, key, value, output and two MLP layers."""
