@@ -177,8 +177,9 @@ def stage_times(engine: WhisperEngine, model: Any, config: Any, sizes: Sequence[
 @torch.no_grad()
 def encoder_variants(model: Any, config: Any, sizes: Sequence[int], device: torch.device, dtype: torch.dtype,
                      variants: Sequence[str], repeats: int) -> Dict[str, Dict[str, float]]:
-    """The encoder's time on b padded 30 s windows, side by side: ``eager``; ``compiled`` (compileEncoder);
-    ``fp8`` (compiled, with the products in FP8: matmul fp8). Runs last: it changes the model's encoder."""
+    """The encoder's time on b padded 30 s windows, side by side: ``eager``; ``compiled`` (compileEncoder:
+    batches under COMPILED_MIN_WINDOWS run eager, as served); ``fp8`` (compiled, with the products in FP8:
+    matmul fp8). Runs last: it changes the model's encoder."""
     times: Dict[str, Dict[str, float]] = {}
     for variant in variants:
         if variant == "fp8":
