@@ -205,6 +205,13 @@ export const ModelSchema = Type.Object(
       default: [],
     }),
     maxQueueDelayMs: Ms('Longest a request waits for a fuller batch, in milliseconds.', 5, 0),
+    maxRunningBatchesPerInstance: Type.Integer({
+      description:
+        'Batches sent to one instance of this model before it answers; 0 means scheduler.maxRunningBatchesPerInstance. An engine that takes new requests while it decodes others (whisper) may want more than one that runs a batch at a time.',
+      default: 0,
+      minimum: 0,
+      maximum: 16,
+    }),
     dispatchWhenIdle: Type.Boolean({
       description:
         'Dispatch at once, without waiting maxQueueDelayMs, while an instance of this model has nothing running: batches then form only while every instance is busy (lowest latency at low load).',

@@ -143,6 +143,29 @@ describe('Scheduler', () => {
     assert.equal(executor.batches[2]!.instanceId, 'b');
   });
 
+  it("holds each model's instances to the model's own batches in flight, or the scheduler's", async () => {
+    const clock = new FakeClock();
+    const executor = new FakeExecutor({ m: ['a'], w: ['b'] });
+    const policy = { maxBatchSize: 1, preferredBatchSizes: [1], maxQueueDelayMs: 0 };
+    const scheduler = createScheduler(
+      {
+        maxQueuedRequests: 100,
+        retryAfterMs: 1000,
+        lengthBucketsMs: [5000],
+        maxRunningBatchesPerInstance: 1,
+        models: { m: { ...policy, maxRunningBatchesPerInstance: 0 }, w: { ...policy, maxRunningBatchesPerInstance: 3 } },
+      },
+      { executor, clock, log: createLogger({ level: 'silent' }), metrics: createMetrics() },
+    );
+    for (let i = 0; i < 4; i++) {
+      void scheduler.submit('m', req(1), { timeoutMs: 10_000 });
+      void scheduler.submit('w', req(1), { timeoutMs: 10_000 });
+    }
+    await settle();
+    const running = (instanceId: string) => executor.batches.filter((b) => b.instanceId === instanceId).length;
+    assert.deepEqual([running('a'), running('b')], [1, 3]);
+  });
+
   it('spreads a due batch over idle instances instead of queueing it on one', async () => {
     const { clock, executor, scheduler } = setup({}, ['a', 'b']);
     void scheduler.submit('m', req(1), { timeoutMs: 10_000 });

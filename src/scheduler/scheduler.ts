@@ -35,6 +35,8 @@ export type Priority = (typeof PRIORITIES)[number];
 
 /** A model's scheduling policy: its batching, and the limits of its sessions and streams. */
 export interface ModelPolicy extends BatchPolicy {
+  /** Batches sent to one instance of the model before it answers; 0 or absent: the scheduler's. */
+  maxRunningBatchesPerInstance?: number;
   /**
    * A session with nothing queued or running is dropped after this long without items, in
    * milliseconds. @default 600000
@@ -235,6 +237,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
       sessionIdleTimeoutMs: p.sessionIdleTimeoutMs ?? DEFAULT_SESSION_IDLE_TIMEOUT_MS,
       maxStreamsPerInstance: p.maxStreamsPerInstance ?? DEFAULT_MAX_STREAMS_PER_INSTANCE,
       streamCreditChunks: p.streamCreditChunks ?? DEFAULT_STREAM_CREDIT_CHUNKS,
+      maxRunningBatchesPerInstance: p.maxRunningBatchesPerInstance || options.maxRunningBatchesPerInstance,
     };
   };
   const policies = Object.fromEntries(Object.keys(options.models).map((m) => [m, policyOf(m)]));
@@ -351,7 +354,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
 
   function pump(model: string): void {
     const q = queues.get(model);
-    const policy = options.models[model];
+    const policy = policies[model];
     if (q === undefined || policy === undefined) return;
     if (q.length > 0 && executor.availability(model) === 'unavailable') {
       // No instance will come back soon (none configured, or a crash loop): fail fast, not at the deadline.
@@ -362,7 +365,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
     }
     for (;;) {
       if (q.length === 0) return;
-      const target = selectInstance(candidatesFor(model), options.maxRunningBatchesPerInstance);
+      const target = selectInstance(candidatesFor(model), policy.maxRunningBatchesPerInstance);
       if (target === undefined) return; // woken again when an instance frees up or becomes ready
       const idle = candidatesFor(model).filter((c) => c.runningBatches === 0).length;
       const decision = decideBatch(q, policy, clock.nowMs(), idle > 0);
@@ -379,7 +382,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
       while (rest.length > 0 && next !== undefined) {
         dispatch(model, next.instanceId, rest.slice(0, share));
         rest = rest.slice(share);
-        next = selectInstance(candidatesFor(model), options.maxRunningBatchesPerInstance);
+        next = selectInstance(candidatesFor(model), policy.maxRunningBatchesPerInstance);
       }
     }
   }

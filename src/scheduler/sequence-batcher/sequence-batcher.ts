@@ -41,12 +41,13 @@ export type { SequenceItem, SequenceResult } from './session-table.js';
 export interface SequencePolicy extends BatchPolicy {
   /** Idle time after which a session is dropped, in milliseconds. */
   sessionIdleTimeoutMs: number;
+  /** Batches sent to one instance before it answers (batch and sequence work together). */
+  maxRunningBatchesPerInstance: number;
 }
 
 export interface SequenceBatcherOptions {
   maxQueuedRequests: number;
   retryAfterMs: number;
-  maxRunningBatchesPerInstance: number;
   models: Readonly<Record<string, SequencePolicy>>;
 }
 
@@ -229,7 +230,7 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
     const plan = planSequenceDispatch(heads, candidates, {
       policy: state.policy,
       nowMs: clock.nowMs(),
-      maxRunningBatchesPerInstance: options.maxRunningBatchesPerInstance,
+      maxRunningBatchesPerInstance: state.policy.maxRunningBatchesPerInstance,
     });
     for (const { instanceId, items } of plan.dispatches) {
       dispatch(
