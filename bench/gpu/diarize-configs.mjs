@@ -3,9 +3,8 @@
 //   mixed: the ASR model (parakeet as c25 of asr-configs.mjs, the best measured: 1 instance, batches of
 //          up to 32, 3 in flight, CUDA graphs, encoder and decode step compiled, FP8 encoder products,
 //          no delay when idle) at 100 % of the SMs, and DIARIZE_BENCH_INSTANCES sortformer instances
-//          (chunk-15s, bf16, CUDA graphs per batch size; compileEncoder with DIARIZE_BENCH_COMPILE=1) at
-//          DIARIZE_BENCH_MPS_PERCENT % each, all on
-//          GPU 0 under MPS;
+//          (chunk-15s, bf16, CUDA graphs per batch size; compileEncoder with DIARIZE_BENCH_COMPILE=1)
+//          at DIARIZE_BENCH_MPS_PERCENT % each, all on GPU 0 under MPS;
 //   diarize: the same sortformer instances alone.
 // Usage: node bench/gpu/diarize-configs.mjs OUT_DIR HOST_PATH
 // DIARIZE_BENCH_* variables (see run-diarize.sh) change the sizes (DIARIZE_BENCH_GATEWAY_THREADS: the

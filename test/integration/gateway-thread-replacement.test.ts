@@ -35,6 +35,7 @@ function descriptorsOf(fd: number): string[] {
     }
   });
 }
+
 after(async () => {
   await threads?.destroy();
 });
