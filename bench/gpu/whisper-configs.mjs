@@ -15,7 +15,14 @@
 //   whisper-b5-compiled-fp8: (b) with the encoder compiled and its products in FP8 (compileEncoder,
 //                     matmul fp8);
 //   whisper-b6-many-batches: (b2) with 16 host batches in flight instead of 4: with 4, requests waited
-//                     for a host batch slot while the GPU idled (bench/results/whisper-h200-2026-12-05).
+//                     for a host batch slot while the GPU idled (bench/results/whisper-h200-2026-12-05);
+//   whisper-b7-two-instances: (b6) on two instances sharing the GPU under MPS (no partition caps): one
+//                     instance's encoder calls run beside the other's decode steps, and each has its own
+//                     Python thread driving the steps;
+//   whisper-b8-pieces: (b7) with the gateway cutting each clip into two pieces of at most 30 s (about
+//                     22.5 s each, at the quietest point: the clip has no pauses), run as separate requests:
+//                     one window each, decoded side by side instead of the second window waiting for the
+//                     first's text (the long-audio path; no text context across the cut).
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
 // lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
 // 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
@@ -35,19 +42,36 @@ export function config({
   graphs,
   batchSizes,
   runningBatches,
+  instances = 1,
+  mps = false,
+  pieces = false,
   variant = {},
   env = process.env,
   host = hostPath,
 }) {
   return {
-    gateway: { maxBodyBytes: 8 * 1024 * 1024, requestTimeoutMs: 120_000, splitAboveMs: 0 },
-    scheduler: { maxQueuedRequests: 2048, lengthBucketsMs: [45_000], maxRunningBatchesPerInstance: runningBatches },
-    supervisor: { hostPath: host, heartbeatIntervalMs: 2000, heartbeatMissLimit: 30, batchTimeoutMs: 120_000 },
+    gateway: {
+      maxBodyBytes: 8 * 1024 * 1024,
+      requestTimeoutMs: 120_000,
+      ...(pieces ? { splitAboveMs: 30_000, pieceTargetMs: 22_500 } : { splitAboveMs: 0 }),
+    },
+    scheduler: {
+      maxQueuedRequests: 2048,
+      lengthBucketsMs: [pieces ? 30_000 : 45_000],
+      maxRunningBatchesPerInstance: runningBatches,
+    },
+    supervisor: {
+      hostPath: host,
+      heartbeatIntervalMs: 2000,
+      heartbeatMissLimit: 30,
+      batchTimeoutMs: 120_000,
+      mps: { enabled: mps },
+    },
     models: {
       // The name run-asr.sh drives (ASR_BENCH_MODEL=whisper).
       whisper: {
         adapter: 'whisper',
-        instances: 1,
+        instances,
         maxBatchSize,
         maxQueueDelayMs,
         exclusiveWarmup: graphs,
@@ -66,6 +90,7 @@ export function config({
 }
 
 const ENGINE = { maxBatchSize: 64, maxQueueDelayMs: 5, graphs: true, batchSizes: [1, 2, 4, 8, 16, 32, 64] };
+const B6 = { ...ENGINE, runningBatches: 16, variant: { joinMinWindows: 8, joinMaxWaitMs: 50 } };
 
 export const CONFIGS = {
   'whisper-a-naive': config({ maxBatchSize: 1, maxQueueDelayMs: 0, graphs: false, batchSizes: [1], runningBatches: 1 }),
@@ -79,7 +104,9 @@ export const CONFIGS = {
     variant: { joinMinWindows: 8, joinMaxWaitMs: 50, overlapEncoder: true },
   }),
   'whisper-b5-compiled-fp8': config({ ...ENGINE, runningBatches: 4, variant: { compileEncoder: true, matmul: 'fp8' } }),
-  'whisper-b6-many-batches': config({ ...ENGINE, runningBatches: 16, variant: { joinMinWindows: 8, joinMaxWaitMs: 50 } }),
+  'whisper-b6-many-batches': config({ ...B6 }),
+  'whisper-b7-two-instances': config({ ...B6, instances: 2, mps: true }),
+  'whisper-b8-pieces': config({ ...B6, instances: 2, mps: true, pieces: true }),
 };
 
 if (outDir !== undefined) {
