@@ -22,7 +22,9 @@
 //   whisper-b8-pieces: (b7) with the gateway cutting each clip into two pieces of at most 30 s (about
 //                     22.5 s each, at the quietest point: the clip has no pauses), run as separate requests:
 //                     one window each, decoded side by side instead of the second window waiting for the
-//                     first's text (the long-audio path; no text context across the cut).
+//                     first's text (the long-audio path; no text context across the cut);
+//   whisper-b9-pieces-compiled: (b8) with the encoder's blocks compiled (compileEncoder; batches under 4
+//                     windows stay eager).
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
 // lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
 // 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
@@ -91,6 +93,7 @@ export function config({
 
 const ENGINE = { maxBatchSize: 64, maxQueueDelayMs: 5, graphs: true, batchSizes: [1, 2, 4, 8, 16, 32, 64] };
 const B6 = { ...ENGINE, runningBatches: 16, variant: { joinMinWindows: 8, joinMaxWaitMs: 50 } };
+const B8 = { ...B6, instances: 2, mps: true, pieces: true };
 
 export const CONFIGS = {
   'whisper-a-naive': config({ maxBatchSize: 1, maxQueueDelayMs: 0, graphs: false, batchSizes: [1], runningBatches: 1 }),
@@ -106,7 +109,8 @@ export const CONFIGS = {
   'whisper-b5-compiled-fp8': config({ ...ENGINE, runningBatches: 4, variant: { compileEncoder: true, matmul: 'fp8' } }),
   'whisper-b6-many-batches': config({ ...B6 }),
   'whisper-b7-two-instances': config({ ...B6, instances: 2, mps: true }),
-  'whisper-b8-pieces': config({ ...B6, instances: 2, mps: true, pieces: true }),
+  'whisper-b8-pieces': config({ ...B8 }),
+  'whisper-b9-pieces-compiled': config({ ...B8, variant: { ...B6.variant, compileEncoder: true } }),
 };
 
 if (outDir !== undefined) {
