@@ -29,12 +29,22 @@ describe('whisper benchmark configs', () => {
       'whisper-b4-group-overlap',
       'whisper-b5-compiled-fp8',
       'whisper-b6-many-batches',
+      'whisper-b7-two-instances',
+      'whisper-b8-pieces',
+      'whisper-b9-pieces-compiled',
     ]);
+    const cut = new Set(['whisper-b8-pieces', 'whisper-b9-pieces-compiled']);
     for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
       const model = config.models.whisper!;
       assert.equal(model.adapter, 'whisper');
-      assert.equal(config.gateway.splitAboveMs, 0, 'the engine reads 45 s clips as two 30 s windows');
+      if (cut.has(name)) {
+        // Two pieces of at most 30 s, one window each, in the only length bucket.
+        assert.deepEqual([config.gateway.splitAboveMs, config.gateway.pieceTargetMs], [30_000, 22_500], name);
+        assert.deepEqual(config.scheduler.lengthBucketsMs, [30_000], name);
+      } else {
+        assert.equal(config.gateway.splitAboveMs, 0, 'the engine reads 45 s clips as two 30 s windows');
+      }
       assert.equal(model.options.maxTokensPerAudioSecond, tokensPerAudioSecond);
       assert.equal(model.options.config, 'large-v3-turbo');
     }
@@ -68,6 +78,27 @@ describe('whisper benchmark configs', () => {
     const { scheduler: s2, ...grouped } = configs['whisper-b2-group-join'] as unknown as Record<string, unknown> & { scheduler: object };
     assert.deepEqual(many, grouped);
     assert.deepEqual({ ...s2, maxRunningBatchesPerInstance: 16 }, s6);
+    // b7: b6 on two instances under MPS; b8: b7 with the clips cut; b9: b8 with the encoder compiled.
+    type Side = { gateway: object; scheduler: object; supervisor: { mps: { enabled: boolean } }; models: { whisper: object } };
+    const side = (name: string) => configs[name] as unknown as Side;
+    const b6 = side('whisper-b6-many-batches');
+    const b7 = side('whisper-b7-two-instances');
+    assert.deepEqual(b7, {
+      ...b6,
+      supervisor: { ...b6.supervisor, mps: { enabled: true } },
+      models: { whisper: { ...b6.models.whisper, instances: 2 } },
+    });
+    const b8 = side('whisper-b8-pieces');
+    assert.deepEqual(b8, {
+      ...b7,
+      gateway: { ...b7.gateway, splitAboveMs: 30_000, pieceTargetMs: 22_500 },
+      scheduler: { ...b7.scheduler, lengthBucketsMs: [30_000] },
+    });
+    const b8Whisper = configs['whisper-b8-pieces']!.models.whisper;
+    assert.deepEqual(configs['whisper-b9-pieces-compiled'], {
+      ...b8,
+      models: { whisper: { ...b8Whisper, options: { ...b8Whisper.options, compileEncoder: true } } },
+    });
   });
 
   it('writes one file per side', () => {
@@ -82,6 +113,9 @@ describe('whisper benchmark configs', () => {
       'whisper-b4-group-overlap.json',
       'whisper-b5-compiled-fp8.json',
       'whisper-b6-many-batches.json',
+      'whisper-b7-two-instances.json',
+      'whisper-b8-pieces.json',
+      'whisper-b9-pieces-compiled.json',
     ]);
   });
 });
