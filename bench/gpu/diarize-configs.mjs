@@ -45,6 +45,9 @@ export function buildConfigs(hostPath) {
     ...(gpu ? { gpus: [0] } : {}),
     maxBatchSize: maxBatch,
     maxQueueDelayMs: queueDelayMs,
+    // Batches sent to one instance before it answers: a batch waiting in an instance behind another
+    // can no longer take the chunks that arrive meanwhile, so fewer in flight make larger batches.
+    maxRunningBatchesPerInstance: inFlight,
     dispatchWhenIdle: true,
     // CUDA graph capture must not overlap the work of sibling MPS instances.
     exclusiveWarmup: gpu,
@@ -84,7 +87,8 @@ export function buildConfigs(hostPath) {
   const base = (models) => ({
     gateway: { maxBodyBytes: 8 * 1024 * 1024, requestTimeoutMs: 120_000, threads: int('GATEWAY_THREADS', 0, 0, 64) },
     // 5,000 sessions' chunks may wait at once; ASR clips of 45 s in one bucket as in run-asr.sh.
-    scheduler: { maxQueuedRequests: 16_384, lengthBucketsMs: asrBuckets, maxRunningBatchesPerInstance: inFlight },
+    // The ASR model's batches in flight are c25's (3); the diarization instances' their own (inFlight).
+    scheduler: { maxQueuedRequests: 16_384, lengthBucketsMs: asrBuckets, maxRunningBatchesPerInstance: 3 },
     supervisor: {
       hostPath,
       heartbeatIntervalMs: 2000,

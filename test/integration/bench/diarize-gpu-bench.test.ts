@@ -49,6 +49,15 @@ describe('diarize-configs.mjs', () => {
     assert.equal(parakeet.maxBatchSize, 32);
     assert.equal(parakeet.options.matmul, 'fp8');
     assert.equal(mixed.scheduler.maxRunningBatchesPerInstance, 3);
+    assert.equal(sortformer.maxRunningBatchesPerInstance, 3);
+    // DIARIZE_BENCH_IN_FLIGHT sets the Sortformer instances' batches in flight, not the ASR instance's.
+    const oneOut = join(dir, 'one-in-flight');
+    const oneRun = node(['bench/gpu/diarize-configs.mjs', oneOut, '/srv/host'], { DIARIZE_BENCH_IN_FLIGHT: '1' });
+    assert.equal(oneRun.status, 0, oneRun.stderr);
+    const one = loadConfig({ file: readJson(join(oneOut, 'mixed.json')) });
+    assert.equal(one.models.sortformer!.maxRunningBatchesPerInstance, 1);
+    assert.equal(one.models.parakeet!.maxRunningBatchesPerInstance, 0);
+    assert.equal(one.scheduler.maxRunningBatchesPerInstance, 3);
     const alone = loadConfig({ file: readJson(join(out, 'diarize.json')) });
     assert.deepEqual(Object.keys(alone.models), ['sortformer']);
     // DIARIZE_BENCH_COMPILE=1 compiles the Sortformer encoder, and changes nothing else.
