@@ -24,7 +24,9 @@
 //                     one window each, decoded side by side instead of the second window waiting for the
 //                     first's text (the long-audio path; no text context across the cut);
 //   whisper-b9-pieces-compiled: (b8) with the encoder's blocks compiled (compileEncoder; batches under 4
-//                     windows stay eager).
+//                     windows stay eager);
+//   whisper-b10-one-pieces-compiled: (b9) on one instance: (b6) with the clips cut and the encoder
+//                     compiled.
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
 // lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
 // 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
@@ -111,6 +113,7 @@ export const CONFIGS = {
   'whisper-b7-two-instances': config({ ...B6, instances: 2, mps: true }),
   'whisper-b8-pieces': config({ ...B8 }),
   'whisper-b9-pieces-compiled': config({ ...B8, variant: { ...B6.variant, compileEncoder: true } }),
+  'whisper-b10-one-pieces-compiled': config({ ...B8, instances: 1, mps: false, variant: { ...B6.variant, compileEncoder: true } }),
 };
 
 if (outDir !== undefined) {

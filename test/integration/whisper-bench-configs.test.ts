@@ -32,8 +32,9 @@ describe('whisper benchmark configs', () => {
       'whisper-b7-two-instances',
       'whisper-b8-pieces',
       'whisper-b9-pieces-compiled',
+      'whisper-b10-one-pieces-compiled',
     ]);
-    const cut = new Set(['whisper-b8-pieces', 'whisper-b9-pieces-compiled']);
+    const cut = new Set(['whisper-b8-pieces', 'whisper-b9-pieces-compiled', 'whisper-b10-one-pieces-compiled']);
     for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
       const model = config.models.whisper!;
@@ -99,6 +100,13 @@ describe('whisper benchmark configs', () => {
       ...b8,
       models: { whisper: { ...b8Whisper, options: { ...b8Whisper.options, compileEncoder: true } } },
     });
+    // b10: b9 on one instance, without MPS.
+    const b9 = side('whisper-b9-pieces-compiled');
+    assert.deepEqual(configs['whisper-b10-one-pieces-compiled'], {
+      ...b9,
+      supervisor: { ...b9.supervisor, mps: { enabled: false } },
+      models: { whisper: { ...b9.models.whisper, instances: 1 } },
+    });
   });
 
   it('writes one file per side', () => {
@@ -108,6 +116,7 @@ describe('whisper benchmark configs', () => {
       'whisper-a-naive.json',
       'whisper-b-engine.json',
       'whisper-b0-one-batch.json',
+      'whisper-b10-one-pieces-compiled.json',
       'whisper-b2-group-join.json',
       'whisper-b3-overlap.json',
       'whisper-b4-group-overlap.json',
