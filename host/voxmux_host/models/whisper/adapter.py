@@ -259,7 +259,7 @@ class WhisperAdapter:
             self._capturing.set()
         try:
             if self._options["compileEncoder"]:
-                self._compile_encoder_shapes()
+                self._compile_encoder()
             graphs = engine.capture_graphs()
         finally:
             self._capturing.clear()
@@ -267,12 +267,12 @@ class WhisperAdapter:
         return WhisperWarmupInfo(graphs_captured=graphs, warmup_ms=self._warmup_ms, memory_bytes=self._memory_bytes())
 
     @torch.no_grad()
-    def _compile_encoder_shapes(self) -> None:
+    def _compile_encoder(self) -> None:
         """The compiled encoder's one compilation (batch size dynamic; smaller batches stay eager), before
         serving."""
         engine = self.engine
-        b = COMPILED_MIN_WINDOWS
-        engine.model.encoder(torch.zeros(b, engine.config.n_mels, N_FRAMES, device=engine.device, dtype=engine.dtype))
+        mel = torch.zeros(COMPILED_MIN_WINDOWS, engine.config.n_mels, N_FRAMES, device=engine.device, dtype=engine.dtype)
+        engine.model.encoder(mel)
 
     def close(self) -> None:
         if self._service is not None:

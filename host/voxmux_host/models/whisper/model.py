@@ -124,9 +124,9 @@ class AudioEncoder(nn.Module):
         compiled one by one, not the encoder whole: they are the same code on weights of the same shapes,
         so the first block's compilation serves all of them (torch inlines the modules, its guards do not
         name them), where with the whole 32-block encoder compiled as one, large-v3-turbo's warmup did not
-        finish in two minutes on one H200. Batches of fewer than COMPILED_MIN_WINDOWS windows stay eager (faster there), so one
-        compilation, at the first call of COMPILED_MIN_WINDOWS or more, serves every size: make it at
-        warmup. Compiling again (after build_fp8_) compiles the new products."""
+        finish in two minutes on one H200. Batches of fewer than COMPILED_MIN_WINDOWS windows stay eager
+        (faster there), so one compilation, at the first call of COMPILED_MIN_WINDOWS or more, serves every
+        size: make it at warmup. Compiling again (after build_fp8_) compiles the new products."""
         if not hasattr(nn.Module, "compile"):
             raise RuntimeError(f"Expected torch >= 2.2 for a compiled encoder: got torch {torch.__version__}")
         for block in self.blocks:
