@@ -15,7 +15,7 @@ import torch
 from voxmux_host.model_api import ItemFailure, LoadContext, SequenceInput, SequenceOutput
 from voxmux_host.models.parakeet.random_init import speech_like_noise
 from voxmux_host.models.sortformer.adapter import SortformerAdapter, max_state_bytes
-from voxmux_host.models.sortformer.cache import compress_spkcache
+from voxmux_host.models.sortformer.cache import SpeakerContext, compress_contexts, compress_spkcache
 from voxmux_host.models.sortformer.config import FULL, PRESETS, TINY, StreamingParams
 from voxmux_host.models.sortformer.engine import new_context, plan_step
 from voxmux_host.models.sortformer.features import whole_recording_mel, window_mel
@@ -227,6 +227,37 @@ def test_compression_keeps_the_best_frames_by_speaker_then_time() -> None:
     assert set(real) == {0, 1, 2}
     assert int((kept[:, 0] == -1.0).sum()) == 16 - len(real)
     assert torch.all(kept_preds[kept[:, 0] == -1.0] == 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_caches_compressed_together_equal_each_compressed_alone(dtype: torch.dtype) -> None:
+    """compress_contexts chooses the kept frames of equal-length caches together and copies each cache's own
+    rows: the result is the single-cache compression's, bit for bit, for every cache of the group."""
+    params = PRESETS["chunk-15s"]
+    generator = torch.Generator().manual_seed(3)
+    contexts = []
+    for i, n in enumerate([374, 374, 374, 300, 188]):
+        turns = torch.randint(0, 4, (n // 20 + 1,), generator=generator).repeat_interleave(20)[:n]
+        preds = torch.nn.functional.one_hot(turns, 4).float() * torch.rand(n, 1, generator=generator)
+        preds += torch.rand(n, 4, generator=generator) * 0.3 * (i % 2)  # some overlap in every other cache
+        contexts.append(SpeakerContext(torch.randn(n, 8, generator=generator).to(dtype), preds,
+                                       torch.zeros(0, 8, dtype=dtype), torch.zeros(0, 4),
+                                       torch.randn(8, generator=generator), 5, False))
+    compressed = compress_contexts(contexts, params)
+    for before, after in zip(contexts, compressed):
+        if before.spkcache.shape[0] <= params.spkcache_len:
+            assert after is before  # nothing to compress
+            continue
+        kept, kept_preds = compress_spkcache(before.spkcache, before.spkcache_preds, before.mean_sil_emb, params)
+        assert after.compressed and after.spkcache.dtype == dtype
+        assert after.spkcache.shape == (params.spkcache_len, 8)
+        assert torch.equal(after.spkcache.view(torch.int16) if dtype == torch.bfloat16 else after.spkcache,
+                           kept.view(torch.int16) if dtype == torch.bfloat16 else kept)
+        assert torch.equal(after.spkcache_preds, kept_preds)
+        silence = after.spkcache_preds.sum(dim=1) == 0
+        assert bool(silence.any())  # the silence frames per speaker take the silence profile
+        assert torch.equal(after.spkcache[silence].float(), before.mean_sil_emb.to(dtype).float().expand(
+            int(silence.sum()), 8))
 
 
 def test_long_session_compresses_its_cache_and_keeps_the_limits() -> None:

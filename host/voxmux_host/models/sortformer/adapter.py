@@ -372,7 +372,7 @@ class SortformerAdapter:
             if state.finished:
                 return ItemFailure("invalid_audio", f"Session {item.session_id} already ended (an earlier item was last)")
         if audio.shape[0]:
-            state.pending = np.concatenate((state.pending, audio.astype(np.int16)))
+            state.pending = np.concatenate((state.pending, audio))
             state.samples += int(audio.shape[0])
         state.finished = bool(item.is_last)
         self._audio_seconds += audio.shape[0] / config.sample_rate_hz

@@ -113,21 +113,21 @@ def log_pred_scores(preds: torch.Tensor, threshold: float) -> torch.Tensor:
 
 
 def compress_contexts(contexts: List[SpeakerContext], params: StreamingParams) -> List[SpeakerContext]:
-    """Compress every cache longer than ``spkcache_len``, those of equal length together."""
+    """Compress every cache longer than ``spkcache_len``: the frames to keep are chosen for caches of equal
+    length together (from their predictions), then each cache copies its own kept rows."""
     out = list(contexts)
     groups: Dict[int, List[int]] = {}
     for i, ctx in enumerate(contexts):
         if ctx.spkcache.shape[0] > params.spkcache_len:
             groups.setdefault(ctx.spkcache.shape[0], []).append(i)
     for indices in groups.values():
-        embs = torch.stack([contexts[i].spkcache for i in indices])
-        preds = torch.stack([contexts[i].spkcache_preds for i in indices])
-        mean_sil = torch.stack([contexts[i].mean_sil_emb for i in indices])
-        kept, kept_preds = compress_spkcache_batch(embs, preds, mean_sil, params)
+        frames, disabled = kept_frames(torch.stack([contexts[i].spkcache_preds for i in indices]), params)
         for row, i in enumerate(indices):
             ctx = contexts[i]
-            out[i] = SpeakerContext(kept[row].clone(), kept_preds[row].clone(), ctx.fifo, ctx.fifo_preds,
-                                    ctx.mean_sil_emb, ctx.n_sil_frames, True)
+            kept, kept_preds = _take_frames(ctx.spkcache, ctx.spkcache_preds, ctx.mean_sil_emb, frames[row],
+                                            disabled[row])
+            out[i] = SpeakerContext(kept, kept_preds, ctx.fifo, ctx.fifo_preds, ctx.mean_sil_emb, ctx.n_sil_frames,
+                                    True)
     return out
 
 
@@ -136,15 +136,14 @@ def compress_spkcache(
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """Keep ``spkcache_len`` of N frames, ordered by speaker (0, 1, ...) and by time within a speaker;
     silence placeholders take the mean silence embedding and zero predictions."""
-    kept, kept_preds = compress_spkcache_batch(embs.unsqueeze(0), preds.unsqueeze(0), mean_sil.unsqueeze(0), params)
-    return kept[0], kept_preds[0]
+    frames, disabled = kept_frames(preds.unsqueeze(0), params)
+    return _take_frames(embs, preds, mean_sil, frames[0], disabled[0])
 
 
-def compress_spkcache_batch(
-    embs: torch.Tensor, preds: torch.Tensor, mean_sil: torch.Tensor, params: StreamingParams
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    """:func:`compress_spkcache` for G caches of N frames each: embs [G, N, D], preds [G, N, S], mean_sil
-    [G, D] -> ([G, spkcache_len, D], [G, spkcache_len, S])."""
+def kept_frames(preds: torch.Tensor, params: StreamingParams) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Which frames :func:`compress_spkcache` keeps, for G caches of N frames each: preds [G, N, S] ->
+    (frames [G, spkcache_len], the source frame of each kept row; disabled [G, spkcache_len], rows that
+    take the silence profile instead)."""
     groups, n_frames, n_spk = preds.shape
     per_spk = params.spkcache_len // n_spk - params.sil_frames_per_spk
     strong = math.floor(per_spk * params.strong_boost_rate)
@@ -174,13 +173,18 @@ def compress_spkcache_batch(
     frame = torch.remainder(top, padded_frames)
     disabled = disabled | (frame >= n_frames)
     frame = torch.where(disabled, torch.zeros_like(frame), frame)
-    d = embs.shape[2]
-    index = torch.where(disabled, torch.full_like(frame, n_frames), frame)  # row n_frames: the silence profile
-    rows = torch.cat((_bits(embs), _bits(mean_sil.to(embs.dtype)).unsqueeze(1)), dim=1)
-    kept = torch.gather(rows, 1, index.unsqueeze(-1).expand(groups, index.shape[1], d)).view(embs.dtype)
-    kept_preds = torch.gather(preds, 1, frame.unsqueeze(-1).expand(groups, frame.shape[1], n_spk))
-    kept_preds = torch.where(disabled.unsqueeze(-1), torch.zeros_like(kept_preds), kept_preds)
-    return kept, kept_preds
+    return frame, disabled
+
+
+def _take_frames(embs: torch.Tensor, preds: torch.Tensor, mean_sil: torch.Tensor, frames: torch.Tensor,
+                 disabled: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """One cache's kept rows: embs [N, D] and preds [N, S] at ``frames``, the rows ``disabled`` replaced by
+    the silence profile ``mean_sil`` [D] and zero predictions."""
+    kept = _bits(embs).index_select(0, frames)
+    kept[disabled] = _bits(mean_sil.to(embs.dtype))
+    kept_preds = preds.index_select(0, frames)
+    kept_preds[disabled] = 0.0
+    return kept.view(embs.dtype), kept_preds
 
 
 _PLACEHOLDER = 1 << 40
