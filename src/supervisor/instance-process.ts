@@ -134,6 +134,8 @@ export type InstanceEvents = {
   resourcesChanged: { resources: readonly ResourceInfo[] };
   /** A heartbeat carried the adapter's resource counters (cumulative since the instance started). */
   resourceCountersReported: { counters: ResourceCounters };
+  /** A heartbeat updated the facts it reports (memory, eager batches, graph replays, sessions, streams). */
+  factsReported: Record<string, never>;
 };
 
 interface Waiter {
@@ -546,6 +548,7 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
           this.#facts.resourceCounters = message.resourceCounters;
           this.emit('resourceCountersReported', { counters: message.resourceCounters });
         }
+        this.emit('factsReported', {});
         if (message.state === 'wedged') this.#wedge('the instance probe failed');
         else if (message.busyMs > this.#options.batchTimeoutMs) this.#wedge(`a batch ran ${message.busyMs} ms`);
         return;

@@ -494,6 +494,20 @@ describe('Supervisor catalogue and resource counters (#18)', () => {
     supervisor.destroy();
   });
 
+  it('follows each heartbeat in the gauges of what the instances report (memory, eager batches, graph replays)', async () => {
+    const { clock, spawner, metrics } = await setupStarted({ m: {} });
+    const gauge = async (metric: { get(): Promise<{ values: { value: number }[] }> }) => (await metric.get()).values[0]?.value;
+    spawner.last().heartbeat = { ...spawner.last().heartbeat, memoryBytes: 4096, eagerBatches: 2, graphReplays: 7 };
+    await advanceSettling(clock, 60_000, 60_000);
+    assert.deepEqual(
+      [await gauge(metrics.instanceMemory), await gauge(metrics.eagerBatches), await gauge(metrics.graphReplays)],
+      [4096, 2, 7],
+    );
+    spawner.last().heartbeat = { ...spawner.last().heartbeat, graphReplays: 19 };
+    await advanceSettling(clock, 60_000, 60_000);
+    assert.equal(await gauge(metrics.graphReplays), 19, 'no state change in between: the beat alone updates it');
+  });
+
   it("exports the growth of each instance's resource counters, per instance index, across a restart", async () => {
     const { clock, spawner, supervisor, metrics } = await setupStarted({ m: {} });
     const value = async (metric: { get(): Promise<{ values: { labels: object; value: number }[] }> }, labels: object) =>

@@ -449,6 +449,8 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     instance.on('resourceCountersReported', ({ counters }) => exportResourceCounters(slot, instance.instanceId, counters));
     // Routing prefers instances holding a stream's resource: the scheduler looks again.
     instance.on('resourcesChanged', () => notify());
+    // The gauges of what the instances report (memory, eager batches, graph replays) follow each beat.
+    instance.on('factsReported', () => updateStateGauges());
     instance.on('ended', (end) => onEnded(slot, instance, end));
     return instance.start().catch((err: ServiceError) => {
       log.error({ instanceId, model: slot.model, code: err.code, err }, 'instance failed to start');
