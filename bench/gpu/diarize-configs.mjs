@@ -46,7 +46,9 @@ export function buildConfigs(hostPath) {
     maxBatchSize: maxBatch,
     maxQueueDelayMs: queueDelayMs,
     // Batches sent to one instance before it answers: a batch waiting in an instance behind another
-    // can no longer take the chunks that arrive meanwhile, so fewer in flight make larger batches.
+    // can no longer take the chunks that arrive meanwhile, so fewer in flight make larger batches;
+    // with two or more, a batch's host work after its forward pass (cache updates, segments, state
+    // bytes, on the instance's finisher thread) overlaps the next batch's forward pass.
     maxRunningBatchesPerInstance: inFlight,
     dispatchWhenIdle: true,
     // CUDA graph capture must not overlap the work of sibling MPS instances.

@@ -25,9 +25,12 @@ from voxmux_host.model_api import (
     LoadContext,
     LoadInfo,
     ResourceLoad,
+    SequenceFinish,
     SequenceInput,
     SequenceOutput,
+    SequenceResultItem,
     SimpleBatchAdapter,
+    SimpleSequenceAdapter,
     StagedBatch,
     StreamPiece,
     StreamRequest,
@@ -45,7 +48,6 @@ from voxmux_host.work import (
     EndSessionsWork,
     EvictResourceWork,
     LoadResourceWork,
-    SequenceResultItem,
     SequenceWork,
     SequenceWorkItem,
     StreamWork,
@@ -130,7 +132,7 @@ class StagingBatch(_Common):
         return finish
 
 
-class Summing(_Common):
+class Summing(_Common, SimpleSequenceAdapter):
     """A sequence adapter: the state is the running sum of the samples (8 bytes); option 'fail', 'raise',
     'big' (a state over 1 MiB)."""
 
@@ -443,6 +445,83 @@ def test_a_failed_item_keeps_the_state_a_raising_batch_fails_all_and_big_states_
         ('sequence', 'q3', [{'sum': 12}, 'session_state_missing']),
         ('sequence', 'q4', ['model_failed']),
     ]
+    running.close()
+
+
+class SplitSumming(_Common):
+    """Summing with the model part and the results split (``begin_sequence``): each finish waits until
+    ``release`` holds its batch's first session (or is set for all with '*'); option 'raiseInFinish'."""
+
+    work_kinds: ClassVar[Tuple[str, ...]] = ('sequence',)
+
+    def __init__(self) -> None:
+        self.log: List[Tuple[str, str, str]] = []
+        self.released: set[str] = set()
+        self.changed = threading.Condition()
+
+    def release(self, session: str) -> None:
+        with self.changed:
+            self.released.add(session)
+            self.changed.notify_all()
+
+    def begin_sequence(self, items: Sequence[SequenceInput]) -> SequenceFinish:
+        first = items[0].session_id
+        self.log.append(('begin', first, threading.current_thread().name))
+        totals = [(0 if i.state is None else struct.unpack('<q', i.state)[0]) + int(i.audio.sum()) for i in items]
+
+        def finish() -> List[SequenceResultItem]:
+            with self.changed:
+                assert self.changed.wait_for(lambda: first in self.released or '*' in self.released, WAIT_S)
+            self.log.append(('finish', first, threading.current_thread().name))
+            if any(i.options.get('raiseInFinish') for i in items):
+                raise RuntimeError('asked to raise in finish')
+            return [SequenceOutput({'sum': t}, struct.pack('<q', t)) for t in totals]
+
+        return finish
+
+
+def test_a_sequence_batch_finishes_on_the_finisher_while_the_next_one_begins() -> None:
+    adapter = SplitSumming()
+    running = Running(adapter)
+    running.put(sequence('q1', ('a', 'new', b'', False, {})), sequence('q2', ('b', 'new', b'', False, {})))
+    deadline = time.monotonic() + WAIT_S
+    while ('begin', 'b', 'pipeline-main') not in adapter.log and time.monotonic() < deadline:
+        time.sleep(0.005)
+    # q2 began on the main thread while q1's finish still waited: they overlap.
+    assert adapter.log == [('begin', 'a', 'pipeline-main'), ('begin', 'b', 'pipeline-main')]
+    adapter.release('*')
+    events = running.sink.wait_for(3)
+    assert events[1:] == [('sequence', 'q1', [{'sum': 6}]), ('sequence', 'q2', [{'sum': 6}])]
+    assert [entry for entry in adapter.log if entry[0] == 'finish'] == [('finish', 'a', 'finisher'),
+                                                                       ('finish', 'b', 'finisher')]
+    running.close()
+
+
+def test_a_sessions_next_item_and_its_end_wait_for_its_previous_finish() -> None:
+    adapter = SplitSumming()
+    running = Running(adapter)
+    running.put(sequence('q1', ('a', 'new', b'', False, {})), sequence('q2', ('a', 'resident', b'', False, {})),
+                EndSessionsWork(1, ('a',)))
+    time.sleep(0.1)
+    assert adapter.log == [('begin', 'a', 'pipeline-main')]  # q2 waits for the state q1's finish stores
+    adapter.release('a')
+    events = running.sink.wait_for(4)
+    assert events[1:] == [('sequence', 'q1', [{'sum': 6}]), ('sequence', 'q2', [{'sum': 12}]), ('ended', ('a',))]
+    assert [entry[0] for entry in adapter.log] == ['begin', 'finish', 'begin', 'finish']
+    assert running.pipeline.snapshot().sessions == 0  # the EndSessions came after q2's state was stored
+    running.close()
+
+
+def test_a_finish_that_raises_fails_every_item_and_keeps_the_resident_states() -> None:
+    adapter = SplitSumming()
+    adapter.release('*')
+    running = Running(adapter)
+    running.put(sequence('q1', ('a', 'new', b'', False, {})),
+                sequence('q2', ('a', 'resident', b'', False, {'raiseInFinish': True}), ('b', 'new', b'', False, {})),
+                sequence('q3', ('a', 'resident', b'', False, {})))
+    events = running.sink.wait_for(4)
+    assert events[1:] == [('sequence', 'q1', [{'sum': 6}]), ('sequence', 'q2', ['model_failed', 'model_failed']),
+                          ('sequence', 'q3', [{'sum': 12}])]
     running.close()
 
 

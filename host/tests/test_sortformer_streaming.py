@@ -161,6 +161,40 @@ def test_a_batch_of_sessions_equals_each_session_alone() -> None:
         assert timeline(together[i]) == timeline(alone[i])
 
 
+def test_the_next_batch_beginning_before_this_one_finishes_changes_nothing() -> None:
+    """begin_sequence runs every forward pass and leaves the last round's updates to its finish, which the
+    host calls on another thread while the next batch (other sessions) begins: interleaved as the host
+    does it, each session's outputs and states equal those of one batch run after the other, for chunks
+    of several steps (rounds before the last updated in begin) and for last items (the tail flushed)."""
+    audios = [recording(7.0, 30), recording(5.2, 31), recording(6.1, 32), recording(4.4, 33)]
+    cuts = [[40000, 80000], [30000, 50000], [20000, 70000], [25000, 45000]]
+
+    def chunk(i: int, k: int) -> npt.NDArray[np.int16]:
+        bounds = [0, *cuts[i], audios[i].shape[0]]
+        return audios[i][bounds[k]:bounds[k + 1]]
+
+    def outputs_of(interleaved: bool) -> List[Tuple[Dict[str, Any], bytes]]:
+        adapter = make_adapter(seed=3)
+        states: List[Optional[bytes]] = [None] * len(audios)
+        out: List[Tuple[Dict[str, Any], bytes]] = []
+        for k in range(3):
+            first = [item(f"s{i}", k, chunk(i, k), states[i], k == 2) for i in (0, 1)]
+            second = [item(f"s{i}", k, chunk(i, k), states[i], k == 2) for i in (2, 3)]
+            if interleaved:
+                finish_first = adapter.begin_sequence(first)
+                finish_second = adapter.begin_sequence(second)
+                results = [*finish_first(), *finish_second()]
+            else:
+                results = [*adapter.begin_sequence(first)(), *adapter.begin_sequence(second)()]
+            for i, result in enumerate(results):
+                assert isinstance(result, SequenceOutput), result
+                states[i] = result.state
+                out.append((result.output, result.state))
+        return out
+
+    assert outputs_of(interleaved=True) == outputs_of(interleaved=False)
+
+
 def test_batched_step_predictions_equal_single_ones() -> None:
     adapter = make_adapter()
     engine = adapter._require_engine()

@@ -9,7 +9,8 @@ the pipeline's results into host frames, answers heartbeats, and runs the health
   go to the pipeline's stream controls at once too; every other message becomes work, in arrival
   order. A malformed frame ends the process with exit code 3; end of input ends it with exit code 0.
 - **main** (the pipeline's) runs the work in arrival order; only it calls the adapter's ``load``,
-  ``warmup``, ``begin``, ``run_sequence``, stream generators, resource calls and ``close``.
+  ``warmup``, ``begin``, ``begin_sequence``, stream generators, resource calls and ``close``; the
+  pipeline's finisher calls the functions that ``begin`` and ``begin_sequence`` return.
 - **probe** (after a successful load) calls ``adapter.probe()`` every ``probe_interval_ms`` on
   a helper thread and waits at most ``probe_timeout_ms``. A False, an exception or a timeout
   marks the instance wedged for good: every later HeartbeatAck says ``state: wedged`` and the
@@ -94,6 +95,7 @@ from .model_api import (
     LoadContext,
     ResourceLoad,
     SequenceOutput,
+    SequenceResultItem,
     StreamPiece,
     StreamRequest,
     to_catalog,
@@ -115,7 +117,6 @@ from .work import (
     EndSessionsWork,
     EvictResourceWork,
     LoadResourceWork,
-    SequenceResultItem,
     SequenceWork,
     SequenceWorkItem,
     StreamWork,

@@ -8,8 +8,10 @@ that kind's interface, which the host checks once, at load:
 - **batch** (:class:`BatchAdapter`): ``stage`` on the host's stager thread, ``begin`` on its main
   thread, and the :data:`BatchFinish` that ``begin`` returns on its finisher thread.
   :class:`SimpleBatchAdapter` is a base class for an adapter that runs a batch in one call.
-- **sequence** (:class:`SequenceAdapter`): ``run_sequence`` on the main thread. The host keeps each
-  session's state; the adapter gets it in and returns the new one.
+- **sequence** (:class:`SequenceAdapter`): ``begin_sequence`` on the main thread, and the
+  :data:`SequenceFinish` it returns on the finisher thread. The host keeps each session's state; the
+  adapter gets it in and returns the new one. :class:`SimpleSequenceAdapter` is a base class for an
+  adapter that runs a sequence batch in one call.
 - **stream** (:class:`StreamAdapter`): ``open_stream`` returns a generator that the host steps on its
   main thread, one piece at a time, interleaved with other streams and with batches.
 - **resources** (:class:`ResourceAdapter`), optional with any kind: named weights held resident.
@@ -25,8 +27,10 @@ Two optional methods, with any kind:
   :func:`to_resource_counters`), read on the heartbeat thread for every HeartbeatAck: cheap and
   thread-safe.
 
-Threads: ``load``, ``warmup``, ``close``, ``begin``, ``run_sequence``, the stream generators and the
-resource calls run on the host's main thread, one at a time. ``stats`` and ``resources`` are called on
+Threads: ``load``, ``warmup``, ``close``, ``begin``, ``begin_sequence``, the stream generators and the
+resource calls run on the host's main thread, one at a time; the functions that ``begin`` and
+``begin_sequence`` return run on the finisher thread, one at a time, in the order the calls ran,
+while the main thread goes on. ``stats`` and ``resources`` are called on
 the heartbeat thread and ``probe`` on the probe thread while the model may run: they must be cheap,
 thread-safe, and must not wait for the model.
 
@@ -59,9 +63,10 @@ from .messages import BootStage, CatalogEntry, ResourceCounters, ResourceInfo, S
 __all__ = [
     'Adapter', 'AdapterStats', 'BatchAdapter', 'BatchFinish', 'BatchInput', 'BatchOutput', 'CatalogEntry',
     'ItemFailure', 'LoadContext', 'LoadInfo', 'RESOURCE_COUNTER_KEYS', 'ResourceAdapter', 'ResourceCounters',
-    'ResourceInfo', 'ResourceLoad', 'Segment', 'SequenceAdapter', 'SequenceInput', 'SequenceOutput',
-    'SimpleBatchAdapter', 'StagedBatch', 'StreamAdapter', 'StreamPiece', 'StreamRequest', 'Transcript',
-    'WORK_KINDS', 'WarmupInfo', 'Word', 'seconds', 'to_catalog', 'to_resource_counters',
+    'ResourceInfo', 'ResourceLoad', 'Segment', 'SequenceAdapter', 'SequenceFinish', 'SequenceInput',
+    'SequenceOutput', 'SequenceResultItem', 'SimpleBatchAdapter', 'SimpleSequenceAdapter', 'StagedBatch',
+    'StreamAdapter', 'StreamPiece', 'StreamRequest', 'Transcript', 'WORK_KINDS', 'WarmupInfo', 'Word', 'seconds',
+    'to_catalog', 'to_resource_counters',
 ]
 
 #: The work kinds an adapter may declare in ``work_kinds`` (LoadResult.workKinds).
@@ -247,13 +252,37 @@ class SequenceOutput:
     state: bytes
 
 
+#: One item's result: its output and the session's new state, or its failure.
+SequenceResultItem = Union[SequenceOutput, ItemFailure]
+#: What ``begin_sequence`` leaves to do, called once on the finisher thread while the main thread may
+#: already begin the next call (on other sessions): one result per item, in item order. It may use what
+#: it was given, adapter state that no longer changes after ``load``, and adapter state it alone
+#: changes (finish functions run one at a time).
+SequenceFinish = Callable[[], List[SequenceResultItem]]
+
+
 @runtime_checkable
 class SequenceAdapter(Adapter, Protocol):
     """Ordered items of sessions: RunSequenceBatch → SequenceResult."""
 
-    def run_sequence(self, items: Sequence[SequenceInput]) -> List[Union[SequenceOutput, ItemFailure]]:
-        """Main thread; at most one item per session. One result per item, in item order."""
+    def begin_sequence(self, items: Sequence[SequenceInput]) -> SequenceFinish:
+        """Main thread; at most one item per session, and none of a session whose previous item's finish
+        has not run yet (the host waits for it). Run the model's part; return what builds the results
+        (the host part that can overlap the next call's model part: state updates, outputs, state bytes)."""
         ...
+
+
+class SimpleSequenceAdapter(abc.ABC):
+    """A sequence adapter that runs a sequence batch in one call on the main thread: override
+    :meth:`run_sequence` (plus the common methods of :class:`Adapter`, and ``work_kinds``)."""
+
+    @abc.abstractmethod
+    def run_sequence(self, items: Sequence[SequenceInput]) -> List[SequenceResultItem]:
+        """One result per item, in item order."""
+
+    def begin_sequence(self, items: Sequence[SequenceInput]) -> SequenceFinish:
+        outputs = self.run_sequence(items)
+        return lambda: outputs
 
 
 # ---------------------------------------------------------------------------------------------

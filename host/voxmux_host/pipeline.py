@@ -12,19 +12,21 @@ the work. Threads, and what each one owns:
   adapter ``stage`` it (copy the audio where the model reads it), so that this copy overlaps the batch
   the main thread is running. It may wait there (for a free staging buffer); the reader never does.
 - **main** runs the work one item at a time in arrival order: batches (the adapter's ``begin``),
-  sequence batches, session ends, resource loads and evictions, stream starts, the host's own calls
-  (load, warmup) and Close. Between two items, and whenever it would otherwise wait, it advances each
+  sequence batches (``begin_sequence``), session ends, resource loads and evictions, stream starts,
+  the host's own calls (load, warmup) and Close. Between two items, and whenever it would otherwise wait, it advances each
   open stream that has credit by one step (one ``next()``), in turn: frames and streams alternate, so
   neither starves the other. Cancels are checked before every step. With no stream open it blocks on
   its queue as it always did. Every ``pipeline_log_every`` batches or ``pipeline_log_interval_s``
   seconds it logs where its time went ('batch pipeline', see ``pipeline_stats.py``).
-- **finisher** runs the function each batch's ``begin`` returned (the texts, words and segments) and
-  hands the results to the sink, in the order the batches ran, while the main thread already runs the
-  next batch.
+- **finisher** runs the function each batch's ``begin`` or ``begin_sequence`` returned (the texts,
+  words and segments; a sequence batch's state updates and outputs) and hands the results to the sink,
+  in the order the batches ran, while the main thread already runs the next batch.
 
 The pipeline keeps the state of each sequence session (resident state): the adapter gets it in
-``SequenceInput.state`` and returns the new one, which the pipeline stores until the session's last
-item or an EndSessions.
+``SequenceInput.state`` and returns the new one, which the finisher stores, before the result goes
+out, until the session's last item or an EndSessions. A sequence batch or an EndSessions that names a
+session whose previous item is still with the finisher waits for it (the scheduler sends a session's
+next item only after its result, so this wait is for other senders).
 """
 from __future__ import annotations
 
@@ -43,8 +45,10 @@ from .model_api import (
     BatchInput,
     BatchOutput,
     ItemFailure,
+    SequenceFinish,
     SequenceInput,
     SequenceOutput,
+    SequenceResultItem,
     StagedBatch,
     StreamPiece,
 )
@@ -58,7 +62,6 @@ from .work import (
     EndSessionsWork,
     EvictResourceWork,
     LoadResourceWork,
-    SequenceResultItem,
     SequenceWork,
     Sink,
     StreamWork,
@@ -119,6 +122,19 @@ class _Finishing:
 
 
 @dataclass
+class _FinishingSequence:
+    """A sequence batch whose model part is done: the finisher builds its results, stores the sessions'
+    new states and sends the results."""
+
+    work: SequenceWork
+    started: float  # clock seconds when the batch started
+    finish: SequenceFinish
+    inputs: List[SequenceInput]  # the items given to the adapter
+    positions: List[int]  # each input's index in work.items
+    results: List[Optional[SequenceResultItem]]  # per work item: failures found before the adapter
+
+
+@dataclass
 class _OpenStream:
     work: StreamWork
     pieces: collections.abc.Iterator[StreamPiece]
@@ -136,7 +152,7 @@ class Pipeline:
         self._state_lock = threading.Lock()
         self._queue: 'queue.Queue[_QueueItem]' = queue.Queue()
         self._ready: 'queue.Queue[_QueueItem]' = queue.Queue()
-        self._finishing: 'queue.Queue[Optional[_Finishing]]' = queue.Queue()
+        self._finishing: 'queue.Queue[Union[_Finishing, _FinishingSequence, None]]' = queue.Queue()
         self._finisher: Optional[threading.Thread] = None
         self.stopped = threading.Event()
 
@@ -151,8 +167,13 @@ class Pipeline:
         self._kinds = _NO_KINDS
         self._is_bound = False
 
-        # Main thread only (the heartbeat thread reads their sizes).
+        # Resident session states: read by the main thread, written by the finisher, and by the main
+        # thread for EndSessions (the heartbeat thread reads the size). A session's entry is never
+        # touched by both at once: _sessions_finishing says which sessions the finisher still holds.
         self._sessions: Dict[str, bytes] = {}
+        self._sessions_finishing: Dict[str, int] = {}  # session id -> its items with the finisher
+        self._sessions_finished = threading.Condition()
+        # Main thread only (the heartbeat thread reads the size).
         self._streams: Dict[str, _OpenStream] = {}
         self._resource_sources: Dict[str, Tuple[str, Dict[str, Any]]] = {}
         self._stats = PipelineStats(options.pipeline_log_every, options.pipeline_log_interval_s)
@@ -389,7 +410,10 @@ class Pipeline:
                 item = self._finishing.get()
                 if item is None:
                     return
-                self._finish_batch(item)
+                if isinstance(item, _FinishingSequence):
+                    self._finish_sequence(item)
+                else:
+                    self._finish_batch(item)
         except BaseException as err:  # noqa: BLE001 - results would stop going out: end the process
             self._log.fatal('finisher failed', err=err)
             self._exit(EXIT_CRASHED)
@@ -434,6 +458,7 @@ class Pipeline:
         if adapter is None:
             self._sink.rejected(work, self._unserved(work, 'sequence'))
             return
+        self._wait_for_sessions([item.session_id for item in work.items])
         started = self._begin_work()
         self._stats.began(started, len(work.items))
         results: List[Optional[SequenceResultItem]] = [None] * len(work.items)
@@ -455,14 +480,30 @@ class Pipeline:
             inputs.append(SequenceInput(item.request_id, item.session_id, item.seq, item.audio, state, item.is_last,
                                         item.options))
             positions.append(i)
+        finish: SequenceFinish = _no_results
+        if inputs:
+            try:
+                finish = adapter.begin_sequence(inputs)
+            except Exception as err:  # noqa: BLE001 - every item of the call fails with its code, in batch order
+                finish = _raising(err)
+        self._end_work()
+        with self._sessions_finished:
+            for given in inputs:
+                self._sessions_finishing[given.session_id] = self._sessions_finishing.get(given.session_id, 0) + 1
+        self._finishing.put(_FinishingSequence(work, started, finish, inputs, positions, results))
+        self._log_pipeline(adapter)
+
+    def _finish_sequence(self, item: _FinishingSequence) -> None:
+        """Finisher thread: the batch's results, the sessions' new resident states, then the results out."""
+        work, inputs, results = item.work, item.inputs, item.results
         outputs: Sequence[SequenceResultItem] = []
         if inputs:
             try:
-                outputs = adapter.run_sequence(inputs)
+                outputs = item.finish()
                 _check_sequence_outputs(inputs, outputs)
             except Exception as err:  # noqa: BLE001 - every item of the call fails with its code
                 outputs = [self._failure('sequence batch failed', err, batchId=work.batch_id)] * len(inputs)
-        for position, given, output in zip(positions, inputs, outputs):
+        for position, given, output in zip(item.positions, inputs, outputs):
             if isinstance(output, SequenceOutput) and len(output.state) > MAX_STATE_BYTES:
                 output = ItemFailure('state_too_large', f'Expected a session state of at most {MAX_STATE_BYTES} '
                                                         f'bytes: got {len(output.state)}')
@@ -472,10 +513,23 @@ class Pipeline:
                 self._sessions[given.session_id] = bytes(output.state)
             # A failed item leaves the session's resident state as it was.
             results[position] = output
-        self._end_work()
-        compute_ms = round((self._clock() - started) * 1000, 3)
+        with self._sessions_finished:
+            for given in inputs:
+                left = self._sessions_finishing[given.session_id] - 1
+                if left:
+                    self._sessions_finishing[given.session_id] = left
+                else:
+                    del self._sessions_finishing[given.session_id]
+            self._sessions_finished.notify_all()
+        compute_ms = round((self._clock() - item.started) * 1000, 3)
         self._sink.sequence_done(work, [result for result in results if result is not None], compute_ms)
-        self._log_pipeline(adapter)
+
+    def _wait_for_sessions(self, session_ids: Sequence[str]) -> None:
+        """Main thread: until the finisher holds no item of these sessions (their resident states are
+        final). Returns at once when it holds none, as with the scheduler's order."""
+        with self._sessions_finished:
+            while any(session_id in self._sessions_finishing for session_id in session_ids):
+                self._sessions_finished.wait()
 
     def _log_pipeline(self, adapter: Adapter) -> None:
         """After a batch's model part: ends it in the window's timings and, once a window is full, logs
@@ -497,6 +551,7 @@ class Pipeline:
         if self._kinds.sequence is None:
             self._sink.rejected(work, self._unserved(work, 'sequence'))
             return
+        self._wait_for_sessions(work.session_ids)
         for session_id in work.session_ids:
             self._sessions.pop(session_id, None)
         self._sink.sessions_ended(work)
@@ -654,11 +709,16 @@ def _cancelled() -> ItemFailure:
     return ItemFailure('stream_cancelled', 'The stream was cancelled')
 
 
-def _raising(err: Exception) -> BatchFinish:
-    def finish() -> List[BatchOutput]:
+def _raising(err: Exception) -> Callable[[], NoReturn]:
+    """A finish function (a batch's or a sequence batch's) that raises what its begin raised."""
+    def finish() -> NoReturn:
         raise err
 
     return finish
+
+
+def _no_results() -> List[SequenceResultItem]:
+    return []
 
 
 def _check_batch_outputs(work: BatchWork, outputs: Sequence[BatchOutput]) -> None:

@@ -24,7 +24,7 @@ from .model_api import (
     ResourceAdapter,
     ResourceLoad,
     SequenceAdapter,
-    SequenceOutput,
+    SequenceResultItem,
     StagedBatch,
     StreamAdapter,
     StreamPiece,
@@ -115,12 +115,11 @@ class CloseWork:
 
 Work = Union[BatchWork, SequenceWork, EndSessionsWork, StreamWork, LoadResourceWork, EvictResourceWork, CallWork,
              CloseWork]
-SequenceResultItem = Union[SequenceOutput, ItemFailure]
 
 
 class Sink(Protocol):
     """Where results go (``host.py`` turns them into frames). Called on the main thread, except
-    ``batch_done`` (finisher) and ``rejected`` (main or reader)."""
+    ``batch_done`` and ``sequence_done`` (finisher) and ``rejected`` (main or reader)."""
 
     def batch_done(self, work: BatchWork, outputs: Sequence[BatchOutput], compute_ms: float) -> None: ...
 

@@ -132,6 +132,7 @@ from ..model_api import (
     Segment,
     SequenceInput,
     SequenceOutput,
+    SimpleSequenceAdapter,
     StagedBatch,
     StreamPiece,
     StreamRequest,
@@ -216,7 +217,7 @@ def catalog_entry(voice: str) -> Dict[str, Any]:
             'description': f'Test voice {voice}'}
 
 
-class TestEngineAdapter:
+class TestEngineAdapter(SimpleSequenceAdapter):
     __test__ = False  # not a pytest test class
 
     work_kinds: ClassVar[Tuple[str, ...]] = ('batch', 'sequence', 'stream')

@@ -16,7 +16,7 @@ import numpy as np
 from ...errors import InstanceError
 from ...load_options import with_defaults
 from ...model_api import (AdapterStats, ItemFailure, LoadContext, LoadInfo, SequenceInput, SequenceOutput,
-                          WarmupInfo)
+                          SimpleSequenceAdapter, WarmupInfo)
 from .clustering import Thresholds
 from .diarizer import ChunkOptions, Settings, StepResult, diarize_chunk, diarize_file
 from .features import FRAME_RATE_HZ, SAMPLE_RATE_HZ
@@ -117,7 +117,7 @@ def to_output(result: StepResult) -> Dict[str, Any]:
             'speakers': result.speakers}
 
 
-class ClassicalDiarizerAdapter:
+class ClassicalDiarizerAdapter(SimpleSequenceAdapter):
     work_kinds: ClassVar[Tuple[str, ...]] = ('sequence',)
 
     def __init__(self) -> None:

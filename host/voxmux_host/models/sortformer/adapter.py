@@ -48,8 +48,10 @@ from voxmux_host.model_api import (
     ItemFailure,
     LoadContext,
     LoadInfo,
+    SequenceFinish,
     SequenceInput,
     SequenceOutput,
+    SequenceResultItem,
     WarmupInfo,
     seconds,
 )
@@ -310,9 +312,12 @@ class SortformerAdapter:
             torch.cuda.empty_cache()
 
     # ---------------------------------------------------------------- sequence
-    def run_sequence(self, items: Sequence[SequenceInput]) -> List[Union[SequenceOutput, ItemFailure]]:
+    def begin_sequence(self, items: Sequence[SequenceInput]) -> SequenceFinish:
+        """Main thread: every item's state read and its steps' forward passes; what is left (the last
+        step's cache updates, the segments and the new state bytes) is the returned function's, which the
+        host runs on its finisher thread while the next batch begins."""
         engine = self._require_engine()
-        config, params = self._require_config()
+        config, _ = self._require_config()
         results: List[Union[SequenceOutput, ItemFailure, None]] = [None] * len(items)
         mark = time.perf_counter()
         states: List[SessionState] = []
@@ -328,18 +333,26 @@ class SortformerAdapter:
             indices.append(i)
             limits.append(max_speakers)
         engine.counters.add_ms("prepare", mark)
-        predictions = engine.run(states)
-        mark = time.perf_counter()
-        for state, i, limit, steps in zip(states, indices, limits, predictions):
-            probs = (np.concatenate(steps, axis=0) if steps
-                     else np.zeros((0, config.n_speakers), dtype=np.float32))
-            probs = probs.copy()
-            probs[:, limit:] = 0.0
-            results[i] = self._finish(items[i], state, probs, config)
-        engine.counters.add_ms("finish", mark)
+        pending = engine.begin(states)
         self._items += len(items)
-        del params
-        return [r for r in results if r is not None]
+
+        def finish() -> List[SequenceResultItem]:
+            predictions = pending.finish()
+            mark = time.perf_counter()
+            for state, i, limit, steps in zip(states, indices, limits, predictions):
+                probs = (np.concatenate(steps, axis=0) if steps
+                         else np.zeros((0, config.n_speakers), dtype=np.float32))
+                probs = probs.copy()
+                probs[:, limit:] = 0.0
+                results[i] = self._finish(items[i], state, probs, config)
+            engine.counters.add_ms("finish", mark)
+            return [r for r in results if r is not None]
+
+        return finish
+
+    def run_sequence(self, items: Sequence[SequenceInput]) -> List[SequenceResultItem]:
+        """:meth:`begin_sequence` and its finish in one call."""
+        return self.begin_sequence(items)()
 
     def _prepare(self, item: SequenceInput, config: SortformerConfig) -> Union[Tuple[SessionState, int], ItemFailure]:
         audio = np.asarray(item.audio)

@@ -1,6 +1,8 @@
 """Runs streaming steps for many sessions: plans each session's next step from the audio it has, runs
 the steps of different sessions together as one batch (through a CUDA graph where one was captured, else
-eagerly), and applies each item's cache and FIFO update.
+eagerly), and applies each item's cache and FIFO update. :meth:`StepEngine.begin` runs every step but
+leaves the updates of the last round to :meth:`PendingSteps.finish`, which the host calls on another
+thread while the next batch's steps run.
 
 Step geometry (NeMo's ``streaming_feat_loader``), in mel frames, for step k with chunk C, left context
 lc and right context rc (diarization frames, x8 mel frames): the core is ``[8 C k, 8 C (k + 1))``
@@ -11,6 +13,8 @@ recording every remaining step runs, with the right context clipped.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import ContextManager, Dict, List, Optional, Sequence, Tuple
@@ -83,18 +87,66 @@ class _Graph:
 
 @dataclass
 class EngineCounters:
+    """Updated on the host's main and finisher threads, read on the heartbeat thread: under ``lock``."""
+
     steps: int = 0
     eager_batches: int = 0
     graph_replays: int = 0
     largest_batch: int = 0
     #: Cumulative milliseconds by stage of a step (``stage_ms``: the adapter adds its own around it).
     stage_ms: Dict[str, float] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add_ms(self, stage: str, since_s: float) -> float:
         """Adds the time from ``since_s`` (time.perf_counter) to now to ``stage``; returns now."""
         now = time.perf_counter()
-        self.stage_ms[stage] = self.stage_ms.get(stage, 0.0) + (now - since_s) * 1000
+        with self.lock:
+            self.stage_ms[stage] = self.stage_ms.get(stage, 0.0) + (now - since_s) * 1000
         return now
+
+    def add_steps(self, batch_size: int) -> None:
+        with self.lock:
+            self.steps += batch_size
+            self.largest_batch = max(self.largest_batch, batch_size)
+
+
+@dataclass
+class _StepOutputs:
+    """A batch's forward pass, on the host: predictions, chunk embeddings and lengths."""
+
+    preds: torch.Tensor  # [B, T, S] float32
+    chunk: torch.Tensor  # [B, Tc, D] in the storage dtype
+    chunk_lengths: List[int]
+    context_lengths: List[int]
+
+
+@dataclass
+class _Group:
+    """One batch of steps: the sessions (by index into the call's states), their windows, their outputs."""
+
+    indices: List[int]
+    windows: List[StepWindow]
+    outputs: _StepOutputs
+
+
+class PendingSteps:
+    """What :meth:`StepEngine.begin` leaves: the cache updates of its last round of steps."""
+
+    def __init__(self, engine: "StepEngine", states: Sequence[SessionState],
+                 predictions: List[List[npt.NDArray[np.float32]]], groups: List[_Group]) -> None:
+        self._engine = engine
+        self._states = states
+        self._predictions = predictions
+        self._groups = groups
+
+    def finish(self) -> List[List[npt.NDArray[np.float32]]]:
+        """Applies the updates (each state in place); per session, the core predictions of each step run."""
+        for group in self._groups:
+            states = [self._states[i] for i in group.indices]
+            for i, preds in zip(group.indices, self._engine.apply(states, group.windows, group.outputs)):
+                self._predictions[i].append(preds)
+        self._groups = []
+        return self._predictions
 
 
 class StepEngine:
@@ -132,20 +184,37 @@ class StepEngine:
     def run(self, states: Sequence[SessionState]) -> List[List[npt.NDArray[np.float32]]]:
         """Run every step the sessions' audio allows, in rounds (each round at most one step per session,
         batched); returns, per session, the core predictions [n, speakers] of each step run."""
+        return self.begin(states).finish()
+
+    def begin(self, states: Sequence[SessionState]) -> PendingSteps:
+        """:meth:`run` up to the updates of the last round: every forward pass runs here (a round after
+        which no session can step again is the last), its updates wait for :meth:`PendingSteps.finish`."""
         out: List[List[npt.NDArray[np.float32]]] = [[] for _ in states]
         while True:
             planned = [(i, w) for i, w in ((i, plan_step(s, self.config, self.params)) for i, s in enumerate(states))
                        if w is not None]
             if not planned:
-                return out
+                return PendingSteps(self, states, out, [])
+            is_last = not any(self._can_step_after(states[i]) for i, _ in planned)
+            deferred: List[_Group] = []
             for start in range(0, len(planned), self.max_batch_size):
                 group = planned[start : start + self.max_batch_size]
-                results = self.step([states[i] for i, _ in group], [w for _, w in group])
-                for (i, _), preds in zip(group, results):
+                indices, windows = [i for i, _ in group], [w for _, w in group]
+                outputs = self.forward([states[i] for i in indices], windows)
+                if is_last:
+                    deferred.append(_Group(indices, windows, outputs))
+                    continue
+                for i, preds in zip(indices, self.apply([states[i] for i in indices], windows, outputs)):
                     out[i].append(preds)
+            if is_last:
+                return PendingSteps(self, states, out, deferred)
 
-    def step(self, states: Sequence[SessionState], windows: Sequence[StepWindow]) -> List[npt.NDArray[np.float32]]:
-        """One batched step; updates each state in place; returns each item's core predictions."""
+    def _can_step_after(self, state: SessionState) -> bool:
+        """Whether the session's audio allows another step once its planned one has run."""
+        return plan_step(dataclasses.replace(state, steps=state.steps + 1), self.config, self.params) is not None
+
+    def forward(self, states: Sequence[SessionState], windows: Sequence[StepWindow]) -> _StepOutputs:
+        """Stage the batch's audio windows and contexts and run its forward pass (main thread)."""
         cfg = self.config
         mark = time.perf_counter()
         audio = self._audio_stage.numpy()
@@ -163,11 +232,19 @@ class StepEngine:
             context_lengths.append(n_cache + n_fifo)
         mark = self.counters.add_ms("stage", mark)
         preds, chunk, chunk_lengths = self._forward(valid, frames, context_lengths)
-        mark = self.counters.add_ms("forward", mark)
+        self.counters.add_ms("forward", mark)
+        return _StepOutputs(preds, chunk, chunk_lengths, context_lengths)
+
+    def apply(self, states: Sequence[SessionState], windows: Sequence[StepWindow],
+              outputs: _StepOutputs) -> List[npt.NDArray[np.float32]]:
+        """Each item's cache and FIFO update from the batch's forward pass (any thread, one batch at a time
+        per session); updates each state in place; returns each item's core predictions."""
+        mark = time.perf_counter()
+        preds, chunk, chunk_lengths = outputs.preds, outputs.chunk, outputs.chunk_lengths
         results: List[npt.NDArray[np.float32]] = []
         for b, (state, window) in enumerate(zip(states, windows)):
             core = max(0, min(int(chunk_lengths[b]) - window.left - window.right, window.core_limit))
-            ctx_len = context_lengths[b]
+            ctx_len = outputs.context_lengths[b]
             total = ctx_len + int(chunk_lengths[b])
             state.context, chunk_preds = update_context(
                 state.context, preds[b, :total], chunk[b, : int(chunk_lengths[b])], window.left, core, self.params,
@@ -180,8 +257,7 @@ class StepEngine:
         for state, context in zip(states, compress_contexts([s.context for s in states], self.params)):
             state.context = context
         self.counters.add_ms("update", mark)
-        self.counters.steps += len(states)
-        self.counters.largest_batch = max(self.counters.largest_batch, len(states))
+        self.counters.add_steps(len(states))
         return results
 
     def _trim_pending(self, state: SessionState) -> None:
