@@ -13,7 +13,7 @@ import pytest
 
 from voxmux_host.errors import InstanceError
 from voxmux_host.model_api import ItemFailure, LoadContext, SequenceAdapter, SequenceOutput
-from voxmux_host.models.sortformer.adapter import DEFAULT_OPTIONS, SortformerAdapter
+from voxmux_host.models.sortformer.adapter import DEFAULT_OPTIONS, SortformerAdapter, graph_batch_sizes
 from voxmux_host.registry import create_adapter
 
 from test_sortformer_streaming import TINY_OPTIONS, item, make_adapter, recording, run_session
@@ -161,6 +161,18 @@ def test_load_reports_facts_and_warmup_captures_nothing_on_cpu() -> None:
     assert adapter.warmup().graphs_captured == 0
     assert adapter.probe()
     adapter.close()
+
+
+@pytest.mark.parametrize("max_batch_size, sizes", [
+    (1, [1]), (2, [1, 2]), (5, [1, 2, 3, 4, 5]), (8, [1, 2, 3, 4, 6, 8]),
+    (64, [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]), (100, [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 100]),
+])
+def test_graphs_are_captured_for_powers_of_two_and_one_and_a_half_times_each(max_batch_size: int,
+                                                                               sizes: List[int]) -> None:
+    assert graph_batch_sizes(max_batch_size) == sizes
+    # Every batch up to the largest runs at a captured size at most about 1.5 times its own.
+    for batch in range(2, max_batch_size + 1):
+        assert min(s for s in sizes if s >= batch) <= 1.5 * batch
 
 
 def test_every_option_is_documented_and_nothing_else() -> None:

@@ -26,7 +26,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``minDurationOff`` | preset | gaps shorter than this (seconds) are filled |
 | ``cudaGraphs`` | true | capture one CUDA graph per batch size at warmup (CUDA only) |
 | ``compileEncoder`` | false | ``torch.compile`` the subsampling and the conformer layers (torch >= 2.0 with Triton; compiles at warmup) |
-| ``maxBatchSize`` | 64 | sessions per forward; graphs are captured for 1, 2, 4, ... up to it |
+| ``maxBatchSize`` | 64 | sessions per forward; graphs are captured for 1, 2, 3, 4, 6, 8, 12, ... up to it |
 | ``maxItemSeconds`` | 60 | longest item (chunk) accepted; longer ones fail with invalid_audio |
 """
 from __future__ import annotations
@@ -199,10 +199,16 @@ def _check_streaming(config: SortformerConfig, params: StreamingParams, storage_
 
 
 def graph_batch_sizes(max_batch_size: int) -> List[int]:
+    """The batch sizes captured as CUDA graphs: the powers of two and 1.5 times each from 2 on (1, 2, 3,
+    4, 6, 8, 12, ...) below ``max_batch_size``, then ``max_batch_size``. A batch runs at the smallest size
+    that holds it: with these, a size at most about 1.5 times its own (about 2 times with powers of two
+    alone)."""
     sizes = []
     size = 1
     while size < max_batch_size:
         sizes.append(size)
+        if size >= 2 and size * 3 // 2 < max_batch_size:
+            sizes.append(size * 3 // 2)
         size *= 2
     sizes.append(max_batch_size)
     return sizes
