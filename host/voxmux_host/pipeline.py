@@ -13,11 +13,12 @@ the work. Threads, and what each one owns:
   the main thread is running. It may wait there (for a free staging buffer); the reader never does.
 - **main** runs the work one item at a time in arrival order: batches (the adapter's ``begin``),
   sequence batches (``begin_sequence``), session ends, resource loads and evictions, stream starts,
-  the host's own calls (load, warmup) and Close. Between two items, and whenever it would otherwise wait, it advances each
-  open stream that has credit by one step (one ``next()``), in turn: frames and streams alternate, so
-  neither starves the other. Cancels are checked before every step. With no stream open it blocks on
-  its queue as it always did. Every ``pipeline_log_every`` batches or ``pipeline_log_interval_s``
-  seconds it logs where its time went ('batch pipeline', see ``pipeline_stats.py``).
+  the host's own calls (load, warmup) and Close. Between two items, and whenever it would otherwise
+  wait, it advances each open stream that has credit by one step (one ``next()``), in turn: frames
+  and streams alternate, so neither starves the other. Cancels are checked before every step. With
+  no stream open it blocks on its queue as it always did. Every ``pipeline_log_every`` batches or
+  ``pipeline_log_interval_s`` seconds it logs where its time went ('batch pipeline', see
+  ``pipeline_stats.py``).
 - **finisher** runs the function each batch's ``begin`` or ``begin_sequence`` returned (the texts,
   words and segments; a sequence batch's state updates and outputs) and hands the results to the sink,
   in the order the batches ran, while the main thread already runs the next batch.
