@@ -251,13 +251,13 @@ export function createMetrics(options: MetricsOptions = {}) {
     }),
     eagerBatches: new Gauge({
       name: 'voxmux_instance_eager_batches',
-      help: 'Batches run eagerly (outside a captured shape) by the live instances of a model, summed.',
+      help: 'Batches run eagerly (outside a captured shape) by the live instances of a model, summed, as of their last heartbeats.',
       labelNames: ['model'] as const,
       registers: r,
     }),
     graphReplays: new Gauge({
       name: 'voxmux_instance_graph_replays',
-      help: 'Batches run by replaying a CUDA graph by the live instances of a model, summed.',
+      help: 'Batches run by replaying a CUDA graph by the live instances of a model, summed, as of their last heartbeats.',
       labelNames: ['model'] as const,
       registers: r,
     }),
