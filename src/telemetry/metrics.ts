@@ -149,7 +149,7 @@ export function createMetrics(options: MetricsOptions = {}) {
     }),
     batchSendDuration: new Histogram({
       name: 'voxmux_instance_batch_send_seconds',
-      help: "Time to write one batch (its audio included) into its instance's socket, until the kernel took its last byte, by model.",
+      help: "Time to write one batch (its audio included) into its instance's socket, from its frame handed to the socket (behind any frames still queued there) until the kernel took its last byte, by model.",
       labelNames: ['model'] as const,
       buckets: LATENCY_BUCKETS_S,
       registers: r,
