@@ -63,8 +63,8 @@ for side in dict.fromkeys(r["label"].split(" round")[0] for r in runs):
 first = pipeline_runs[0]
 print(f"\nThrough the pipeline: batches of {first['batchSize']} sessions, the forward pass a wait of "
       f"{first['forwardMsBase']:g} + {first['forwardMsPerSession']:g} ms per session; medians of the rounds.\n")
-print("| side | in flight | batches/s | chunks/s | ms per batch | host ms per batch beyond the wait | chunks/s per round |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+print("| side | in flight | batches/s | chunks/s | ms per batch | host ms per batch beyond the wait | `update` ms per chunk | chunks/s per round |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 for side in dict.fromkeys(r["label"].split(" round")[0] for r in pipeline_runs):
     mine = [r for r in pipeline_runs if r["label"].startswith(side + " round")]
     for i, level in enumerate(mine[0]["levels"]):
@@ -72,7 +72,8 @@ for side in dict.fromkeys(r["label"].split(" round")[0] for r in pipeline_runs):
         med = {k: statistics.median(x[k] for x in levels)
                for k in ("batchesPerSecond", "chunksPerSecond", "msPerBatch", "hostMsPerBatchBeyondWait")}
         each = ", ".join(f"{x['chunksPerSecond']:.1f}" for x in levels)
+        update = statistics.median(x["stageMsPerChunk"].get("update", 0.0) for x in levels)
         print(f"| {side} | {level['inFlight']} | {med['batchesPerSecond']:.2f} | **{med['chunksPerSecond']:.1f}** | "
-              f"{med['msPerBatch']:.2f} | {med['hostMsPerBatchBeyondWait']:.2f} | {each} |")
+              f"{med['msPerBatch']:.2f} | {med['hostMsPerBatchBeyondWait']:.2f} | {update:.3f} | {each} |")
 PY
 cat "$out/summary.md"

@@ -26,4 +26,7 @@ def test_dry_run_keeps_each_level_in_flight_and_reports_it(tmp_path: Path, capsy
         assert level["forwardWaitMs"] == 8.0
         assert level["msPerBatch"] >= 8.0  # each batch waits for its forward pass at least
         assert level["chunksPerSecond"] == pytest.approx(3 * level["batchesPerSecond"], rel=0.01)
+        stages = level["stageMsPerChunk"]
+        assert {"prepare", "stage", "forward", "update", "finish"} <= set(stages)
+        assert stages["forward"] >= 8.0 / 3  # the wait, shared by the batch's 3 chunks
     assert "in flight" in capsys.readouterr().out
