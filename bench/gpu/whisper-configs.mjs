@@ -26,7 +26,10 @@
 //   whisper-b9-pieces-compiled: (b8) with the encoder's blocks compiled (compileEncoder; batches under 4
 //                     windows stay eager);
 //   whisper-b10-one-pieces-compiled: (b9) on one instance: (b6) with the clips cut and the encoder
-//                     compiled.
+//                     compiled;
+//   whisper-b11-one-pieces-overlap: (b10) with each join's encoder call on a CUDA stream of its own
+//                     (overlapEncoder): on one instance, the decode steps of the windows already
+//                     decoding go on while a join is encoded instead of waiting for it.
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
 // lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
 // 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
@@ -114,6 +117,12 @@ export const CONFIGS = {
   'whisper-b8-pieces': config({ ...B8 }),
   'whisper-b9-pieces-compiled': config({ ...B8, variant: { ...B6.variant, compileEncoder: true } }),
   'whisper-b10-one-pieces-compiled': config({ ...B8, instances: 1, mps: false, variant: { ...B6.variant, compileEncoder: true } }),
+  'whisper-b11-one-pieces-overlap': config({
+    ...B8,
+    instances: 1,
+    mps: false,
+    variant: { ...B6.variant, compileEncoder: true, overlapEncoder: true },
+  }),
 };
 
 if (outDir !== undefined) {

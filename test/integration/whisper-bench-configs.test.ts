@@ -33,8 +33,14 @@ describe('whisper benchmark configs', () => {
       'whisper-b8-pieces',
       'whisper-b9-pieces-compiled',
       'whisper-b10-one-pieces-compiled',
+      'whisper-b11-one-pieces-overlap',
     ]);
-    const cut = new Set(['whisper-b8-pieces', 'whisper-b9-pieces-compiled', 'whisper-b10-one-pieces-compiled']);
+    const cut = new Set([
+      'whisper-b8-pieces',
+      'whisper-b9-pieces-compiled',
+      'whisper-b10-one-pieces-compiled',
+      'whisper-b11-one-pieces-overlap',
+    ]);
     for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
       const model = config.models.whisper!;
@@ -107,6 +113,12 @@ describe('whisper benchmark configs', () => {
       supervisor: { ...b9.supervisor, mps: { enabled: false } },
       models: { whisper: { ...b9.models.whisper, instances: 1 } },
     });
+    // b11: b10 with the encoder calls beside the decode steps.
+    const b10Whisper = configs['whisper-b10-one-pieces-compiled']!.models.whisper;
+    assert.deepEqual(configs['whisper-b11-one-pieces-overlap'], {
+      ...side('whisper-b10-one-pieces-compiled'),
+      models: { whisper: { ...b10Whisper, options: { ...b10Whisper.options, overlapEncoder: true } } },
+    });
   });
 
   it('writes one file per side', () => {
@@ -117,6 +129,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b-engine.json',
       'whisper-b0-one-batch.json',
       'whisper-b10-one-pieces-compiled.json',
+      'whisper-b11-one-pieces-overlap.json',
       'whisper-b2-group-join.json',
       'whisper-b3-overlap.json',
       'whisper-b4-group-overlap.json',
