@@ -291,7 +291,7 @@ class SortformerAdapter:
         return SortformerStats(memory_bytes=self._memory_bytes(), eager_batches=engine.counters.eager_batches,
                                graph_replays=engine.counters.graph_replays, steps=engine.counters.steps,
                                items=self._items, audio_seconds=self._audio_seconds,
-                               stage_ms=dict(engine.counters.stage_ms))
+                               stage_ms=engine.counters.stage_ms_copy())
 
     def probe(self) -> bool:
         if self._device.type != "cuda" or self._probe_buffer is None:

@@ -104,6 +104,10 @@ class EngineCounters:
             self.stage_ms[stage] = self.stage_ms.get(stage, 0.0) + (now - since_s) * 1000
         return now
 
+    def stage_ms_copy(self) -> Dict[str, float]:
+        with self.lock:
+            return dict(self.stage_ms)
+
     def add_steps(self, batch_size: int) -> None:
         with self.lock:
             self.steps += batch_size
