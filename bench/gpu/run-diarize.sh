@@ -38,7 +38,8 @@
 # 5,000 sessions was itself a bottleneck, at 131 % of a core); the server: DIARIZE_BENCH_INSTANCES (8), DIARIZE_BENCH_MPS_PERCENT (12),
 # DIARIZE_BENCH_MAX_BATCH (64), DIARIZE_BENCH_QUEUE_DELAY_MS (2), DIARIZE_BENCH_IN_FLIGHT (3: batches in flight per Sortformer instance; the ASR instance has 3), DIARIZE_BENCH_COMPILE (0; 1: the Sortformer encoder compiled),
 # DIARIZE_BENCH_DEVICE (cuda), DIARIZE_BENCH_SORTFORMER_CONFIG / DIARIZE_BENCH_ASR_CONFIG (full), see
-# diarize-configs.mjs. DIARIZE_BENCH_CLIP_DIR: where the WAV clips go (/tmp/voxmux-diarize-clips). BENCH_COMMIT: the commit to record where the tree has no .git.
+# diarize-configs.mjs; DIARIZE_BENCH_SERVER (mixed; diarize: the Sortformer instances alone, part a only,
+# a boot without the ASR model's compilation, as bench/gpu/run-diarize-layouts.sh runs it). DIARIZE_BENCH_CLIP_DIR: where the WAV clips go (/tmp/voxmux-diarize-clips). BENCH_COMMIT: the commit to record where the tree has no .git.
 # BENCH_DRY=1: a dry run without a GPU (tiny CPU models, one instance, tiny levels, 3 s chunks), to
 # check the script end to end.
 set -uo pipefail
@@ -64,6 +65,12 @@ asr_warmup_s=${DIARIZE_BENCH_ASR_WARMUP_S:-1}
 budget_s=${DIARIZE_BENCH_BUDGET_S:-500}
 boot_timeout_s=${DIARIZE_BENCH_BOOT_TIMEOUT_S:-240}
 phases=${DIARIZE_BENCH_PHASES:-a,b}
+server_config=${DIARIZE_BENCH_SERVER:-mixed}
+case "$server_config" in
+  mixed) ;;
+  diarize) [[ $phases != *b* ]] || { echo "DIARIZE_BENCH_SERVER=diarize has no ASR model: set DIARIZE_BENCH_PHASES=a" >&2; exit 2; } ;;
+  *) echo "DIARIZE_BENCH_SERVER must be mixed or diarize: got '$server_config'" >&2; exit 2 ;;
+esac
 for n in "$idle_chunks" "$chunk_s" "$b_sessions" "$asr_step_s" "$asr_warmup_s" "$budget_s" "$boot_timeout_s"; do
   [[ $n =~ ^[0-9]+$ ]] || { echo "DIARIZE_BENCH_* durations and counts must be whole numbers: got '$n'" >&2; exit 2; }
 done
@@ -105,11 +112,11 @@ fi
 machine="$(nproc) CPU cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), $(uname -sr), node $(node --version), $("$python" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null || echo 'no torch')"
 settings="levels=$levels idle_chunks=$idle_chunks chunk_s=$chunk_s b_sessions=$b_sessions asr_levels=$asr_levels asr_step_s=$asr_step_s asr_warmup_s=$asr_warmup_s budget_s=$budget_s phases=$phases processes=$processes $(env | grep '^DIARIZE_BENCH_' | sort | tr '\n' ' ')"
 record init "$results" "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)" "machine=$machine" "gpu=$gpu" "commit=$commit" \
-  "command=${BENCH_DRY:+BENCH_DRY=$BENCH_DRY }$command_line" "settings=$settings" "config=mixed" status=started
+  "command=${BENCH_DRY:+BENCH_DRY=$BENCH_DRY }$command_line" "settings=$settings" "config=$server_config" status=started
 
 node "$root/bench/gpu/diarize-configs.mjs" "$out/configs" "${DIARIZE_BENCH_HOST_PATH:-$root/host}" || exit 2
-instances=$(node -e 'const c = require(process.argv[1]); process.stdout.write(String(c.models.sortformer.instances))' "$out/configs/mixed.json")
-percent=$(node -e 'const c = require(process.argv[1]); process.stdout.write(String(c.models.sortformer.mpsActiveThreadPercentages[0] ?? 100))' "$out/configs/mixed.json")
+instances=$(node -e 'const c = require(process.argv[1]); process.stdout.write(String(c.models.sortformer.instances))' "$out/configs/$server_config.json")
+percent=$(node -e 'const c = require(process.argv[1]); process.stdout.write(String(c.models.sortformer.mpsActiveThreadPercentages[0] ?? 100))' "$out/configs/$server_config.json")
 record set "$results" "diarizationInstances=$instances" "mpsPercent=$percent"
 
 # --- clips: 16 kHz mono 16-bit WAV, read once by each bench process and reused by every session
@@ -128,7 +135,7 @@ port=8600
 url=http://127.0.0.1:$port
 echo "== boot (budget ${budget_s} s, at $(elapsed) s)"
 boot_started=$(date +%s)
-node "$root/.bundle/voxmux.mjs" serve --config "$out/configs/mixed.json" --port "$port" --log-level info > "$out/logs/server.log" 2>&1 &
+node "$root/.bundle/voxmux.mjs" serve --config "$out/configs/$server_config.json" --port "$port" --log-level info > "$out/logs/server.log" 2>&1 &
 server=$!
 stop_server() { kill -TERM $server 2>/dev/null && wait $server; }
 trap stop_server EXIT

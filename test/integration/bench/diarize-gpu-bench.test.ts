@@ -192,3 +192,29 @@ describe('diarize-results.mjs', () => {
     assert.equal(verb.status, 2);
   });
 });
+
+describe('run-diarize.sh and run-diarize-layouts.sh settings', () => {
+  function bash(args: string[], env: Record<string, string> = {}) {
+    const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('DIARIZE_BENCH_')));
+    return spawnSync('bash', args, { encoding: 'utf8', env: { ...clean, ...env } });
+  }
+
+  it('refuses a diarization-only server for part b, and an unknown server, before starting anything', () => {
+    const out = join(dir, 'refused');
+    const withB = bash(['bench/gpu/run-diarize.sh', out], { DIARIZE_BENCH_SERVER: 'diarize', DIARIZE_BENCH_PHASES: 'a,b' });
+    assert.equal(withB.status, 2);
+    assert.match(withB.stderr, /DIARIZE_BENCH_SERVER=diarize has no ASR model: set DIARIZE_BENCH_PHASES=a/);
+    const unknown = bash(['bench/gpu/run-diarize.sh', out], { DIARIZE_BENCH_SERVER: 'asr' });
+    assert.equal(unknown.status, 2);
+    assert.match(unknown.stderr, /DIARIZE_BENCH_SERVER must be mixed or diarize: got 'asr'/);
+  });
+
+  it('refuses a layout that is not INSTANCESxPERCENT:IN_FLIGHT, naming it, and a call without layouts', () => {
+    const bad = bash(['bench/gpu/run-diarize-layouts.sh', join(dir, 'layouts'), '4x25:1', '2x100']);
+    assert.equal(bad.status, 2);
+    assert.match(bad.stderr, /Expected a layout INSTANCESxPERCENT:IN_FLIGHT \(4x25:1\): got '2x100'/);
+    const none = bash(['bench/gpu/run-diarize-layouts.sh', join(dir, 'layouts')]);
+    assert.equal(none.status, 2);
+    assert.match(none.stderr, /usage: run-diarize-layouts\.sh OUT_DIR LAYOUT/);
+  });
+});
