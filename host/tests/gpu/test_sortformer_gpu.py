@@ -1,5 +1,6 @@
 """Sortformer on CUDA (full configuration): bf16 against fp32, CUDA-graph replay against eager, a session
-resumed from its state bytes against an undisturbed one, and a timing print of the per-chunk latency of
+resumed from its state bytes against an undisturbed one, a batch begun before the previous one
+finished against batches one after the other, and a timing print of the per-chunk latency of
 15 s chunks for batch sizes 1 to 64 (``pytest -s`` shows it). Skipped without CUDA."""
 from __future__ import annotations
 
@@ -92,6 +93,37 @@ def test_state_resumed_on_a_fresh_instance_equals_undisturbed_on_cuda() -> None:
     assert first + rest == undisturbed
     assert resumed == final_state
     assert len(final_state) < 1 << 20
+
+
+def test_the_next_batch_beginning_before_this_one_finishes_changes_nothing_on_cuda() -> None:
+    """As the host runs it with two batches in flight: batch B's forward passes (graphs replayed, staging
+    buffers reused) run before batch A's finish; each session's outputs and state bytes equal those of
+    the batches run one after the other."""
+    audios = [recording(45.0, 40 + i) for i in range(6)]
+    chunk = CHUNK_S * RATE
+
+    def outputs_of(interleaved: bool) -> List[Tuple[Dict[str, Any], bytes]]:
+        adapter = load(maxBatchSize=4)
+        states: List[Optional[bytes]] = [None] * len(audios)
+        out: List[Tuple[Dict[str, Any], bytes]] = []
+        for k in range(3):
+            items = [SequenceInput(f"s{i}-{k}", f"s{i}", k, audios[i][k * chunk:(k + 1) * chunk], states[i], k == 2, {})
+                     for i in range(len(audios))]
+            first, second = items[:3], items[3:]
+            if interleaved:
+                finish_first = adapter.begin_sequence(first)
+                finish_second = adapter.begin_sequence(second)
+                results = [*finish_first(), *finish_second()]
+            else:
+                results = [*adapter.begin_sequence(first)(), *adapter.begin_sequence(second)()]
+            for i, result in enumerate(results):
+                assert isinstance(result, SequenceOutput), result
+                states[i] = result.state
+                out.append((result.output, result.state))
+        assert adapter._require_engine().counters.graph_replays > 0
+        return out
+
+    assert outputs_of(interleaved=True) == outputs_of(interleaved=False)
 
 
 def test_timing_per_chunk_for_batch_sizes() -> None:
