@@ -30,9 +30,9 @@ Two optional methods, with any kind:
 Threads: ``load``, ``warmup``, ``close``, ``begin``, ``begin_sequence``, the stream generators and the
 resource calls run on the host's main thread, one at a time; the functions that ``begin`` and
 ``begin_sequence`` return run on the finisher thread, one at a time, in the order the calls ran,
-while the main thread goes on. ``stats`` and ``resources`` are called on
-the heartbeat thread and ``probe`` on the probe thread while the model may run: they must be cheap,
-thread-safe, and must not wait for the model.
+while the main thread goes on. ``stats`` and ``resources`` are called on the heartbeat thread and
+``probe`` on the probe thread while the model may run: they must be cheap, thread-safe, and must not
+wait for the model.
 
 Audio is the frame body as it arrived: 16 kHz mono 16-bit PCM, int16 views of the body (no
 conversion); an adapter that needs floats converts it itself, as float value = int16 / 32768.
