@@ -20,11 +20,8 @@ two commits side by side (the pipeline and the adapter of each).
 from __future__ import annotations
 
 import argparse
-import datetime
 import importlib
 import io
-import json
-import platform
 import queue
 import sys
 import threading
@@ -34,26 +31,23 @@ from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 import numpy as np
 
-RATE = 16000
-TURN_FRAMES = 40  # 3.2 s turns of one speaker in the synthetic predictions
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_sortformer_support import (RATE, SyntheticOutputs, add_common_arguments, append_line,  # noqa: E402
+                                      load_adapter, provenance)
+
 WARMUP_ROUNDS = 2  # batches per session group not timed (caches filling, the first compression)
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--host", default=str(Path(__file__).resolve().parent),
-                        help="folder holding the voxmux_host package to run (default: this one)")
-    parser.add_argument("--config", default="full", help="adapter config: full (served shapes) or tiny (tests)")
-    parser.add_argument("--dtype", default="bf16", help="storage dtype of the adapter (bf16 as on CUDA)")
+    add_common_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=16, help="sessions per batch")
     parser.add_argument("--batches", type=int, default=40, help="timed batches per level")
     parser.add_argument("--in-flight", default="1,2", help="batches kept in the pipeline, comma-separated")
     parser.add_argument("--forward-ms-base", type=float, default=8.0, help="device wait per forward pass, ms")
     parser.add_argument("--forward-ms-per-session", type=float, default=0.5,
                         help="device wait per session of a forward pass, ms")
-    parser.add_argument("--chunk-seconds", type=float, default=15.0)
-    parser.add_argument("--label", default="", help="names the side in the output")
-    parser.add_argument("--out", help="append the result as one JSON line to this file")
     return parser.parse_args(argv)
 
 
@@ -66,41 +60,35 @@ def _exit(code: int) -> NoReturn:
 
 
 def run(args: argparse.Namespace) -> Dict[str, Any]:
-    sys.path.insert(0, str(Path(args.host).resolve()))
     import torch
 
     torch.set_num_threads(1)
+    adapter = load_adapter(args, args.batch_size)
     host_module = importlib.import_module("voxmux_host.host")
     sys.setswitchinterval(host_module.GIL_SWITCH_INTERVAL_S)  # as the host process sets it
-    adapter_module = importlib.import_module("voxmux_host.models.sortformer.adapter")
-    model_api = importlib.import_module("voxmux_host.model_api")
     pipeline_module = importlib.import_module("voxmux_host.pipeline")
     work = importlib.import_module("voxmux_host.work")
     log_module = importlib.import_module("voxmux_host.log")
-
-    adapter = adapter_module.SortformerAdapter()
-    adapter.load(model_api.LoadContext("bench", "sortformer", {
-        "config": args.config, "device": "cpu", "dtype": args.dtype, "maxBatchSize": args.batch_size}))
     engine = adapter._engine
-    engine._forward = _waiting_forward(engine, torch, args.forward_ms_base, args.forward_ms_per_session)
+    outputs = SyntheticOutputs(engine, torch)
+    wait_ms = (args.forward_ms_base, args.forward_ms_per_session)
+
+    def forward(valid: List[int], frames: List[int], context_lengths: List[int]) -> Tuple[Any, Any, List[int]]:
+        """Waits as the device would (a sleep releases the interpreter lock, as a blocking copy from the
+        device does), then gives the synthetic outputs."""
+        lengths = outputs.lengths(frames)
+        preds, chunk = outputs(len(valid), max(lengths))
+        time.sleep((wait_ms[0] + wait_ms[1] * len(valid)) / 1000)
+        return preds, chunk, lengths
+
+    engine._forward = forward
     chunk = int(args.chunk_seconds * RATE)
     audio = (np.random.default_rng(0).standard_normal(chunk) * 3000).astype(np.int16)
     levels = []
     for in_flight in [int(n) for n in args.in_flight.split(",")]:
         levels.append(_level(args, in_flight, adapter, audio, pipeline_module, work, log_module))
-    return {
-        "label": args.label,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "machine": platform.processor() or platform.machine(),
-        "config": args.config,
-        "dtype": args.dtype,
-        "batchSize": args.batch_size,
-        "forwardMsBase": args.forward_ms_base,
-        "forwardMsPerSession": args.forward_ms_per_session,
-        "levels": levels,
-    }
+    return {**provenance(args, torch), "batchSize": args.batch_size, "forwardMsBase": args.forward_ms_base,
+            "forwardMsPerSession": args.forward_ms_per_session, "levels": levels}
 
 
 def _level(args: argparse.Namespace, in_flight: int, adapter: Any, audio: Any, pipeline_module: Any, work: Any,
@@ -183,35 +171,6 @@ class _Sink:
         raise RuntimeError(f"unexpected sink call {name}")
 
 
-def _waiting_forward(engine: Any, torch: Any, base_ms: float, per_session_ms: float) -> Any:
-    """Stands in for ``StepEngine._forward``: waits as the device would (a sleep releases the interpreter
-    lock, as a blocking copy from the device does), then returns predictions where one speaker at a time
-    is active (turns of TURN_FRAMES) over a little noise, random chunk embeddings and the chunk lengths.
-    The outputs are made once per shape (the host only reads them), so the wait is the forward's time."""
-    generator = torch.Generator().manual_seed(0)
-    factor = engine.config.subsampling_factor
-    d_model = engine.config.fc_d_model
-    speakers = engine.config.n_speakers
-    made: Dict[Tuple[int, int], Tuple[Any, Any]] = {}
-
-    def outputs(b: int, t_chunk: int) -> Tuple[Any, Any]:
-        if (b, t_chunk) not in made:
-            n = engine.context_frames + t_chunk
-            turns = torch.randint(0, speakers, (b, n // TURN_FRAMES + 1), generator=generator)
-            active = torch.nn.functional.one_hot(turns.repeat_interleave(TURN_FRAMES, dim=1)[:, :n], speakers)
-            preds = active.float() * 0.8 + torch.rand(b, n, speakers, generator=generator) * 0.15
-            made[(b, t_chunk)] = (preds, torch.randn(b, t_chunk, d_model, generator=generator).to(engine.storage_dtype))
-        return made[(b, t_chunk)]
-
-    def forward(valid: List[int], frames: List[int], context_lengths: List[int]) -> Tuple[Any, Any, List[int]]:
-        lengths = [-(-f // factor) for f in frames]
-        preds, chunk = outputs(len(valid), max(lengths))
-        time.sleep((base_ms + per_session_ms * len(valid)) / 1000)
-        return preds, chunk, lengths
-
-    return forward
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     result = run(args)
@@ -222,8 +181,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{level['inFlight']:9d} | {level['batchesPerSecond']:9.2f} | {level['chunksPerSecond']:8.1f} | "
               f"{level['msPerBatch']:12.2f} | {level['hostMsPerBatchBeyondWait']:.2f}")
     if args.out:
-        with open(args.out, "a", encoding="utf-8") as out:
-            out.write(json.dumps(result) + "\n")
+        append_line(args.out, result)
     return 0
 
 

@@ -18,10 +18,6 @@ times two commits (``bench/sortformer-host-cpu/run.sh`` alternates them).
 from __future__ import annotations
 
 import argparse
-import datetime
-import importlib
-import json
-import platform
 import sys
 import time
 from pathlib import Path
@@ -29,42 +25,41 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_sortformer_support import (RATE, SyntheticOutputs, add_common_arguments, append_line,  # noqa: E402
+                                      load_adapter, provenance)
+
 STAGES = ("prepare", "stage", "update", "finish")
-RATE = 16000
-TURN_FRAMES = 40  # 3.2 s
-SPEAKERS = 4
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--host", default=str(Path(__file__).resolve().parent),
-                        help="folder holding the voxmux_host package to time (default: this one)")
-    parser.add_argument("--config", default="full", help="adapter config: full (served shapes) or tiny (tests)")
-    parser.add_argument("--dtype", default="bf16", help="storage and compute dtype of the adapter (bf16 as on CUDA)")
+    add_common_arguments(parser)
     parser.add_argument("--batch-sizes", default="1,16,64", help="sessions per batch, comma-separated")
     parser.add_argument("--chunks", type=int, default=8,
                         help="15 s chunks per session (the first two not timed); more where needed for --min-steps")
     parser.add_argument("--min-steps", type=int, default=192, help="timed session steps per batch size, at least")
-    parser.add_argument("--chunk-seconds", type=float, default=15.0)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (an instance's share)")
-    parser.add_argument("--label", default="", help="names the side in the output")
-    parser.add_argument("--out", help="append the result as one JSON line to this file")
     return parser.parse_args(argv)
 
 
 def run(args: argparse.Namespace) -> Dict[str, Any]:
-    sys.path.insert(0, str(Path(args.host).resolve()))
     import torch
 
     torch.set_num_threads(args.threads)
-    adapter_module = importlib.import_module("voxmux_host.models.sortformer.adapter")
-    model_api = importlib.import_module("voxmux_host.model_api")
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
-    adapter = adapter_module.SortformerAdapter()
-    adapter.load(model_api.LoadContext("bench", "sortformer", {
-        "config": args.config, "device": "cpu", "dtype": args.dtype, "maxBatchSize": max(batch_sizes)}))
+    adapter = load_adapter(args, max(batch_sizes))
+    model_api = sys.modules["voxmux_host.model_api"]
     engine = adapter._engine
-    engine._forward = _synthetic_forward(engine, torch)
+    outputs = SyntheticOutputs(engine, torch)
+
+    def forward(valid: List[int], frames: List[int], context_lengths: List[int]) -> Tuple[Any, Any, List[int]]:
+        lengths = outputs.lengths(frames)
+        preds, chunk = outputs(len(valid), max(lengths))
+        return preds, chunk, lengths
+
+    engine._forward = forward
     chunk = int(args.chunk_seconds * RATE)
     rng = np.random.default_rng(0)
     rows = []
@@ -92,41 +87,9 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
         per_session = {stage: round(totals[stage] / timed, 4) for stage in STAGES}
         rows.append({"batchSize": batch, "msPerSession": per_session,
                      "hostMsPerSession": round(sum(per_session.values()), 4),
-                     "callMsPerSession": round(wall / timed, 4), "timedSteps": timed, "stateBytes": max(len(s or b"") for s in states)})
-    return {
-        "label": args.label,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "machine": platform.processor() or platform.machine(),
-        "config": args.config,
-        "dtype": args.dtype,
-        "threads": args.threads,
-        "chunkSeconds": args.chunk_seconds,
-        "rows": rows,
-    }
-
-
-def _synthetic_forward(engine: Any, torch: Any) -> Any:
-    """Stands in for ``StepEngine._forward``: predictions [B, context + chunk frames, S] where one speaker at
-    a time is active (turns of TURN_FRAMES) over a little noise, random chunk embeddings, the chunk lengths."""
-    generator = torch.Generator().manual_seed(0)
-    factor = engine.config.subsampling_factor
-    d_model = engine.config.fc_d_model
-
-    def forward(valid: List[int], frames: List[int], context_lengths: List[int]) -> Tuple[Any, Any, List[int]]:
-        b = len(valid)
-        lengths = [-(-f // factor) for f in frames]
-        t_chunk = max(lengths)
-        n = engine.context_frames + t_chunk
-        turns = torch.randint(0, SPEAKERS, (b, n // TURN_FRAMES + 1), generator=generator)
-        speaker = turns.repeat_interleave(TURN_FRAMES, dim=1)[:, :n]
-        active = torch.nn.functional.one_hot(speaker, SPEAKERS).float()[..., : engine.config.n_speakers]
-        preds = active * 0.8 + torch.rand(b, n, engine.config.n_speakers, generator=generator) * 0.15
-        chunk = torch.randn(b, t_chunk, d_model, generator=generator).to(engine.storage_dtype)
-        return preds, chunk, lengths
-
-    return forward
+                     "callMsPerSession": round(wall / timed, 4), "timedSteps": timed,
+                     "stateBytes": max(len(s or b"") for s in states)})
+    return {**provenance(args, torch), "threads": args.threads, "rows": rows}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -138,8 +101,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         stages = " | ".join(f"{row['msPerSession'][s]:.3f}" for s in STAGES)
         print(f"{row['batchSize']:5d} | {stages} | {row['hostMsPerSession']:.3f}")
     if args.out:
-        with open(args.out, "a", encoding="utf-8") as out:
-            out.write(json.dumps(result) + "\n")
+        append_line(args.out, result)
     return 0
 
 

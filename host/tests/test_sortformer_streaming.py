@@ -24,6 +24,8 @@ from voxmux_host.models.sortformer.postprocess import PostState
 from voxmux_host.models.sortformer.session import SessionState
 from voxmux_host.protocol import MAX_STATE_BYTES
 
+from sortformer_support import two_batch_outputs
+
 TINY_OPTIONS: Dict[str, Any] = {"config": "tiny", "device": "cpu", "chunkLen": 6, "leftContext": 1,
                                 "rightContext": 2, "fifoLen": 8, "spkcacheLen": 16, "updatePeriod": 4}
 RATE = 16000
@@ -168,31 +170,9 @@ def test_the_next_batch_beginning_before_this_one_finishes_changes_nothing() -> 
     of several steps (rounds before the last updated in begin) and for last items (the tail flushed)."""
     audios = [recording(7.0, 30), recording(5.2, 31), recording(6.1, 32), recording(4.4, 33)]
     cuts = [[40000, 80000], [30000, 50000], [20000, 70000], [25000, 45000]]
-
-    def chunk(i: int, k: int) -> npt.NDArray[np.int16]:
-        bounds = [0, *cuts[i], audios[i].shape[0]]
-        return audios[i][bounds[k]:bounds[k + 1]]
-
-    def outputs_of(interleaved: bool) -> List[Tuple[Dict[str, Any], bytes]]:
-        adapter = make_adapter(seed=3)
-        states: List[Optional[bytes]] = [None] * len(audios)
-        out: List[Tuple[Dict[str, Any], bytes]] = []
-        for k in range(3):
-            first = [item(f"s{i}", k, chunk(i, k), states[i], k == 2) for i in (0, 1)]
-            second = [item(f"s{i}", k, chunk(i, k), states[i], k == 2) for i in (2, 3)]
-            if interleaved:
-                finish_first = adapter.begin_sequence(first)
-                finish_second = adapter.begin_sequence(second)
-                results = [*finish_first(), *finish_second()]
-            else:
-                results = [*adapter.begin_sequence(first)(), *adapter.begin_sequence(second)()]
-            for i, result in enumerate(results):
-                assert isinstance(result, SequenceOutput), result
-                states[i] = result.state
-                out.append((result.output, result.state))
-        return out
-
-    assert outputs_of(interleaved=True) == outputs_of(interleaved=False)
+    chunks = [[a[lo:hi] for lo, hi in zip([0, *c], [*c, a.shape[0]])] for a, c in zip(audios, cuts)]
+    assert (two_batch_outputs(make_adapter(seed=3), chunks, 2, interleaved=True)
+            == two_batch_outputs(make_adapter(seed=3), chunks, 2, interleaved=False))
 
 
 def test_batched_step_predictions_equal_single_ones() -> None:

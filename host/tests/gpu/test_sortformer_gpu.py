@@ -19,6 +19,8 @@ from voxmux_host.models.sortformer.engine import new_context
 from voxmux_host.models.sortformer.postprocess import PostState
 from voxmux_host.models.sortformer.session import SessionState
 
+from sortformer_support import two_batch_outputs
+
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 RATE = 16000
@@ -99,31 +101,13 @@ def test_the_next_batch_beginning_before_this_one_finishes_changes_nothing_on_cu
     """As the host runs it with two batches in flight: batch B's forward passes (graphs replayed, staging
     buffers reused) run before batch A's finish; each session's outputs and state bytes equal those of
     the batches run one after the other."""
-    audios = [recording(45.0, 40 + i) for i in range(6)]
     chunk = CHUNK_S * RATE
-
-    def outputs_of(interleaved: bool) -> List[Tuple[Dict[str, Any], bytes]]:
-        adapter = load(maxBatchSize=4)
-        states: List[Optional[bytes]] = [None] * len(audios)
-        out: List[Tuple[Dict[str, Any], bytes]] = []
-        for k in range(3):
-            items = [SequenceInput(f"s{i}-{k}", f"s{i}", k, audios[i][k * chunk:(k + 1) * chunk], states[i], k == 2, {})
-                     for i in range(len(audios))]
-            first, second = items[:3], items[3:]
-            if interleaved:
-                finish_first = adapter.begin_sequence(first)
-                finish_second = adapter.begin_sequence(second)
-                results = [*finish_first(), *finish_second()]
-            else:
-                results = [*adapter.begin_sequence(first)(), *adapter.begin_sequence(second)()]
-            for i, result in enumerate(results):
-                assert isinstance(result, SequenceOutput), result
-                states[i] = result.state
-                out.append((result.output, result.state))
-        assert adapter._require_engine().counters.graph_replays > 0
-        return out
-
-    assert outputs_of(interleaved=True) == outputs_of(interleaved=False)
+    audios = [recording(45.0, 40 + i) for i in range(6)]
+    chunks = [[audio[k * chunk:(k + 1) * chunk] for k in range(3)] for audio in audios]
+    interleaved_adapter = load(maxBatchSize=4)
+    interleaved = two_batch_outputs(interleaved_adapter, chunks, 3, interleaved=True)
+    assert interleaved_adapter._require_engine().counters.graph_replays > 0
+    assert interleaved == two_batch_outputs(load(maxBatchSize=4), chunks, 3, interleaved=False)
 
 
 def test_timing_per_chunk_for_batch_sizes() -> None:
