@@ -1,6 +1,7 @@
 """The sortformer adapter in instance processes, end to end over real sockets (tiny configuration, CPU):
 two sessions batched with resident state, and one of them finished in a second process from the state
-the first one returned, with the same output as finishing it in place."""
+the first one returned, with the same output as finishing it in place; two batches in flight at once
+(the second begins while the first finishes) give what one batch at a time gives."""
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Sequence, Tuple
@@ -62,3 +63,34 @@ def test_a_session_finished_in_another_process_matches_finishing_in_place(spawn:
     assert outputs(resumed)[0]['provisional'] == []
     other.request(Close(), 3, Closed)
     assert other.wait() == 0
+
+
+def test_two_batches_in_flight_give_what_one_at_a_time_gives(spawn: Spawn) -> None:
+    audios = [recording(5.0, 50 + i) for i in range(4)]
+    cuts = [[0, 30000, 55000, a.shape[0]] for a in audios]
+
+    def round_items(k: int, sessions: Sequence[int]) -> List[Item]:
+        return [(f's{i}', k, audios[i][cuts[i][k]:cuts[i][k + 1]], 'new' if k == 0 else 'resident', b'', k == 2)
+                for i in sessions]
+
+    def run(in_flight: bool) -> List[List[Dict[str, Any]]]:
+        host = start(spawn)
+        correlation = 2
+        results: List[List[Dict[str, Any]]] = []
+        for k in range(3):
+            first, second = batch(f'q{k}a', *round_items(k, (0, 1))), batch(f'q{k}b', *round_items(k, (2, 3)))
+            if in_flight:  # both sent before either answers, as the scheduler does with two in flight
+                host.send(first, correlation)
+                host.send(second, correlation + 1)
+                answers = [host.expect(SequenceResult)[0], host.expect(SequenceResult)[0]]
+            else:
+                answers = [host.request(first, correlation, SequenceResult),
+                           host.request(second, correlation + 1, SequenceResult)]
+            correlation += 2
+            assert [a.batch_id for a in answers] == [f'q{k}a', f'q{k}b']  # results in the order the batches ran
+            results.extend(outputs(a) for a in answers)
+        host.request(Close(), correlation, Closed)
+        assert host.wait() == 0
+        return results
+
+    assert run(in_flight=True) == run(in_flight=False)
