@@ -34,7 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_sortformer_support import (RATE, SyntheticOutputs, add_common_arguments, append_line,  # noqa: E402
-                                      load_adapter, provenance)
+                                      load_adapter, process_settings, provenance)
 
 WARMUP_ROUNDS = 2  # batches per session group not timed (caches filling, the first compression)
 
@@ -62,10 +62,14 @@ def _exit(code: int) -> NoReturn:
 def run(args: argparse.Namespace) -> Dict[str, Any]:
     import torch
 
-    torch.set_num_threads(1)
     adapter = load_adapter(args, args.batch_size)
     host_module = importlib.import_module("voxmux_host.host")
-    sys.setswitchinterval(host_module.GIL_SWITCH_INTERVAL_S)  # as the host process sets it
+    # One torch thread and the host process's switch interval, as an instance runs.
+    with process_settings(torch, 1, host_module.GIL_SWITCH_INTERVAL_S):
+        return _run(args, torch, adapter)
+
+
+def _run(args: argparse.Namespace, torch: Any, adapter: Any) -> Dict[str, Any]:
     pipeline_module = importlib.import_module("voxmux_host.pipeline")
     work = importlib.import_module("voxmux_host.work")
     log_module = importlib.import_module("voxmux_host.log")

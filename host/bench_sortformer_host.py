@@ -28,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_sortformer_support import (RATE, SyntheticOutputs, add_common_arguments, append_line,  # noqa: E402
-                                      load_adapter, provenance)
+                                      load_adapter, process_settings, provenance)
 
 STAGES = ("prepare", "stage", "update", "finish")
 
@@ -47,7 +47,11 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> Dict[str, Any]:
     import torch
 
-    torch.set_num_threads(args.threads)
+    with process_settings(torch, args.threads):
+        return _run(args, torch)
+
+
+def _run(args: argparse.Namespace, torch: Any) -> Dict[str, Any]:
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     adapter = load_adapter(args, max(batch_sizes))
     model_api = sys.modules["voxmux_host.model_api"]

@@ -4,13 +4,14 @@ place of its forward pass, and the provenance of a result line."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib
 import json
 import platform
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 RATE = 16000
 #: One speaker at a time is active in the synthetic predictions, in turns of this many 80 ms frames.
@@ -65,6 +66,21 @@ class SyntheticOutputs:
             chunk = torch.randn(batch, t_chunk, engine.config.fc_d_model, generator=generator)
             self._made[(batch, t_chunk)] = (preds, chunk.to(engine.storage_dtype))
         return self._made[(batch, t_chunk)]
+
+
+@contextlib.contextmanager
+def process_settings(torch: Any, threads: int, switch_interval_s: Optional[float] = None) -> Iterator[None]:
+    """torch's CPU threads (and the interpreter's switch interval) as an instance has them, for the bench's
+    duration only: a caller in the same process (a test) keeps its own."""
+    threads_before, interval_before = torch.get_num_threads(), sys.getswitchinterval()
+    torch.set_num_threads(threads)
+    if switch_interval_s is not None:
+        sys.setswitchinterval(switch_interval_s)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads_before)
+        sys.setswitchinterval(interval_before)
 
 
 def provenance(args: argparse.Namespace, torch: Any) -> Dict[str, Any]:

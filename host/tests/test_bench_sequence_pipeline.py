@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -15,9 +16,20 @@ import bench_sequence_pipeline  # noqa: E402
 
 def test_dry_run_keeps_each_level_in_flight_and_reports_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "pipeline.jsonl"
-    assert bench_sequence_pipeline.main(["--config", "tiny", "--dtype", "fp32", "--batch-size", "3", "--batches", "4",
-                                         "--in-flight", "1,2", "--forward-ms-base", "5", "--forward-ms-per-session",
-                                         "1", "--label", "candidate round 1", "--out", str(out)]) == 0
+    threads, interval = torch.get_num_threads(), sys.getswitchinterval()
+    torch.set_num_threads(3)
+    sys.setswitchinterval(0.0123)
+    try:
+        status = bench_sequence_pipeline.main(["--config", "tiny", "--dtype", "fp32", "--batch-size", "3",
+                                               "--batches", "4", "--in-flight", "1,2", "--forward-ms-base", "5",
+                                               "--forward-ms-per-session", "1", "--label", "candidate round 1",
+                                               "--out", str(out)])
+        # The instance's settings hold for the bench only: the caller keeps its own.
+        assert (torch.get_num_threads(), sys.getswitchinterval()) == (3, 0.0123)
+    finally:
+        torch.set_num_threads(threads)
+        sys.setswitchinterval(interval)
+    assert status == 0
     result = json.loads(out.read_text().strip())
     assert result["label"] == "candidate round 1" and result["batchSize"] == 3
     assert [level["inFlight"] for level in result["levels"]] == [1, 2]
