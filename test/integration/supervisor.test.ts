@@ -104,6 +104,18 @@ describe('Supervisor with real Python instances', () => {
     await supervisor.close();
   });
 
+  it('declares an instance wedged when a batch hangs in its finish on the finisher thread (the main thread idle)', async () => {
+    // The host reports busy only while the main thread runs; the supervisor's own age of each batch
+    // is what catches a finish that never returns (a GPU hang shows up in the finish's sync).
+    const { supervisor } = track(buildTestSupervisor({ m: testModel({ options: { finishDelayMs: 60_000 } }) }, { batchTimeoutMs: 400 }));
+    await supervisor.start();
+    const id = supervisor.readyInstances('m')[0]!.instanceId;
+    await assert.rejects(supervisor.runBatch(id, { batchId: 'b', requests: [request(160)] }), { code: 'instance_wedged' });
+    assert.equal(supervisor.stats().instances[0]!.lastEnd?.reason, 'wedged');
+    await waitFor(() => supervisor.readyInstances('m').length === 1, 'the replacement instance');
+    await supervisor.close();
+  });
+
   it('declares an instance wedged when its own probe fails', async () => {
     const { supervisor } = track(buildTestSupervisor({ m: testModel({ options: { wedgeProbe: true } }) }));
     void supervisor.start();
