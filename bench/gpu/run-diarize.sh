@@ -137,7 +137,14 @@ echo "== boot (budget ${budget_s} s, at $(elapsed) s)"
 boot_started=$(date +%s)
 node "$root/.bundle/voxmux.mjs" serve --config "$out/configs/$server_config.json" --port "$port" --log-level info > "$out/logs/server.log" 2>&1 &
 server=$!
-stop_server() { kill -TERM $server 2>/dev/null && wait $server; }
+# A server that has not drained 30 s after TERM is killed, so that the port is free for the next run
+# (run-diarize-layouts.sh starts one layout after another on it); its instances end with their pipes.
+stop_server() {
+  kill -TERM $server 2>/dev/null || return 0
+  for _ in $(seq 60); do kill -0 $server 2>/dev/null || break; sleep 0.5; done
+  kill -KILL $server 2>/dev/null
+  wait $server 2>/dev/null
+}
 trap stop_server EXIT
 trap "exit 143" TERM INT
 # Ready when every instance is; a model that fails to load ends the run at once, not at the timeout.
