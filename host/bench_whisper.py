@@ -8,6 +8,7 @@ prints a table and writes JSON (each part as it ends: ``--parts`` picks them).
 
     python3 host/bench_whisper.py --device cuda --config large-v3-turbo --clip-seconds 45 --out engine.json
     python3 host/bench_whisper.py --device cuda --parts variants --batch-sizes 16,64 --out encoder.json  # the encoder alone
+    python3 host/bench_whisper.py --device cuda --parts ahead --batch-sizes 64 --out ahead.json  # step_ahead against not
     python3 host/bench_whisper.py --device cpu --config tiny --clip-seconds 2 --batch-sizes 2 --naive-clips 1  # dry run
 """
 from __future__ import annotations
@@ -89,11 +90,50 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, Any]:
     if "stages" in args.parts:
         report["stages"] = stage_times(engine, model, config, sizes, device, dtype, args.stage_repeats)
         _progress(report, args, "stages")
+    if "ahead" in args.parts:
+        report["stepAhead"] = step_ahead(engine, model, tokenizer, clips, device, dtype, common, args)
+        _progress(report, args, "step ahead")
     if "variants" in args.parts:
         report["encoderVariants"] = encoder_variants(model, config, sizes, device, dtype, args.encoder_variants,
                                                      max(1, args.stage_repeats // 10))
         _progress(report, args, "encoder variants")
     return report
+
+
+def step_ahead(engine: WhisperEngine, model: Any, tokenizer: Any, clips: List[torch.Tensor], device: torch.device,
+               dtype: torch.dtype, common: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any]:
+    """The engine with each decode step launched before the previous step's tokens are read (step_ahead)
+    against the engine without it: the same ``--ahead-clips`` clips through all the slots (joins of 8
+    windows or after 50 ms, as the served engine), alternating, ``--iterations`` rounds each."""
+    options = engine.options
+    joins: Dict[str, Any] = {"join_min_windows": 8, "join_max_wait_s": 0.05}
+    plain = WhisperEngine(model, tokenizer, device, dtype, EngineOptions(
+        slots=options.slots, batch_sizes=options.batch_sizes, use_graphs=options.use_graphs, **joins, **common))
+    ahead = WhisperEngine(model, tokenizer, device, dtype, EngineOptions(
+        slots=options.slots, batch_sizes=options.batch_sizes, use_graphs=options.use_graphs, step_ahead=True,
+        **joins, **common))
+    plain.capture_graphs()
+    ahead.capture_graphs()
+    batch = [clips[i % len(clips)] for i in range(args.ahead_clips)]
+    sides: Dict[str, Dict[str, List[float]]] = {"plain": {}, "ahead": {}}
+    for round_ in range(args.warmup + args.iterations):
+        for name, side in (("plain", plain), ("ahead", ahead)):
+            steps = side.counters.decode_steps
+            run = _run(side, batch, device)
+            if round_ < args.warmup:
+                continue
+            rows = sides[name]
+            rows.setdefault("seconds", []).append(run["seconds"])
+            rows.setdefault("tokens", []).append(run["tokens"])
+            rows.setdefault("decodeSteps", []).append(side.counters.decode_steps - steps)
+    summary: Dict[str, Any] = {"clips": len(batch), "slots": options.slots, "rounds": args.iterations}
+    for name, rows in sides.items():
+        seconds = float(np.median(rows["seconds"]))
+        summary[name] = {**rows, "medianSeconds": seconds, "clipsPerSecond": len(batch) / seconds,
+                         "wallMsPerStep": seconds * 1000 / float(np.median(rows["decodeSteps"]))}
+    summary["speedup"] = summary["ahead"]["clipsPerSecond"] / summary["plain"]["clipsPerSecond"]
+    del plain, ahead
+    return summary
 
 
 def _progress(report: Dict[str, Any], args: argparse.Namespace, part: str) -> None:
@@ -213,6 +253,12 @@ def print_table(report: Dict[str, Any]) -> None:
         print("batch  " + "  ".join(f"encoder ms {v:>8}" for v in variants))
         for b in next(iter(variants.values())):
             print(f"{b:>5}  " + "  ".join(f"{variants[v][b]:>19.2f}" for v in variants))
+    ahead = report.get("stepAhead")
+    if ahead is not None:
+        print(f"{ahead['clips']} clips through {ahead['slots']} slots, median of {ahead['rounds']}: "
+              + ", ".join(f"{name} {ahead[name]['clipsPerSecond']:.2f} clips/s ({ahead[name]['wallMsPerStep']:.3f} ms of wall time a step)"
+                          for name in ("plain", "ahead"))
+              + f"; step ahead x{ahead['speedup']:.3f}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -232,7 +278,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="eager,compiled,fp8 (default: all three on CUDA, eager on the CPU)")
     parser.add_argument("--parts", type=lambda s: [p for p in s.split(",") if p], default=["modes", "stages", "variants"],
                         help="modes (naive and engine throughput), stages (encoder and step times), variants "
-                             "(the encoder eager, compiled, fp8); default all; each is written to --out as it ends")
+                             "(the encoder eager, compiled, fp8), ahead (the engine with and without step_ahead, "
+                             "not in the default); default modes,stages,variants; each is written to --out as it ends")
+    parser.add_argument("--ahead-clips", type=int, default=128, help="clips through the engine in the ahead part")
     parser.add_argument("--out", default="bench-whisper.json")
     args = parser.parse_args(argv)
     if args.encoder_variants is None:
@@ -240,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = set(args.encoder_variants) - {"eager", "compiled", "fp8"}
     if unknown:
         parser.error(f"unknown encoder variants: {sorted(unknown)}")
-    unknown = set(args.parts) - {"modes", "stages", "variants"}
+    unknown = set(args.parts) - {"modes", "stages", "variants", "ahead"}
     if unknown:
         parser.error(f"unknown parts: {sorted(unknown)}")
     torch.manual_seed(args.seed)

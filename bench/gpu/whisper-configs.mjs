@@ -29,7 +29,10 @@
 //                     compiled;
 //   whisper-b11-one-pieces-overlap: (b10) with each join's encoder call on a CUDA stream of its own
 //                     (overlapEncoder): on one instance, the decode steps of the windows already
-//                     decoding go on while a join is encoded instead of waiting for it.
+//                     decoding go on while a join is encoded instead of waiting for it;
+//   whisper-b12-one-pieces-ahead: (b10) with each decode step launched before the previous step's
+//                     tokens are read (stepAhead): the host's work on them (ending windows, joins)
+//                     overlaps a step on the GPU instead of leaving it idle.
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
 // lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
 // 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
@@ -122,6 +125,12 @@ export const CONFIGS = {
     instances: 1,
     mps: false,
     variant: { ...B6.variant, compileEncoder: true, overlapEncoder: true },
+  }),
+  'whisper-b12-one-pieces-ahead': config({
+    ...B8,
+    instances: 1,
+    mps: false,
+    variant: { ...B6.variant, compileEncoder: true, stepAhead: true },
   }),
 };
 

@@ -50,3 +50,19 @@ def test_parts_run_alone_and_each_is_written_as_it_ends(tmp_path: Path, capsys: 
     assert "encoder eager, batch 2:" in printed and "encoder variants: done" in printed
     with pytest.raises(SystemExit):
         bench_whisper.main(["--device", "cpu", "--parts", "modes,everything", "--out", str(out)])
+
+
+def test_the_ahead_part_runs_the_engine_with_and_without_step_ahead_on_the_same_clips(tmp_path: Path,
+                                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "bench.json"
+    assert bench_whisper.main(["--device", "cpu", "--config", "tiny", "--clip-seconds", "2", "--batch-sizes", "2",
+                               "--parts", "ahead", "--ahead-clips", "5", "--iterations", "2", "--warmup", "0",
+                               "--out", str(out)]) == 0
+    ahead = json.loads(out.read_text())["stepAhead"]
+    assert (ahead["clips"], ahead["slots"], ahead["rounds"]) == (5, 2, 2)
+    for side in ("plain", "ahead"):
+        assert len(ahead[side]["seconds"]) == 2 and ahead[side]["clipsPerSecond"] > 0
+    assert ahead["plain"]["tokens"] == ahead["ahead"]["tokens"], "the same transcripts"
+    # Every window's end is read one step later: the engine ahead decodes more steps, at most one a window more.
+    assert all(p < a <= p + 5 for p, a in zip(ahead["plain"]["decodeSteps"], ahead["ahead"]["decodeSteps"]))
+    assert "step ahead x" in capsys.readouterr().out

@@ -375,6 +375,37 @@ def test_a_group_encoded_beside_the_decode_steps_enters_after_them_and_changes_n
     assert engine.is_idle
 
 
+@pytest.mark.parametrize("overlap_encoder", [False, True])
+def test_steps_launched_before_the_last_is_read_change_no_transcript(model: WhisperModel, overlap_encoder: bool) -> None:
+    audios = [_audio(33.0, 11), _audio(3.0, 12), _audio(2.0, 13), _audio(1.0, 14), _audio(5.0, 15)]
+    requests = [RequestOptions(language="en"), RequestOptions(language="en"), RequestOptions(language="de", prompt="the cat"),
+                RequestOptions(timestamps=False), RequestOptions()]
+    plain = _engine(model, slots=2, batch_sizes=(1, 2), overlap_encoder=overlap_encoder)
+    ahead = _engine(model, slots=2, batch_sizes=(1, 2), overlap_encoder=overlap_encoder, step_ahead=True)
+    expected = plain.transcribe(audios, requests)
+    assert _summary(ahead.transcribe(audios, requests)) == _summary(expected)
+    assert ahead.counters.windows == plain.counters.windows == 6
+    assert ahead.counters.tokens == plain.counters.tokens
+    # Each window's end is read one step later: its slot decodes one step more, the last one past every end.
+    assert plain.counters.decode_steps < ahead.counters.decode_steps <= plain.counters.decode_steps + 6
+    # A batch submitted while the last step's tokens are unread joins the running decode all the same.
+    first = ahead.submit([_audio(33.0, 11)], [requests[0]])
+    ahead.tick()
+    ahead.tick()
+    assert ahead._pending is not None
+    second = ahead.submit(audios[1:3], requests[1:3])
+    while not (first.done and second.done):
+        ahead.tick()
+    assert _summary(ahead.results(first) + ahead.results(second)) == _summary(expected[:3])
+    # A failed step drops the unread one with the rest.
+    ahead.submit([_audio(3.0, 16)], [RequestOptions(language="en")])
+    ahead.tick()
+    ahead.tick()
+    assert ahead._pending is not None and not ahead.is_idle
+    ahead.abort()
+    assert ahead._pending is None and ahead.is_idle
+
+
 @pytest.mark.skipif(hasattr(torch.nn.Module, "compile"), reason="this torch has Module.compile")
 def test_a_compiled_encoder_needs_torch_2_2() -> None:
     with pytest.raises(InstanceError, match=f"compileEncoder needs torch >= 2.2: this is torch {torch.__version__}"):

@@ -34,12 +34,14 @@ describe('whisper benchmark configs', () => {
       'whisper-b9-pieces-compiled',
       'whisper-b10-one-pieces-compiled',
       'whisper-b11-one-pieces-overlap',
+      'whisper-b12-one-pieces-ahead',
     ]);
     const cut = new Set([
       'whisper-b8-pieces',
       'whisper-b9-pieces-compiled',
       'whisper-b10-one-pieces-compiled',
       'whisper-b11-one-pieces-overlap',
+      'whisper-b12-one-pieces-ahead',
     ]);
     for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
@@ -119,6 +121,11 @@ describe('whisper benchmark configs', () => {
       ...side('whisper-b10-one-pieces-compiled'),
       models: { whisper: { ...b10Whisper, options: { ...b10Whisper.options, overlapEncoder: true } } },
     });
+    // b12: b10 with each step launched before the last one's tokens are read.
+    assert.deepEqual(configs['whisper-b12-one-pieces-ahead'], {
+      ...side('whisper-b10-one-pieces-compiled'),
+      models: { whisper: { ...b10Whisper, options: { ...b10Whisper.options, stepAhead: true } } },
+    });
   });
 
   it('writes one file per side', () => {
@@ -130,6 +137,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b0-one-batch.json',
       'whisper-b10-one-pieces-compiled.json',
       'whisper-b11-one-pieces-overlap.json',
+      'whisper-b12-one-pieces-ahead.json',
       'whisper-b2-group-join.json',
       'whisper-b3-overlap.json',
       'whisper-b4-group-overlap.json',

@@ -122,6 +122,27 @@ def test_groups_encoded_beside_the_graph_replays_give_the_same_transcripts(tiny:
     assert _summary(overlapped.results(first) + overlapped.results(rest)) == _summary(expected)
 
 
+@pytest.mark.parametrize("overlap_encoder", [False, True])
+def test_steps_launched_ahead_of_the_host_give_the_same_transcripts(tiny: WhisperModel, overlap_encoder: bool) -> None:
+    """step_ahead on CUDA: each replay launched before the last step's tokens (copied into pinned memory)
+    are read gives the transcripts of the engine without it, with groups joining mid-decode."""
+    model = tiny.to(torch.float32)
+    audios = [_audio(s, 20 + i) for i, s in enumerate((45.0, 3.0, 31.0, 12.0, 1.0, 8.0, 61.0, 2.0))]
+    requests = [RequestOptions(language="en") for _ in audios]
+    plain = _engine(model, torch.float32, use_graphs=True)
+    ahead = _engine(model, torch.float32, use_graphs=True, step_ahead=True, overlap_encoder=overlap_encoder)
+    assert plain.capture_graphs() == 4 and ahead.capture_graphs() == 4
+    expected = plain.transcribe(audios[:1], requests[:1]) + plain.transcribe(audios[1:], requests[1:])
+    first = ahead.submit(audios[:1], requests[:1])
+    ahead.tick()
+    ahead.tick()
+    rest = ahead.submit(audios[1:], requests[1:])
+    while not (first.done and rest.done):
+        ahead.tick()
+    assert ahead.counters.graph_replays > 0
+    assert _summary(ahead.results(first) + ahead.results(rest)) == _summary(expected)
+
+
 def test_the_compiled_encoder_follows_the_eager_one() -> None:
     """compileEncoder: the compiled encoder (batch size dynamic) gives the eager encoder's output at the
     compiled size and at a larger one that reuses it (a batch of 1 stays eager); its four blocks share

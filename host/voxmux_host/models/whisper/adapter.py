@@ -25,6 +25,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``joinMinWindows`` | 1 | while slots decode, waiting windows join them only this many at a time (fewer where fewer slots are free): each join stalls every decoding slot for its encoder call (decoding.py) |
 | ``joinMaxWaitMs`` | 0 | ... unless the oldest waiting window has waited this long |
 | ``overlapEncoder`` | false | a group that joins while slots decode is encoded on a CUDA stream of its own, the decode steps going on meanwhile; it enters at the first step after (decoding.py) |
+| ``stepAhead`` | false | each decode step is launched before the previous step's tokens are read, so that the host's work on them (ending windows, joins) overlaps a step on the GPU; a window's end is seen one step later (decoding.py) |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel |
 
 Per request: ``language`` (an ISO 639-1 code the model knows; detected from the first window when absent),
@@ -80,6 +81,7 @@ DEFAULT_OPTIONS: Dict[str, Any] = {
     "joinMinWindows": 1,
     "joinMaxWaitMs": 0,
     "overlapEncoder": False,
+    "stepAhead": False,
     "probeTimeoutMs": 1500,
 }
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp64": torch.float64}
@@ -142,7 +144,7 @@ def parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
     budget = options["maxTokensPerAudioSecond"]
     if budget is not None and (not is_number(budget) or budget <= 0):
         problems.append(f"Expected maxTokensPerAudioSecond to be a positive number or null: got {budget!r}")
-    for key in ("cudaGraphs", "conditionOnPreviousText", "overlapEncoder", "compileEncoder"):
+    for key in ("cudaGraphs", "conditionOnPreviousText", "overlapEncoder", "stepAhead", "compileEncoder"):
         if not isinstance(options[key], bool):
             problems.append(f"Expected {key} to be true or false: got {options[key]!r}")
     if options["compileEncoder"] is True and not hasattr(torch.nn.Module, "compile"):
@@ -244,7 +246,7 @@ class WhisperAdapter:
             max_tokens_per_audio_second=options["maxTokensPerAudioSecond"],
             condition_on_previous_text=bool(options["conditionOnPreviousText"]), seed=int(options["seed"]),
             join_min_windows=int(options["joinMinWindows"]), join_max_wait_s=int(options["joinMaxWaitMs"]) / 1000,
-            overlap_encoder=bool(options["overlapEncoder"]))
+            overlap_encoder=bool(options["overlapEncoder"]), step_ahead=bool(options["stepAhead"]))
         self._engine = WhisperEngine(model, tokenizer, device, _DTYPES[dtype_name], engine_options)
         return WhisperLoadInfo(
             device=str(device), parameters=count_parameters(model.config), memory_bytes=self._memory_bytes(),

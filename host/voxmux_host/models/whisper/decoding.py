@@ -21,6 +21,15 @@ decode steps go on meanwhile instead of waiting for it, and the group enters at 
 queue and the slots outlive a batch: requests submitted while others decode join at the next step that
 has room (the adapter submits each host batch from a decoding thread of its own).
 
+Each step's tokens reach the host (a copy into pinned memory, then a wait for it) before windows end or
+join. Without ``step_ahead`` the GPU idles while the host reads them, ends windows (their text, segments
+and fallback checks) and prepares the next step; with it, each round launches the next step first and
+then reads the previous one's tokens, so that work overlaps a step on the GPU. The step needs nothing
+from the host (each slot's token is fed back on the device), so only the ends move: a window's
+end-of-text is seen one step later, its slot decodes one wasted step (whose token is ignored, the window
+marked done), and the window that takes the slot joins one step later. Greedy transcripts do not change;
+sampled ones (temperature above 0) draw other random numbers, as the wasted steps draw theirs too.
+
 The step (:meth:`WhisperEngine._step`) reads and writes only static tensors (:class:`StepState`, the
 cache): the decoder on each slot's last token at its position, Whisper's logit rules (suppressed special
 tokens, blank suppression at the start, the timestamp rules of OpenAI's ``ApplyTimestampRules``, the
@@ -85,6 +94,8 @@ class EngineOptions:
     #: Encode a joining group beside the decode steps on a stream of its own (CUDA; on the CPU the group
     #: still enters one step later, which the tests use).
     overlap_encoder: bool = False
+    #: Launch each decode step before reading the previous step's tokens (see the module docstring).
+    step_ahead: bool = False
 
 
 @dataclass
@@ -164,6 +175,7 @@ class _Active:
     tokens: List[int] = field(default_factory=list)
     sum_logprob: float = 0.0
     no_speech_prob: float = 0.0
+    done: bool = False  # ended (its slot may already hold another window)
 
 
 @dataclass
@@ -176,6 +188,17 @@ class _Encoding:
     is_done: Callable[[], bool]
     #: Makes the current stream wait for the encoder before it reads the output (nothing on the CPU).
     wait: Callable[[], None]
+
+
+@dataclass
+class _Step:
+    """A launched decode step: the slots' windows when it was launched and the host's copies of its tokens
+    and log-probabilities, valid once ``ready`` returns."""
+
+    launched: List[Optional[_Active]]
+    tokens: torch.Tensor
+    logprobs: torch.Tensor
+    ready: Callable[[], None]
 
 
 class StepState:
@@ -240,6 +263,14 @@ class WhisperEngine:
         self._encoding: List[_Encoding] = []
         self._encode_stream = (torch.cuda.Stream(device=device)  # type: ignore[no-untyped-call]
                                if options.overlap_encoder and device.type == "cuda" else None)
+        # The host's copies of a step's tokens and log-probabilities (pinned on CUDA, so that the copy
+        # runs without blocking): two pairs, used in turn, as a step may be launched before the last is read.
+        pinned = device.type == "cuda"
+        self._host_out = [(torch.zeros(options.slots, dtype=torch.long, pin_memory=pinned),
+                           torch.zeros(options.slots, dtype=torch.float64, pin_memory=pinned)) for _ in range(2)]
+        self._host_turn = 0
+        # step_ahead: the launched step whose tokens are not read yet.
+        self._pending: Optional[_Step] = None
 
     # ------------------------------------------------------------------ the step (graph-capturable)
     @torch.no_grad()
@@ -365,10 +396,24 @@ class WhisperEngine:
     def tick(self) -> None:
         """One round: encoded groups enter their slots, waiting windows join free slots (a quarter of them
         free, or none decoding), then one decode step for every occupied slot; windows that end free their
-        slots."""
-        waiting, slots = self._waiting, self._slots
-        if self.is_idle:
+        slots. With ``step_ahead`` the step goes first and the tokens read are the previous step's."""
+        if self.is_idle and self._pending is None:
             return
+        if not self.options.step_ahead:
+            self._join()
+            step = self._launch_step()
+            if step is not None:
+                self._read_step(step)
+            return
+        step = self._launch_step()
+        pending, self._pending = self._pending, step
+        if pending is not None:
+            self._read_step(pending)
+        self._join()
+
+    def _join(self) -> None:
+        """Encoded groups enter their slots; waiting windows join free slots when :meth:`_may_join` says so."""
+        waiting, slots = self._waiting, self._slots
         active = sum(a is not None for a in slots)
         for encoding in list(self._encoding):
             if active == 0 or encoding.is_done():  # with nothing decoding, there is nothing to overlap
@@ -385,21 +430,40 @@ class WhisperEngine:
             else:
                 self._encode(group)
                 self._admit(group, free[:len(group)], slots)
+
+    def _launch_step(self) -> Optional[_Step]:
+        """One decode step for the occupied slots (None where none is), its outputs copied for the host."""
+        slots = self._slots
         if all(a is None for a in slots):
-            return
+            return None
         rows = max(i for i, a in enumerate(slots) if a is not None) + 1
         self._run_step(rows)
-        tokens = self.state.out_tokens[:rows].tolist()
-        logprobs = self.state.out_logprobs[:rows].tolist()
-        for i in range(rows):
-            current = slots[i]
-            if current is None:
+        tokens, logprobs = self._host_out[self._host_turn]
+        self._host_turn ^= 1
+        st, cuda = self.state, self.device.type == "cuda"
+        tokens[:rows].copy_(st.out_tokens[:rows], non_blocking=cuda)
+        logprobs[:rows].copy_(st.out_logprobs[:rows], non_blocking=cuda)
+        ready: Callable[[], None] = lambda: None
+        if cuda:
+            copied = torch.cuda.Event()  # type: ignore[no-untyped-call]
+            copied.record()  # type: ignore[no-untyped-call]
+            ready = copied.synchronize
+        return _Step(slots[:rows], tokens[:rows], logprobs[:rows], ready)
+
+    def _read_step(self, step: _Step) -> None:
+        """The step's token for each window it decoded that had not ended: end-of-text ends the window
+        and frees its slot; any other token is appended."""
+        step.ready()
+        tokens, logprobs = step.tokens.tolist(), step.logprobs.tolist()
+        for i, current in enumerate(step.launched):
+            if current is None or current.done:
                 continue
             token = int(tokens[i])
             current.sum_logprob += float(logprobs[i])
             if token == self.tokenizer.eot:
-                slots[i] = None
-                self._finish(current, waiting)
+                current.done = True
+                self._slots[i] = None
+                self._finish(current, self._waiting)
             else:
                 current.tokens.append(token)
 
@@ -423,6 +487,7 @@ class WhisperEngine:
         self._waiting.clear()
         self._encoding.clear()
         self._slots = [None] * self.options.slots
+        self._pending = None
 
     def _window(self, job: _Job, temperature: float) -> _Window:
         return _Window(job, job.seek, min(N_FRAMES, job.content_frames - job.seek), temperature, queued_at=self.clock())
