@@ -264,10 +264,12 @@ class WhisperEngine:
         self._encode_stream = (torch.cuda.Stream(device=device)  # type: ignore[no-untyped-call]
                                if options.overlap_encoder and device.type == "cuda" else None)
         # The host's copies of a step's tokens and log-probabilities (pinned on CUDA, so that the copy
-        # runs without blocking): two pairs, used in turn, as a step may be launched before the last is read.
-        pinned = device.type == "cuda"
-        self._host_out = [(torch.zeros(options.slots, dtype=torch.long, pin_memory=pinned),
-                           torch.zeros(options.slots, dtype=torch.float64, pin_memory=pinned)) for _ in range(2)]
+        # runs without blocking, with the event that marks it done): two sets, used in turn, as a step may
+        # be launched before the last is read.
+        cuda = device.type == "cuda"
+        self._host_out = [(torch.zeros(options.slots, dtype=torch.long, pin_memory=cuda),
+                           torch.zeros(options.slots, dtype=torch.float64, pin_memory=cuda)) for _ in range(2)]
+        self._host_copied = [torch.cuda.Event() for _ in range(2)] if cuda else []  # type: ignore[no-untyped-call]
         self._host_turn = 0
         # step_ahead: the launched step whose tokens are not read yet.
         self._pending: Optional[_Step] = None
@@ -438,14 +440,15 @@ class WhisperEngine:
             return None
         rows = max(i for i, a in enumerate(slots) if a is not None) + 1
         self._run_step(rows)
-        tokens, logprobs = self._host_out[self._host_turn]
+        turn, st = self._host_turn, self.state
         self._host_turn ^= 1
-        st, cuda = self.state, self.device.type == "cuda"
+        tokens, logprobs = self._host_out[turn]
+        cuda = bool(self._host_copied)
         tokens[:rows].copy_(st.out_tokens[:rows], non_blocking=cuda)
         logprobs[:rows].copy_(st.out_logprobs[:rows], non_blocking=cuda)
         ready: Callable[[], None] = lambda: None
         if cuda:
-            copied = torch.cuda.Event()  # type: ignore[no-untyped-call]
+            copied = self._host_copied[turn]
             copied.record()  # type: ignore[no-untyped-call]
             ready = copied.synchronize
         return _Step(slots[:rows], tokens[:rows], logprobs[:rows], ready)
