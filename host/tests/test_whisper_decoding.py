@@ -457,15 +457,19 @@ def test_the_adapter_decodes_host_batches_together_on_its_own_thread() -> None:
     alone.close()
 
 
-def test_a_failed_step_fails_the_batches_in_the_engine_and_the_next_batch_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    adapter = _adapter({"config": "tiny", "seed": 5})
+@pytest.mark.parametrize("step_ahead, failing_call", [(False, 1), (True, 1), (True, 3)])
+def test_a_failed_step_fails_the_batches_in_the_engine_and_the_next_batch_runs(
+        monkeypatch: pytest.MonkeyPatch, step_ahead: bool, failing_call: int) -> None:
+    """With stepAhead, a step that fails after others (the 3rd) fails while an earlier one is unread."""
+    adapter = _adapter({"config": "tiny", "seed": 5, "stepAhead": step_ahead})
     engine = adapter.engine
     step = engine._run_step
     calls = []
 
     def failing_once(rows: int) -> None:
         calls.append(rows)
-        if len(calls) == 1:
+        if len(calls) == failing_call:
+            assert (engine._pending is not None) == (failing_call > 1)
             raise RuntimeError("device lost")
         step(rows)
 
@@ -473,7 +477,7 @@ def test_a_failed_step_fails_the_batches_in_the_engine_and_the_next_batch_runs(m
     finish = adapter.begin([BatchInput("a", _pcm(1.0, 1), language="en")], None)
     with pytest.raises(RuntimeError, match="device lost"):
         finish()
-    assert engine.is_idle
+    assert len(calls) == failing_call and engine.is_idle and engine._pending is None
     assert isinstance(adapter.run_batch([BatchInput("b", _pcm(1.0, 2), language="en")])[0], Transcript)
     adapter.close()
     with pytest.raises(InstanceError):
