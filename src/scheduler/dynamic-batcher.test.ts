@@ -10,11 +10,12 @@ const NORMAL = 1;
 const HIGH = 0;
 
 /** A queued item; `queue` must list items by priority, then arrival, as the scheduler keeps them. */
-const item = (id: string, enqueuedMs: number, options: { bucket?: number; priority?: number } = {}): Item => ({
+const item = (id: string, enqueuedMs: number, options: { bucket?: number; priority?: number; isolated?: boolean } = {}): Item => ({
   id,
   enqueuedMs,
   bucket: options.bucket ?? 0,
   priority: options.priority ?? NORMAL,
+  ...(options.isolated === undefined ? {} : { isolated: options.isolated }),
 });
 
 const policy = (overrides: Partial<BatchPolicy> = {}): BatchPolicy => ({
@@ -104,6 +105,14 @@ describe('decideBatch', () => {
     const queue = [item('urgent', 9, { priority: HIGH }), item('normal', 0)];
     assert.deepEqual(decideBatch(queue, policy(), 9), { kind: 'wait', untilMs: 10 });
     assert.deepEqual(ids(decideBatch(queue, policy(), 10)), ['urgent', 'normal']);
+  });
+
+  it('dispatches an isolated leader alone and at once, and leaves isolated items out of other batches', () => {
+    const queue = [item('retried', 0, { isolated: true }), item('a', 5), item('b', 6)];
+    assert.deepEqual(ids(decideBatch(queue, policy(), 5)), ['retried']);
+    const behind = [item('a', 5), item('retried', 0, { isolated: true }), item('b', 6), item('c', 7), item('d', 8)];
+    assert.deepEqual(ids(decideBatch(behind, policy(), 8)), ['a', 'b', 'c', 'd']);
+    assert.deepEqual(ids(decideBatch(behind.slice(1), policy(), 8)), ['retried']);
   });
 });
 

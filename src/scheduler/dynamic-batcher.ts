@@ -6,11 +6,15 @@
  * Dispatch when the batch reaches maxBatchSize or the largest preferred size it can reach, or when
  * its oldest request has waited maxQueueDelayMs, or (with dispatchWhenIdle) when an instance has
  * nothing running; otherwise wait until the delay is over.
+ *
+ * An isolated item (one retried after its batch's instance crashed or wedged) runs alone, at once
+ * when it leads: if it is what killed the instance, it cannot take a batch down with it again.
  */
 export interface QueuedItem {
   bucket: number;
   priority: number;
   enqueuedMs: number;
+  isolated?: boolean;
 }
 
 export interface BatchPolicy {
@@ -36,9 +40,10 @@ export function decideBatch<T extends QueuedItem>(
 ): BatchDecision<T> {
   const leader = queued[0];
   if (leader === undefined) return { kind: 'idle' };
+  if (leader.isolated === true) return { kind: 'dispatch', items: [leader] };
   const sameBucket: T[] = [];
   for (const item of queued) {
-    if (item.bucket === leader.bucket) sameBucket.push(item);
+    if (item.bucket === leader.bucket && item.isolated !== true) sameBucket.push(item);
     if (sameBucket.length === policy.maxBatchSize) break;
   }
   if (sameBucket.length >= policy.maxBatchSize) return { kind: 'dispatch', items: sameBucket };

@@ -265,6 +265,30 @@ describe('Scheduler', () => {
     await assert.rejects(p, { code: 'instance_crashed' });
   });
 
+  it('retries the requests of a crashed batch each alone, so one that kills its instance fails alone', async () => {
+    const { clock, executor, scheduler } = setup({ maxRunningBatchesPerInstance: 4 }, ['a', 'b']);
+    const calls = [0, 1, 2].map(() => scheduler.submit('m', req(1), { timeoutMs: 10_000 }));
+    clock.advance(10);
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [2, 1], 'spread over the two idle instances');
+    const poison = executor.batches[0]!.batch.requests[0]!.requestId;
+    executor.batches[0]!.reject(errors.instanceCrashed({ instanceId: 'a', reason: 'exit' }));
+    await settle();
+    // Both requests of the crashed batch are retried at once, each in a batch of its own.
+    assert.deepEqual(executor.batchSizes(), [2, 1, 1, 1]);
+    const retries = executor.batches.slice(2);
+    const poisoned = retries.findIndex((b) => b.batch.requests[0]!.requestId === poison);
+    retries[poisoned]!.reject(errors.instanceCrashed({ instanceId: retries[poisoned]!.instanceId, reason: 'exit' }));
+    executor.complete(1);
+    executor.complete(2 + (1 - poisoned));
+    const outcomes = await Promise.allSettled(calls);
+    assert.deepEqual(
+      outcomes.map((o) => o.status),
+      ['rejected', 'fulfilled', 'fulfilled'],
+    );
+    assert.equal((outcomes[0] as PromiseRejectedResult).reason.code, 'instance_crashed');
+  });
+
   it('close resolves once pending requests finish and refuses new ones', async () => {
     const { clock, executor, scheduler } = setup();
     const p = scheduler.submit('m', req(1), { timeoutMs: 10_000 });

@@ -195,6 +195,8 @@ interface Entry {
   /** When admission predicted the request would finish (absolute milliseconds); undefined when not predicted. */
   predictedDoneMs: number | undefined;
   attempts: number;
+  /** Retried after its instance crashed or wedged: it runs in a batch of its own (dynamic-batcher.ts). */
+  isolated: boolean;
   state: 'queued' | 'running' | 'done';
   timer: TimerHandle;
   resolve: (result: TranscriptResult) => void;
@@ -471,6 +473,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
         if (RETRYABLE_CODES.has(error.code) && entry.attempts < 2 && !isClosing) {
           metrics.retries.inc({ model });
           log.warn({ requestId: entry.requestId, model, instanceId, code: error.code }, 'request retried');
+          entry.isolated = true;
           enqueue(entry, true);
         } else {
           finish(entry, { error });
@@ -562,6 +565,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
           timeoutMs: submitOptions.timeoutMs,
           predictedDoneMs: decision?.predictedDoneMs,
           attempts: 0,
+          isolated: false,
           state: 'queued',
           timer: clock.setTimeout(
             () => finish(entry, { error: errors.deadlineExceeded({ requestId, timeoutMs: submitOptions.timeoutMs }) }),

@@ -99,6 +99,16 @@ describe('serving spine with the test engine', () => {
     assert.ok(allocated > 0 && allocated <= uploadsPerRound * 64 * 1024, `allocated ${allocated} bytes for ${3 * uploadsPerRound} uploads`);
   });
 
+  it('answers diarized_json 400 no_diarization_model when the server has no diarization model', async () => {
+    const server = await start(testConfig({ instances: 1 }));
+    const res = await post(server.url, form({ model: 'echo', response_format: 'diarized_json' }, new Blob([floatWav(noise(8000, 5))])));
+    assert.equal(res.status, 400, res.text);
+    assert.deepEqual(
+      [res.json.error?.code, res.json.error?.type, res.json.error?.param],
+      ['no_diarization_model', 'invalid_request_error', 'response_format'],
+    );
+  });
+
   it('loses nothing when an instance is killed with SIGKILL during a 50-request burst', async () => {
     const server = await start(testConfig({ maxBatchSize: 4, options: { batchDelayMs: 150 } }));
     const before = await server.readiness();

@@ -146,6 +146,32 @@ describe('SequenceBatcher', () => {
     assert.equal(await metricValue(metrics, 'voxmux_scheduler_retries_total', { model: 'm' }), 1);
   });
 
+  it('reruns the items of a lost batch each in a batch of its own, so an item that kills its instance fails alone', async () => {
+    const { clock, executor, scheduler, completeAll } = setup({ maxQueueDelayMs: 10 }, ['a'], { maxRunningBatchesPerInstance: 4 });
+    const firsts = ['p', 'q'].map((id) => scheduler.submitSequenceItem('m', item(id, 0, samples(1)), { timeoutMs: 10_000 }));
+    clock.advance(10);
+    await settle();
+    completeAll();
+    await Promise.all(firsts);
+    executor.setReady('m', ['a', 'b']);
+    const seconds = ['p', 'q'].map((id) => scheduler.submitSequenceItem('m', item(id, 1, samples(10)), { timeoutMs: 10_000 }));
+    clock.advance(10);
+    await settle();
+    assert.deepEqual(itemsOf(executor.sequenceBatches[1]!), ['p:1:resident', 'q:1:resident']);
+    executor.crash('a');
+    await settle();
+    const reruns = executor.runningSequenceBatches();
+    assert.deepEqual(
+      reruns.map((b) => [b.instanceId, itemsOf(b)]),
+      [
+        ['b', ['p:1:attached']],
+        ['b', ['q:1:attached']],
+      ],
+    );
+    completeAll();
+    assert.deepEqual((await Promise.all(seconds)).map(sumOf), [11, 11]);
+  });
+
   it('reruns an item attached when the instance answers session_state_missing for resident state', async () => {
     const { executor, scheduler, completeAll } = setup();
     const s0 = scheduler.submitSequenceItem('m', item('s', 0, samples(4)), { timeoutMs: 10_000 });

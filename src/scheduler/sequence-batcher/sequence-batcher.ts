@@ -218,7 +218,14 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
     for (const session of state.sessions.values()) {
       const entry = session.queued[0];
       if (entry === undefined || session.running !== undefined) continue;
-      heads.push({ session, bucket: 0, priority: entry.priority, enqueuedMs: entry.enqueuedMs, boundInstanceId: session.instanceId });
+      heads.push({
+        session,
+        bucket: 0,
+        priority: entry.priority,
+        enqueuedMs: entry.enqueuedMs,
+        isolated: entry.isolated,
+        boundInstanceId: session.instanceId,
+      });
     }
     heads.sort((a, b) => a.priority - b.priority || a.enqueuedMs - b.enqueuedMs);
     const bound = state.sessions.boundCounts();
@@ -309,6 +316,7 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
       if (LOST_RUN_CODES.has(error.code) && canRetry) {
         metrics.retries.inc({ model });
         log.warn({ requestId: entry.requestId, sessionId: session.sessionId, model, instanceId, code: error.code }, 'request retried');
+        entry.isolated = true;
         requeue(session, entry);
         return;
       }
@@ -426,6 +434,7 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
         enqueuedMs: clock.nowMs(),
         onDispatched: submitOptions.onDispatched,
         attempts: 0,
+        isolated: false,
         state: 'queued',
         stateKind: undefined,
         promise,

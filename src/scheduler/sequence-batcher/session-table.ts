@@ -42,6 +42,8 @@ export interface SequenceEntry {
   enqueuedMs: number;
   onDispatched: ((dispatch: Dispatch) => void) | undefined;
   attempts: number;
+  /** Retried after its run was lost (instance crashed or wedged): it runs in a batch of its own (dynamic-batcher.ts). */
+  isolated: boolean;
   state: 'queued' | 'running' | 'done';
   /** Where the running attempt's session state came from. */
   stateKind: SequenceStateIn['kind'] | undefined;
