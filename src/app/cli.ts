@@ -34,7 +34,7 @@ options:
   --config FILE      JSON configuration file (or VOXMUX_CONFIG); docs/config.md lists every setting
   --log-level L      fatal, error, warn, info, debug, trace or silent (telemetry.logLevel; default info)
   --log-format F     auto, json or pretty; auto is pretty on a terminal, JSON otherwise (telemetry.logFormat)
-  --set path=value   any setting of docs/config.md, such as --set scheduler.maxQueuedRequests=64; repeatable
+  --set path=value   any setting with an environment name in docs/config.md, such as --set scheduler.maxQueuedRequests=64; repeatable
   --print-config     print the resolved configuration (secrets redacted) and exit
   -h, --help         print this help and exit
   --version          print the version and exit

@@ -5,12 +5,12 @@
  */
 import { Kind, type TObject, type TSchema } from '@sinclair/typebox';
 import { ConfigSchema, ModelSchema } from '../config/schema.js';
-import { toEnvName } from '../config/load.js';
+import { ENV_SECTIONS, toEnvName } from '../config/load.js';
 import { ERROR_CATALOG, WIRE_ERROR_CODES } from '../core/error-catalog.js';
 import { HTTP_STATUS, OPENAI_TYPE } from '../gateway/index.js';
 import { createMetrics } from '../telemetry/metrics.js';
 
-const ENV_SECTIONS = new Set(['gateway', 'scheduler', 'supervisor', 'telemetry', 'requestLog']);
+const ENV_SECTION_NAMES = new Set<string>(ENV_SECTIONS);
 
 function typeOf(schema: TSchema): string {
   const kind = schema[Kind] as string;
@@ -28,7 +28,7 @@ function rows(schema: TObject, prefix: string, out: string[]): void {
       continue;
     }
     const section = path.split('.')[0]!;
-    const env = ENV_SECTIONS.has(section) ? `\`${toEnvName(path)}\`` : '';
+    const env = ENV_SECTION_NAMES.has(section) ? `\`${toEnvName(path)}\`` : '';
     const def = child.default === undefined ? '(required)' : `\`${JSON.stringify(child.default)}\``;
     out.push(`| \`${path}\` | ${typeOf(child)} | ${def} | ${env} | ${String(child.description ?? '')} |`);
   }
@@ -47,8 +47,9 @@ export function renderConfigDoc(): string {
     'Generated from `src/config/schema.ts` by `npm run docs`; a test fails when this page is stale.',
     '',
     'Sources, lowest precedence first: defaults, a JSON file (`--config FILE` or `VOXMUX_CONFIG`),',
-    'environment variables, flags (`--host`, `--port`, `--log-level`, `--set path=value`).',
-    'Unknown keys and variables are errors. `VOXMUX_PORT`, `VOXMUX_HOST`, `VOXMUX_API_KEYS` and',
+    'environment variables, flags (`--host`, `--port`, `--log-level`, `--log-format`, `--set path=value`).',
+    'The variables and `--set` reach every path that has an environment name below; `defaultModel`',
+    'and `models` come from the file only. Unknown keys and variables are errors. `VOXMUX_PORT`, `VOXMUX_HOST`, `VOXMUX_API_KEYS` and',
     '`VOXMUX_LOG_LEVEL` are short forms. Arrays in variables are comma-separated; booleans are',
     'exactly `true`, `false`, `1` or `0`. `voxmux serve --print-config` prints the effective config.',
     '',
@@ -59,9 +60,9 @@ export function renderConfigDoc(): string {
     '## Models',
     '',
     '`models` is set in the config file only: a file that names models serves exactly those.',
-    'The default serves `pocketsphinx-en-us` (transcription, alias `whisper-1`) and `voxmux-speech-cpu`',
-    '(speech: adapter `debian-voices`, aliases `tts-1`, `tts-1-hd`, `gpt-4o-mini-tts`, the 13 OpenAI voice names',
-    'as its `voiceAliases`).',
+    'The default serves `pocketsphinx-en-us` (transcription, aliases `whisper-1` and `gpt-4o-transcribe-diarize`),',
+    '`voxmux-speech-cpu` (speech: adapter `debian-voices`, aliases `tts-1`, `tts-1-hd`, `gpt-4o-mini-tts`, the 13',
+    'OpenAI voice names as its `voiceAliases`) and `voxmux-diarize-cpu` (diarization: adapter `classical-diarizer`).',
     '',
     '| path | type | default | description |',
     '| --- | --- | --- | --- |',
@@ -81,8 +82,9 @@ export function renderErrorsDoc(): string {
     'Generated from `src/core/error-catalog.ts` by `npm run docs`; a test fails when this page is stale.',
     '',
     'Every failure is answered with the OpenAI error envelope',
-    '`{"error": {"message", "type", "param", "code"}}`; `code` is one of these. 429 and 503 carry',
-    '`Retry-After` (seconds). "wire" marks codes a model host may send (docs/protocol.md).',
+    '`{"error": {"message", "type", "param", "code"}}`; `code` is one of these. 429 and 503 answers',
+    'carry `Retry-After` (seconds) where the server knows a wait (queue, restart, wake, budget), not on',
+    'errors a model host sends (`out_of_memory`). "wire" marks codes a model host may send (docs/protocol.md).',
     '',
     '| code | kind | HTTP | OpenAI type | wire | remedy |',
     '| --- | --- | --- | --- | --- | --- |',

@@ -159,6 +159,17 @@ describe('loadConfig sources', () => {
     assert.equal(config.supervisor.mps.controlPath, 'nvidia-cuda-mps-control');
   });
 
+  it('takes the budget and realtime sections from the environment and flags too (a secret such as the LLM key)', () => {
+    const config = loadConfig({
+      env: { VOXMUX_REALTIME_LLM_API_KEY: 'sk-from-env', VOXMUX_BUDGET_MONTHLY_BUDGET_USD: '250' },
+      flags: { 'budget.hardStop': 'true', 'realtime.maxSessions': '3' },
+    });
+    assert.equal(config.realtime.llm.apiKey, 'sk-from-env');
+    assert.equal(config.budget.monthlyBudgetUsd, 250);
+    assert.equal(config.budget.hardStop, true);
+    assert.equal(config.realtime.maxSessions, 3);
+  });
+
   it('accepts the short forms VOXMUX_PORT, VOXMUX_HOST, VOXMUX_API_KEYS and VOXMUX_LOG_LEVEL', () => {
     const config = loadConfig({
       env: { VOXMUX_PORT: '9000', VOXMUX_HOST: '::1', VOXMUX_API_KEYS: 'key-aaaa-1,key-bbbb-2', VOXMUX_LOG_LEVEL: 'error' },

@@ -29,7 +29,7 @@ export interface ConfigSources {
 type Json = string | number | boolean | null | Json[] | { [k: string]: Json };
 
 /** Sections whose scalar leaves may come from the environment and flags by mechanical names. */
-const ENV_SECTIONS = ['gateway', 'scheduler', 'supervisor', 'telemetry', 'requestLog'] as const;
+export const ENV_SECTIONS = ['gateway', 'scheduler', 'supervisor', 'telemetry', 'requestLog', 'budget', 'realtime'] as const;
 /** Short names the README promises. */
 const ENV_ALIASES: Record<string, string> = {
   VOXMUX_PORT: 'gateway.port',

@@ -1,6 +1,6 @@
 /**
  * The one configuration schema. Every field has a description, a default and a unit in its
- * name; docs/config.md is generated from this file (scripts/gen-config-doc.ts).
+ * name; docs/config.md is generated from this file (scripts/gen-docs.ts).
  */
 import { Type, type Static } from '@sinclair/typebox';
 
@@ -176,7 +176,11 @@ export const SupervisorSchema = Type.Object(
 
 export const ModelSchema = Type.Object(
   {
-    adapter: Type.String({ description: 'Model-host adapter: pocketsphinx, parakeet, whisper, or test (a test double).', minLength: 1 }),
+    adapter: Type.String({
+      description:
+        'Model-host adapter: pocketsphinx, parakeet, whisper, debian-voices, vits, classical-diarizer, sortformer, or test (a test double).',
+      minLength: 1,
+    }),
     aliases: Type.Array(Type.String({ minLength: 1 }), { description: 'Other names clients may use.', default: [] }),
     instances: Type.Integer({
       description: 'Instances (processes) of this model, placed round-robin over its GPUs.',
