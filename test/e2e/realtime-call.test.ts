@@ -162,8 +162,13 @@ async function rawSession(options: { protocols?: string[]; headers?: Record<stri
     socket.once('error', reject);
     // The refused upgrade's connection is closed here: left open, it would hold the server's close.
     socket.once('unexpected-response', (request, response) => {
-      request.destroy();
-      reject(new Error(`HTTP ${response.statusCode}`));
+      let body = '';
+      response.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      response.on('end', () => {
+        request.destroy();
+        const retryAfter = response.headers['retry-after'];
+        reject(Object.assign(new Error(`HTTP ${response.statusCode}`), { body, retryAfter }));
+      });
     });
   });
   await log.until((e) => e.type === 'session.created');
@@ -488,6 +493,13 @@ describe('realtime voice calls with the openai SDK (#19)', () => {
     assert.equal(await errorFor('e9'), 'input_audio_buffer_commit_empty');
     send({ type: 'response.cancel', event_id: 'e10' });
     assert.equal(await errorFor('e10'), 'response_cancel_not_active');
+    // Without turn detection nothing commits: appends past realtime.maxBufferMs (120 s) are refused.
+    const silence = Buffer.alloc(64 * 1024).toString('base64'); // 1.37 s at 24 kHz
+    for (let i = 0; i < 90; i++) send({ type: 'input_audio_buffer.append', event_id: `b${i}`, audio: silence });
+    const full = await log.until((e) => e.type === 'error' && (e.error as { code: string }).code === 'input_audio_buffer_full');
+    assert.equal((full.error as { event_id: string }).event_id, 'b87', 'the first append past 120 s');
+    send({ type: 'input_audio_buffer.clear' });
+    await log.until((e) => e.type === 'input_audio_buffer.cleared');
     send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] } });
     send({ type: 'response.create' });
     const done = await log.until((e) => e.type === 'response.done');
@@ -547,7 +559,13 @@ describe('realtime voice calls with the openai SDK (#19)', () => {
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     const open = [await rawSession(), await rawSession(), await rawSession()];
-    await assert.rejects(rawSession(), /HTTP 429/);
+    await assert.rejects(rawSession(), (err: Error & { body: string; retryAfter: string | undefined }) => {
+      assert.match(err.message, /HTTP 429/);
+      const envelope = JSON.parse(err.body) as { error: { code: string; type: string } };
+      assert.deepEqual([envelope.error.code, envelope.error.type], ['too_many_sessions', 'rate_limit_error']);
+      assert.ok(err.retryAfter !== undefined && Number(err.retryAfter) > 0, `Retry-After ${err.retryAfter}`);
+      return true;
+    });
     open[0]!.socket.close();
     await new Promise((resolve) => open[0]!.socket.once('close', resolve));
     let reopened: Awaited<ReturnType<typeof rawSession>> | undefined;
