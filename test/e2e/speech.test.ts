@@ -186,34 +186,39 @@ describe('POST /v1/audio/speech streaming behaviour', () => {
     });
   }
 
-  it('a client that disconnects mid-stream cancels it: the instance is free at once and ffmpeg is gone', async () => {
-    const abort = new AbortController();
-    const res = await fetch(`${server.url}/v1/audio/speech`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'slow', voice: 'alloy', input: INPUT, response_format: 'mp3' }),
-      signal: abort.signal,
-    });
-    const reader = res.body!.getReader();
-    await reader.read();
-    const scrapeStartedAt = performance.now();
-    assert.equal(await server.metric('voxmux_scheduler_streams_running', { model: 'slow' }), 1);
-    const scrapeMs = performance.now() - scrapeStartedAt;
-    const abortedAt = performance.now();
-    abort.abort();
-    let freedMs = -1;
-    while (performance.now() - abortedAt < 2000) {
-      const askedAt = performance.now();
-      if ((await server.metric('voxmux_scheduler_streams_running', { model: 'slow' })) === 0) {
-        // The instance was free by the time the scrape that saw it started (bounded above).
-        freedMs = askedAt - abortedAt;
-        break;
+  for (const streamFormat of ['audio', 'sse'] as const) {
+    it(`a client that disconnects mid-stream (stream_format ${streamFormat}) cancels it: the instance is free at once and ffmpeg is gone`, async () => {
+      const abort = new AbortController();
+      const res = await fetch(`${server.url}/v1/audio/speech`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'slow', voice: 'alloy', input: INPUT, response_format: 'mp3', stream_format: streamFormat }),
+        signal: abort.signal,
+      });
+      const reader = res.body!.getReader();
+      await reader.read();
+      const scrapeStartedAt = performance.now();
+      assert.equal(await server.metric('voxmux_scheduler_streams_running', { model: 'slow' }), 1);
+      const scrapeMs = performance.now() - scrapeStartedAt;
+      const abortedAt = performance.now();
+      abort.abort();
+      let freedMs = -1;
+      while (performance.now() - abortedAt < 2000) {
+        const askedAt = performance.now();
+        if ((await server.metric('voxmux_scheduler_streams_running', { model: 'slow' })) === 0) {
+          // The instance was free by the time the scrape that saw it started (bounded above).
+          freedMs = askedAt - abortedAt;
+          break;
+        }
       }
-    }
-    assert.ok(freedMs >= 0 && freedMs < 100 + scrapeMs, `freed within ${freedMs} ms (a scrape takes ${scrapeMs} ms)`);
-    assert.deepEqual(ffmpegChildren(server.process.pid!), []);
-    assert.equal(await server.metric('voxmux_gateway_speech_calls_total', { outcome: 'client_disconnected' }), 1);
-  });
+      assert.ok(freedMs >= 0 && freedMs < 100 + scrapeMs, `freed within ${freedMs} ms (a scrape takes ${scrapeMs} ms)`);
+      assert.deepEqual(ffmpegChildren(server.process.pid!), []);
+      assert.equal(
+        await server.metric('voxmux_gateway_speech_calls_total', { stream_format: streamFormat, outcome: 'client_disconnected' }),
+        1,
+      );
+    });
+  }
 
   it('answers 429 queue_full with Retry-After when the stream queue is full', async () => {
     const body = JSON.stringify({ model: 'slow', voice: 'alloy', input: INPUT, response_format: 'pcm' });
