@@ -4,7 +4,9 @@
  *   a diarization chunk still runs once and its retry gets the kept answer; a whole-file
  *   diarization call that leaves while queued is never run;
  * - requests that kill or wedge their instance fail with 503 `instance_crashed` or
- *   `instance_wedged` after their one retry, while the requests batched with them are answered.
+ *   `instance_wedged` after their one retry, while the requests batched with them are answered;
+ * - a diarization session id taken twice (`session_already_exists`), and one idle past its
+ *   model's sessionIdleTimeoutMs (`session_expired`, counted; the id is free again).
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
@@ -36,6 +38,8 @@ before(async () => {
           options: { batchDelayMs: 300 },
         },
         poison: { adapter: 'test', instances: 2, maxBatchSize: 8, maxQueueDelayMs: 100 },
+        // Sessions that expire after 400 ms without chunks.
+        brief: { adapter: 'test', task: 'diarization', instances: 1, sessionIdleTimeoutMs: 400 },
         diar: {
           adapter: 'test',
           task: 'diarization',
@@ -120,6 +124,13 @@ describe('failure paths over a real socket', () => {
       body: JSON.stringify({ model: 'diar', id: 'left-midway' }),
     });
     assert.equal(created.status, 201, await created.clone().text());
+    const again = await fetch(`${server.url}/v1/audio/diarization/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'diar', id: 'left-midway' }),
+    });
+    assert.equal(again.status, 400);
+    assert.equal(((await again.json()) as Envelope).error.code, 'session_already_exists');
     const chunkUrl = `${server.url}/v1/audio/diarization/sessions/left-midway/chunks`;
     const abort = new AbortController();
     const leaving = fetch(chunkUrl, { method: 'POST', body: form({ seq: '0' }, speakerChunk()), signal: abort.signal });
@@ -142,6 +153,30 @@ describe('failure paths over a real socket', () => {
     const next = await fetch(chunkUrl, { method: 'POST', body: form({ seq: '1', is_last: 'true' }, speakerChunk()) });
     assert.equal(next.status, 200, await next.text());
     assert.equal(await server.metric('voxmux_instance_sequence_items_total', { model: 'diar' }), 2);
+  });
+
+  it('a session idle past its sessionIdleTimeoutMs answers 404 session_expired, counted, and its id is free again', async () => {
+    const create = () =>
+      fetch(`${server.url}/v1/audio/diarization/sessions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'brief', id: 'brief-1' }),
+      });
+    const chunk = (seq: number) =>
+      fetch(`${server.url}/v1/audio/diarization/sessions/brief-1/chunks`, {
+        method: 'POST',
+        body: form({ seq: String(seq) }, speakerChunk()),
+      });
+    const created = await create();
+    assert.equal(((await created.json()) as { idle_timeout: number }).idle_timeout, 0.4);
+    assert.equal((await chunk(0)).status, 200);
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    const late = await chunk(1);
+    assert.equal(late.status, 404);
+    assert.equal(((await late.json()) as Envelope).error.code, 'session_expired');
+    assert.equal(await server.metric('voxmux_gateway_diarization_sessions_expired_total', { model: 'brief' }), 1);
+    assert.equal((await create()).status, 201, 'the client starts again under its id');
+    assert.equal((await chunk(0)).status, 200);
   });
 
   it('a whole-file diarization call whose client leaves while it is queued is never run', async () => {
