@@ -115,7 +115,7 @@ describe('transcription with the default engine through the openai SDK', () => {
     assert.ok(words.at(-1)!.end <= verbose.duration + 0.05);
   });
 
-  it("lists English as the default model's only language, and rejects another with 400 unsupported_option (#16)", async () => {
+  it("lists English as the default model's only language, rejects another with 400 unsupported_option (#16) and translations with model_task_mismatch", async () => {
     const models = await client.models.list();
     const transcription = models.data.filter((m) => (m as unknown as { voxmux: { task: string } }).voxmux.task === 'transcription');
     assert.ok(transcription.length > 0);
@@ -135,6 +135,12 @@ describe('transcription with the default engine through the openai SDK', () => {
       }),
       (err: unknown) =>
         err instanceof OpenAI.BadRequestError && (err.error as { code?: string } | undefined)?.code === 'unsupported_option',
+    );
+    // It does not translate: /v1/audio/translations answers 400 model_task_mismatch.
+    await assert.rejects(
+      client.audio.translations.create({ file: await toFile(readFileSync(speech[0]!), 'speech.wav'), model: 'whisper-1' }),
+      (err: unknown) =>
+        err instanceof OpenAI.BadRequestError && (err.error as { code?: string } | undefined)?.code === 'model_task_mismatch',
     );
   });
 
