@@ -174,11 +174,26 @@ export const SupervisorSchema = Type.Object(
   { additionalProperties: false, default: {} },
 );
 
+export type ModelTask = 'transcription' | 'speech' | 'diarization';
+
+/** The tasks an adapter serves; the first is its default (`task: auto`). An adapter not listed serves transcription. */
+export const ADAPTER_TASKS: Readonly<Record<string, readonly ModelTask[]>> = {
+  pocketsphinx: ['transcription'],
+  parakeet: ['transcription'],
+  whisper: ['transcription'],
+  'debian-voices': ['speech'],
+  vits: ['speech'],
+  sortformer: ['diarization'],
+  'classical-diarizer': ['diarization'],
+  test: ['transcription', 'speech', 'diarization'],
+};
+
 export const ModelSchema = Type.Object(
   {
     adapter: Type.String({
-      description:
-        'Model-host adapter: pocketsphinx, parakeet, whisper, debian-voices, vits, classical-diarizer, sortformer, or test (a test double).',
+      description: `Model-host adapter: ${Object.keys(ADAPTER_TASKS)
+        .filter((name) => name !== 'test')
+        .join(', ')}, or test (a test double).`,
       minLength: 1,
     }),
     aliases: Type.Array(Type.String({ minLength: 1 }), { description: 'Other names clients may use.', default: [] }),
@@ -455,20 +470,6 @@ export const RealtimeSchema = Type.Object(
   },
   { additionalProperties: false, default: {} },
 );
-
-/** The tasks an adapter serves; the first is its default (`task: auto`). An adapter not listed serves transcription. */
-export const ADAPTER_TASKS: Readonly<Record<string, readonly ModelTask[]>> = {
-  pocketsphinx: ['transcription'],
-  parakeet: ['transcription'],
-  whisper: ['transcription'],
-  'debian-voices': ['speech'],
-  vits: ['speech'],
-  sortformer: ['diarization'],
-  'classical-diarizer': ['diarization'],
-  test: ['transcription', 'speech', 'diarization'],
-};
-
-export type ModelTask = 'transcription' | 'speech' | 'diarization';
 
 /**
  * Diarization adapters that use the gateway's voice activity: each item then carries its chunk's
