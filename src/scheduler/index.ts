@@ -17,6 +17,7 @@ export type {
   StreamOptions,
   SubmitOptions,
 } from './scheduler.js';
+export { SEQUENCE_NOT_TAKEN_CODES } from './sequence-batcher/sequence-batcher.js';
 export type { SequenceItem, SequenceResult } from './sequence-batcher/sequence-batcher.js';
 export { StreamCallImpl } from './stream-call.js';
 export type { StreamCall, StreamSummary } from './stream-call.js';

@@ -12,16 +12,13 @@ import type { DiarizationChunkResult, DiarizationSessionCreated, DiarizationSess
 import type { Clock } from '../../core/clock.js';
 import { errors } from '../../core/error-catalog.js';
 import type { ServiceError } from '../../core/errors.js';
-import type { SubmitOptions } from '../../scheduler/index.js';
+import { SEQUENCE_NOT_TAKEN_CODES, type SubmitOptions } from '../../scheduler/index.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import type { GatewayDeps } from '../gateway-types.js';
 import { SAMPLE_RATE_HZ } from './diarize-recording.js';
 import { DiarizationSessionStore, type DiarizationSession, type SpeakerBounds } from './session-store.js';
 import { toEngineOutput, toSpeakerSegments } from './timeline.js';
-
-/** Errors raised before the scheduler took the item: the sequence number was not used. */
-const NOT_TAKEN = new Set(['queue_full', 'shutting_down', 'model_not_found', 'no_ready_instance', 'sequence_gap', 'sequence_out_of_order']);
 
 /** A chunk for a session: its samples (absent: a retry that sent no file) and, for engines that use them, its speech regions. */
 export interface SessionChunk {
@@ -129,8 +126,10 @@ export class DiarizationSessionService implements DiarizationSessions {
     const session = this.#store.get(id);
     session.isClosing = true;
     await Promise.all([...session.running.values()].map((answer) => answer.catch(() => undefined)));
-    this.#store.delete(session);
+    // The id stays taken until the scheduler's session has ended (its last run answered): a
+    // session created again under it meanwhile would be answered from the old one.
     await this.#deps.sequences.end(session.model, session.id);
+    this.#store.delete(session);
     return timelineOf(session, 'closed');
   }
 
@@ -187,7 +186,7 @@ export class DiarizationSessionService implements DiarizationSessions {
       const error = err as ServiceError;
       if (error.code === 'session_expired' || error.code === 'session_not_found') {
         this.#store.markExpired(session);
-      } else if (NOT_TAKEN.has(error.code)) {
+      } else if (SEQUENCE_NOT_TAKEN_CODES.has(error.code)) {
         // The scheduler never took it, nor (their turn) any later number: they may be sent again.
         session.chunkSamples.length = Math.min(session.chunkSamples.length, p.seq);
       } else {

@@ -172,6 +172,26 @@ describe('SequenceBatcher', () => {
     assert.deepEqual((await Promise.all(seconds)).map(sumOf), [11, 11]);
   });
 
+  it('tells the instance to drop a state it made after the deadline passed, and runs the next item from the checkpoint', async () => {
+    const { clock, executor, scheduler, completeAll } = setup({ sessionIdleTimeoutMs: 1000 });
+    const s0 = scheduler.submitSequenceItem('m', item('s', 0, samples(5)), { timeoutMs: 10_000 });
+    await settle();
+    completeAll();
+    await s0;
+    const late = scheduler.submitSequenceItem('m', item('s', 1, samples(10)), { timeoutMs: 100 });
+    await settle();
+    clock.advance(100); // the deadline passes while the item runs on 'a'
+    await assert.rejects(late, { code: 'deadline_exceeded' });
+    completeAll(); // 'a' answers after all: it holds a state the session does not have
+    await settle();
+    assert.deepEqual(executor.endedSessions, [{ instanceId: 'a', sessionIds: ['s'] }]);
+    const next = scheduler.submitSequenceItem('m', item('s', 2, samples(100)), { timeoutMs: 10_000 });
+    await settle();
+    assert.deepEqual(itemsOf(executor.sequenceBatches[2]!), ['s:2:attached']);
+    completeAll();
+    assert.equal(sumOf(await next), 105, 'the late item is not in the state');
+  });
+
   it('reruns an item attached when the instance answers session_state_missing for resident state', async () => {
     const { executor, scheduler, completeAll } = setup();
     const s0 = scheduler.submitSequenceItem('m', item('s', 0, samples(4)), { timeoutMs: 10_000 });

@@ -89,6 +89,23 @@ export interface SequenceBatcher {
 
 /** A lost run is retried; this bounds retries when instances keep failing. */
 const MAX_ATTEMPTS = 3;
+/**
+ * The codes with which an item is refused at submit, or dropped from the queue before it ran (no
+ * instance can take the model's work), without using its sequence number: the client may send
+ * that number again. With any other code the failure is the number's answer, replayed to a
+ * resubmission.
+ */
+export const SEQUENCE_NOT_TAKEN_CODES: ReadonlySet<string> = new Set([
+  'queue_full',
+  'shutting_down',
+  'model_not_found',
+  'no_ready_instance',
+  'model_wake_failed',
+  'model_wake_timeout',
+  'gpu_budget_exhausted',
+  'sequence_gap',
+  'sequence_out_of_order',
+]);
 const LOST_RUN_CODES = new Set(['instance_crashed', 'instance_wedged']);
 
 interface ModelState {
@@ -164,7 +181,11 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
     }, atMs - clock.nowMs());
   }
 
-  function finish(session: Session, entry: SequenceEntry, outcome: ItemOutcome): void {
+  /**
+   * The item's outcome. An item dropped from the queue before it ran, with a code of
+   * SEQUENCE_NOT_TAKEN_CODES (`isTaken` false), gives its number back: the session accepts it again.
+   */
+  function finish(session: Session, entry: SequenceEntry, outcome: ItemOutcome, p: { isTaken: boolean } = { isTaken: true }): void {
     if (entry.state === 'done') return;
     const state = models.get(session.model)!;
     if (entry.state === 'queued') {
@@ -175,7 +196,8 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
     entry.state = 'done';
     entry.timer?.cancel();
     entry.detach();
-    if (session.lastFinished === undefined || entry.item.seq > session.lastFinished.seq) {
+    if (!p.isTaken) session.nextSeq = Math.min(session.nextSeq, entry.item.seq);
+    else if (session.lastFinished === undefined || entry.item.seq > session.lastFinished.seq) {
       session.lastFinished = { seq: entry.item.seq, outcome };
     }
     metrics.sequenceItems.inc({ model: session.model, outcome: outcome.ok ? 'ok' : outcome.error.code });
@@ -183,6 +205,12 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
     else entry.reject(outcome.error);
     touch(session);
     deps.onFinished();
+  }
+
+  /** The instance holds a state of the session that is not its checkpoint: it drops it, and the next item brings the checkpoint. */
+  function release(session: Session, instanceId: string): void {
+    session.instanceId = undefined;
+    executor.endSessions(instanceId, [session.sessionId]);
   }
 
   function requeue(session: Session, entry: SequenceEntry): void {
@@ -209,7 +237,7 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
       // No instance will come back soon (none configured, or a crash loop): fail fast.
       for (const session of [...state.sessions.values()]) {
         for (const entry of [...session.queued]) {
-          finish(session, entry, { ok: false, error: unavailableError(executor, model, options.retryAfterMs) });
+          finish(session, entry, { ok: false, error: unavailableError(executor, model, options.retryAfterMs) }, { isTaken: false });
         }
       }
       return;
@@ -340,7 +368,7 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
       return;
     }
     if (outcome.state.byteLength > MAX_STATE_BYTES) {
-      session.instanceId = undefined;
+      release(session, instanceId);
       finish(session, entry, {
         ok: false,
         error: errors.sessionStateTooLarge({
@@ -353,7 +381,7 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
     }
     if (entry.state === 'done') {
       // The caller was already told this item failed (its deadline passed): it must not count.
-      session.instanceId = undefined;
+      release(session, instanceId);
       return;
     }
     session.checkpoint = outcome.state;
@@ -367,11 +395,14 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
       const state = models.get(model);
       const requestId = submitOptions.requestId ?? randomUUID();
       if (state === undefined) return Promise.reject(errors.modelNotFound({ model }));
+      let session = state.sessions.get(item.sessionId);
       const reject = (error: ServiceError) => {
         metrics.sequenceItems.inc({ model, outcome: error.code });
+        // A refused item is the session's activity all the same: its client is there (and the
+        // gateway counts it), so the session does not expire under a client that retries.
+        if (session !== undefined) session.lastActivityMs = clock.nowMs();
         return Promise.reject(error);
       };
-      let session = state.sessions.get(item.sessionId);
       const check = checkSequenceNumber(session, item.seq);
       switch (check.kind) {
         case 'cached':
