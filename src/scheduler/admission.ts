@@ -21,6 +21,8 @@ export function canAdmit(queued: number, maxQueuedRequests: number): boolean {
 export interface AdmissionItem {
   bucket: number;
   audioS: number;
+  /** A retried request: it runs in a batch of its own (dynamic-batcher.ts). */
+  isolated?: boolean;
 }
 
 export interface AdmissionSnapshot {
@@ -71,11 +73,15 @@ export function decideAdmission(snapshot: AdmissionSnapshot, nowMs: number): Adm
   return { kind: 'reject', predictedDoneMs, drainMs: Math.max(0, drainDoneMs - nowMs) };
 }
 
-/** Groups requests into batches of one bucket, ordered by their first request. */
+/** Groups requests into batches of one bucket, ordered by their first request; an isolated one is a batch alone. */
 function planBatches(items: readonly AdmissionItem[], maxBatchSize: number, requestIndex: number): PlannedBatch[] {
   const batches: PlannedBatch[] = [];
   const open = new Map<number, PlannedBatch>();
   items.forEach((item, i) => {
+    if (item.isolated === true) {
+      batches.push({ bucket: item.bucket, size: 1, audioS: item.audioS, hasRequest: i === requestIndex });
+      return;
+    }
     let batch = open.get(item.bucket);
     if (batch === undefined || batch.size >= maxBatchSize) {
       batch = { bucket: item.bucket, size: 0, audioS: 0, hasRequest: false };

@@ -266,27 +266,120 @@ describe('Scheduler', () => {
   });
 
   it('retries the requests of a crashed batch each alone, so one that kills its instance fails alone', async () => {
-    const { clock, executor, scheduler } = setup({ maxRunningBatchesPerInstance: 4 }, ['a', 'b']);
-    const calls = [0, 1, 2].map(() => scheduler.submit('m', req(1), { timeoutMs: 10_000 }));
+    const { clock, executor, scheduler } = setup({ maxRunningBatchesPerInstance: 4 }, ['a']);
+    const calls = [0, 1].map((i) => scheduler.submit('m', req(1), { timeoutMs: 10_000, requestId: `r${i}` }));
     clock.advance(10);
     await settle();
-    assert.deepEqual(executor.batchSizes(), [2, 1], 'spread over the two idle instances');
-    const poison = executor.batches[0]!.batch.requests[0]!.requestId;
-    executor.batches[0]!.reject(errors.instanceCrashed({ instanceId: 'a', reason: 'exit' }));
+    assert.deepEqual(executor.batchSizes(), [2]);
+    executor.crash('a');
+    executor.setReady('m', ['b', 'c']);
     await settle();
-    // Both requests of the crashed batch are retried at once, each in a batch of its own.
-    assert.deepEqual(executor.batchSizes(), [2, 1, 1, 1]);
-    const retries = executor.batches.slice(2);
-    const poisoned = retries.findIndex((b) => b.batch.requests[0]!.requestId === poison);
-    retries[poisoned]!.reject(errors.instanceCrashed({ instanceId: retries[poisoned]!.instanceId, reason: 'exit' }));
-    executor.complete(1);
-    executor.complete(2 + (1 - poisoned));
+    // Both requests of the crashed batch are retried at once, each alone on an idle instance.
+    assert.deepEqual(executor.batchSizes(), [2, 1, 1]);
+    assert.deepEqual(
+      executor.batches
+        .slice(1)
+        .map((b) => b.instanceId)
+        .sort(),
+      ['b', 'c'],
+    );
+    const poisoned = executor.batches.findIndex((b, i) => i > 0 && b.batch.requests[0]!.requestId === 'r0');
+    executor.crash(executor.batches[poisoned]!.instanceId);
+    executor.complete(3 - poisoned);
     const outcomes = await Promise.allSettled(calls);
     assert.deepEqual(
       outcomes.map((o) => o.status),
-      ['rejected', 'fulfilled', 'fulfilled'],
+      ['rejected', 'fulfilled'],
     );
     assert.equal((outcomes[0] as PromiseRejectedResult).reason.code, 'instance_crashed');
+  });
+
+  it('runs a retried request on an instance with nothing else running, even with several batches in flight per instance', async () => {
+    const { executor, scheduler } = setup(
+      { maxRunningBatchesPerInstance: 2, models: { m: { maxBatchSize: 2, preferredBatchSizes: [2], maxQueueDelayMs: 10 } } },
+      ['a'],
+    );
+    const poison = scheduler.submit('m', req(1), { timeoutMs: 10_000, requestId: 'poison' });
+    const innocent = scheduler.submit('m', req(1), { timeoutMs: 10_000, requestId: 'innocent' });
+    const outcomes = Promise.allSettled([poison, innocent]);
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [2]);
+    executor.crash('a');
+    executor.setReady('m', ['a1']);
+    await settle();
+    // Both are retried, one at a time: the second waits for the first's instance to drain.
+    assert.deepEqual(executor.batchSizes(), [2, 1]);
+    const first = executor.batches[1]!;
+    if (first.batch.requests[0]!.requestId === 'poison') {
+      executor.crash('a1');
+      executor.setReady('m', ['a2']);
+    } else {
+      executor.complete(1);
+    }
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [2, 1, 1]);
+    const second = executor.batches[2]!;
+    if (second.batch.requests[0]!.requestId === 'poison') executor.crash(second.instanceId);
+    else executor.complete(2);
+    const [p, q] = await outcomes;
+    assert.equal(p.status, 'rejected');
+    assert.equal(q.status, 'fulfilled');
+  });
+
+  it('does not put a retried request beside a batch already running on an instance', async () => {
+    const { clock, executor, scheduler } = setup(
+      { maxRunningBatchesPerInstance: 2, models: { m: { maxBatchSize: 2, preferredBatchSizes: [2], maxQueueDelayMs: 10 } } },
+      ['a'],
+    );
+    const calls = [0, 1].map((i) => scheduler.submit('m', req(1), { timeoutMs: 10_000, requestId: `r${i}` }));
+    clock.advance(10);
+    await settle();
+    executor.setReady('m', ['a', 'b']);
+    calls.push(scheduler.submit('m', req(1), { timeoutMs: 10_000, requestId: 'r2' }));
+    clock.advance(10);
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [2, 1]);
+    const crashed = executor.batches[0]!.instanceId;
+    const other = executor.batches[1]!.instanceId;
+    executor.crash(crashed);
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [2, 1], `the retries wait while ${other} runs a batch`);
+    executor.complete(1);
+    await settle();
+    assert.deepEqual([executor.batchSizes(), executor.batches[2]!.instanceId], [[2, 1, 1], other]);
+    executor.complete(2);
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [2, 1, 1, 1]);
+    executor.complete(3);
+    assert.equal((await Promise.all(calls)).length, 3);
+  });
+
+  it('predicts retried requests as the batches of one they run as', async () => {
+    const { clock, executor, scheduler } = setup(
+      {
+        models: { m: { maxBatchSize: 4, preferredBatchSizes: [4], maxQueueDelayMs: 0 } },
+        admissionMarginPercent: 0,
+        admissionPriorBatchMs: 1000,
+        admissionPriorMsPerAudioSecond: 0,
+      },
+      [],
+    );
+    const first = [0, 1, 2, 3].map(() => scheduler.submit('m', req(1), { timeoutMs: 60_000 }).catch(() => undefined));
+    executor.setReady('m', ['a']);
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [4]);
+    executor.crash('a');
+    executor.setReady('m', ['b']); // the four are retried: one runs alone, three wait, each to run alone
+    await settle();
+    assert.deepEqual(executor.batchSizes(), [4, 1]);
+    // Ahead of a new request: the running batch and three of one (4 s), then its own: past 2.5 s.
+    await assert.rejects(scheduler.submit('m', req(1), { timeoutMs: 2500 }), { code: 'deadline_unreachable' });
+    for (let i = 1; i <= 4; i++) {
+      clock.advance(1000);
+      executor.complete(i);
+      await settle();
+    }
+    await Promise.all(first);
   });
 
   it('close resolves once pending requests finish and refuses new ones', async () => {

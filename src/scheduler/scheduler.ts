@@ -226,6 +226,8 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
   // order, and when an instance last finished a batch (a batch sent while another ran starts then).
   const serviceTimes = new Map<string, ServiceTimeEstimate>(Object.keys(options.models).map((m) => [m, EMPTY_SERVICE_TIME]));
   const batchRuns = new Map<string, BatchRun[]>();
+  // Instances running a retried request alone (see pump).
+  const isolating = new Set<string>();
   const lastSettledMs = new Map<string, number>();
   const prior: ServiceTimeModel = {
     perBatchMs: options.admissionPriorBatchMs ?? DEFAULT_ADMISSION_PRIOR_BATCH_MS,
@@ -347,11 +349,15 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
     wakeTimers.set(model, { atMs, handle });
   }
 
+  /** The model's ready instances and their loads; one running a retried request alone takes nothing else. */
   function candidatesFor(model: string): RouteCandidate[] {
-    return executor.readyInstances(model).map((inst) => {
-      const load = loads.get(inst.instanceId) ?? { runningBatches: 0, runningRequests: 0 };
-      return { instanceId: inst.instanceId, ...load };
-    });
+    return executor
+      .readyInstances(model)
+      .filter((inst) => !isolating.has(inst.instanceId))
+      .map((inst) => {
+        const load = loads.get(inst.instanceId) ?? { runningBatches: 0, runningRequests: 0 };
+        return { instanceId: inst.instanceId, ...load };
+      });
   }
 
   function pump(model: string): void {
@@ -375,6 +381,15 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
       if (decision.kind === 'wait') {
         scheduleWake(model, decision.untilMs);
         return;
+      }
+      if (decision.items[0]!.isolated) {
+        // A retried request runs alone on an instance with nothing else running, and that instance
+        // takes no other batch until it ends: if the request is what crashed its last instance, it
+        // takes nothing down with it. It leads the queue, so it waits for an instance to drain.
+        const free = selectInstance(candidatesFor(model), 1); // at most one batch: none running
+        if (free === undefined) return; // woken when an instance frees up or becomes ready
+        dispatch(model, free.instanceId, decision.items, true);
+        continue;
       }
       // Spread before batching: a due batch is shared among idle instances, so requests never
       // wait in one instance's batch while another instance sits idle.
@@ -434,7 +449,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
     });
   }
 
-  function dispatch(model: string, instanceId: string, batch: Entry[]): void {
+  function dispatch(model: string, instanceId: string, batch: Entry[], isIsolated = false): void {
     const q = queues.get(model)!;
     const nowMs = clock.nowMs();
     for (const entry of batch) {
@@ -456,8 +471,10 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
     runs.push(run);
     batchRuns.set(instanceId, runs);
     const batchId = randomUUID();
+    if (isIsolated) isolating.add(instanceId);
     log.debug({ model, instanceId, batchSize: batch.length, batchId }, 'batch dispatched');
     const settle = (outcomes: BatchItemOutcome[] | undefined, failure: ServiceError | undefined) => {
+      if (isIsolated) isolating.delete(instanceId);
       settleRun(model, instanceId, run, outcomes !== undefined);
       load.runningBatches -= 1;
       load.runningRequests -= batch.length;

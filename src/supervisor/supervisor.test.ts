@@ -396,6 +396,19 @@ describe('Supervisor sequence, stream and resource work', () => {
     supervisor.destroy();
   });
 
+  it('no longer lists an instance as ready while it ends the streams of its death', async () => {
+    const { spawner, supervisor } = await setupStarted({ m: {} });
+    const readyAtEnd: string[][] = [];
+    const sink: StreamSink = { chunk: () => undefined, end: () => readyAtEnd.push(ids(supervisor.readyInstances('m'))) };
+    supervisor.openStream('m-0-g1', streamInput(), sink);
+    spawner.last().expect('StartStream');
+    spawner.last().exit(null, 'SIGKILL');
+    await settle();
+    // A scheduler retrying the stream from its end must not pick the dying instance again.
+    assert.deepEqual(readyAtEnd, [[]]);
+    supervisor.destroy();
+  });
+
   it('ends the sink of a stream opened on a gone instance with instance_crashed at once', async () => {
     const { spawner, supervisor } = await setupStarted({ m: {} });
     spawner.last().exit(1);

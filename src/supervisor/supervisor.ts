@@ -553,7 +553,9 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
       if (isGateHeld) return out;
       for (const slot of slots) {
         const instance = slot.current;
-        if (slot.model !== model || instance?.state !== 'ready') continue;
+        // An instance that has ended reads ready until it has failed its work (its streams' ends
+        // come first): work retried from those ends must not come back to it.
+        if (slot.model !== model || instance?.state !== 'ready' || instance.end !== undefined) continue;
         const resources = instance.facts.resources.map(({ name, residency, bytes }) => ({ name, residency, bytes }));
         out.push({ instanceId: instance.instanceId, resources });
       }
