@@ -60,7 +60,10 @@ export function createChatClient(options: ChatClientOptions, deps: { fetch?: typ
     kind: 'llm',
     async *stream(messages, streamOptions) {
       const { signal, maxOutputTokens } = streamOptions;
-      const timeout = AbortSignal.timeout(options.connectTimeoutMs);
+      // The connect timeout bounds the wait for the answer's headers only: the fetch signal also
+      // governs reading the body, which streams for as long as the reply lasts.
+      const timeout = new AbortController();
+      const timer = setTimeout(() => timeout.abort(), options.connectTimeoutMs);
       let response: Response;
       try {
         response = await doFetch(url, {
@@ -78,14 +81,16 @@ export function createChatClient(options: ChatClientOptions, deps: { fetch?: typ
             stream_options: { include_usage: true },
             max_tokens: maxOutputTokens,
           }),
-          signal: AbortSignal.any([signal, timeout]),
+          signal: AbortSignal.any([signal, timeout.signal]),
         });
       } catch (err) {
         signal.throwIfAborted();
         throw errors.llmFailed({
-          reason: timeout.aborted ? `no answer within ${options.connectTimeoutMs} ms` : 'connection failed',
+          reason: timeout.signal.aborted ? `no answer within ${options.connectTimeoutMs} ms` : 'connection failed',
           cause: err,
         });
+      } finally {
+        clearTimeout(timer);
       }
       if (!response.ok || response.body === null) {
         const text = await response.text().catch(() => '');

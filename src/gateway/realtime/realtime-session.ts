@@ -31,7 +31,7 @@ import type { FirKernel } from '../audio/fir-kernel.js';
 import { pcm16LittleEndian } from '../audio/pcm16.js';
 import { toRealtimeErrorBody, toServiceError } from '../error-mapping.js';
 import type { VoiceActivityStream } from '../pieces/voice-activity.js';
-import type { ChatMessage, ChatResponder, ChatToolCall, ChatUsage } from './chat-responder.js';
+import { estimateTokens, type ChatMessage, type ChatResponder, type ChatToolCall, type ChatUsage } from './chat-responder.js';
 import type { LlmGate } from './llm-gate.js';
 import {
   audioMs,
@@ -165,6 +165,8 @@ interface Response {
   speaking: StreamCall | undefined;
   /** The functions the LLM asked to call, by their index in its reply. */
   calls: Map<number, FunctionCall>;
+  /** Its message item was announced (response.output_item.added). */
+  isAnnounced: boolean;
 }
 
 /** The stages of a turn, timed from the end of the user's speech (metrics and the call line). */
@@ -277,6 +279,8 @@ class Session implements RealtimeSession {
   #response: Response | undefined;
   /** The turn of the last commit, until a response takes it. */
   #pendingTurn: Turn | undefined;
+  /** A turn ended while a response it did not interrupt ran (interrupt_response false): answered when that one ends. */
+  #hasTurnWaiting = false;
   /** The audio each assistant item got, for truncation. */
   #spoken = new Map<string, { sentences: SentenceAudio[]; sentMs: number }>();
   // accounting for the call line
@@ -402,7 +406,7 @@ class Session implements RealtimeSession {
       case 'response.create':
         return this.#createResponse(event.response);
       case 'response.cancel':
-        return this.#cancelByClient();
+        return this.#cancelByClient(event.response_id);
       default: {
         const never: never = type;
         throw errors.unknownEvent({ type: String(never) });
@@ -484,7 +488,11 @@ class Session implements RealtimeSession {
         // The frames after this one stay in the buffer for the next turn.
         const keep = this.#vadSamples - (frameStart + frameSamples);
         this.#commit(itemId, { speechEndMs, keepSamples: Math.max(0, keep) });
-        if (this.#settings.kind === 'realtime' && td.createResponse) this.#startResponse({});
+        if (this.#settings.kind === 'realtime' && td.createResponse) {
+          const active = this.#response;
+          if (active !== undefined && !active.isFinished) this.#hasTurnWaiting = true;
+          else this.#startResponse({});
+        }
       }
     }
     if (!detector.isSpeaking) {
@@ -783,6 +791,7 @@ class Session implements RealtimeSession {
       usage: { inputTokens: 0, outputTokens: 0 },
       speaking: undefined,
       calls: new Map(),
+      isAnnounced: false,
     };
     this.#pendingTurn = undefined;
     this.#response = response;
@@ -795,6 +804,7 @@ class Session implements RealtimeSession {
       response.isFinished = true;
       response.abort.abort();
       this.#deps.metrics.realtimeTurns.inc({ responder: response.responder, outcome: 'failed' });
+      this.#closeItems(response);
       this.#send({
         type: 'response.done',
         response: {
@@ -802,6 +812,7 @@ class Session implements RealtimeSession {
           status_details: { type: 'failed', error: { type: 'server_error', code: error.code } },
         },
       });
+      this.#answerWaitingTurn();
     });
   }
 
@@ -815,7 +826,7 @@ class Session implements RealtimeSession {
         status === 'in_progress'
           ? []
           : [
-              this.#assistantItem(response, status === 'completed' ? 'completed' : 'incomplete'),
+              ...(response.isAnnounced ? [this.#assistantItem(response, status === 'completed' ? 'completed' : 'incomplete')] : []),
               ...[...response.calls.values()].map((c) => functionCallObject(c.item, status === 'completed' ? 'completed' : 'incomplete')),
             ],
       conversation_id: this.#options.sessionId,
@@ -844,16 +855,21 @@ class Session implements RealtimeSession {
     const deps = this.#deps;
     const ids = { response_id: response.id, item_id: response.itemId, output_index: 0, content_index: 0 };
     const previous = this.#items.at(-1)?.id ?? null;
-    // The user's words are needed before the LLM: wait for the last user item's final transcript.
-    const lastUser = [...this.#items].reverse().find((i) => i.role === 'user');
-    if (lastUser?.transcript !== undefined) await lastUser.transcript;
+    // The user's words are needed before the LLM: wait for every user item's final transcript (an
+    // earlier, longer turn may still be transcribed after the last one). Transcripts never reject.
+    await Promise.all(this.#items.filter((i) => i.role === 'user' && i.transcript !== undefined).map((i) => i.transcript));
     if (response.isFinished) return;
     const assistant: ConversationItem = { id: response.itemId, role: 'assistant', text: '' };
     this.#items.push(assistant);
     const spoken = { sentences: response.sentences, sentMs: 0 };
     this.#spoken.set(response.itemId, spoken);
     const inProgress = this.#assistantItem(response, 'in_progress');
-    this.#sendFor(response, { type: 'response.output_item.added', response_id: response.id, output_index: 0, item: inProgress });
+    response.isAnnounced = this.#sendFor(response, {
+      type: 'response.output_item.added',
+      response_id: response.id,
+      output_index: 0,
+      item: inProgress,
+    });
     this.#sendFor(response, { type: 'conversation.item.added', previous_item_id: previous, item: inProgress });
     const partType = response.modality === 'audio' ? 'audio' : 'text';
     this.#sendFor(response, {
@@ -881,8 +897,18 @@ class Session implements RealtimeSession {
     }
     const cutter = createSentenceCutter();
     let speaking: Promise<void> = Promise.resolve();
+    // The first sentence whose speech failed: it stops the LLM and fails the response. Caught as
+    // each sentence is queued, as the LLM may still stream for a while (a rejection nobody awaits
+    // would end the process).
+    let speechError: unknown;
     const say = (sentence: string) => {
-      if (response.modality === 'audio') speaking = speaking.then(() => this.#speakSentence(response, sentence, spoken));
+      if (response.modality !== 'audio') return;
+      speaking = speaking
+        .then(() => (speechError === undefined ? this.#speakSentence(response, sentence, spoken) : undefined))
+        .catch((err: unknown) => {
+          speechError ??= err;
+          response.abort.abort(err);
+        });
     };
     const addText = (text: string) => {
       if (response.turn.firstTokenMs === undefined) {
@@ -902,6 +928,8 @@ class Session implements RealtimeSession {
     if (responder === undefined) {
       addText(this.#options.fallbackText);
     } else {
+      const isLlm = response.responder === 'llm';
+      let hasUsage = false;
       try {
         const maxOutputTokens =
           this.#settings.maxOutputTokens === 'inf'
@@ -912,10 +940,14 @@ class Session implements RealtimeSession {
           if (response.isFinished) break;
           if (piece.type === 'text') addText(piece.text);
           else if (piece.type === 'tool_call') this.#streamFunctionCall(response, piece);
-          else response.usage = piece.usage;
+          else {
+            response.usage = piece.usage;
+            hasUsage = true;
+          }
         }
       } catch (err) {
         if (response.isFinished) return;
+        if (speechError !== undefined) throw speechError;
         const error = toServiceError(err, { maxBodyBytes: 0, contentType: undefined });
         deps.log.warn(
           { sessionId: this.#options.sessionId, responseId: response.id, code: error.code, err: error.cause ?? err },
@@ -924,30 +956,22 @@ class Session implements RealtimeSession {
         this.#sendError(error, undefined);
         response.responder = 'fallback';
         addText(response.text === '' ? this.#options.fallbackText : ` ${this.#options.fallbackText}`);
-      }
-      if (response.responder === 'llm') {
-        const costUsd = deps.gate.record(response.usage);
-        this.#llmCostUsd += costUsd;
-        this.#llmUsage.inputTokens += response.usage.inputTokens;
-        this.#llmUsage.outputTokens += response.usage.outputTokens;
-        deps.metrics.realtimeLlmTokens.inc({ direction: 'input' }, response.usage.inputTokens);
-        deps.metrics.realtimeLlmTokens.inc({ direction: 'output' }, response.usage.outputTokens);
-        deps.metrics.realtimeLlmCost.inc(costUsd);
-        deps.metrics.realtimeLlmTurnsRemaining.set(deps.gate.snapshot().turnsRemaining ?? -1);
-        deps.log.info(
-          {
-            sessionId: this.#options.sessionId,
-            responseId: response.id,
-            inputTokens: response.usage.inputTokens,
-            outputTokens: response.usage.outputTokens,
-            costUsd,
-          },
-          'llm turn priced',
-        );
+      } finally {
+        // Every LLM call counts against the day's budget, one cut short (cancelled, barge-in,
+        // failed) at the tokens it was sent and had streamed so far.
+        if (isLlm) {
+          if (!hasUsage)
+            response.usage = {
+              inputTokens: estimateTokens(messages.map((m) => m.content).join(' ')),
+              outputTokens: estimateTokens(response.text),
+            };
+          this.#priceLlmTurn(response);
+        }
       }
     }
     for (const sentence of cutter.flush()) say(sentence);
     await speaking;
+    if (speechError !== undefined) throw speechError;
     if (response.isFinished) return;
     response.isFinished = true;
     const send = (event: ServerEvent) => !this.#isClosed && this.#send(event);
@@ -979,6 +1003,37 @@ class Session implements RealtimeSession {
     }
     send({ type: 'response.done', response: this.#responseObject(response, 'completed') });
     deps.metrics.realtimeTurns.inc({ responder: response.responder, outcome: 'completed' });
+    this.#answerWaitingTurn();
+  }
+
+  /** A response ended: a turn that ended while it ran (interrupt_response false) gets its answer now. */
+  #answerWaitingTurn(): void {
+    if (!this.#hasTurnWaiting || this.#isClosed) return;
+    this.#hasTurnWaiting = false;
+    this.#startResponse({});
+  }
+
+  /** Charges an LLM turn's usage to the day's budget, the session's totals and the metrics. */
+  #priceLlmTurn(response: Response): void {
+    const deps = this.#deps;
+    const costUsd = deps.gate.record(response.usage);
+    this.#llmCostUsd += costUsd;
+    this.#llmUsage.inputTokens += response.usage.inputTokens;
+    this.#llmUsage.outputTokens += response.usage.outputTokens;
+    deps.metrics.realtimeLlmTokens.inc({ direction: 'input' }, response.usage.inputTokens);
+    deps.metrics.realtimeLlmTokens.inc({ direction: 'output' }, response.usage.outputTokens);
+    deps.metrics.realtimeLlmCost.inc(costUsd);
+    deps.metrics.realtimeLlmTurnsRemaining.set(deps.gate.snapshot().turnsRemaining ?? -1);
+    deps.log.info(
+      {
+        sessionId: this.#options.sessionId,
+        responseId: response.id,
+        inputTokens: response.usage.inputTokens,
+        outputTokens: response.usage.outputTokens,
+        costUsd,
+      },
+      'llm turn priced',
+    );
   }
 
   /** A piece of a function call the LLM streams: the call's item when it starts, then its arguments as deltas. */
@@ -1087,10 +1142,26 @@ class Session implements RealtimeSession {
     this.#finishCancelled(response, 'turn_detected');
   }
 
-  #cancelByClient(): void {
+  /** `responseId`: the response the client names (OpenAI's optional response_id); another one is not cancelled. */
+  #cancelByClient(responseId: unknown): void {
     const response = this.#response;
     if (response === undefined || response.isFinished) throw errors.responseCancelNotActive();
+    if (typeof responseId === 'string' && responseId !== response.id) throw errors.responseCancelNotActive();
     this.#finishCancelled(response, 'client_cancelled');
+  }
+
+  /** The items a response announced, done as incomplete (it was cancelled or failed): its message and its function calls. */
+  #closeItems(response: Response): void {
+    if (response.isAnnounced) {
+      const item = this.#assistantItem(response, 'incomplete');
+      this.#send({ type: 'response.output_item.done', response_id: response.id, output_index: 0, item });
+      this.#send({ type: 'conversation.item.done', item });
+    }
+    for (const { item, outputIndex } of response.calls.values()) {
+      const object = functionCallObject(item, 'incomplete');
+      this.#send({ type: 'response.output_item.done', response_id: response.id, output_index: outputIndex, item: object });
+      this.#send({ type: 'conversation.item.done', item: object });
+    }
   }
 
   /**
@@ -1111,11 +1182,7 @@ class Session implements RealtimeSession {
     }
     this.#deps.metrics.realtimeTurns.inc({ responder: response.responder, outcome: 'cancelled' });
     if (this.#isClosed) return;
-    if (assistant !== undefined) {
-      const item = this.#assistantItem(response, 'incomplete');
-      this.#send({ type: 'response.output_item.done', response_id: response.id, output_index: 0, item });
-      this.#send({ type: 'conversation.item.done', item });
-    }
+    this.#closeItems(response);
     this.#send({
       type: 'response.done',
       response: { ...this.#responseObject(response, 'cancelled'), status_details: { type: 'cancelled', reason } },
@@ -1123,6 +1190,7 @@ class Session implements RealtimeSession {
     if (reason === 'turn_detected' && assistant !== undefined && response.modality === 'audio') {
       this.#send({ type: 'conversation.item.truncated', item_id: response.itemId, content_index: 0, audio_end_ms: Math.round(playedMs) });
     }
+    this.#answerWaitingTurn();
   }
 
   // ------------------------------------------------------------------------------------------
