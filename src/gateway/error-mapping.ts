@@ -95,6 +95,9 @@ function fromFrameworkError(err: Error & { code?: string; statusCode?: number },
     case 'FST_FIELDS_LIMIT':
     case 'FST_PROTO_VIOLATION':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+    // A file part whose body ended before the part did (the gateway's handler answers a client
+    // that left with client_disconnected instead).
+    case 'ERR_STREAM_PREMATURE_CLOSE':
       return errors.invalidParameter({ param: 'body', expected: 'a well-formed multipart/form-data body', got: err.message });
     case undefined:
     default:

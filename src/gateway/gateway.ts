@@ -5,7 +5,7 @@
 import multipart from '@fastify/multipart';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { errors } from '../core/error-catalog.js';
-import type { ServiceError } from '../core/errors.js';
+import { ServiceError } from '../core/errors.js';
 import { authorizationOf, createKeyChecker } from './auth.js';
 import { toRequestLogLine, type CallRecord } from './call-record.js';
 import { fromClientError, toErrorKind, toHttpError, toRawHttpResponse, toServiceError } from './error-mapping.js';
@@ -151,7 +151,11 @@ export async function buildGateway(options: GatewayOptions, deps: GatewayDeps): 
   });
 
   app.setErrorHandler(async (err, request, reply) => {
-    const error: ServiceError = toServiceError(err, { maxBodyBytes: options.maxBodyBytes, contentType: request.headers['content-type'] });
+    // A body cut short because the client left is that client's leaving, not a fault of the body.
+    const isClientGone = request.raw.destroyed && !request.raw.complete && !(err instanceof ServiceError);
+    const error: ServiceError = isClientGone
+      ? errors.clientDisconnected({ requestId: String(request.id) })
+      : toServiceError(err, { maxBodyBytes: options.maxBodyBytes, contentType: request.headers['content-type'] });
     request.voxmuxOutcome = error.kind;
     request.voxmuxCode = error.code;
     if (error.kind === 'internal')

@@ -147,3 +147,22 @@ describe('energyActivity', () => {
     assert.ok(values[Math.floor(24_000 / 480)]! < 0.1);
   });
 });
+
+describe('transcribeInPieces and a call already aborted', () => {
+  it('aborts every piece when the call signal had aborted before it was called', async () => {
+    const { pending, submit } = harness();
+    const call = new AbortController();
+    call.abort(errors.clientDisconnected({ requestId: 'r' }));
+    void transcribeInPieces({
+      request: REQUEST,
+      ranges: RANGES,
+      sampleRateHz: 16_000,
+      options: { timeoutMs: 1000, signal: call.signal },
+      submit,
+    }).catch(() => undefined);
+    assert.deepEqual(
+      pending.map((p) => p.options.signal?.aborted),
+      [true, true, true],
+    );
+  });
+});

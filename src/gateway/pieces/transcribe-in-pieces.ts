@@ -39,6 +39,7 @@ export function transcribeInPieces(input: PiecesInput): Promise<TranscriptResult
   setMaxListeners(ranges.length + 10, controller.signal);
   const forward = () => controller.abort(options.signal?.reason);
   options.signal?.addEventListener('abort', forward, { once: true });
+  if (options.signal?.aborted === true) forward(); // a listener added now would never fire
   const done: (PieceResult | undefined)[] = ranges.map(() => undefined);
   let nextReady = 0;
   let hasText = false;

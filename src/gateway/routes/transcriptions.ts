@@ -68,6 +68,14 @@ async function readForm(request: FastifyRequest, uploads: UploadPool, maxBodyByt
   const fields = new Map<string, string[]>();
   let file: Buffer | undefined;
   for await (const part of request.parts()) {
+    if (typeof part.fieldname !== 'string' || part.fieldname === '') {
+      if (part.type === 'file') await part.toBuffer();
+      throw errors.invalidParameter({
+        param: 'form part',
+        expected: 'a name in each part (Content-Disposition: form-data; name="...")',
+        got: 'a part without one',
+      });
+    }
     if (part.type === 'file') {
       if (part.fieldname !== 'file') {
         await part.toBuffer();
@@ -232,9 +240,10 @@ async function streamPieces(context: {
   deps: GatewayDeps;
   request: FastifyRequest;
   reply: FastifyReply;
-}): Promise<void> {
+}): Promise<boolean> {
   const { deps, writeEvent } = context;
   let isOpen = false;
+  let isWhole = false;
   const open = () => {
     if (isOpen) return;
     isOpen = true;
@@ -256,6 +265,7 @@ async function streamPieces(context: {
     if (context.request.voxmuxCall !== undefined) context.request.voxmuxCall.resultMs = deps.clock.nowMs();
     open();
     writeEvent({ type: 'transcript.text.done', text: result.text, usage: { type: 'duration', seconds: Math.ceil(result.durationS) } });
+    isWhole = true;
   } catch (err) {
     if (!isOpen) throw err;
     const error = toServiceError(err, { maxBodyBytes: 0, contentType: undefined });
@@ -266,6 +276,7 @@ async function streamPieces(context: {
     if (error.kind !== 'cancelled') writeEvent({ type: 'error', ...toHttpError(error).body });
   }
   context.reply.raw.end();
+  return isWhole;
 }
 
 /** The diarization model that serves a transcription model's diarized_json. @throws no_diarization_model */
@@ -345,18 +356,29 @@ export function registerSpeechToTextRoute(
     };
     const writeEvent = (event: unknown) => reply.raw.write(`data: ${JSON.stringify(event)}\n\n`);
     if (diarizer !== undefined) {
+      // The transcription and the diarization run side by side; when one fails, the other is dropped.
+      const sides = new AbortController();
+      const onCallAbort = () => sides.abort(abort.signal.reason);
+      abort.signal.addEventListener('abort', onCallAbort, { once: true });
+      if (abort.signal.aborted) onCallAbort();
+      const sideOptions: SubmitOptions = { ...submitOptions, signal: sides.signal };
       const [result, diarization] = await Promise.all([
         ranges.length > 1
           ? transcribeInPieces({
               request: transcription,
               ranges,
               sampleRateHz: SAMPLE_RATE_HZ,
-              options: submitOptions,
+              options: sideOptions,
               submit: (piece, pieceOptions) => deps.transcribe(model, piece, pieceOptions),
             })
-          : deps.transcribe(model, transcription, submitOptions),
-        diarizeRecording({ ...diarizer, samples: audio.samples, bounds: {}, submitOptions }, deps),
-      ]);
+          : deps.transcribe(model, transcription, sideOptions),
+        diarizeRecording({ ...diarizer, samples: audio.samples, bounds: {}, submitOptions: sideOptions }, deps),
+      ])
+        .catch((err: unknown) => {
+          sides.abort(err);
+          throw err;
+        })
+        .finally(() => abort.signal.removeEventListener('abort', onCallAbort));
       record.resultMs = deps.clock.nowMs();
       uploads.giveBack(form.file);
       const body = toDiarizedTranscription(result, diarization.segments);
@@ -371,8 +393,9 @@ export function registerSpeechToTextRoute(
     if (ranges.length > 1) {
       deps.metrics.audioPieces.inc({ model }, ranges.length);
       if (fields.stream) {
-        await streamPieces({ ranges, transcription, submitOptions, model, openStream, writeEvent, deps, request, reply });
-        uploads.giveBack(form.file);
+        // Given back only when every piece answered: after an error the others' batches may still read it.
+        if (await streamPieces({ ranges, transcription, submitOptions, model, openStream, writeEvent, deps, request, reply }))
+          uploads.giveBack(form.file);
         return reply;
       }
     }
