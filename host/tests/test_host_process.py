@@ -1,4 +1,5 @@
 """The instance process end to end over real sockets and pipes, with the ``test`` adapter."""
+import fcntl
 import json
 import os
 import time
@@ -311,16 +312,31 @@ LOAD_DELAY_MS = 400
 
 
 def load_two_at_once(spawn: Spawn, lock_path: Optional[str] = None) -> float:
-    """Seconds from sending two LoadRequests to the later LoadResult."""
+    """Seconds from sending two LoadRequests (each followed by its WarmupRequest: the lock is held through
+    warmup) to the later WarmupResult."""
     hosts = [spawn(host_argv('test')) for _ in range(2)]
     for host in hosts:
         host.expect(Hello)
     started = time.monotonic()
     for host in hosts:
         host.send(LoadRequest('i', 'm', 'test', {'loadDelayMs': LOAD_DELAY_MS}, lock_path), 1)
+        host.send(WarmupRequest(), 2)
     for host in hosts:
         host.expect(LoadResult)
+        host.expect(WarmupResult)
     return elapsed_since(started)
+
+
+def test_the_load_lock_is_held_until_the_warmup_ends(spawn: Spawn, tmp_path: Path) -> None:
+    lock = str(tmp_path / 'load.lock')
+    host = spawn(host_argv('test'))
+    host.expect(Hello)
+    host.request(LoadRequest('i', 'm', 'test', {}, lock), 1, LoadResult)
+    with open(lock, 'ab') as other:  # another instance's load on the same machine waits
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        host.request(WarmupRequest(), 2, WarmupResult)
+        fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # free once warmed up
 
 
 def test_load_lock_serializes_loads_that_share_it(spawn: Spawn, tmp_path: Path) -> None:

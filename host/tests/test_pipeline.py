@@ -656,3 +656,13 @@ def test_a_stream_resource_the_host_never_loaded_is_asked_of_the_adapter_by_name
     assert adapter.asked == [('known', 'voice', {}), ('unknown', 'voice', {})]
     assert adapter.held == {'known': 7}
     running.close()
+
+
+def test_the_snapshot_never_reports_a_negative_busy_time() -> None:
+    """Work that began after the clock was read (another thread, between the read and the lock) counts as
+    just begun: a negative busyMs would be a bad heartbeat frame, and the supervisor would kill the instance."""
+    times = iter([100.0, 100.0])
+    pipeline = Pipeline(PipelineOptions(), PipelineDeps(receive=lambda: None, sink=Recorder(), log=Logger(io.StringIO()),
+                                                        exit=_exit, clock=lambda: next(times)))
+    pipeline._work_started = 100.005  # begun "after" the clock's reading
+    assert pipeline.snapshot().busy_ms == 0

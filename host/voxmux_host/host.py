@@ -340,10 +340,12 @@ class InstanceHost:
             stages = (import_stage, *info.stages)
             catalog = _catalog_of(adapter)
         except InstanceError as err:
+            _release_lock(lock_file)
             log.error('load failed', code=err.code, err=err)
             self._send(Error(_wire_code(err.code), err.message, None), correlation_id)
             return
         except Exception as err:  # noqa: BLE001 - any adapter failure is a load failure
+            _release_lock(lock_file)
             log.error('load failed', code='load_failed', err=err)
             self._send(Error('load_failed', f'The model failed to load: {type(err).__name__}: {err}', None),
                        correlation_id)
@@ -351,9 +353,6 @@ class InstanceHost:
         except BaseException:
             _release_lock(lock_file)
             raise
-        finally:
-            if self._adapter is None and lock_file is not None and not lock_file.closed:
-                _release_lock(lock_file)
         # The lock stays held through warmup: CUDA graph capture must not overlap another
         # instance's load or capture on the same machine (docs/protocol.md, Lifecycle).
         self._load_lock_file = lock_file

@@ -207,11 +207,12 @@ class Pipeline:
 
     def snapshot(self) -> PipelineSnapshot:
         """Any thread: what a heartbeat reports."""
-        now = self._clock()
         with self._state_lock:
+            # Read under the lock: work that starts meanwhile must not make busyMs negative.
+            now = self._clock()
             started = self._work_started
             queued = self._queued_batches
-        busy_ms = None if started is None else int((now - started) * 1000)
+        busy_ms = None if started is None else max(0, int((now - started) * 1000))
         return PipelineSnapshot(busy_ms, queued, len(self._sessions), len(self._streams))
 
     def run(self) -> int:
