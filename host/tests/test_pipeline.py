@@ -8,7 +8,7 @@ import queue
 import struct
 import threading
 import time
-from typing import Any, ClassVar, Dict, Iterator, List, NoReturn, Optional, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, Iterator, List, NoReturn, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 import pytest
@@ -16,6 +16,7 @@ import pytest
 from voxmux_host.errors import InstanceError
 from voxmux_host.log import Logger
 from voxmux_host.messages import ResourceInfo, Transcript
+from voxmux_host.protocol import ProtocolError
 from voxmux_host.model_api import (
     AdapterStats,
     BatchFinish,
@@ -666,3 +667,54 @@ def test_the_snapshot_never_reports_a_negative_busy_time() -> None:
                                                         exit=_exit, clock=lambda: next(times)))
     pipeline._work_started = 100.005  # begun "after" the clock's reading
     assert pipeline.snapshot().busy_ms == 0
+
+
+class Unsendable(Recorder):
+    """A sink whose first result of each kind cannot be put in a frame (as an adapter's numpy number in a
+    result's metadata cannot): the host's encoder raises ProtocolError."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused: Set[str] = set()
+
+    def _refuse_once(self, kind: str) -> None:
+        if kind not in self.refused:
+            self.refused.add(kind)
+            raise ProtocolError(f'Expected JSON-encodable metadata: got a numpy value in a {kind}')
+
+    def batch_done(self, work: BatchWork, outputs: Sequence[BatchOutput], compute_ms: float) -> None:
+        if all(isinstance(o, Transcript) for o in outputs):
+            self._refuse_once('batch')
+        super().batch_done(work, outputs, compute_ms)
+
+    def sequence_done(self, work: SequenceWork, outputs: Sequence[SequenceResultItem], compute_ms: float) -> None:
+        if all(isinstance(o, SequenceOutput) for o in outputs):
+            self._refuse_once('sequence')
+        super().sequence_done(work, outputs, compute_ms)
+
+    def stream_chunk(self, work: StreamWork, index: int, piece: StreamPiece) -> None:
+        self._refuse_once('chunk')
+        super().stream_chunk(work, index, piece)
+
+
+def test_a_result_the_protocol_cannot_carry_fails_its_work_and_the_host_goes_on() -> None:
+    running = Running(EchoBatch())
+    running.sink = running.pipeline._sink = Unsendable()
+    running.put(batch('b1', None, None), batch('b2', None))
+    assert running.sink.wait_for(2) == [('batch', 'b1', ['model_failed', 'model_failed']), ('batch', 'b2', ['1'])]
+    running.close()
+    summing = Running(Summing())
+    summing.sink = summing.pipeline._sink = Unsendable()
+    summing.put(sequence('q1', ('a', 'new', b'', False, {})))
+    assert summing.sink.wait_for(1) == [('sequence', 'q1', ['model_failed'])]
+    # The state made for the failed item is not kept: the next item is asked for its checkpoint.
+    assert summing.pipeline.snapshot().sessions == 0
+    summing.put(sequence('q2', ('a', 'resident', b'', False, {})))
+    assert summing.sink.wait_for(2)[1] == ('sequence', 'q2', ['session_state_missing'])
+    summing.close()
+    counting = Running(Counting())
+    counting.sink = counting.pipeline._sink = Unsendable()
+    counting.put(stream('s', 2, chunks=3))
+    assert counting.sink.wait_for(1) == [('end', 's', 0, None, 'model_failed')]
+    assert counting.pipeline.snapshot().streams == 0
+    counting.close()

@@ -54,7 +54,7 @@ from .model_api import (
     StreamPiece,
 )
 from .pipeline_stats import DEFAULT_EVERY, DEFAULT_INTERVAL_S, PipelineStats
-from .protocol import MAX_STATE_BYTES
+from .protocol import MAX_STATE_BYTES, ProtocolError
 from .stream_controls import StreamControls
 from .work import (
     BatchWork,
@@ -431,7 +431,11 @@ class Pipeline:
             outputs = [failure] * len(work.inputs)
         compute_ms = round((self._clock() - item.started) * 1000, 3)
         self._log.debug('batch done', batchId=work.batch_id, batchSize=len(work.inputs), durationMs=compute_ms)
-        self._sink.batch_done(work, outputs, compute_ms)
+        try:
+            self._sink.batch_done(work, outputs, compute_ms)
+        except ProtocolError as err:  # outputs the protocol cannot carry: the batch fails, the host goes on
+            failure = self._failure('batch result not sendable', _not_sendable(err), batchId=work.batch_id)
+            self._sink.batch_done(work, [failure] * len(work.inputs), compute_ms)
 
     def _drain_finisher(self) -> None:
         """Let the finisher send every result of the batches that already ran, then stop it."""
@@ -524,7 +528,15 @@ class Pipeline:
                     del self._sessions_finishing[given.session_id]
             self._sessions_finished.notify_all()
         compute_ms = round((self._clock() - item.started) * 1000, 3)
-        self._sink.sequence_done(work, [result for result in results if result is not None], compute_ms)
+        try:
+            self._sink.sequence_done(work, [result for result in results if result is not None], compute_ms)
+        except ProtocolError as err:
+            # Outputs the protocol cannot carry: every item fails, and the states kept for them go (the
+            # next item of each session is answered session_state_missing and comes with its checkpoint).
+            failure = self._failure('sequence result not sendable', _not_sendable(err), batchId=work.batch_id)
+            for given in inputs:
+                self._sessions.pop(given.session_id, None)
+            self._sink.sequence_done(work, [failure for result in results if result is not None], compute_ms)
 
     def _wait_for_sessions(self, session_ids: Sequence[str]) -> None:
         """Main thread: until the finisher holds no item of these sessions (their resident states are
@@ -685,7 +697,13 @@ class Pipeline:
             self._end_stream(stream, None, _cancelled())
             return
         self.controls.spend(stream.work.request.stream_id)
-        self._sink.stream_chunk(stream.work, stream.chunks, piece)
+        try:
+            self._sink.stream_chunk(stream.work, stream.chunks, piece)
+        except ProtocolError as err:  # a piece the protocol cannot carry: the stream ends, the host goes on
+            self._close_stream(stream)
+            self._end_stream(stream, None, self._failure('stream piece not sendable', _not_sendable(err),
+                                                         streamId=stream.work.request.stream_id))
+            return
         stream.chunks += 1
 
     def _close_stream(self, stream: _OpenStream) -> None:
@@ -746,3 +764,8 @@ def code_for_exception(err: BaseException) -> str:
         return 'out_of_memory'
     return 'model_failed'
 
+
+def _not_sendable(err: ProtocolError) -> Exception:
+    """An adapter's output the protocol cannot carry, as the adapter's failure (model_failed), not a bad frame
+    of the controller's."""
+    return RuntimeError(f'The model gave an output the protocol cannot carry: {err.message}')
