@@ -340,14 +340,13 @@ export function startFfmpegEncoder(options: FfmpegEncoderOptions): FfmpegEncoder
     '-nostats',
     '-loglevel',
     'error',
-    // No probing and no input buffering: ffmpeg would otherwise read seconds of input (the
-    // default analyzeduration is 5 s) before it encodes the first frame.
+    // No probing: ffmpeg would otherwise read seconds of input (the default analyzeduration is
+    // 5 s) before it encodes the first frame. (Not `-fflags nobuffer`: it drops the packet read
+    // while probing, the first 40 ms of the speech.)
     '-probesize',
     '32',
     '-analyzeduration',
     '0',
-    '-fflags',
-    'nobuffer',
     '-f',
     's16le',
     '-ar',

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { afterEach, describe, it } from 'node:test';
 import { FakeClock, settle } from '../../../test/support/fake-clock.js';
@@ -372,6 +373,43 @@ describe('POST /v1/audio/speech', () => {
     assert.equal(res.statusCode, 400);
     assert.equal(res.json().error.code, 'model_task_mismatch');
   });
+});
+
+describe('encoded speech keeps the whole audio', () => {
+  const decode = (body: Buffer) =>
+    asInt16(execFileSync('ffmpeg', ['-v', 'error', '-i', 'pipe:0', '-f', 's16le', '-ac', '1', '-ar', '24000', 'pipe:1'], { input: body }));
+
+  it('flac decodes to exactly the samples the instance sent, its first 40 ms included', async () => {
+    const h = await setup();
+    const { response, stream } = await open(h, { response_format: 'flac' });
+    const first = tone(4800, 24_000);
+    const second = tone(4800, 24_000, 4800);
+    stream.push(pcmBytes(first), { sampleRate: 24_000, sentence: 0 });
+    stream.push(pcmBytes(second), { sampleRate: 24_000, sentence: 1 });
+    stream.end();
+    const res = await response;
+    assert.equal(res.statusCode, 200);
+    assert.deepEqual(decode(res.rawPayload), Int16Array.from([...first, ...second]));
+  });
+
+  for (const format of ['mp3', 'opus', 'aac']) {
+    it(`${format} keeps a sound in the first 20 ms`, async () => {
+      const h = await setup();
+      const { response, stream } = await open(h, { response_format: format });
+      const samples = new Int16Array(24_000);
+      samples.set(
+        tone(300, 24_000).map((v) => v * 2),
+        100,
+      ); // 12.5 ms of tone from 4 ms on, then silence
+      stream.push(pcmBytes(samples), { sampleRate: 24_000, sentence: 0 });
+      stream.end();
+      const res = await response;
+      assert.equal(res.statusCode, 200);
+      const decoded = decode(res.rawPayload);
+      const peak = decoded.subarray(0, 2400).reduce((max, v) => Math.max(max, Math.abs(v)), 0);
+      assert.ok(peak > 5000, `peak ${peak} in the first 100 ms`);
+    });
+  }
 });
 
 describe('speech call helpers', () => {
