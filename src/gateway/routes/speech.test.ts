@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { connect, type AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { afterEach, describe, it } from 'node:test';
 import { FakeClock, settle } from '../../../test/support/fake-clock.js';
@@ -410,6 +412,46 @@ describe('encoded speech keeps the whole audio', () => {
       assert.ok(peak > 5000, `peak ${peak} in the first 100 ms`);
     });
   }
+});
+
+describe('a client that stops reading', () => {
+  it('is ended at the call deadline: the stream cancelled and the connection closed', { timeout: 20_000 }, async () => {
+    const h = await setup();
+    await h.app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = h.app.server.address() as AddressInfo;
+    const body = JSON.stringify({ model: 'tts', input: 'Hello there.', voice: 'alloy', response_format: 'pcm' });
+    const client = connect(port, '127.0.0.1');
+    await new Promise<void>((resolve) => client.once('connect', () => resolve()));
+    client.on('error', () => undefined);
+    client.write(
+      `POST /v1/audio/speech HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+    );
+    client.pause(); // never reads
+    let stream: FakeStream | undefined;
+    for (let i = 0; i < 200 && stream === undefined; i += 1) {
+      await sleep(5);
+      stream = h.executor.streams[0];
+    }
+    assert.ok(stream);
+    const chunk = new Uint8Array(2_000_000).fill(7); // 1 M samples a chunk, while the credit lasts
+    let idle = 0;
+    let pushed = 0;
+    while (idle < 20 && pushed < 60) {
+      if (stream.credit > 0) {
+        stream.push(chunk, { sampleRate: 24_000, sentence: 0 });
+        pushed += 1;
+        idle = 0;
+      } else idle += 1;
+      await sleep(10);
+    }
+    assert.ok(pushed < 60, `the stalled reader holds the stream back (pushed ${pushed})`);
+    h.clock.advance(31_000); // past requestTimeoutMs
+    const connections = () => new Promise<number>((resolve) => h.app.server.getConnections((_err, n) => resolve(n)));
+    for (let i = 0; i < 100 && (await connections()) > 0; i++) await sleep(10);
+    assert.equal(stream.isCancelled, true);
+    assert.equal(await connections(), 0, 'the server closed the connection at the deadline');
+    client.destroy();
+  });
 });
 
 describe('speech call helpers', () => {

@@ -265,6 +265,16 @@ async function synthesize(
   };
   let resampler: StreamResampler | undefined;
   let sourceRateHz = 0;
+  // A client that stops reading must not hold the call past its deadline (or its stream's end):
+  // the wait for the socket to drain gives way to either.
+  const stopped = new Promise<void>((resolve) => {
+    if (call.signal.aborted) resolve();
+    else call.signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+  const streamEnded = stream.done.then(
+    () => undefined,
+    () => undefined,
+  );
   try {
     for (let next = await first; next.done !== true; next = await chunks.next()) {
       const chunk = next.value;
@@ -281,7 +291,7 @@ async function synthesize(
       }
       await emit(resampler!.push(toFloat(pcm16LittleEndian(chunk.bytes, 0, chunk.bytes.length >> 1))));
       // A slow reader holds the stream back (the scheduler's credit then stops the instance).
-      await drained(res);
+      await Promise.race([drained(res), stopped, streamEnded]);
       call.signal.throwIfAborted();
     }
     if (resampler !== undefined) await emit(resampler.flush());
