@@ -361,6 +361,47 @@ describe('InstanceProcess batches', () => {
 });
 
 describe('InstanceProcess heartbeats', () => {
+  it('times a batch queued behind another from when that one is answered (each runs 1.5 s of a 2 s limit)', async () => {
+    const { clock, child, instance } = await setupReady();
+    const b1 = track(instance.runBatch(batch('b1', ['r1'])));
+    const b2 = track(instance.runBatch(batch('b2', ['r2'])));
+    const m1 = child.expect('RunBatch');
+    const m2 = child.expect('RunBatch');
+    // The host runs b1 from 0 to 1500 ms, then b2 from 1500 ms; its heartbeats say so (busyMs).
+    child.heartbeat = { ...child.heartbeat, state: 'busy', busyMs: 0 };
+    for (let t = 0; t < 1500; t += 100) {
+      child.heartbeat = { ...child.heartbeat, busyMs: t };
+      clock.advance(100);
+      await settle();
+    }
+    child.reply(m1, { type: 'BatchResult' });
+    await settle();
+    assert.equal(b1.error, undefined);
+    for (let t = 0; t < 1200; t += 100) {
+      child.heartbeat = { ...child.heartbeat, busyMs: t };
+      clock.advance(100);
+      await settle();
+    }
+    assert.equal(instance.state, 'ready', `wedged: ${instance.end?.error?.message}`);
+    child.reply(m2, { type: 'BatchResult' });
+    await settle();
+    assert.equal(b2.error, undefined);
+  });
+
+  it('still declares wedged a second batch that runs past the limit once the first is answered', async () => {
+    const { clock, child, instance } = await setupReady();
+    const b1 = track(instance.runBatch(batch('b1', ['r1'])));
+    const b2 = track(instance.runBatch(batch('b2', ['r2'])));
+    const m1 = child.expect('RunBatch');
+    child.expect('RunBatch');
+    await advanceSettling(clock, 1_000, 100);
+    child.reply(m1, { type: 'BatchResult' });
+    await settle();
+    assert.equal(b1.error, undefined);
+    await advanceSettling(clock, 2_200, 100);
+    assert.equal(b2.error?.code, 'instance_wedged');
+  });
+
   it('sends a heartbeat every heartbeatIntervalMs and stays ready while they are answered', async () => {
     const { clock, child, instance } = await setupReady();
     await advanceSettling(clock, 1_000, 50);
@@ -664,6 +705,20 @@ describe('InstanceProcess sequence batches', () => {
 });
 
 describe('InstanceProcess streams', () => {
+  it('ends the sink with the error of an Error frame answering its StartStream, and frees the stream', async () => {
+    const { child, instance } = await setupReady();
+    const { sink, ends } = recordingSink();
+    instance.openStream(streamInput('s1'), sink);
+    const start = child.expect('StartStream');
+    child.reply(start, { type: 'Error', code: 'unsupported_option', message: 'This instance does not handle StartStream messages' });
+    await settle();
+    assert.deepEqual(
+      ends.map((e) => (e.ok ? 'ok' : e.error.code)),
+      ['unsupported_option'],
+    );
+    assert.equal(instance.facts.runningStreams, 0);
+  });
+
   it('sends StartStream, delivers chunks in order, sends StreamCredit for grants, and ends the sink with the usage', async () => {
     const { child, instance } = await setupReady();
     const { sink, chunks, ends } = recordingSink();

@@ -175,6 +175,8 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
   #heartbeatTimer: TimerHandle | undefined;
   #heartbeatSeq = 0;
   #lastAckSeq = 0;
+  /** When the host last answered a batch (or sequence batch): the next one in line runs from then. */
+  #lastWorkAnsweredMs = 0;
   /** Beats sent before ready are not counted as missed: loading and warming are bounded by their own timeouts. */
   #firstCountedSeq = Number.POSITIVE_INFINITY;
   #end: InstanceEnd | undefined;
@@ -563,10 +565,11 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
       case 'Error': {
         const waiter = this.#waiters.get(message.correlationId);
         if (waiter === undefined) {
-          if (message.type === 'Error') this.#deps.log.warn({ code: message.code }, message.message);
+          if (message.type === 'Error') this.#onStreamError(message);
           return;
         }
         this.#waiters.delete(message.correlationId);
+        if (waiter.isWork) this.#lastWorkAnsweredMs = this.#deps.clock.nowMs();
         if (message.type === 'Error') {
           waiter.reject(
             message.code === 'load_failed'
@@ -642,6 +645,23 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
     stream.nextIndex += 1;
     if (stream.isCancelled) return;
     stream.sink.chunk({ index: message.index, meta: message.meta, bytes: message.body });
+  }
+
+  /**
+   * An Error answering no request: the host refused a StartStream (its adapter serves no streams,
+   * or the stream id is taken). That stream ends with the error; any other is only logged.
+   */
+  #onStreamError(message: MessageOf<'Error'>): void {
+    const stream = [...this.#streams.values()].find((s) => s.correlationId === message.correlationId);
+    if (stream === undefined) {
+      this.#deps.log.warn({ code: message.code }, message.message);
+      return;
+    }
+    this.#streams.delete(stream.streamId);
+    this.#endSink(stream, {
+      ok: false,
+      error: errors.fromWire({ code: message.code, message: message.message, instanceId: this.instanceId }),
+    });
   }
 
   #onStreamEnd(message: MessageOf<'StreamEnd'>): void {
@@ -774,12 +794,13 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
         this.#wedge(`${missed} heartbeats unanswered`);
         return;
       }
+      // The host runs its batches in turn: the oldest unanswered one runs from when it was sent or
+      // the one before it was answered, whichever is later; those behind it wait, they do not run.
       const now = this.#deps.clock.nowMs();
-      for (const w of this.#waiters.values()) {
-        if (w.isWork && now - w.startedMs > this.#options.batchTimeoutMs) {
-          this.#wedge(`a batch ran longer than ${this.#options.batchTimeoutMs} ms`);
-          return;
-        }
+      const oldest = [...this.#waiters.values()].find((w) => w.isWork);
+      if (oldest !== undefined && now - Math.max(oldest.startedMs, this.#lastWorkAnsweredMs) > this.#options.batchTimeoutMs) {
+        this.#wedge(`a batch ran longer than ${this.#options.batchTimeoutMs} ms`);
+        return;
       }
       this.#heartbeatSeq += 1;
       this.#send({ type: 'Heartbeat', correlationId: this.#nextCorrelationId++, seq: this.#heartbeatSeq });
