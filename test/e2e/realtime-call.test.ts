@@ -483,6 +483,8 @@ describe('realtime voice calls with the openai SDK (#19)', () => {
     assert.equal(await errorFor('e4'), 'unsupported_realtime_audio_format');
     send({ ...TEXT_SESSION, event_id: 'e5' });
     await log.until((e) => e.type === 'session.updated');
+    send({ type: 'session.update', event_id: 'e5b', session: { type: 'realtime', audio: { output: { voice: 'no-such-voice' } } } });
+    assert.equal(await errorFor('e5b'), 'unknown_voice');
     send({ type: 'input_audio_buffer.append', event_id: 'e6', audio: Buffer.alloc(100 * 1024).toString('base64') });
     assert.equal(await errorFor('e6'), 'append_too_large');
     send({ type: 'input_audio_buffer.append', event_id: 'e7', audio: Buffer.alloc(3).toString('base64') });

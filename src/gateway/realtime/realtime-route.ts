@@ -179,6 +179,12 @@ export function registerRealtimeRoutes(app: FastifyInstance, options: GatewayOpt
             { priority: 'high', signal: work.signal, timeoutMs: work.timeoutMs, onDispatched: work.onDispatched },
           );
         },
+        checkVoice: (voice) => {
+          const catalog = speech === undefined ? [] : deps.voices.catalog(speech.id);
+          // A model that lists no voices yet (stopped until a call wakes it) is asked at the first reply.
+          if (speech === undefined || catalog.length === 0) return;
+          resolveVoice(voice, { model: speech.id, settings: speech.speech ?? { voiceAliases: {}, hasVoiceResources: false }, catalog });
+        },
         llm,
         demo,
         gate,

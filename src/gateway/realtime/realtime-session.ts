@@ -73,6 +73,11 @@ export interface RealtimeSessionDeps {
    * @throws unknown_voice
    */
   speak(text: string, options: WorkOptions & { voice: string; speed: number }): StreamCall;
+  /**
+   * Checks a voice a session.update asks for (the speech model's voices and aliases).
+   * @throws unknown_voice
+   */
+  checkVoice?(voice: string): void;
   /** The configured LLM; undefined: the demo responder answers. */
   llm: ChatResponder | undefined;
   demo: ChatResponder;
@@ -419,6 +424,8 @@ class Session implements RealtimeSession {
     const isBetaTranscription = type === 'transcription_session.update';
     const next = applySessionUpdate(this.#settings, event.session, isBetaTranscription ? 'beta' : this.#options.shape);
     if (isBetaTranscription) next.kind = 'transcription';
+    // An unknown voice is refused here, with the session unchanged, not at the first reply.
+    if (next.voice !== this.#settings.voice) this.#deps.checkVoice?.(next.voice);
     const isTurnChanged = JSON.stringify(next.turnDetection) !== JSON.stringify(this.#settings.turnDetection);
     this.#settings = next;
     this.#isConfigured = true;
