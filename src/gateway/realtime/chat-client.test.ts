@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { describe, it } from 'node:test';
 import { createChatClient } from './chat-client.js';
 import type { ChatPiece } from './chat-responder.js';
@@ -16,6 +17,37 @@ async function collect(stream: AsyncIterable<ChatPiece>): Promise<ChatPiece[]> {
 }
 
 describe('ChatClient (OpenAI-compatible chat completions, streamed)', () => {
+  it('an LLM reply that streams longer than the connect timeout is read whole', async () => {
+    const server = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(`data: ${JSON.stringify({ choices: [{ delta: { content: 'One.' } }] })}\n\n`);
+      setTimeout(() => {
+        res.write(`data: ${JSON.stringify({ choices: [{ delta: { content: ' Two.' } }] })}\n\ndata: [DONE]\n\n`);
+        res.end();
+      }, 300);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as { port: number };
+    try {
+      const client = createChatClient({ baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: '', model: 'm', connectTimeoutMs: 150 });
+      const texts: string[] = [];
+      let failure: unknown;
+      try {
+        for await (const p of client.stream([{ role: 'user', content: 'x' }], {
+          signal: new AbortController().signal,
+          maxOutputTokens: 10,
+        }))
+          if (p.type === 'text') texts.push(p.text);
+      } catch (err) {
+        failure = err;
+      }
+      assert.equal(failure, undefined, `head came at once, yet: ${String((failure as Error)?.message)}`);
+      assert.deepEqual(texts, ['One.', ' Two.']);
+    } finally {
+      server.close();
+    }
+  });
+
   it('posts a streamed request with the key and yields text pieces then the usage of the final chunk', async () => {
     let seen: { url: string; init: RequestInit } | undefined;
     const client = createChatClient(OPTIONS, {

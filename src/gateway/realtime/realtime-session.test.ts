@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { setImmediate as tick } from 'node:timers/promises';
+import { setImmediate as tick, setTimeout as sleep } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import { FakeClock } from '../../../test/support/fake-clock.js';
 import { silentLogger } from '../../../test/support/test-logger.js';
@@ -53,27 +53,38 @@ function gatedStream() {
   };
 }
 
-function harness(options: { partialIntervalMs?: number; llm?: ChatResponder; transcribeError?: Error } = {}) {
+function harness(
+  options: {
+    partialIntervalMs?: number;
+    llm?: ChatResponder;
+    transcribeError?: Error;
+    transcribe?: RealtimeSessionDeps['transcribe'];
+    speak?: RealtimeSessionDeps['speak'];
+  } = {},
+) {
   const events: ServerEvent[] = [];
   const clock = new FakeClock();
   const streams: ReturnType<typeof gatedStream>[] = [];
   const transcribed: { samples: number; priority: string }[] = [];
+  const gate = createLlmGate({ isBlocked: false, dailyBudgetUsd: 0, inputUsdPerMillionTokens: 0, outputUsdPerMillionTokens: 0 }, { clock });
   const deps: RealtimeSessionDeps = {
     send: (event) => events.push(event),
     // One word per 100 ms of audio: a growing utterance gets a growing transcript.
     transcribe: async (audio, work) => {
       transcribed.push({ samples: audio.length, priority: work.priority });
+      if (options.transcribe !== undefined) return options.transcribe(audio, work);
       if (options.transcribeError !== undefined) throw options.transcribeError;
       return Array.from({ length: Math.floor(audio.length / 1600) }, (_, i) => `w${i}`).join(' ');
     },
-    speak: () => {
+    speak: (text, work) => {
+      if (options.speak !== undefined) return options.speak(text, work);
       const stream = gatedStream();
       streams.push(stream);
       return stream.call;
     },
     llm: options.llm,
     demo: createDemoResponder(),
-    gate: createLlmGate({ isBlocked: false, dailyBudgetUsd: 0, inputUsdPerMillionTokens: 0, outputUsdPerMillionTokens: 0 }, { clock }),
+    gate,
     // Speech is any frame that is not all zeros.
     openVad: () => framedStream(512, (frame) => (frame.some((s) => s !== 0) ? 1 : 0)),
     kernel: createFirKernel(),
@@ -109,7 +120,20 @@ function harness(options: { partialIntervalMs?: number; llm?: ChatResponder; tra
   const settle = async () => {
     for (let i = 0; i < 50; i++) await tick();
   };
-  return { events, clock, streams, transcribed, session, send, append, settle, types: () => events.map((e) => e.type) };
+  return { events, clock, streams, transcribed, gate, session, send, append, settle, types: () => events.map((e) => e.type) };
+}
+
+/** An LLM that answers 'Ok.' and keeps the messages of each request. */
+function recordingLlm(): { seen: ChatMessage[][]; llm: ChatResponder } {
+  const seen: ChatMessage[][] = [];
+  const llm: ChatResponder = {
+    kind: 'llm',
+    async *stream(messages) {
+      seen.push([...messages]);
+      yield { type: 'text', text: 'Ok.' };
+    },
+  };
+  return { seen, llm };
 }
 
 const CONFIGURE = { type: 'session.update', session: { type: 'realtime', audio: { input: { transcription: { model: 'whisper-1' } } } } };
@@ -329,14 +353,7 @@ describe('RealtimeSession', () => {
   });
 
   it('input_audio parts of a user item are transcribed (or their transcript taken) before the LLM hears the item', async () => {
-    const seen: ChatMessage[][] = [];
-    const llm: ChatResponder = {
-      kind: 'llm',
-      async *stream(messages) {
-        seen.push([...messages]);
-        yield { type: 'text', text: 'Ok.' };
-      },
-    };
+    const { seen, llm } = recordingLlm();
     const h = harness({ llm });
     h.send({ ...CONFIGURE, session: { ...CONFIGURE.session, output_modalities: ['text'] } });
     // One second of 24 kHz pcm16: ten words from the fake transcriber (one per 100 ms).
@@ -410,5 +427,182 @@ describe('RealtimeSession', () => {
     await h.settle();
     const codes = h.events.filter((e) => e.type === 'error').map((e) => (e.error as { code: string }).code);
     assert.deepEqual(codes, ['invalid_event', 'conversation_already_has_active_response']);
+  });
+});
+
+const say = (h: ReturnType<typeof harness>, text: string) =>
+  h.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text }] } });
+const NO_VAD = (extra: Record<string, unknown> = {}) => ({
+  type: 'session.update',
+  session: { type: 'realtime', audio: { input: { turn_detection: null } }, ...extra },
+});
+
+describe('realtime session edges', () => {
+  it('a sentence whose speech fails while the LLM still streams fails the response, with no unhandled rejection', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const llm: ChatResponder = {
+        kind: 'llm',
+        async *stream() {
+          yield { type: 'text', text: 'First sentence. Sec' };
+          await sleep(30); // the next tokens are still on the network
+          yield { type: 'text', text: 'ond.' };
+        },
+      };
+      const h = harness({
+        llm,
+        speak: () => {
+          throw Object.assign(new Error('unknown voice'), { code: 'unknown_voice' });
+        },
+      });
+      h.send(NO_VAD());
+      say(h, 'hi');
+      h.send({ type: 'response.create' });
+      await sleep(80);
+      await h.settle();
+      assert.deepEqual(unhandled, []);
+      const done = h.events.find((e) => e.type === 'response.done')!.response as { status: string };
+      assert.equal(done.status, 'failed');
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
+  it('a response cancelled while a function call streams sends output_item.done for every item it added', async () => {
+    const llm: ChatResponder = {
+      kind: 'llm',
+      async *stream(_m, { signal }) {
+        yield { type: 'tool_call', index: 0, id: 'call_a', name: 'f', arguments: '{"a":' };
+        await new Promise((r) => signal.addEventListener('abort', r));
+      },
+    };
+    const h = harness({ llm });
+    h.send(NO_VAD({ output_modalities: ['text'], tools: [{ type: 'function', name: 'f' }] }));
+    say(h, 'hi');
+    h.send({ type: 'response.create' });
+    await h.settle();
+    h.send({ type: 'response.cancel' });
+    await h.settle();
+    const added = h.events.filter((e) => e.type === 'response.output_item.added').map((e) => (e.item as { id: string }).id);
+    const done = h.events.filter((e) => e.type === 'response.output_item.done').map((e) => (e.item as { id: string }).id);
+    assert.equal(added.length, 2);
+    assert.deepEqual(done, added, h.types().join(', '));
+  });
+
+  it('a response waits for every user transcript: an earlier turn transcribed after the last one is in the LLM request', async () => {
+    const { seen, llm } = recordingLlm();
+    // Two ASR instances: the longer utterance takes longer.
+    const transcribe: RealtimeSessionDeps['transcribe'] = async (audio) => {
+      await sleep(audio.length / 160); // 10 ms per 100 ms of audio
+      return audio.length > 16_000 ? 'I want to book a flight' : 'to Paris';
+    };
+    const h = harness({ llm, transcribe });
+    h.send(NO_VAD({ output_modalities: ['text'] }));
+    h.append('speech', 20); // 2 s
+    h.send({ type: 'input_audio_buffer.commit' });
+    h.append('speech', 5); // 0.5 s
+    h.send({ type: 'input_audio_buffer.commit' });
+    h.send({ type: 'response.create' });
+    await sleep(300);
+    await h.settle();
+    assert.deepEqual(
+      seen[0]!.slice(1).map((m) => m.content),
+      ['I want to book a flight', 'to Paris'],
+    );
+  });
+
+  it('an LLM turn cancelled mid-stream counts against the daily budget', async () => {
+    const llm: ChatResponder = {
+      kind: 'llm',
+      async *stream(_m, { signal }) {
+        yield { type: 'text', text: 'Long answer' };
+        await new Promise((r) => signal.addEventListener('abort', r));
+        throw signal.reason;
+      },
+    };
+    const h = harness({ llm });
+    h.send(NO_VAD({ output_modalities: ['text'] }));
+    say(h, 'hi');
+    h.send({ type: 'response.create' });
+    await h.settle();
+    h.send({ type: 'response.cancel' });
+    await h.settle();
+    assert.ok(h.types().includes('response.done'));
+    assert.equal(h.gate.snapshot().turnsToday, 1, 'the LLM was called once');
+  });
+});
+
+describe('realtime session edges: responses', () => {
+  it('response.cancel naming a finished response_id cancels nothing', async () => {
+    let n = 0;
+    const llm: ChatResponder = {
+      kind: 'llm',
+      async *stream(_m, { signal }) {
+        n += 1;
+        yield { type: 'text', text: 'Hi.' };
+        if (n === 2) await new Promise((r) => signal.addEventListener('abort', r));
+      },
+    };
+    const h = harness({ llm });
+    h.send(NO_VAD({ output_modalities: ['text'] }));
+    say(h, 'one');
+    h.send({ type: 'response.create' });
+    await h.settle();
+    const first = (h.events.find((e) => e.type === 'response.done')!.response as { id: string }).id;
+    say(h, 'two');
+    h.send({ type: 'response.create' });
+    await h.settle();
+    h.send({ type: 'response.cancel', response_id: first });
+    await h.settle();
+    const cancelled = h.events.filter((e) => e.type === 'response.done').map((e) => (e.response as { status: string }).status);
+    assert.deepEqual(cancelled, ['completed'], 'the second response must not be cancelled by a cancel for the first');
+  });
+
+  it('a response cancelled before any output lists no item in response.done', async () => {
+    const h = harness({ transcribe: () => new Promise(() => {}) }); // transcript still pending
+    h.send(NO_VAD());
+    h.append('speech', 5);
+    h.send({ type: 'input_audio_buffer.commit' });
+    h.send({ type: 'response.create' });
+    await h.settle();
+    h.send({ type: 'response.cancel' });
+    await h.settle();
+    const done = h.events.find((e) => e.type === 'response.done')!.response as { output: { id: string }[] };
+    const added = h.events.filter((e) => e.type === 'response.output_item.added');
+    assert.deepEqual([added.length, done.output.length], [0, 0]);
+  });
+
+  it('with interrupt_response false, a turn that ends during a response is answered after it, without an error', async () => {
+    let n = 0;
+    const llm: ChatResponder = {
+      kind: 'llm',
+      async *stream() {
+        n += 1;
+        yield { type: 'text', text: 'Hello.' };
+        if (n === 1) await new Promise((r) => setTimeout(r, 50));
+      },
+    };
+    const h = harness({ llm });
+    h.send({
+      type: 'session.update',
+      session: {
+        type: 'realtime',
+        output_modalities: ['text'],
+        audio: { input: { turn_detection: { type: 'server_vad', interrupt_response: false } } },
+      },
+    });
+    h.append('speech', 5);
+    h.append('silence', 8);
+    await h.settle();
+    h.append('speech', 5);
+    h.append('silence', 8); // second turn while the first response runs
+    await sleep(100);
+    await h.settle();
+    const errs = h.events.filter((e) => e.type === 'error').map((e) => (e.error as { code: string }).code);
+    const commits = h.events.filter((e) => e.type === 'input_audio_buffer.committed').length;
+    const responses = h.events.filter((e) => e.type === 'response.created').length;
+    assert.deepEqual({ errs, commits, responses }, { errs: [], commits: 2, responses: 2 });
   });
 });

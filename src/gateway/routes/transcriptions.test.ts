@@ -7,7 +7,7 @@ import { errors } from '../../core/error-catalog.js';
 import type { SubmitOptions, TranscriptionRequest, TranscriptResult } from '../../scheduler/index.js';
 import { createLogger } from '../../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../../telemetry/metrics.js';
-import { buildGateway, createEnergyDetector, type AudioDecoder, type ModelCatalog } from '../index.js';
+import { buildGateway, createEnergyDetector, type AudioDecoder, type GatewayDeps, type ModelCatalog } from '../index.js';
 
 const URL_PATH = '/v1/audio/transcriptions';
 
@@ -31,6 +31,20 @@ const catalog: ModelCatalog = {
     { id: 'whisper-1', created: 1, ownedBy: 'voxmux' },
   ],
   resolve: (name) => (name === 'echo' || name === 'whisper-1' ? 'echo' : undefined),
+};
+
+const diarCatalog: ModelCatalog = {
+  list: () => [
+    { id: 'echo', created: 1, ownedBy: 'voxmux', diarizationModel: 'diar' },
+    {
+      id: 'diar',
+      created: 1,
+      ownedBy: 'voxmux',
+      task: 'diarization',
+      diarization: { wantsSpeechRegions: false, sessionIdleTimeoutMs: 60_000 },
+    },
+  ],
+  resolve: (name) => (name === 'echo' || name === 'diar' ? name : undefined),
 };
 
 interface Call {
@@ -60,6 +74,9 @@ async function setup(
     uploadPoolBytes?: number;
     bodyTimeoutMs?: number;
     splitAboveMs?: number;
+    maxBodyBytes?: number;
+    /** Serves diarized_json: a diarization model `diar` for `echo`, whose items go here. */
+    sequences?: NonNullable<GatewayDeps['sequences']>;
   } = {},
 ): Promise<Harness> {
   const clock = new FakeClock();
@@ -86,7 +103,7 @@ async function setup(
   };
   const app = await buildGateway(
     {
-      maxBodyBytes: 64 * 1024,
+      maxBodyBytes: options.maxBodyBytes ?? 64 * 1024,
       requestTimeoutMs: 30_000,
       apiKeys: [],
       uploadPoolBytes: options.uploadPoolBytes ?? 1024 * 1024,
@@ -105,7 +122,8 @@ async function setup(
         clock.advance(210);
         return options.transcribe === undefined ? RESULT : options.transcribe(call);
       },
-      models: catalog,
+      models: options.sequences === undefined ? catalog : diarCatalog,
+      ...(options.sequences === undefined ? {} : { sequences: options.sequences }),
       readiness: () => ({ isReady: true, body: {} }),
       metricsText: () => metrics.registry.metrics(),
       metricsContentType: metrics.registry.contentType,
@@ -632,21 +650,21 @@ describe('POST /v1/audio/transcriptions', () => {
   });
 });
 
-describe('POST /v1/audio/transcriptions: upload memory', () => {
-  /** The real decoder's fast path: the samples are a view of the upload itself. */
-  const viewDecode: AudioDecoder['decode'] = async (bytes) => {
-    const samples = new Int16Array(bytes.buffer, bytes.byteOffset, bytes.length / 2);
-    return {
-      samples,
-      sampleRateHz: 16000,
-      durationMs: samples.length / 16,
-      format: 'wav',
-      sourceSampleRateHz: 16000,
-      sourceChannels: 1,
-      isTruncated: false,
-    };
+/** The real decoder's fast path: the samples are a view of the upload itself. */
+const viewDecode: AudioDecoder['decode'] = async (bytes) => {
+  const samples = new Int16Array(bytes.buffer, bytes.byteOffset, bytes.length / 2);
+  return {
+    samples,
+    sampleRateHz: 16000,
+    durationMs: samples.length / 16,
+    format: 'wav',
+    sourceSampleRateHz: 16000,
+    sourceChannels: 1,
+    isTruncated: false,
   };
+};
 
+describe('POST /v1/audio/transcriptions: upload memory', () => {
   it("gives an upload's memory to the next upload once its result is in, and not when its call failed", async () => {
     const seen: ArrayBufferLike[] = [];
     let shouldFailNext = false;
@@ -711,5 +729,169 @@ describe('POST /v1/audio/transcriptions: upload memory', () => {
     await post(app, [['model', 'echo'], audioFile()]);
     assert.equal(seen.length, 2);
     assert.notEqual(seen[1], seen[0]);
+  });
+});
+
+/** Over a real socket: inject()'s responses never report writableFinished, so every call there looks cancelled. */
+async function postReal(app: FastifyInstance, fields: Field[]): Promise<{ status: number; body: string }> {
+  if (!app.server.listening) await app.listen({ port: 0, host: '127.0.0.1' });
+  const address = app.server.address() as { port: number };
+  const form = new FormData();
+  for (const [name, value] of fields) {
+    if (typeof value === 'string') form.append(name, value);
+    else form.append(name, value, 'audio.wav');
+  }
+  const res = await fetch(`http://127.0.0.1:${address.port}${URL_PATH}`, { method: 'POST', body: form });
+  return { status: res.status, body: await res.text() };
+}
+
+const segOut = (segs: { start: number; end: number; speaker: number }[]) => ({
+  seq: 0,
+  output: { finalized: segs, provisional: [], speakers: 2 },
+});
+
+describe('transcription route edges', () => {
+  const raw = (app: FastifyInstance, body: string) =>
+    app.inject({ method: 'POST', url: URL_PATH, payload: body, headers: { 'content-type': 'multipart/form-data; boundary=XX' } });
+  it('a form part without a name is 400 invalid_parameter, not 500', async () => {
+    const { app } = await setup();
+    const res = await raw(app, '--XX\r\nContent-Disposition: form-data\r\n\r\necho\r\n--XX--\r\n');
+    assert.equal(res.statusCode, 400, res.body);
+  });
+  it('a body that ends inside the file part (no closing boundary) is 400, not 500', async () => {
+    const { app, calls } = await setup();
+    const res = await raw(
+      app,
+      '--XX\r\nContent-Disposition: form-data; name="model"\r\n\r\necho\r\n--XX\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n\r\nabcd',
+    );
+    assert.equal(calls.length, 0);
+    assert.equal(res.statusCode, 400, res.body);
+  });
+
+  it('stream in pieces: a failed call does not give its upload back while another piece still reads it', async () => {
+    const damaged: string[] = [];
+    const { app, calls } = await setup({
+      splitAboveMs: 1000,
+      maxBodyBytes: 256 * 1024,
+      decode: viewDecode,
+      transcribe: async ({ request, options }) => {
+        const first = request.audio[0]!;
+        const id = options.requestId!;
+        if (first === 257 && id.endsWith('.1')) {
+          await new Promise((r) => setTimeout(r, 10));
+          throw errors.fromWire({ code: 'model_failed', message: 'Boom', instanceId: 'i0' });
+        }
+        if (first === 257 && id.endsWith('.2')) {
+          // Dispatched: its batch still holds (and sends) the view after the call was aborted.
+          await new Promise((r) => setTimeout(r, 150));
+          if (!request.audio.every((x) => x === first)) damaged.push(id);
+        }
+        return { text: 'x', language: 'en', durationS: 1, segments: null, words: null };
+      },
+    });
+    const a = postReal(app, [
+      ['model', 'echo'],
+      ['stream', 'true'],
+      ['file', new Blob([new Uint8Array(120_000).fill(1)])],
+    ]);
+    assert.match((await a).body, /"type":"error"/);
+    await postReal(app, [
+      ['model', 'echo'],
+      ['file', new Blob([new Uint8Array(120_000).fill(2)])],
+    ]);
+    await new Promise((r) => setTimeout(r, 200));
+    assert.ok(calls.length >= 6);
+    assert.deepEqual(damaged, []);
+  });
+
+  it('a client that drops mid-upload counts as cancelled, not internal_error', async () => {
+    const { app } = await setup();
+    let seen: import('fastify').FastifyRequest | undefined;
+    app.addHook('onRequest', async (request) => void (seen = request));
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as { port: number };
+    const net = await import('node:net');
+    const head =
+      '--XX\r\nContent-Disposition: form-data; name="model"\r\n\r\necho\r\n--XX\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n\r\n' +
+      'a'.repeat(1000);
+    const socket = net.connect(port, '127.0.0.1');
+    await new Promise((r) => socket.once('connect', r));
+    socket.write(
+      `POST ${URL_PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=XX\r\nContent-Length: 20000\r\n\r\n${head}`,
+    );
+    await new Promise((r) => setTimeout(r, 50));
+    socket.destroy();
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(seen?.voxmuxOutcome, 'cancelled');
+  });
+
+  it('diarized_json: a failed transcription aborts the diarization still running', async () => {
+    let diarSignal: AbortSignal | undefined;
+    let isDiarizationDone = false;
+    const { app } = await setup({
+      transcribe: async () => {
+        throw errors.fromWire({ code: 'model_failed', message: 'Boom', instanceId: 'i0' });
+      },
+      sequences: {
+        submit: async (_model, _item, options) => {
+          diarSignal = options.signal;
+          await new Promise((r) => setTimeout(r, 100));
+          isDiarizationDone = true;
+          return segOut([{ start: 0, end: 1, speaker: 0 }]) as never;
+        },
+        end: async () => {},
+      },
+    });
+    const res = await postReal(app, [['model', 'echo'], ['response_format', 'diarized_json'], audioFile()]);
+    assert.equal(res.status, 500);
+    assert.match(res.body, /model_failed/);
+    assert.equal(isDiarizationDone, false, 'answered before the diarization ended');
+    assert.equal(diarSignal?.aborted, true, 'the diarization request should be cancelled once the call failed');
+  });
+
+  it('diarized_json in pieces: a failed diarization aborts the pieces still running', async () => {
+    const pieceSignals: AbortSignal[] = [];
+    const { app } = await setup({
+      splitAboveMs: 1000,
+      transcribe: async ({ options }) => {
+        pieceSignals.push(options.signal!);
+        await new Promise((r) => setTimeout(r, 100));
+        return RESULT;
+      },
+      sequences: {
+        submit: async () => {
+          throw errors.fromWire({ code: 'model_failed', message: 'Boom', instanceId: 'i0' });
+        },
+        end: async () => {},
+      },
+    });
+    const res = await postReal(app, [
+      ['model', 'echo'],
+      ['response_format', 'diarized_json'],
+      ['file', new Blob([new Uint8Array(40_000)])],
+    ]);
+    assert.equal(res.status, 500);
+    assert.equal(pieceSignals.length, 2);
+    assert.deepEqual(
+      pieceSignals.map((s) => s.aborted),
+      [true, true],
+      'pieces keep running after the call failed',
+    );
+  });
+  it('a huge declared Content-Length is 413 body_too_large', async () => {
+    const { app } = await setup();
+    const form = new FormData();
+    form.append('model', 'echo');
+    form.append('file', new Blob([new Uint8Array(3200)]), 'a.wav');
+    const encoded = new Response(form);
+    const payload = Buffer.from(await encoded.arrayBuffer());
+    const res = await app.inject({
+      method: 'POST',
+      url: URL_PATH,
+      payload,
+      headers: { 'content-type': encoded.headers.get('content-type')!, 'content-length': String(2 ** 45) },
+    });
+    console.log(res.statusCode, res.body);
+    assert.equal(res.statusCode, 413);
   });
 });
