@@ -30,8 +30,11 @@ describe('speech encoders', () => {
       let bytesBeforeEnd = 0;
       for (let i = 0; i < 20; i += 1) {
         await encoder.write(tone(pieceFrames, i * pieceFrames));
-        // ffmpeg runs on its own: give it a moment (a real clock is the thing under test here).
-        if (i === 15) await new Promise((resolve) => setTimeout(resolve, 300));
+        // ffmpeg runs on its own: three quarters in, wait for its first bytes (up to 10 s on a
+        // loaded machine) while the input is still open.
+        for (let waitedMs = 0; i === 15 && out.length === 0 && waitedMs < 10_000; waitedMs += 20) {
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
       }
       bytesBeforeEnd = out.reduce((n, b) => n + b.length, 0);
       await encoder.end();
