@@ -71,7 +71,7 @@ async function readForm(request: FastifyRequest, uploads: UploadPool, maxBodyByt
     if (typeof part.fieldname !== 'string' || part.fieldname === '') {
       if (part.type === 'file') await part.toBuffer();
       throw errors.invalidParameter({
-        param: 'form part',
+        param: 'body',
         expected: 'a name in each part (Content-Disposition: form-data; name="...")',
         got: 'a part without one',
       });
