@@ -16,6 +16,7 @@ import { after, before, describe, it } from 'node:test';
 import { noise, floatWav, pcm16Wav } from '../support/audio.js';
 import { longRecording } from '../support/long-recording.js';
 import { startServer, type RunningServer } from '../support/server-process.js';
+import { waitFor } from '../support/wait-for.js';
 
 /** How long the test diarizer takes per chunk: long enough to leave while it runs. */
 const DIARIZE_ITEM_MS = 800;
@@ -61,15 +62,6 @@ function form(fields: Record<string, string>, file: Buffer, name = 'a.wav'): For
   return f;
 }
 
-/** Polls an asynchronous condition (server metrics) on real time, bounded by `timeoutMs`. */
-async function waitFor(condition: () => Promise<boolean>, p: { timeoutMs: number; what: string }): Promise<void> {
-  const start = Date.now();
-  while (!(await condition())) {
-    if (Date.now() - start > p.timeoutMs) throw new Error(`Timed out after ${p.timeoutMs} ms waiting for ${p.what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 type Envelope = { error: { code: string; type: string; message: string; param: string | null } };
 
 /** 1 s of a loud square wave: one speaker for the test diarizer. */
@@ -103,7 +95,8 @@ describe('failure paths over a real socket', () => {
       async () =>
         (await server.metric('voxmux_scheduler_requests_queued', { model: 'pieces' })) === 0 &&
         (await server.metric('voxmux_scheduler_requests_running', { model: 'pieces' })) === 0,
-      { timeoutMs: 5000, what: 'the pieces queue to empty' },
+      'the pieces queue to empty',
+      5000,
     );
     const dropped = await server.metric('voxmux_scheduler_requests_total', { model: 'pieces', outcome: 'client_disconnected' });
     const ran = await server.metric('voxmux_instance_inferences_total', { model: 'pieces' });
@@ -134,16 +127,18 @@ describe('failure paths over a real socket', () => {
     const chunkUrl = `${server.url}/v1/audio/diarization/sessions/left-midway/chunks`;
     const abort = new AbortController();
     const leaving = fetch(chunkUrl, { method: 'POST', body: form({ seq: '0' }, speakerChunk()), signal: abort.signal });
-    await waitFor(async () => (await server.metric('voxmux_scheduler_sessions_active', { model: 'diar' })) === 1, {
-      timeoutMs: 3000,
-      what: 'the chunk to reach the scheduler',
-    });
+    await waitFor(
+      async () => (await server.metric('voxmux_scheduler_sessions_active', { model: 'diar' })) === 1,
+      'the chunk to reach the scheduler',
+      3000,
+    );
     abort.abort();
     await assert.rejects(leaving, { name: 'AbortError' });
-    await waitFor(async () => (await server.metric('voxmux_instance_sequence_items_total', { model: 'diar' })) === 1, {
-      timeoutMs: DIARIZE_ITEM_MS + 3000,
-      what: 'the chunk to run',
-    });
+    await waitFor(
+      async () => (await server.metric('voxmux_instance_sequence_items_total', { model: 'diar' })) === 1,
+      'the chunk to run',
+      DIARIZE_ITEM_MS + 3000,
+    );
     const retried = await fetch(chunkUrl, { method: 'POST', body: form({ seq: '0' }, speakerChunk()) });
     assert.equal(retried.status, 200, await retried.clone().text());
     const answer = (await retried.json()) as { seq: number; provisional: unknown[] };
@@ -183,10 +178,11 @@ describe('failure paths over a real socket', () => {
     const before = await server.metric('voxmux_instance_sequence_items_total', { model: 'diar' });
     const sessionsBefore = await server.metric('voxmux_scheduler_sessions_active', { model: 'diar' });
     const running = fetch(`${server.url}/v1/audio/diarization`, { method: 'POST', body: form({ model: 'diar' }, speakerChunk()) });
-    await waitFor(async () => (await server.metric('voxmux_instance_sequence_items_total', { model: 'diar' })) >= before, {
-      timeoutMs: 1000,
-      what: 'metrics',
-    });
+    await waitFor(
+      async () => (await server.metric('voxmux_scheduler_sessions_active', { model: 'diar' })) === sessionsBefore + 1,
+      'the first call to reach the scheduler',
+      3000,
+    );
     // The first call holds the one instance (one batch in flight); the second waits behind it.
     await new Promise((resolve) => setTimeout(resolve, 200));
     const abort = new AbortController();
@@ -203,12 +199,14 @@ describe('failure paths over a real socket', () => {
     assert.equal(((await first.json()) as { speakers: number }).speakers, 1);
     await waitFor(
       async () => (await server.metric('voxmux_scheduler_sequence_items_total', { model: 'diar', outcome: 'client_disconnected' })) === 1,
-      { timeoutMs: 3000, what: 'the queued call to be dropped' },
+      'the queued call to be dropped',
+      3000,
     );
-    await waitFor(async () => (await server.metric('voxmux_scheduler_sessions_active', { model: 'diar' })) === sessionsBefore, {
-      timeoutMs: 3000,
-      what: 'both calls’ sessions to end',
-    });
+    await waitFor(
+      async () => (await server.metric('voxmux_scheduler_sessions_active', { model: 'diar' })) === sessionsBefore,
+      'both calls’ sessions to end',
+      3000,
+    );
     assert.equal(await server.metric('voxmux_instance_sequence_items_total', { model: 'diar' }), before + 1, 'only the first call ran');
   });
 
@@ -232,9 +230,10 @@ describe('failure paths over a real socket', () => {
       // Both instances took the request once each and were replaced.
       await waitFor(
         async () => (await server.metric('voxmux_instance_restarts_total', { model: 'poison', reason })) === restartsBefore + 2,
-        { timeoutMs: 5000, what: `two ${reason} restarts` },
+        `two ${reason} restarts`,
+        5000,
       );
-      await waitFor(async () => (await server.readiness()).status === 200, { timeoutMs: 10_000, what: 'the instances to be back' });
+      await waitFor(async () => (await server.readiness()).status === 200, 'the instances to be back', 10_000);
       assert.equal((await call(undefined, 4)).status, 200);
     });
   }
