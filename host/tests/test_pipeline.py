@@ -718,3 +718,57 @@ def test_a_result_the_protocol_cannot_carry_fails_its_work_and_the_host_goes_on(
     assert counting.sink.wait_for(1) == [('end', 's', 0, None, 'model_failed')]
     assert counting.pipeline.snapshot().streams == 0
     counting.close()
+
+
+class BlockingFinish(_Common):
+    """A batch adapter whose results wait (on the finisher thread) until ``release`` is set, as a GPU copy
+    that has not arrived would."""
+
+    work_kinds: ClassVar[Tuple[str, ...]] = ('batch',)
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.finishing = threading.Event()
+
+    def stage(self, inputs: Sequence[BatchInput]) -> Optional[StagedBatch]:
+        return None
+
+    def begin(self, inputs: Sequence[BatchInput], staged: Optional[StagedBatch]) -> BatchFinish:
+        def finish() -> List[BatchOutput]:
+            self.finishing.set()
+            assert self.release.wait(WAIT_S)
+            return [transcript(i.request_id) for i in inputs]
+
+        return finish
+
+
+def test_a_batch_whose_results_are_still_being_built_counts_as_busy() -> None:
+    """The model part has returned, but the finisher still waits for the results: the heartbeat says busy,
+    with the batch's age, until the results go out; then idle."""
+    adapter = BlockingFinish()
+    running = Running(adapter)
+    running.put(batch('b', None))
+    assert adapter.finishing.wait(WAIT_S)
+    time.sleep(0.05)
+    busy = running.pipeline.snapshot().busy_ms
+    assert busy is not None and busy >= 50
+    adapter.release.set()
+    running.sink.wait_for(2)
+    assert running.pipeline.snapshot().busy_ms is None
+    running.close()
+
+
+def test_a_sequence_batch_whose_results_are_still_being_built_counts_as_busy() -> None:
+    adapter = SplitSumming()
+    running = Running(adapter)
+    running.put(sequence('q', ('s', 'new', b'', False, {})))
+    deadline = time.monotonic() + WAIT_S
+    while not adapter.log and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.05)
+    busy = running.pipeline.snapshot().busy_ms
+    assert busy is not None and busy >= 50
+    adapter.release('*')
+    running.sink.wait_for(2)
+    assert running.pipeline.snapshot().busy_ms is None
+    running.close()

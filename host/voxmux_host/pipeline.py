@@ -101,7 +101,7 @@ class PipelineDeps:
 class PipelineSnapshot:
     """What a HeartbeatAck reports of the pipeline."""
 
-    busy_ms: Optional[int]  # how long the current model work has run; None when none runs
+    busy_ms: Optional[int]  # how long the oldest model work whose results are not out has run; None when none
     queued_batches: int
     sessions: int
     streams: int
@@ -160,6 +160,7 @@ class Pipeline:
         # Guarded by _state_lock.
         self._queued_batches = 0
         self._work_started: Optional[float] = None
+        self._finishing_started: Optional[float] = None  # the batch whose results the finisher builds
         self._is_main_busy = False
         self._is_close_requested = False
         self._is_input_closed = False
@@ -210,9 +211,10 @@ class Pipeline:
         with self._state_lock:
             # Read under the lock: work that starts meanwhile must not make busyMs negative.
             now = self._clock()
-            started = self._work_started
+            begun = [t for t in (self._work_started, self._finishing_started) if t is not None]
             queued = self._queued_batches
-        busy_ms = None if started is None else max(0, int((now - started) * 1000))
+        # A batch whose results the finisher still builds (waiting for the GPU's copies) is model work too.
+        busy_ms = None if not begun else max(0, int((now - min(begun)) * 1000))
         return PipelineSnapshot(busy_ms, queued, len(self._sessions), len(self._streams))
 
     def run(self) -> int:
@@ -412,6 +414,8 @@ class Pipeline:
                 item = self._finishing.get()
                 if item is None:
                     return
+                with self._state_lock:
+                    self._finishing_started = item.started
                 if isinstance(item, _FinishingSequence):
                     self._finish_sequence(item)
                 else:
@@ -429,6 +433,7 @@ class Pipeline:
         except Exception as err:  # noqa: BLE001 - per the contract: every request fails with its code
             failure = self._failure('batch failed', err, batchId=work.batch_id)
             outputs = [failure] * len(work.inputs)
+        self._results_built()
         compute_ms = round((self._clock() - item.started) * 1000, 3)
         self._log.debug('batch done', batchId=work.batch_id, batchSize=len(work.inputs), durationMs=compute_ms)
         try:
@@ -436,6 +441,11 @@ class Pipeline:
         except ProtocolError as err:  # outputs the protocol cannot carry: the batch fails, the host goes on
             failure = self._failure('batch result not sendable', _not_sendable(err), batchId=work.batch_id)
             self._sink.batch_done(work, [failure] * len(work.inputs), compute_ms)
+
+    def _results_built(self) -> None:
+        """Finisher thread, before the results go out: a heartbeat that follows them says idle."""
+        with self._state_lock:
+            self._finishing_started = None
 
     def _drain_finisher(self) -> None:
         """Let the finisher send every result of the batches that already ran, then stop it."""
@@ -527,6 +537,7 @@ class Pipeline:
                 else:
                     del self._sessions_finishing[given.session_id]
             self._sessions_finished.notify_all()
+        self._results_built()
         compute_ms = round((self._clock() - item.started) * 1000, 3)
         try:
             self._sink.sequence_done(work, [result for result in results if result is not None], compute_ms)
