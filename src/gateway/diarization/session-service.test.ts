@@ -126,4 +126,22 @@ describe('DiarizationSessionService with the scheduler', () => {
     completeAll();
     assert.equal(await retry, 1);
   });
+
+  it("answers a chunk's retry with its own kept answer when it failed before the chunk ahead of it answered", async () => {
+    const { clock, completeAll, create, chunk } = setup();
+    await create('s');
+    const c0 = chunk('s', 0);
+    await settle();
+    const c1 = chunk('s', 1, 100); // waits behind chunk 0; its deadline passes there
+    await settle();
+    clock.advance(100);
+    assert.equal(await c1, 'deadline_exceeded');
+    completeAll();
+    assert.equal(await c0, 0);
+    assert.equal(await chunk('s', 1), 'deadline_exceeded', 'the same answer, as the scheduler keeps it (not out of order)');
+    const c2 = chunk('s', 2);
+    await settle();
+    completeAll();
+    assert.equal(await c2, 2, 'the session goes on after the failed chunk');
+  });
 });

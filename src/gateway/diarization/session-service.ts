@@ -17,7 +17,7 @@ import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import type { GatewayDeps } from '../gateway-types.js';
 import { SAMPLE_RATE_HZ } from './diarize-recording.js';
-import { DiarizationSessionStore, type DiarizationSession, type SpeakerBounds } from './session-store.js';
+import { DiarizationSessionStore, type ChunkAnswer, type DiarizationSession, type SpeakerBounds } from './session-store.js';
 import { toEngineOutput, toSpeakerSegments } from './timeline.js';
 
 /** A chunk for a session: its samples (absent: a retry that sent no file) and, for engines that use them, its speech regions. */
@@ -180,7 +180,7 @@ export class DiarizationSessionService implements DiarizationSessions {
         provisional: toSpeakerSegments(output.provisional),
         expires_at: this.#expiresAt(session),
       };
-      session.lastAnswer = { seq: p.seq, outcome: { ok: true, body } };
+      keepAnswer(session, p.seq, { ok: true, body });
       return body;
     } catch (err) {
       const error = err as ServiceError;
@@ -190,7 +190,7 @@ export class DiarizationSessionService implements DiarizationSessions {
         // The scheduler never took it, nor (their turn) any later number: they may be sent again.
         session.chunkSamples.length = Math.min(session.chunkSamples.length, p.seq);
       } else {
-        session.lastAnswer = { seq: p.seq, outcome: { ok: false, error } };
+        keepAnswer(session, p.seq, { ok: false, error });
       }
       throw err;
     } finally {
@@ -198,6 +198,15 @@ export class DiarizationSessionService implements DiarizationSessions {
       this.#store.touch(session);
     }
   }
+}
+
+/**
+ * Keeps the answer of the highest number answered, as the scheduler does: a chunk that failed (its
+ * deadline passed while it waited) before the chunk ahead of it answered keeps its own answer for
+ * its retry.
+ */
+function keepAnswer(session: DiarizationSession, seq: number, outcome: ChunkAnswer): void {
+  if (session.lastAnswer === undefined || seq > session.lastAnswer.seq) session.lastAnswer = { seq, outcome };
 }
 
 function durationS(session: DiarizationSession): number {

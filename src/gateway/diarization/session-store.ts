@@ -28,6 +28,9 @@ export interface SpeakerBounds {
   maxSpeakers?: number;
 }
 
+/** A chunk's answer, kept for a retry of its number. */
+export type ChunkAnswer = { ok: true; body: DiarizationChunkResult } | { ok: false; error: ServiceError };
+
 export interface DiarizationSession {
   id: string;
   model: string;
@@ -38,8 +41,8 @@ export interface DiarizationSession {
   finalized: EngineSegment[];
   provisional: EngineSegment[];
   speakers: number;
-  /** The last answered chunk and its answer, replayed to a retry of the same number. */
-  lastAnswer: { seq: number; outcome: { ok: true; body: DiarizationChunkResult } | { ok: false; error: ServiceError } } | undefined;
+  /** The highest-numbered answered chunk and its answer, replayed to a retry of the same number. */
+  lastAnswer: { seq: number; outcome: ChunkAnswer } | undefined;
   /** The chunks sent to the scheduler and not answered yet, by sequence number (they run in order). */
   running: Map<number, Promise<DiarizationChunkResult>>;
   lastActivityMs: number;
