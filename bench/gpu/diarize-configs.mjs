@@ -8,7 +8,8 @@
 //   diarize: the same sortformer instances alone.
 // Usage: node bench/gpu/diarize-configs.mjs OUT_DIR HOST_PATH
 // DIARIZE_BENCH_* variables (see run-diarize.sh) change the sizes (DIARIZE_BENCH_GATEWAY_THREADS: the
-// server's gateway.threads, 0 by default); DIARIZE_BENCH_DEVICE=cpu writes
+// server's gateway.threads, 0 by default; DIARIZE_BENCH_CPU_THREADS: each Sortformer instance's
+// cpuThreads, 0 for the server's default); DIARIZE_BENCH_DEVICE=cpu writes
 // tiny CPU configurations (no MPS, no graphs) for a dry run without a GPU.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -35,6 +36,8 @@ export function buildConfigs(hostPath) {
   const queueDelayMs = int('QUEUE_DELAY_MS', 2, 0, 1000);
   const inFlight = int('IN_FLIGHT', 3, 1, 16);
   const compile = int('COMPILE', 0, 0, 1) === 1;
+  // Intra-op CPU threads of each Sortformer instance (models.<name>.cpuThreads); 0: the server's default share.
+  const cpuThreads = int('CPU_THREADS', 0, 0, 256);
   const sortformerSize = env('SORTFORMER_CONFIG', gpu ? 'full' : 'tiny');
   const asrSize = env('ASR_CONFIG', gpu ? 'full' : 'tiny');
   const asrBuckets = [45_000];
@@ -50,6 +53,7 @@ export function buildConfigs(hostPath) {
     // with two or more, a batch's host work after its forward pass (cache updates, segments, state
     // bytes, on the instance's finisher thread) overlaps the next batch's forward pass.
     maxRunningBatchesPerInstance: inFlight,
+    ...(cpuThreads > 0 ? { cpuThreads } : {}),
     dispatchWhenIdle: true,
     // CUDA graph capture must not overlap the work of sibling MPS instances.
     exclusiveWarmup: gpu,

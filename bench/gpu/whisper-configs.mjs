@@ -85,6 +85,8 @@ export function config({
         maxBatchSize,
         maxQueueDelayMs,
         exclusiveWarmup: graphs,
+        // Intra-op CPU threads of each instance; unset: the server's default (one per core without pinned GPUs).
+        ...(env.WHISPER_BENCH_CPU_THREADS === undefined ? {} : { cpuThreads: Number(env.WHISPER_BENCH_CPU_THREADS) }),
         options: {
           config: env.WHISPER_BENCH_MODEL_CONFIG ?? 'large-v3-turbo',
           device: env.WHISPER_BENCH_DEVICE ?? 'cuda',
