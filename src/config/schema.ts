@@ -288,7 +288,7 @@ export const ModelSchema = Type.Object(
       minimum: 0,
       maximum: 1024,
       description:
-        "Intra-op CPU threads of each instance (OMP_NUM_THREADS, MKL_NUM_THREADS, OPENBLAS_NUM_THREADS). 0: on a node with GPUs the instances share the node's cores evenly (at least 1 each) unless the environment sets OMP_NUM_THREADS; on a node without GPUs the libraries' default (one per core).",
+        "Intra-op CPU threads of each instance (OMP_NUM_THREADS, MKL_NUM_THREADS, OPENBLAS_NUM_THREADS). 0: on a node with GPUs the instances share the node's cores evenly (at least 1 each; `sortformer` instances 1 each: their host work is many small operations that more threads slow) unless the environment sets OMP_NUM_THREADS; on a node without GPUs the libraries' default (one per core).",
       default: 0,
     }),
     // model lifecycle (issue 20)

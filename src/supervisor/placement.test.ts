@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { checkPlacement, cpuThreadsFor, placeInstances } from './placement.js';
+import { checkPlacement, cpuThreadsFor, GPU_INSTANCE_THREAD_CAPS, placeInstances } from './placement.js';
 
 const base = { instances: 2, instancesPerGpu: 0, gpus: [] as number[], mpsActiveThreadPercentages: [] as number[] };
 
@@ -67,5 +67,13 @@ describe('cpuThreadsFor', () => {
     assert.equal(cpuThreadsFor(2, false, 0, 16), 2);
     assert.equal(cpuThreadsFor(0, false, 0, 16), undefined);
     assert.equal(cpuThreadsFor(0, false, 3, 16), undefined);
+  });
+
+  it("caps a GPU-pinned instance's share at its adapter's cap, and a configured count overrides the cap", () => {
+    assert.equal(cpuThreadsFor(0, true, 1, 16, GPU_INSTANCE_THREAD_CAPS.sortformer), 1);
+    assert.equal(cpuThreadsFor(0, true, 2, 16, 4), 4);
+    assert.equal(cpuThreadsFor(0, true, 8, 16, 4), 2);
+    assert.equal(cpuThreadsFor(3, true, 1, 16, 1), 3);
+    assert.equal(cpuThreadsFor(0, false, 0, 16, 1), undefined);
   });
 });

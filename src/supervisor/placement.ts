@@ -42,15 +42,31 @@ export function checkPlacement(model: string, request: PlacementRequest, nodeGpu
 }
 
 /**
+ * Adapters whose host work between GPU launches is many small tensor operations on the CPU, which
+ * more intra-op threads only slow: their GPU-pinned instances get at most this many threads by
+ * default. Sortformer's cache updates per session chunk took about 0.5 ms with 1 thread against 2.9 ms
+ * with 16 (one instance) and up to 50 ms with 8 each (two instances), and 5,000 real-time sessions on
+ * two instances went from p95 17.3 s to 0.44 s (bench/results/diarize-h100-2026-12-05c/).
+ */
+export const GPU_INSTANCE_THREAD_CAPS: Readonly<Record<string, number>> = { sortformer: 1 };
+
+/**
  * An instance's intra-op CPU threads (OMP_NUM_THREADS and the BLAS libraries' like it), or undefined
  * to leave the libraries' default of one thread per core. `configured` > 0 is taken as it is. By
- * default the instances pinned to GPUs share the node's cores evenly (at least one thread each):
- * PyTorch otherwise starts a pool of one thread per core in every process, and nine such processes
- * on 16 cores spin against each other in the small CPU-side steps between GPU launches. Instances
- * of a node without GPUs keep the default (one CPU engine may use every core).
+ * default the instances pinned to GPUs share the node's cores evenly (at least one thread each, at
+ * most the adapter's `cap`, GPU_INSTANCE_THREAD_CAPS): PyTorch otherwise starts a pool of one thread
+ * per core in every process, and nine such processes on 16 cores spin against each other in the
+ * small CPU-side steps between GPU launches. Instances of a node without GPUs keep the default (one
+ * CPU engine may use every core).
  */
-export function cpuThreadsFor(configured: number, isPinned: boolean, pinnedInstances: number, cpuCount: number): number | undefined {
+export function cpuThreadsFor(
+  configured: number,
+  isPinned: boolean,
+  pinnedInstances: number,
+  cpuCount: number,
+  cap = Number.POSITIVE_INFINITY,
+): number | undefined {
   if (configured > 0) return configured;
   if (!isPinned || pinnedInstances <= 0) return undefined;
-  return Math.max(1, Math.floor(cpuCount / pinnedInstances));
+  return Math.max(1, Math.min(cap, Math.floor(cpuCount / pinnedInstances)));
 }

@@ -23,7 +23,7 @@ import { observeBoot, type InstanceBoot } from './boot-report.js';
 import { INSTANCE_STATES, type InstanceState } from './instance-state.js';
 import { InstanceProcess, type InstanceEnd, type InstanceTimeouts, type ResourceLoad } from './instance-process.js';
 import { decideRestart, type RestartPolicy } from './restart-policy.js';
-import { cpuThreadsFor, placeInstances, type Placement } from './placement.js';
+import { cpuThreadsFor, GPU_INSTANCE_THREAD_CAPS, placeInstances, type Placement } from './placement.js';
 import { findHostPath } from './host-path.js';
 import { createBusyMeter } from './busy-meter.js';
 import { createModelLifecycle, type ModelState } from './model-lifecycle.js';
@@ -41,7 +41,7 @@ export interface SupervisedModel {
   command: readonly string[];
   exclusiveWarmup: boolean;
   mpsActiveThreadPercentages: readonly number[];
-  /** Intra-op CPU threads per instance; 0 shares the cores among GPU-pinned instances (cpuThreadsFor). @default 0 */
+  /** Intra-op CPU threads per instance; 0 shares the cores among GPU-pinned instances, up to the adapter's cap (cpuThreadsFor). @default 0 */
   cpuThreads?: number;
   /** Stop the model's instances after this long without requests, in milliseconds; 0 never. @default 0 */
   idleStopAfterMs?: number;
@@ -390,7 +390,13 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     }
     const pinnedInstances = slots.filter((s) => s.placement.gpu !== undefined).length;
     const configuredThreads = config.cpuThreads ?? 0;
-    const threads = cpuThreadsFor(configuredThreads, slot.placement.gpu !== undefined, pinnedInstances, cpuCount);
+    const threads = cpuThreadsFor(
+      configuredThreads,
+      slot.placement.gpu !== undefined,
+      pinnedInstances,
+      cpuCount,
+      GPU_INSTANCE_THREAD_CAPS[config.adapter],
+    );
     // A default share gives way to an operator's own OMP_NUM_THREADS; a configured count does not.
     if (threads !== undefined && (configuredThreads > 0 || deps.baseEnv.OMP_NUM_THREADS === undefined)) {
       for (const name of THREAD_VARIABLES) env[name] = String(threads);
