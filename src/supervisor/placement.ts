@@ -46,7 +46,7 @@ export function checkPlacement(model: string, request: PlacementRequest, nodeGpu
  * more intra-op threads only slow: their GPU-pinned instances get at most this many threads by
  * default. Sortformer's cache updates per session chunk took about 0.5 ms with 1 thread against 2.9 ms
  * with 16 (one instance) and up to 50 ms with 8 each (two instances), and 5,000 real-time sessions on
- * two instances went from p95 17.3 s to 0.44 s (bench/results/diarize-h100-2026-12-05c/).
+ * two instances went from p95 17.3 s to 0.44 s (bench/results/diarize-h100-2026-12-05/).
  */
 export const GPU_INSTANCE_THREAD_CAPS: Readonly<Record<string, number>> = { sortformer: 1 };
 
