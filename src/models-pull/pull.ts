@@ -1,0 +1,257 @@
+/**
+ * A whole pull: read the revision's commit and file list, choose the files, skip those already
+ * complete in the commit's folder, check the free space, then download the rest a few at a time.
+ * The first failure stops the others; their `.part` files stay, and the next run resumes them.
+ */
+import { mkdir, statfs } from 'node:fs/promises';
+import type { Clock } from '../core/clock.js';
+import { findAdapterProfile, suggestModelConfig, type ConfigSuggestion, type KnownAdapter } from './adapter-profiles.js';
+import { PART_SUFFIX, toLocalPath, toSnapshotDir } from './cache-layout.js';
+import { downloadFile, sizeOnDisk, toDiskError, type DownloadResult, type VerifiedBy } from './download-file.js';
+import { hasSelection, selectFiles, type FileSelection } from './file-selection.js';
+import { createHubClient, type RepoFile, type RepoSnapshot } from './hub-client.js';
+import type { HubTransport } from './hub-http.js';
+import { isPullError, PullError, usageError } from './pull-error.js';
+import { createPullProgress, formatBytes, type TextSink } from './pull-progress.js';
+import { toRepoName, type RepoRef } from './repo-ref.js';
+import { DEFAULT_RETRY_POLICY, decideRetry, type RetryPolicy } from './retry-policy.js';
+
+export interface PullOptions {
+  ref: RepoRef;
+  selection: FileSelection;
+  /** The models folder (cache-layout.ts resolveModelsDir). */
+  modelsDir: string;
+  /** The Hub, without a trailing slash. */
+  endpoint: string;
+  token?: string | undefined;
+  userAgent: string;
+  /** Files downloaded at once. @default 4 */
+  concurrency?: number;
+  /** @default DEFAULT_RETRY_POLICY */
+  retryPolicy?: RetryPolicy;
+}
+
+export interface PullDeps {
+  transport: HubTransport;
+  clock: Clock;
+  /** Where progress and notes go (stderr). */
+  progressOut: TextSink;
+  isTTY: boolean;
+  /** Free bytes of the file system holding `dir`; undefined when unknown. @default statfs */
+  freeBytes?: (dir: string) => Promise<number | undefined>;
+  signal?: AbortSignal;
+}
+
+export type PulledFileStatus = 'downloaded' | 'skipped';
+
+export interface PulledFileResult {
+  /** The path in the repository. */
+  path: string;
+  localPath: string;
+  sizeBytes: number | undefined;
+  status: PulledFileStatus;
+  /** How a downloaded file was checked. */
+  verifiedBy?: VerifiedBy;
+}
+
+export interface PullResult {
+  /** `owner/name`, or `datasets/owner/name`. */
+  repo: string;
+  revision: string;
+  /** The commit the revision named; absent where the Hub gave none (the folder is then named after the revision). */
+  commit?: string;
+  snapshotDir: string;
+  files: PulledFileResult[];
+  /** The adapter that loads this repository, where it is one voxmux knows. */
+  adapter?: KnownAdapter;
+  config?: ConfigSuggestion;
+}
+
+async function statfsFreeBytes(dir: string): Promise<number | undefined> {
+  try {
+    const info = await statfs(dir);
+    return info.bavail * info.bsize;
+  } catch {
+    return undefined;
+  }
+}
+
+function delay(clock: Clock, ms: number): Promise<void> {
+  return new Promise<void>((resolve) => clock.setTimeout(resolve, ms));
+}
+
+/** Runs `run` over `items`, `concurrency` at a time; the first failure aborts the rest and is thrown. */
+async function runPool<T>(
+  items: readonly T[],
+  concurrency: number,
+  run: (item: T, signal: AbortSignal) => Promise<void>,
+  outer?: AbortSignal,
+) {
+  const controller = new AbortController();
+  const onOuterAbort = () => controller.abort(outer!.reason);
+  outer?.addEventListener('abort', onOuterAbort, { once: true });
+  let next = 0;
+  let firstError: unknown;
+  const lane = async (): Promise<void> => {
+    while (next < items.length && !controller.signal.aborted) {
+      const item = items[next++]!;
+      try {
+        await run(item, controller.signal);
+      } catch (err) {
+        if (firstError === undefined) {
+          firstError = err;
+          controller.abort(err);
+        }
+      }
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, lane));
+  } finally {
+    outer?.removeEventListener('abort', onOuterAbort);
+  }
+  if (firstError !== undefined) throw firstError;
+}
+
+/**
+ * Pulls the selected files of a Hub repository into the models folder.
+ * @throws usage, unauthorized, forbidden, not_found, checksum_mismatch, size_mismatch, disk_full, disk_error, network_error, hub_error, bad_response
+ * @example
+ * const result = await pullModel(
+ *   { ref: parseRepoRef('nvidia/parakeet-tdt-0.6b-v2'), selection: { files: [], include: [], exclude: [] },
+ *     modelsDir, endpoint: 'https://huggingface.co', userAgent: 'voxmux/0.1.0' },
+ *   { transport: createHubTransport(), clock: systemClock, progressOut: process.stderr, isTTY: true },
+ * );
+ */
+export async function pullModel(options: PullOptions, deps: PullDeps): Promise<PullResult> {
+  const { ref, endpoint } = options;
+  const { clock, progressOut } = deps;
+  const policy = options.retryPolicy ?? DEFAULT_RETRY_POLICY;
+  const repo = toRepoName(ref);
+  const note = (line: string) => progressOut.write(`${line}\n`);
+  const hub = createHubClient(
+    { endpoint, token: options.token, userAgent: options.userAgent },
+    { transport: deps.transport, wallMs: () => clock.wallMs() },
+  );
+
+  let snapshot: RepoSnapshot;
+  for (let failedAttempts = 1; ; failedAttempts++) {
+    try {
+      snapshot = await hub.readSnapshot(ref, deps.signal);
+      break;
+    } catch (err) {
+      if (!isPullError(err)) throw err;
+      const decision = decideRetry(policy, { failedAttempts, isTransient: err.isTransient, retryAfterMs: err.retryAfterMs });
+      if (!decision.shouldRetry) {
+        if (!err.isTransient) throw err;
+        throw new PullError(err.code, `${err.message}: gave up after ${failedAttempts} attempts`, { cause: err });
+      }
+      note(
+        `${err.message}: trying again in ${(decision.delayMs / 1000).toFixed(1)} s (attempt ${failedAttempts + 1} of ${policy.maxAttempts})`,
+      );
+      await delay(clock, decision.delayMs);
+    }
+  }
+
+  const profile = findAdapterProfile(ref);
+  let selection = options.selection;
+  if (!hasSelection(selection) && profile !== undefined) {
+    if (profile.selectionHint !== undefined) throw usageError(profile.selectionHint);
+    selection = { ...selection, include: profile.defaultInclude };
+    note(`${repo}: the files the ${profile.adapter} adapter reads (--include '*' pulls every file)`);
+  }
+  const { selected, missing } = selectFiles(snapshot.files, selection);
+  if (missing.length > 0) {
+    throw new PullError('not_found', `${repo}@${ref.revision} has no file ${missing.map((p) => `'${p}'`).join(', ')}`);
+  }
+  if (selected.length === 0) {
+    throw new PullError(
+      'not_found',
+      `No file of ${repo}@${ref.revision} matches ${[...selection.include.map((g) => `--include '${g}'`), ...selection.exclude.map((g) => `--exclude '${g}'`)].join(' ')}`,
+    );
+  }
+
+  const isPinned = snapshot.commit !== undefined;
+  const version = snapshot.commit ?? ref.revision;
+  if (!isPinned) note(`${endpoint} gave no commit for ${ref.revision}: the files go under the revision's name and are downloaded whole`);
+  const snapshotDir = toSnapshotDir(options.modelsDir, ref, version);
+  const planned = await Promise.all(
+    selected.map(async (file: RepoFile) => {
+      const localPath = toLocalPath(snapshotDir, file.path);
+      const existingBytes = isPinned ? await sizeOnDisk(localPath) : undefined;
+      const isComplete = existingBytes !== undefined && existingBytes === file.sizeBytes;
+      const partBytes = isPinned && !isComplete ? ((await sizeOnDisk(localPath + PART_SUFFIX)) ?? 0) : 0;
+      return { file, localPath, isComplete, partBytes };
+    }),
+  );
+  const toDownload = planned.filter((p) => !p.isComplete);
+  const isEverySizeKnown = toDownload.every((p) => p.file.sizeBytes !== undefined);
+  const bytesToDownload = isEverySizeKnown
+    ? toDownload.reduce((sum, p) => sum + Math.max(0, p.file.sizeBytes! - p.partBytes), 0)
+    : undefined;
+
+  try {
+    await mkdir(snapshotDir, { recursive: true });
+  } catch (err) {
+    throw toDiskError(err, snapshotDir);
+  }
+  if (bytesToDownload !== undefined && bytesToDownload > 0) {
+    const freeBytes = await (deps.freeBytes ?? statfsFreeBytes)(snapshotDir);
+    if (freeBytes !== undefined && freeBytes < bytesToDownload) {
+      throw new PullError(
+        'disk_full',
+        `${formatBytes(bytesToDownload)} to download but ${formatBytes(freeBytes)} free in ${snapshotDir}: free some space, or choose another folder with --dir`,
+      );
+    }
+  }
+  const skipped = planned.length - toDownload.length;
+  note(
+    `${repo}@${ref.revision}${isPinned ? ` (commit ${version})` : ''}: ${toDownload.length} of ${planned.length} files to download` +
+      `${bytesToDownload === undefined ? '' : `, ${formatBytes(bytesToDownload)}`}${skipped > 0 ? `; ${skipped} already complete` : ''}`,
+  );
+
+  const results = new Map<string, DownloadResult>();
+  const progress = createPullProgress(
+    { isTTY: deps.isTTY, totalFiles: toDownload.length, totalBytes: bytesToDownload },
+    { out: progressOut, clock },
+  );
+  try {
+    await runPool(
+      toDownload,
+      options.concurrency ?? 4,
+      async (item, signal) => {
+        const result = await downloadFile(
+          { ref, version, isPinned, file: item.file, localPath: item.localPath },
+          { hub, clock, progress, policy, signal },
+        );
+        results.set(item.file.path, result);
+      },
+      deps.signal,
+    );
+  } finally {
+    progress.close();
+  }
+
+  const files = planned.map(({ file, localPath, isComplete }): PulledFileResult => {
+    const result = results.get(file.path);
+    return {
+      path: file.path,
+      localPath,
+      sizeBytes: result?.sizeBytes ?? file.sizeBytes,
+      status: isComplete ? 'skipped' : 'downloaded',
+      ...(result === undefined ? {} : { verifiedBy: result.verifiedBy }),
+    };
+  });
+  const config =
+    profile === undefined
+      ? undefined
+      : suggestModelConfig(profile, { ref, snapshotDir, files: files.map((f) => ({ repoPath: f.path, localPath: f.localPath })) });
+  return {
+    repo,
+    revision: ref.revision,
+    ...(snapshot.commit === undefined ? {} : { commit: snapshot.commit }),
+    snapshotDir,
+    files,
+    ...(profile === undefined ? {} : { adapter: profile.adapter, config: config! }),
+  };
+}
