@@ -7,7 +7,7 @@
  */
 const layer0 = '^src/core/';
 const layer1 = '^src/(config|telemetry|protocol|api)/';
-const component = '(scheduler|supervisor|ops|gateway)';
+const component = '(scheduler|supervisor|ops|gateway|models-pull)';
 
 module.exports = {
   forbidden: [
@@ -36,20 +36,28 @@ module.exports = {
       name: 'layer1-no-siblings',
       severity: 'error',
       from: { path: '^src/(config|telemetry|protocol|api)/' },
-      to: { path: '^src/(scheduler|supervisor|ops|gateway|app)/' },
+      to: { path: '^src/(scheduler|supervisor|ops|gateway|app|models-pull)/' },
     },
     {
       name: 'layer2-no-siblings',
       comment: 'scheduler, supervisor and ops are layer 2: they never import each other; app/ wires their ports.',
       severity: 'error',
       from: { path: '^src/(scheduler|supervisor|ops)/' },
-      to: { path: '^src/(scheduler|supervisor|ops|gateway|app)/', pathNot: '^src/$1/' },
+      to: { path: '^src/(scheduler|supervisor|ops|gateway|app|models-pull)/', pathNot: '^src/$1/' },
+    },
+    {
+      name: 'models-pull-uses-core-only',
+      comment:
+        'models-pull/ (`voxmux models pull`, layer 2) imports core/ and its own folder only: app/cli.ts reads the environment and passes it in.',
+      severity: 'error',
+      from: { path: '^src/models-pull/' },
+      to: { path: '^src/', pathNot: ['^src/core/', '^src/models-pull/'] },
     },
     {
       name: 'gateway-not-up',
       severity: 'error',
       from: { path: '^src/gateway/' },
-      to: { path: '^src/(app|supervisor|ops)/' },
+      to: { path: '^src/(app|supervisor|ops|models-pull)/' },
     },
     {
       name: 'server-not-to-bench-or-scripts',

@@ -64,6 +64,18 @@ describe('runCli --help and --version (#16)', () => {
     assert.match(USAGE, /\n {2}cost {5}/);
   });
 
+  it('runs models with its arguments, and answers --version itself', async () => {
+    const modelled: (readonly string[])[] = [];
+    const models = async (args: readonly string[]) => {
+      modelled.push(args);
+      return 0;
+    };
+    assert.equal((await run(['models', 'pull', 'nvidia/parakeet-tdt-0.6b-v2', '--dir', 'm'], { models })).code, 0);
+    assert.deepEqual((await run(['models', '--version'], { models })).stdout, 'voxmux 1.2.3\n');
+    assert.deepEqual(modelled, [['pull', 'nvidia/parakeet-tdt-0.6b-v2', '--dir', 'm']]);
+    assert.match(USAGE, /\n {2}models {3}download model files from the Hugging Face Hub/);
+  });
+
   it('serves with the flags when no command is given, and reads nothing after --', async () => {
     assert.deepEqual((await run([])).served, [[]]);
     assert.deepEqual((await run(['--port', '9000'])).served, [['--port', '9000']]);

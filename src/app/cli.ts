@@ -1,7 +1,8 @@
 /**
- * The voxmux command: `voxmux serve [flags]` runs the server; `voxmux bench ...` the load-ramp and
+ * The voxmux command: `voxmux serve [flags]` runs the server; `voxmux models pull ...` downloads
+ * model files from the Hugging Face Hub (models-pull/); `voxmux bench ...` the load-ramp and
  * accuracy tool, and `voxmux cost ...` the operating-mode cost table, which live apart from the
- * server (bench/cli/). The server never imports it: the
+ * server (bench/cli/). The server never imports the bench: the
  * entry point that starts the command (bin/voxmux.mjs, the bundle's entry) passes a loader that
  * imports it only when `voxmux bench` is run.
  *
@@ -9,12 +10,16 @@
  * they win over every other argument before a `--` terminator. Help for the bench and its
  * subcommands is the bench's own; the version is answered here, without loading the bench.
  */
+import { homedir } from 'node:os';
+import { readModelsPullEnvironment } from '../config/env.js';
+import { runModelsCli } from '../models-pull/index.js';
 import { main } from './main.js';
 
 export const USAGE = `usage: voxmux <command> [options]
 
 commands:
   serve    run the speech server (the default command); voxmux serve --help for its options
+  models   download model files from the Hugging Face Hub; voxmux models pull --help (docs/operations.md#model-files)
   bench    the load-ramp, accuracy and comparison tool; voxmux bench --help (docs/bench.md)
   cost     GPU cost of each operating mode from request logs; voxmux cost --help (docs/bench.md#cost)
 
@@ -56,6 +61,8 @@ export interface CliDeps {
   stderr?: { write(text: string): unknown };
   /** Runs the server; a seam for tests. @default main */
   serve?: (argv: readonly string[]) => Promise<number>;
+  /** Runs `voxmux models ...`; a seam for tests. @default runModelsCli, with the environment and the home directory */
+  models?: (argv: readonly string[]) => Promise<number>;
 }
 
 /** Whether `flags` holds one of `names` before a `--` terminator. */
@@ -100,6 +107,24 @@ export async function runCli(argv: readonly string[], deps: CliDeps): Promise<nu
       const runBench = await deps.loadBench();
       // `voxmux cost` lives with the bench (bench/cli/cost-cli.ts): it is `voxmux bench cost`.
       return runBench(command === 'cost' ? ['cost', ...rest] : rest);
+    }
+    case 'models': {
+      if (hasFlag(rest, VERSION) && !hasFlag(rest, HELP)) {
+        stdout.write(version);
+        return 0;
+      }
+      const runModels =
+        deps.models ??
+        ((args: readonly string[]) =>
+          runModelsCli(args, {
+            version: deps.version,
+            env: readModelsPullEnvironment(),
+            homeDir: homedir(),
+            cwd: process.cwd(),
+            stdout,
+            stderr: deps.stderr ?? process.stderr,
+          }));
+      return runModels(rest);
     }
     case 'help':
       stdout.write(USAGE);

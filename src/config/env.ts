@@ -17,3 +17,22 @@ export function readProcessEnvironment(): Readonly<Record<string, string>> {
   for (const key of [...(out.VOXMUX_GATEWAY_MALLOC?.split(',') ?? []), 'VOXMUX_GATEWAY_MALLOC']) delete out[key];
   return out;
 }
+
+/**
+ * What `voxmux models pull` reads: HF_TOKEN and HF_ENDPOINT, the names huggingface_hub uses, and
+ * VOXMUX_MODELS_DIR. Empty values count as unset.
+ */
+export function readModelsPullEnvironment(): { hfToken?: string; hfEndpoint?: string; modelsDir?: string } {
+  const pick = (name: string): string | undefined => {
+    const value = process.env[name];
+    return value === undefined || value === '' ? undefined : value;
+  };
+  const hfToken = pick('HF_TOKEN');
+  const hfEndpoint = pick('HF_ENDPOINT');
+  const modelsDir = pick('VOXMUX_MODELS_DIR');
+  return {
+    ...(hfToken === undefined ? {} : { hfToken }),
+    ...(hfEndpoint === undefined ? {} : { hfEndpoint }),
+    ...(modelsDir === undefined ? {} : { modelsDir }),
+  };
+}

@@ -194,6 +194,10 @@ describe('loadConfig sources', () => {
     assert.equal(loadConfig({ env: { VOXMUX_CONFIG: '/etc/voxmux.json' } }).gateway.port, 8000);
   });
 
+  it('ignores VOXMUX_MODELS_DIR, the folder of voxmux models pull rather than a setting', () => {
+    assert.equal(loadConfig({ env: { VOXMUX_MODELS_DIR: '/srv/models' } }).gateway.port, 8000);
+  });
+
   it('parses booleans from exactly true, false, 1 and 0', () => {
     const enabled = (raw: string) => loadConfig({ env: { VOXMUX_SUPERVISOR_MPS_ENABLED: raw } }).supervisor.mps.enabled;
     assert.equal(enabled('true'), true);

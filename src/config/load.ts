@@ -37,8 +37,8 @@ const ENV_ALIASES: Record<string, string> = {
   VOXMUX_API_KEYS: 'gateway.apiKeys',
   VOXMUX_LOG_LEVEL: 'telemetry.logLevel',
 };
-/** Environment variables that are not config paths. */
-const ENV_NON_PATHS = new Set(['VOXMUX_CONFIG', 'VOXMUX_GATEWAY_MALLOC']);
+/** Environment variables that are not config paths (VOXMUX_MODELS_DIR is `voxmux models pull`'s folder). */
+const ENV_NON_PATHS = new Set(['VOXMUX_CONFIG', 'VOXMUX_GATEWAY_MALLOC', 'VOXMUX_MODELS_DIR']);
 
 export function toEnvName(path: string): string {
   return `VOXMUX_${path

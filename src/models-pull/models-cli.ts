@@ -1,0 +1,210 @@
+/**
+ * `voxmux models pull`: the command line, its help, and what it prints. Paths and the config
+ * entry go to stdout; progress and notes to stderr.
+ */
+import { parseArgs } from 'node:util';
+import { systemClock, type Clock } from '../core/clock.js';
+import { resolveModelsDir } from './cache-layout.js';
+import { createHubTransport, type HubTransport } from './hub-http.js';
+import { pullModel, type PullResult } from './pull.js';
+import { isPullError, usageError } from './pull-error.js';
+import type { TextSink } from './pull-progress.js';
+import { normalizeEndpoint, parseRepoRef } from './repo-ref.js';
+import type { RetryPolicy } from './retry-policy.js';
+
+export const DEFAULT_ENDPOINT = 'https://huggingface.co';
+const DEFAULT_CONCURRENCY = 4;
+const MAX_CONCURRENCY = 16;
+
+export const MODELS_USAGE = `usage: voxmux models <command> [options]
+
+commands:
+  pull    download files of a Hugging Face Hub repository; voxmux models pull --help
+
+options:
+  -h, --help   print this help and exit
+`;
+
+export const PULL_USAGE = `usage: voxmux models pull <repo-id>[@revision] [options]
+
+Downloads files of a Hugging Face Hub repository into the models folder, under
+<owner>/<name>/<commit>/, and prints their paths. For a repository that a voxmux adapter loads
+(parakeet-tdt, whisper, streaming sortformer, Piper voices for vits) it pulls only the files the
+adapter reads unless told otherwise, and prints a config entry that points the adapter at them.
+Interrupted downloads resume; complete files are skipped; every file is checked against the
+Hub's sha256 (LFS files) or git blob id.
+
+  <repo-id>          owner/name of a model repository (datasets/owner/name for a dataset);
+                     @revision: a branch, tag or commit (default main)
+
+options:
+  --file PATH        a file of the repository, by its path in it; repeatable
+  --include GLOB     the files whose path matches (as huggingface-cli's: * also matches /); repeatable
+  --exclude GLOB     leave out the files whose path matches; repeatable
+  --dir DIR          the models folder (or VOXMUX_MODELS_DIR; default ~/.cache/voxmux/models)
+  --endpoint URL     the Hub or a mirror of it (or HF_ENDPOINT; default ${DEFAULT_ENDPOINT})
+  --concurrency N    files downloaded at once, 1 to ${MAX_CONCURRENCY} (default ${DEFAULT_CONCURRENCY})
+  --json             print the result as one JSON object
+  -h, --help         print this help and exit
+
+environment: HF_TOKEN, a Hub access token for private and gated repositories (sent to the Hub's
+host only, never to the CDN it redirects to)
+
+exit codes: 0 done, 1 failed (the message says why; run again to resume), 2 bad arguments
+`;
+
+/** What the command reads from the environment (config/env.ts reads it). */
+export interface ModelsPullEnvironment {
+  /** HF_TOKEN. */
+  hfToken?: string | undefined;
+  /** HF_ENDPOINT. */
+  hfEndpoint?: string | undefined;
+  /** VOXMUX_MODELS_DIR. */
+  modelsDir?: string | undefined;
+}
+
+export interface ModelsCliDeps {
+  /** The package's version, sent in the User-Agent. */
+  version: string;
+  env: ModelsPullEnvironment;
+  homeDir: string;
+  cwd: string;
+  stdout: TextSink;
+  stderr: TextSink & { isTTY?: boolean };
+  /** @default commandClock */
+  clock?: Clock;
+  /** @default createHubTransport() */
+  transport?: HubTransport;
+  freeBytes?: (dir: string) => Promise<number | undefined>;
+  retryPolicy?: RetryPolicy;
+  signal?: AbortSignal;
+}
+
+/**
+ * The system clock, with timers that keep the process alive. systemClock's timers do not (a
+ * server's timers must never hold its exit), and a command waiting out a retry's backoff has
+ * nothing else keeping it alive: Node would end it mid-pull with exit code 13.
+ */
+export const commandClock: Clock = {
+  nowMs: () => systemClock.nowMs(),
+  wallMs: () => systemClock.wallMs(),
+  setTimeout(callback, delayMs) {
+    const handle = setTimeout(callback, Math.max(0, delayMs));
+    return { cancel: () => clearTimeout(handle) };
+  },
+};
+
+function parseConcurrency(text: string | undefined): number {
+  if (text === undefined) return DEFAULT_CONCURRENCY;
+  const value = Number(text);
+  if (!/^\d+$/.test(text) || value < 1 || value > MAX_CONCURRENCY) {
+    throw usageError(`Expected --concurrency to be an integer from 1 to ${MAX_CONCURRENCY}: got '${text}'`);
+  }
+  return value;
+}
+
+function printResult(result: PullResult, deps: Pick<ModelsCliDeps, 'stdout' | 'stderr'>): void {
+  for (const file of result.files) deps.stdout.write(`${file.localPath}\n`);
+  const config = result.config;
+  if (config?.models !== undefined) {
+    deps.stderr.write(`\nA models entry for the ${result.adapter} adapter (merge it into your config file; docs/adapters.md):\n`);
+    deps.stdout.write(`${JSON.stringify({ models: config.models }, null, 2)}\n`);
+  }
+  if (config?.note !== undefined) deps.stderr.write(`${config.note}\n`);
+}
+
+async function runPull(argv: readonly string[], deps: ModelsCliDeps): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      allowPositionals: true,
+      strict: true,
+      options: {
+        file: { type: 'string', multiple: true },
+        include: { type: 'string', multiple: true },
+        exclude: { type: 'string', multiple: true },
+        dir: { type: 'string' },
+        endpoint: { type: 'string' },
+        concurrency: { type: 'string' },
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (err) {
+    throw usageError((err as Error).message);
+  }
+  const { values, positionals } = parsed;
+  if (values.help === true) {
+    deps.stdout.write(PULL_USAGE);
+    return 0;
+  }
+  if (positionals.length !== 1) {
+    throw usageError(
+      positionals.length === 0
+        ? 'Expected a repository id, such as nvidia/parakeet-tdt-0.6b-v2'
+        : `Expected one repository id: got ${positionals.length}`,
+    );
+  }
+  const ref = parseRepoRef(positionals[0]!);
+  const endpoint = normalizeEndpoint(values.endpoint ?? deps.env.hfEndpoint ?? DEFAULT_ENDPOINT);
+  const concurrency = parseConcurrency(values.concurrency);
+  const modelsDir = resolveModelsDir({ dir: values.dir, envDir: deps.env.modelsDir, homeDir: deps.homeDir, cwd: deps.cwd });
+  const transport = deps.transport ?? createHubTransport();
+  try {
+    const result = await pullModel(
+      {
+        ref,
+        selection: { files: values.file ?? [], include: values.include ?? [], exclude: values.exclude ?? [] },
+        modelsDir,
+        endpoint,
+        token: deps.env.hfToken,
+        userAgent: `voxmux/${deps.version}`,
+        concurrency,
+        ...(deps.retryPolicy === undefined ? {} : { retryPolicy: deps.retryPolicy }),
+      },
+      {
+        transport,
+        clock: deps.clock ?? commandClock,
+        progressOut: deps.stderr,
+        isTTY: deps.stderr.isTTY === true,
+        ...(deps.freeBytes === undefined ? {} : { freeBytes: deps.freeBytes }),
+        ...(deps.signal === undefined ? {} : { signal: deps.signal }),
+      },
+    );
+    if (values.json === true) deps.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+    else printResult(result, deps);
+    return 0;
+  } finally {
+    if (deps.transport === undefined) transport.close();
+  }
+}
+
+/**
+ * `voxmux models ...`: its arguments in, the exit code out. Failures are printed on stderr with
+ * what to do about them.
+ */
+export async function runModelsCli(argv: readonly string[], deps: ModelsCliDeps): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    switch (command) {
+      case 'pull':
+        return await runPull(rest, deps);
+      case '--help':
+      case '-h':
+      case 'help':
+        deps.stdout.write(MODELS_USAGE);
+        return 0;
+      case undefined:
+        deps.stderr.write(MODELS_USAGE);
+        return 2;
+      default:
+        throw usageError(`Unknown command '${command}'`);
+    }
+  } catch (err) {
+    if (!isPullError(err)) throw err;
+    const where = command === 'pull' ? 'voxmux models pull' : 'voxmux models';
+    deps.stderr.write(`${where}: ${err.message}${err.code === 'usage' ? ` (${where} --help)` : ''}\n`);
+    return err.exitCode;
+  }
+}
