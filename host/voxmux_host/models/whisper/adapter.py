@@ -19,7 +19,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``temperatureIncrement`` | 0.2 | fallback: retry a window this much hotter (up to 1.0); 0 turns fallback off |
 | ``compressionRatioThreshold`` | 2.4 | fallback when a window's text compresses better than this (null: never) |
 | ``logprobThreshold`` | -1.0 | fallback when a window's average token log-probability is below this (null: never) |
-| ``noSpeechThreshold`` | 0.6 | a window is silence when its no-speech probability is above this and its log-probability below ``logprobThreshold`` (null: never) |
+| ``noSpeechThreshold`` | 0.6 | a window is silence (skipped) when its no-speech probability is above this, unless its average log-probability is above ``logprobThreshold`` (null: never) |
 | ``maxTokensPerAudioSecond`` | null | token budget per second of window audio, end-of-text forced there (benchmarks of random weights) |
 | ``conditionOnPreviousText`` | true | each window's prompt holds the text of the windows before it |
 | ``joinMinWindows`` | 1 | while slots decode, waiting windows join them only this many at a time (fewer where fewer slots are free): each join stalls every decoding slot for its encoder call (decoding.py) |

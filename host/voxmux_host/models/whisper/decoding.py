@@ -8,8 +8,8 @@ waiting windows in groups (one encoder call for the group, its cross-attention k
 into the slots, language detection from one decoder step on ``<|startoftranscript|>`` where the request
 gave no language, the prompt prefilled); then every step decodes one token for all occupied slots at
 once. A window ends at ``<|endoftext|>`` (or at its token budget, where end-of-text is forced) and frees its
-slot at once: the next window of its job (seek moved by its timestamps, its text as context), a retry at
-a higher temperature (fallback), or another job's window joins while the others keep decoding. A group
+slot at once: the next window of its job (seek moved by its timestamps, its finished segments as context),
+a retry at a higher temperature (fallback), or another job's window joins while the others keep decoding. A group
 joins when a quarter of the slots are free or nothing decodes, so that the encoder runs on several
 windows at a time; while slots decode, a join can also wait for ``join_min_windows`` waiting windows
 (or as many as there are free slots) unless the oldest has waited ``join_max_wait_s``: every join stalls
@@ -594,8 +594,7 @@ class WhisperEngine:
     def _prompt(self, window: _Window) -> List[int]:
         job, t = window.job, self.tokenizer
         prompt: List[int] = []
-        context = job.all_tokens[job.prompt_reset_since:] if self.options.condition_on_previous_text else \
-            job.all_tokens[:len(job.all_tokens) if job.seek == 0 else 0]
+        context = job.all_tokens[job.prompt_reset_since:]
         if context:
             prompt = [t.sot_prev, *context[-(self.config.n_text_ctx // 2 - 1):]]
         prompt += t.sot_sequence(job.language, job.options.task)
@@ -606,18 +605,20 @@ class WhisperEngine:
     def _finish(self, active: _Active, waiting: Deque[_Window]) -> None:
         window, options, t = active.window, self.options, self.tokenizer
         job, tokens = window.job, active.tokens
-        text = t.decode(tokens)
-        ratio = compression_ratio(text)
+        ratio = compression_ratio(t.decode(tokens).strip())
         avg_logprob = active.sum_logprob / (len(tokens) + 1)
-        needs_fallback = False
-        if options.compression_ratio_threshold is not None and ratio > options.compression_ratio_threshold:
-            needs_fallback = True
-        if options.logprob_threshold is not None and avg_logprob < options.logprob_threshold:
-            needs_fallback = True
-        silent = (options.no_speech_threshold is not None and active.no_speech_prob > options.no_speech_threshold
-                  and options.logprob_threshold is not None and avg_logprob < options.logprob_threshold)
+        no_speech = options.no_speech_threshold is not None and active.no_speech_prob > options.no_speech_threshold
+        below_logprob = options.logprob_threshold is not None and avg_logprob < options.logprob_threshold
+        needs_fallback = below_logprob or (options.compression_ratio_threshold is not None
+                                           and ratio > options.compression_ratio_threshold)
+        if no_speech and below_logprob:
+            needs_fallback = False  # silence: no hotter retry
+        # A window is skipped on its no-speech probability alone unless logprob_threshold is set and its
+        # average log-probability is above it (OpenAI's transcribe()).
+        skipped = no_speech and not (options.logprob_threshold is not None
+                                     and avg_logprob > options.logprob_threshold)
         next_temperature = round(window.temperature + options.temperature_increment, 6)
-        if needs_fallback and not silent and options.temperature_increment > 0 and next_temperature <= 1.0:
+        if needs_fallback and options.temperature_increment > 0 and next_temperature <= 1.0:
             self.counters.fallbacks += 1
             waiting.appendleft(_Window(job, window.seek, window.segment_size, next_temperature, window.features,
                                        self.clock()))
@@ -625,7 +626,7 @@ class WhisperEngine:
         features, window.features = window.features, None
         job.tokens += len(tokens)
         self.counters.tokens += len(tokens)
-        if silent:
+        if skipped:
             job.seek += window.segment_size
         else:
             forced = len(tokens) >= active.budget
@@ -640,10 +641,12 @@ class WhisperEngine:
                 offset = window.seek * HOP_LENGTH / SAMPLE_RATE
                 job.words.extend((word, round(offset + start, 3), round(offset + end, 3)) for word, start, end in
                                  word_times(self.model, t, prefix, text_tokens, features, window.segment_size))
-            job.all_tokens.extend(tokens)
+            # Only the segments' tokens become context: where seek goes back to the last timestamp pair, the
+            # tokens after it are decoded again by the next window.
+            job.all_tokens.extend(tok for segment in segments for tok in segment.tokens)
             job.seek += advance
-        if window.temperature > 0.5:
-            job.prompt_reset_since = len(job.all_tokens)
+            if not options.condition_on_previous_text or window.temperature > 0.5:
+                job.prompt_reset_since = len(job.all_tokens)
         if job.seek < job.content_frames:
             waiting.appendleft(self._window(job, max(job.options.temperature, 0.0)))
         else:
