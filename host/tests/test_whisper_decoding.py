@@ -64,7 +64,8 @@ def test_batched_equals_one_by_one(model: WhisperModel) -> None:
 
 def _reference_greedy(model: WhisperModel, audio: torch.Tensor, prompt: List[int], budget: int) -> List[int]:
     """Greedy decoding without timestamps by full recompute: every step runs the decoder over the whole
-    sequence (no cache), with Whisper's suppression of special tokens and of blank at the start."""
+    sequence (no cache), with Whisper's suppression of special tokens, of non-speech symbols and of blank at
+    the start."""
     t = tiny_tokenizer()
     mel = log_mel_spectrogram(audio, 80)[:, :N_FRAMES]
     xa = model.encoder(mel[None].double())
@@ -74,6 +75,7 @@ def _reference_greedy(model: WhisperModel, audio: torch.Tensor, prompt: List[int
         logits = model.decoder.forward_full(torch.tensor([tokens]), xa)[0, -1]
         forbid = torch.zeros_like(logits, dtype=torch.bool)
         forbid[t.eot + 1:] = True  # specials and timestamps
+        forbid[t.non_speech_tokens()] = True
         if not out:
             forbid[[*t.space_tokens(), t.eot]] = True
         token = int(logits.masked_fill(forbid, float("-inf")).argmax())

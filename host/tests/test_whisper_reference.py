@@ -3,6 +3,7 @@
 it follows. Tiny config on the CPU."""
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from typing import Any, Dict, Iterator, List
 
@@ -11,8 +12,10 @@ import torch
 
 from voxmux_host.models.whisper.config import N_FRAMES, TINY
 from voxmux_host.models.whisper.decoding import EngineOptions, RequestOptions, WhisperEngine, _Active, _Job, _Window
+from voxmux_host.models.whisper.features import log_mel_spectrogram
 from voxmux_host.models.whisper.model import WhisperModel, build_model
-from voxmux_host.models.whisper.tokenizer import tiny_tokenizer
+from voxmux_host.models.whisper.tokenizer import (LANGUAGES, WhisperTokenizer, bytes_to_unicode, special_tokens,
+                                                  synthetic_tokenizer, tiny_tokenizer)
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +124,95 @@ def test_the_compression_ratio_is_that_of_the_stripped_text(model: WhisperModel)
     waiting = _finished(engine, job, t.encode(" " + text))
     assert engine.counters.fallbacks == 0 and not waiting
     assert [s.text for s in job.segments] == [" " + text]
+
+
+# ------------------------------------------------------------------------------ logit rules
+
+
+@pytest.mark.parametrize("symbol", ["(", "[", '"', "#"])
+def test_non_speech_symbols_are_suppressed(model: WhisperModel, symbol: str) -> None:
+    """decoding.py:106 (suppress_tokens "-1" by default), 617-623 (-1: tokenizer.non_speech_tokens) and
+    tokenizer.py:242-272: symbols such as ( [ " # that are one token are never sampled. Here the model's
+    logits favour the symbol in the middle of a text; the reference would pick the next best token."""
+    t = tiny_tokenizer()
+    engine = _engine(model, slots=1, batch_sizes=(1,))
+    [symbol_id] = t.encode(symbol)
+    the = t.encode(" the")[0]
+    st = engine.state
+    st.timestamps[0], st.sampled[0], st.budget[0], st.last[0], st.penult[0] = False, 3, 100, the, the
+    logits = torch.zeros(1, TINY.n_vocab, dtype=torch.float64)
+    logits[0, symbol_id] = 20.0
+    logits[0, the] = 10.0
+    token, _ = engine._select(logits, 1)
+    assert int(token) == the, f"sampled {t.decode([int(token)])!r}"
+
+
+def test_a_window_after_a_long_prompt_samples_up_to_the_text_context(model: WhisperModel) -> None:
+    """decoding.py:526-538 (_get_initial_tokens: <|startofprev|> and the prompt's last n_ctx // 2 - 1 = 223
+    tokens before the start-of-transcript sequence) and 665-686 (_main_loop: sample_len = 224 steps, stopping
+    after the one whose token makes the sequence longer than n_ctx = 448): after 227 prompt tokens, up to 449
+    - 227 = 222 tokens are sampled, the last one from position 447."""
+    t = tiny_tokenizer()
+    engine = _engine(model, slots=1, batch_sizes=(1,))
+    prompt = " ".join(["the cat sat on the mat"] * 60)
+    assert len(t.encode(" " + prompt)) > 223
+    engine.submit([torch.zeros(16000)], [RequestOptions(language="en", prompt=prompt)])
+    engine.tick()
+    active = engine._slots[0]
+    assert active is not None and len(engine._prompt(active.window)) == 227
+    assert active.budget == 222
+
+
+# ------------------------------------------------------------------------------ English-only models
+
+
+def _english_only_tokenizer() -> WhisperTokenizer:
+    """OpenAI's "gpt2" encoding layout for the .en models: 50256 base tokens, <|endoftext|> 50256, 99
+    languages (tokenizer.py:331-357): 51864 tokens."""
+    byte_encoder = bytes_to_unicode()
+    vocab = {byte_encoder[b]: b for b in range(256)}
+    for i in range(256, 50256):
+        vocab[f"w{i}"] = i
+    return WhisperTokenizer.from_vocab(vocab, [], special_tokens(50256, LANGUAGES[:99]))
+
+
+def test_an_english_only_model_is_prompted_with_startoftranscript_alone() -> None:
+    """tokenizer.py:382-389 (get_tokenizer: an English-only model's tokenizer has language and task None)
+    and 152-159 (so sot_sequence is just <|startoftranscript|>): the .en checkpoints (n_vocab 51864) were
+    trained without <|en|><|transcribe|> after <|startoftranscript|>."""
+    t = _english_only_tokenizer()
+    model = build_model(dataclasses.replace(TINY, n_vocab=51864), seed=1)
+    assert not model.is_multilingual
+    engine = WhisperEngine(model, t, torch.device("cpu"), torch.float32, EngineOptions(slots=1, batch_sizes=(1,)))
+    batch = engine.submit([torch.zeros(16000), torch.zeros(16000)],
+                          [RequestOptions(), RequestOptions(timestamps=False)])
+    with_ts, without_ts = batch.jobs
+    assert engine._prompt(_Window(with_ts, 0, 100, 0.0)) == [t.sot]
+    assert engine._prompt(_Window(without_ts, 0, 100, 0.0)) == [t.sot, t.no_timestamps]
+
+
+def test_an_english_only_models_no_speech_probability_is_read_at_startoftranscript() -> None:
+    """decoding.py:672-676: the no-speech probability is the softmax of the first forward pass's logits at
+    <|startoftranscript|>, which for an English-only model is the whole initial sequence."""
+    t = _english_only_tokenizer()
+    model = build_model(dataclasses.replace(TINY, n_vocab=51864), seed=1).double()
+    engine = WhisperEngine(model, t, torch.device("cpu"), torch.float64,
+                           EngineOptions(slots=1, batch_sizes=(1,), no_speech_threshold=None))
+    audio = torch.randn(16000, generator=torch.Generator().manual_seed(2)) * 0.1
+    engine.submit([audio], [RequestOptions()])
+    engine.tick()
+    active = engine._slots[0]
+    assert active is not None and engine._prompt(active.window) == [t.sot]
+    mel = log_mel_spectrogram(audio, 80)[:, :100]
+    with torch.no_grad():
+        xa = model.encoder(torch.nn.functional.pad(mel, (0, N_FRAMES - 100))[None].double())
+        logits = model.decoder.forward_full(torch.tensor([[t.sot]]), xa)[0, 0]
+    assert active.no_speech_prob == pytest.approx(float(logits.softmax(dim=-1)[t.no_speech]), rel=1e-9)
+
+
+def test_the_synthetic_tokenizer_of_an_english_only_vocabulary_has_openais_layout() -> None:
+    """tokenizer.py:331-357 and model.py:303-308 (num_languages = n_vocab - 51765 - multilingual): a
+    51864-token vocabulary (the .en models) has 99 languages and <|endoftext|> at 50256, its timestamps
+    from 50363."""
+    t = synthetic_tokenizer(51864)
+    assert (len(t.languages), t.eot, t.sot, t.no_timestamps, t.timestamp_begin) == (99, 50256, 50257, 50362, 50363)

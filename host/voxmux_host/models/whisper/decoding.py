@@ -32,9 +32,9 @@ sampled ones (temperature above 0) draw other random numbers, as the wasted step
 
 The step (:meth:`WhisperEngine._step`) reads and writes only static tensors (:class:`StepState`, the
 cache): the decoder on each slot's last token at its position, Whisper's logit rules (suppressed special
-tokens, blank suppression at the start, the timestamp rules of OpenAI's ``ApplyTimestampRules``, the
-forced end-of-text of the budget), then argmax, or Gumbel-max sampling for slots with a temperature. On
-CUDA it is captured once per batch size (rows ``0..b-1``) and replayed.
+tokens and non-speech symbols, blank suppression at the start, the timestamp rules of OpenAI's
+``ApplyTimestampRules``, the forced end-of-text of the budget), then argmax, or Gumbel-max sampling for
+slots with a temperature. On CUDA it is captured once per batch size (rows ``0..b-1``) and replayed.
 """
 from __future__ import annotations
 
@@ -249,7 +249,11 @@ class WhisperEngine:
         self.vocab = vocab
         self.is_timestamp = vocab >= t.timestamp_begin
         self.is_text = vocab < t.eot
-        self.suppress = (vocab > t.eot) & (vocab < t.timestamp_begin)  # sot, languages, tasks, sot_prev...
+        # Special tokens (sot, languages, tasks, sot_prev...) and OpenAI's non-speech symbols (its default
+        # suppress_tokens "-1"): speaker tags, music notes, bracketed annotations.
+        suppress = (vocab > t.eot) & (vocab < t.timestamp_begin)
+        suppress[t.non_speech_tokens()] = True
+        self.suppress = suppress
         blank = torch.zeros(config.n_vocab, dtype=torch.bool, device=device)
         blank[[*t.space_tokens(), t.eot]] = True
         self.blank = blank
@@ -557,7 +561,9 @@ class WhisperEngine:
         st = self.state
         budgets = []
         for k, (w, prompt) in enumerate(zip(group, prompts)):
-            budget = min(config.n_text_ctx // 2, config.n_text_ctx - len(prompt))
+            # OpenAI samples n_text_ctx / 2 tokens, or until the sequence is longer than n_text_ctx: the last
+            # token sampled comes from position n_text_ctx - 1 and is never fed back.
+            budget = min(config.n_text_ctx // 2, config.n_text_ctx + 1 - len(prompt))
             per_second = self.options.max_tokens_per_audio_second
             if per_second is not None:
                 budget = min(budget, math.ceil(per_second * w.segment_size * HOP_LENGTH / SAMPLE_RATE))
@@ -578,18 +584,26 @@ class WhisperEngine:
         """Every prompt but its last token (the first step feeds that one) in one decoder call, the shorter
         ones padded at the end: a padded position's keys and values are overwritten by the step that reaches
         that position before any query attends to it. Returns each prompt's no-speech probability (at its
-        ``<|startoftranscript|>``)."""
+        ``<|startoftranscript|>``): a prompt that ends there (an English-only model's) is prefilled whole, and
+        the first step writes the same keys and values at its last position again."""
         t = self.tokenizer
-        longest = max(len(p) for p in prompts) - 1
-        if longest < 1:
-            return [0.0] * len(prompts)
-        tokens = torch.tensor([p[:-1] + [t.eot] * (longest - len(p) + 1) for p in prompts], device=self.device)
+        sot_at = [p.index(t.sot) for p in prompts]
+        lengths = [max(len(p) - 1, at + 1) for p, at in zip(prompts, sot_at)]
+        longest = max(lengths)
+        tokens = torch.tensor([p[:n] + [t.eot] * (longest - n) for p, n in zip(prompts, lengths)], device=self.device)
         positions = torch.arange(longest, device=self.device).expand(len(prompts), -1)
         hidden = self.model.decoder.forward_cached(self.cache, tokens, positions, slot_index)
-        sot_at = torch.tensor([p.index(t.sot) for p in prompts], device=self.device)
-        at_sot = hidden[torch.arange(len(prompts), device=self.device), sot_at]
+        rows = torch.arange(len(prompts), device=self.device)
+        at_sot = hidden[rows, torch.tensor(sot_at, device=self.device)]
         probs = torch.softmax(self.model.decoder.logits(at_sot), dim=-1)[:, t.no_speech]
-        return [float(p) if len(prompt) > 1 else 0.0 for p, prompt in zip(probs.tolist(), prompts)]
+        return [float(p) for p in probs.tolist()]
+
+    def _sot_sequence(self, job: _Job) -> List[int]:
+        """``<|startoftranscript|>``, then the language and the task for a multilingual model: an English-only
+        model was trained on ``<|startoftranscript|>`` alone (OpenAI's tokenizer for it has neither)."""
+        if not self.model.is_multilingual:
+            return [self.tokenizer.sot]
+        return self.tokenizer.sot_sequence(job.language, job.options.task)
 
     def _prompt(self, window: _Window) -> List[int]:
         job, t = window.job, self.tokenizer
@@ -597,7 +611,7 @@ class WhisperEngine:
         context = job.all_tokens[job.prompt_reset_since:]
         if context:
             prompt = [t.sot_prev, *context[-(self.config.n_text_ctx // 2 - 1):]]
-        prompt += t.sot_sequence(job.language, job.options.task)
+        prompt += self._sot_sequence(job)
         if not job.options.timestamps:
             prompt.append(t.no_timestamps)
         return prompt
@@ -637,7 +651,7 @@ class WhisperEngine:
             job.segments.extend(segments)
             if job.options.word_timestamps and features is not None:
                 text_tokens = [tok for s in segments for tok in s.tokens if tok < t.eot]
-                prefix = t.sot_sequence(job.language, job.options.task)
+                prefix = self._sot_sequence(job)
                 offset = window.seek * HOP_LENGTH / SAMPLE_RATE
                 job.words.extend((word, round(offset + start, 3), round(offset + end, 3)) for word, start, end in
                                  word_times(self.model, t, prefix, text_tokens, features, window.segment_size))

@@ -141,6 +141,23 @@ class WhisperTokenizer:
     def space_tokens(self) -> List[int]:
         return self.encode(" ")
 
+    def non_speech_tokens(self) -> List[int]:
+        """OpenAI's ``Tokenizer.non_speech_tokens``: symbols of speaker tags and annotations (``[DAVID]``,
+        ``( SPEAKING FOREIGN LANGUAGE )``, ``♪♪♪``) that are one token, with or without a leading space, the
+        first token of the music notes, and " -" and " '" (allowed between words, not at a word's start);
+        basic punctuation is kept."""
+        symbols = list('"#()*+/:;<=>@[\\]^_`{|}~「」『』')
+        symbols += "<< >> <<< >>> -- --- -( -[ (' (\" (( )) ((( ))) [[ ]] {{ }} ♪♪ ♪♪♪".split()
+        # U+2640..U+267F share the first two bytes of their UTF-8 form: where a note is several tokens, its
+        # first is suppressed.
+        miscellaneous = set("♩♪♫♬♭♮♯")
+        result = {self.encode(" -")[0], self.encode(" '")[0]}
+        for symbol in symbols + sorted(miscellaneous):
+            for tokens in (self.encode(symbol), self.encode(" " + symbol)):
+                if len(tokens) == 1 or symbol in miscellaneous:
+                    result.add(tokens[0])
+        return sorted(result)
+
     @staticmethod
     def from_vocab(vocab: Dict[str, int], merges: Sequence[Tuple[str, str]], added: Dict[str, int]) -> "WhisperTokenizer":
         """Special ids by their text in ``added`` or ``vocab``, else by OpenAI's order after ``<|endoftext|>``."""
@@ -294,9 +311,10 @@ def write_tokenizer_files(path: str, vocab: Dict[str, int], merges: Sequence[Tup
 
 def synthetic_tokenizer(n_vocab: int) -> WhisperTokenizer:
     """A tokenizer of ``n_vocab`` tokens for random weights without tokenizer files: the 256 byte tokens, then
-    made-up letter pieces (no merges, so text encodes to bytes), then the special tokens (99 languages for a
-    51865-token model, 100 otherwise)."""
-    languages = LANGUAGES[:99] if n_vocab == 51865 else LANGUAGES
+    made-up letter pieces (no merges, so text encodes to bytes), then the special tokens in OpenAI's layout:
+    99 languages for a 51864-token (English-only, ``<|endoftext|>`` 50256) or 51865-token model, 100
+    otherwise."""
+    languages = LANGUAGES[:99] if n_vocab in (51864, 51865) else LANGUAGES
     base_size = n_vocab - TIMESTAMP_COUNT - 8 - len(languages)
     if base_size < 256:
         raise ValueError(f"Expected at least {256 + TIMESTAMP_COUNT + 8 + len(languages)} tokens: got {n_vocab}")
