@@ -216,3 +216,49 @@ def test_the_synthetic_tokenizer_of_an_english_only_vocabulary_has_openais_layou
     from 50363."""
     t = synthetic_tokenizer(51864)
     assert (len(t.languages), t.eot, t.sot, t.no_timestamps, t.timestamp_begin) == (99, 50256, 50257, 50362, 50363)
+
+
+# ------------------------------------------------------------------------------ language detection
+
+
+def test_the_language_is_detected_on_the_first_30_s_of_the_padded_spectrogram() -> None:
+    """transcribe.py:139-155: the language is detected on pad_or_trim(mel, N_FRAMES), the first 3000 frames of
+    the spectrogram of the audio followed by 30 s of zeros (the padding's log-mel, at the floor 8 below the
+    maximum), as test_whisper_decoding's test_language_is_detected_from_the_first_step computes it, not on
+    the clip's decode window, whose frames past a short clip's end are 0.0 (_mels). A model whose <|de|>
+    token row points between the two <|startoftranscript|> states tells them apart: the reference input
+    gives de (logit +3.2, every other language 0), the decode window en."""
+    t = tiny_tokenizer()
+    model = build_model(TINY, seed=5).double()
+    audio = torch.randn(3 * 16000, generator=torch.Generator().manual_seed(9)) * 0.1
+    mel = log_mel_spectrogram(audio, 80)
+    frames = mel.shape[-1] - N_FRAMES  # 300
+
+    def state_at_sot(window: torch.Tensor) -> torch.Tensor:
+        decoder = model.decoder
+        with torch.no_grad():
+            xa = model.encoder(window[None].double())
+            x = (decoder.token_embedding(torch.tensor([[t.sot]])) + decoder.positional_embedding[:1]).double()
+            for block in decoder.blocks:
+                x = block(x, xa, mask=None)
+            state: torch.Tensor = decoder.ln(x)[0, 0]
+            return state
+
+    reference = state_at_sot(mel[:, :N_FRAMES])
+    engine_input = state_at_sot(torch.nn.functional.pad(mel[:, :frames], (0, N_FRAMES - frames)))
+    row = reference - float(reference @ engine_input) / float(engine_input @ engine_input) * engine_input
+    row = row - 0.5 * float(row @ reference) / float(engine_input @ reference) * engine_input
+    with torch.no_grad():
+        for code in t.languages:
+            model.decoder.token_embedding.weight[t.language_ids[code]] = 0.0
+        model.decoder.token_embedding.weight[t.language_ids["de"]] = 100.0 * row
+    ids = torch.tensor([t.language_ids[c] for c in t.languages])
+    with torch.no_grad():
+        xa = model.encoder(mel[None, :, :N_FRAMES].double())
+        logits = model.decoder.forward_full(torch.tensor([[t.sot]]), xa)[0, 0]
+    expected = t.languages[int(logits[ids].argmax())]
+    assert expected == "de"
+    engine = WhisperEngine(model, t, torch.device("cpu"), torch.float64,
+                           EngineOptions(slots=1, batch_sizes=(1,), max_tokens_per_audio_second=2.0,
+                                         temperature_increment=0.0, no_speech_threshold=None))
+    assert engine.transcribe([audio], [RequestOptions()])[0].language == expected

@@ -28,7 +28,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``stepAhead`` | false | each decode step is launched before the previous step's tokens are read, so that the host's work on them (ending windows, joins) overlaps a step on the GPU; a window's end is seen one step later (decoding.py) |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel |
 
-Per request: ``language`` (an ISO 639-1 code the model knows; detected from the first window when absent),
+Per request: ``language`` (an ISO 639-1 code the model knows; detected from the first 30 s when absent),
 ``prompt`` (previous-text conditioning), ``task`` (transcribe, or translate into English) and ``temperature``
 (the first decoding's; fallback goes on from there). Word timestamps come from the decoder's cross-attention
 (alignment.py).

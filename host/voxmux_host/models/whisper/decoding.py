@@ -7,9 +7,12 @@ its options, its seek position); each job's next 30 s *window* waits in a queue.
 waiting windows in groups (one encoder call for the group, its cross-attention keys and values written
 into the slots, language detection from one decoder step on ``<|startoftranscript|>`` where the request
 gave no language, the prompt prefilled); then every step decodes one token for all occupied slots at
-once. A window ends at ``<|endoftext|>`` (or at its token budget, where end-of-text is forced) and frees its
-slot at once: the next window of its job (seek moved by its timestamps, its finished segments as context),
-a retry at a higher temperature (fallback), or another job's window joins while the others keep decoding. A group
+once. The language is detected on the first 30 s of the audio, as OpenAI's ``transcribe()`` does: for a
+clip shorter than that, on the spectrogram of the clip followed by silence, which the encoder call of its
+first window computes beside the window's own. A window ends at ``<|endoftext|>`` (or at its token budget,
+where end-of-text is forced) and frees its slot at once: the next window of its job (seek moved by its
+timestamps, its finished segments as context), a retry at a higher temperature (fallback), or another
+job's window joins while the others keep decoding. A group
 joins when a quarter of the slots are free or nothing decodes, so that the encoder runs on several
 windows at a time; while slots decode, a join can also wait for ``join_min_windows`` waiting windows
 (or as many as there are free slots) unless the oldest has waited ``join_max_wait_s``: every join stalls
@@ -166,6 +169,8 @@ class _Window:
     temperature: float
     features: Optional[torch.Tensor] = None  # encoder output [1500, D], kept for a fallback retry
     queued_at: float = 0.0  # the engine's clock when it began to wait
+    #: The encoder's output for language detection where it is not ``features`` (WhisperEngine._detects_apart).
+    detection_features: Optional[torch.Tensor] = None
 
 
 @dataclass
@@ -507,14 +512,37 @@ class WhisperEngine:
             mels.append(torch.nn.functional.pad(mel, (0, N_FRAMES - mel.shape[-1])))
         return torch.stack(mels).to(self.dtype)
 
+    @staticmethod
+    def _detects_apart(window: _Window) -> bool:
+        """Whether the window's language is detected on an input of its own. OpenAI detects on the first 30 s
+        of the spectrogram of the audio followed by 30 s of zeros, whose frames past a short clip's end are
+        the log-mel of that silence; the clip's window is padded with 0.0 there."""
+        return window.job.language is None and window.segment_size < N_FRAMES
+
+    def _encoder_input(self, windows: List[_Window]) -> Tuple[torch.Tensor, List[_Window]]:
+        """The windows' spectrograms (:meth:`_mels`), then the detection inputs of those that need their own
+        (one encoder call for both), and the latter windows."""
+        mels = self._mels(windows)
+        detecting = [w for w in windows if self._detects_apart(w)]
+        if detecting:
+            mels = torch.cat([mels, torch.stack([w.job.mel[:, :N_FRAMES] for w in detecting]).to(self.dtype)])
+        return mels, detecting
+
+    @staticmethod
+    def _keep_features(windows: List[_Window], detecting: List[_Window], features: torch.Tensor) -> None:
+        for w, f in zip(windows, features):
+            w.features = f
+        for w, f in zip(detecting, features[len(windows):]):
+            w.detection_features = f
+
     def _encode(self, group: List[_Window]) -> None:
         """The encoder's output for each window of the group that has none yet (a fallback keeps its own)."""
         to_encode = [w for w in group if w.features is None]
         if to_encode:
-            features = self.model.encoder(self._mels(to_encode))
+            mels, detecting = self._encoder_input(to_encode)
+            features = self.model.encoder(mels)
             self.counters.encoder_calls += 1
-            for w, f in zip(to_encode, features):
-                w.features = f
+            self._keep_features(to_encode, detecting, features)
 
     def _encode_beside(self, group: List[_Window], slots: List[int]) -> _Encoding:
         """Starts the group's encoder call on the encoding stream (CUDA) and holds its slots."""
@@ -524,7 +552,7 @@ class WhisperEngine:
             return _Encoding(group, slots, is_done=lambda: True, wait=lambda: None)
         main = torch.cuda.current_stream(self.device)
         to_encode = [w for w in group if w.features is None]
-        mels = self._mels(to_encode) if to_encode else None
+        mels, detecting = self._encoder_input(to_encode) if to_encode else (None, [])
         side.wait_stream(main)  # type: ignore[no-untyped-call]
         done = torch.cuda.Event()  # type: ignore[no-untyped-call]
         with torch.cuda.stream(side):
@@ -534,8 +562,7 @@ class WhisperEngine:
                 # Made on one stream, used on the other: the allocator must not reuse either too soon.
                 mels.record_stream(side)  # type: ignore[arg-type]
                 features.record_stream(main)
-                for w, f in zip(to_encode, features):
-                    w.features = f
+                self._keep_features(to_encode, detecting, features)
             done.record(side)  # type: ignore[no-untyped-call]
 
         def wait() -> None:
@@ -547,7 +574,10 @@ class WhisperEngine:
         """The encoded group enters its slots: cross-attention keys and values, language, prompt."""
         config, t = self.config, self.tokenizer
         slot_index = torch.tensor(free, device=self.device)
-        self.model.decoder.fill_cross(self.cache, slot_index, torch.stack([w.features for w in group]))  # type: ignore[misc]
+        # A window detected on an input of its own has its slot filled from that input first, then again.
+        apart = [k for k, w in enumerate(group) if w.detection_features is not None]
+        cross = [w.features if w.detection_features is None else w.detection_features for w in group]
+        self.model.decoder.fill_cross(self.cache, slot_index, torch.stack(cross))  # type: ignore[arg-type]
         detect = [k for k, w in enumerate(group) if w.job.language is None]
         if detect:
             rows = slot_index[detect]
@@ -556,6 +586,11 @@ class WhisperEngine:
             logits = self.model.decoder.logits(hidden[:, 0])[:, self.language_tokens]
             for k, choice in zip(detect, logits.argmax(dim=-1).tolist()):
                 group[k].job.language = t.languages[int(choice)]
+        if apart:
+            features = torch.stack([group[k].features for k in apart])  # type: ignore[misc]
+            self.model.decoder.fill_cross(self.cache, slot_index[apart], features)
+            for k in apart:
+                group[k].detection_features = None
         prompts = [self._prompt(w) for w in group]
         no_speech = self._prefill(prompts, slot_index)
         st = self.state
