@@ -24,6 +24,14 @@ def model() -> Iterator[WhisperModel]:
     yield build_model(TINY, seed=5).double()
 
 
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def _engine(model: WhisperModel, clock: Any = None, **options: Any) -> WhisperEngine:
     merged: Dict[str, Any] = {"slots": 4, "batch_sizes": (1, 2, 4), "temperature_increment": 0.0,
                               "no_speech_threshold": None, **options}
@@ -216,6 +224,29 @@ def test_the_synthetic_tokenizer_of_an_english_only_vocabulary_has_openais_layou
     from 50363."""
     t = synthetic_tokenizer(51864)
     assert (len(t.languages), t.eot, t.sot, t.no_timestamps, t.timestamp_begin) == (99, 50256, 50257, 50362, 50363)
+
+
+# ------------------------------------------------------------------------------ joins
+
+
+def test_a_join_waits_no_longer_than_join_max_wait_for_the_oldest_window(model: WhisperModel) -> None:
+    """EngineOptions.join_max_wait_s: waiting windows join "unless the oldest of them has waited this long".
+    A window that ends puts its request's next window at the *front* of the queue (_finish: appendleft),
+    stamped now: the wait measured is that of the oldest window, wherever it is in the queue."""
+    t = tiny_tokenizer()
+    clock = _Clock()
+    engine = _engine(model, clock=clock, join_min_windows=4, join_max_wait_s=1.0)
+    other = _Job(1, RequestOptions(language="en"), torch.zeros(1), 500, "en")
+    engine._waiting.append(engine._window(other, 0.0))  # waits from t = 0
+    clock.now = 9.9
+    job = _Job(0, RequestOptions(language="en"), torch.zeros(1), 2 * N_FRAMES, "en")
+    ts = t.timestamp_begin
+    window = _Window(job, 0, N_FRAMES, 0.0)
+    engine._finish(_Active(window, 224, [ts, *t.encode(" the cat"), ts + 50, ts + 50]), engine._waiting)
+    assert len(engine._waiting) == 2  # the request's next window, then the one waiting since t = 0
+    engine._slots[0] = _Active(_Window(job, 0, N_FRAMES, 0.0), 224)  # one slot still decodes
+    clock.now = 10.0
+    assert engine._may_join(3, 1), "the oldest window has waited 10 s, join_max_wait_s is 1 s"
 
 
 # ------------------------------------------------------------------------------ language detection

@@ -486,8 +486,12 @@ class WhisperEngine:
         options, waiting = self.options, self._waiting
         if free < max(1, math.ceil(options.slots / 4)):
             return False
-        return (len(waiting) >= min(options.join_min_windows, free)
-                or self.clock() - waiting[0].queued_at >= options.join_max_wait_s)
+        if len(waiting) >= min(options.join_min_windows, free):
+            return True
+        # The oldest is not always first: a request's next window and a fallback retry go to the front. Fewer
+        # than join_min_windows wait here, so the scan is short.
+        oldest = min(w.queued_at for w in waiting)
+        return self.clock() - oldest >= options.join_max_wait_s
 
     def results(self, batch: DecodeBatch) -> List[Transcription]:
         """A done batch's transcriptions, in the order submitted."""
