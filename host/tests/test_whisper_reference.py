@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Tuple
 
+import numpy as np
 import pytest
 import torch
 
+from voxmux_host.models.whisper.alignment import (WordTiming, dtw, median_filter, merge_punctuations, split_words,
+                                                  word_times)
 from voxmux_host.models.whisper.config import N_FRAMES, TINY
-from voxmux_host.models.whisper.decoding import EngineOptions, RequestOptions, WhisperEngine, _Active, _Job, _Window
+from voxmux_host.models.whisper.decoding import (EngineOptions, RequestOptions, WhisperEngine, _Active, _Job,
+                                                 _Window)
 from voxmux_host.models.whisper.features import log_mel_spectrogram
 from voxmux_host.models.whisper.model import WhisperModel, build_model
 from voxmux_host.models.whisper.tokenizer import (LANGUAGES, WhisperTokenizer, bytes_to_unicode, special_tokens,
@@ -226,6 +230,91 @@ def test_the_synthetic_tokenizer_of_an_english_only_vocabulary_has_openais_layou
     assert (len(t.languages), t.eot, t.sot, t.no_timestamps, t.timestamp_begin) == (99, 50256, 50257, 50362, 50363)
 
 
+# ------------------------------------------------------------------------------ word timestamps
+
+
+def _openai_find_alignment(model: WhisperModel, t: WhisperTokenizer, sot_sequence: List[int],
+                           text_tokens: List[int], xa: torch.Tensor, num_frames: int) -> List[Tuple[str, float, float]]:
+    """timing.py:162-237 (find_alignment) with the heads of the decoder's second half (model.py's default
+    alignment heads) and medfilt_width 7: the QKs cut to num_frames // 2 *before* their softmax
+    (timing.py:208-209), the rows from len(sot_sequence) (the <|notimestamps|> row, which predicts the first
+    text token) to the one before <|endoftext|> (timing.py:215), words split with <|endoftext|> as the last
+    (timing.py:218), so the last word ends where the end-of-text row starts (timing.py:231)."""
+    tokens = torch.tensor([*sot_sequence, t.no_timestamps, *text_tokens, t.eot])
+    decoder = model.decoder
+    length = tokens.shape[0]
+    x = (decoder.token_embedding(tokens[None]) + decoder.positional_embedding[:length]).to(xa.dtype)
+    causal = torch.ones(length, length, dtype=torch.bool).tril()
+    qks = []
+    with torch.no_grad():
+        for index, block in enumerate(decoder.blocks):
+            x = x + block.attn(block.attn_ln(x), mask=causal)
+            cross = block.cross_attn
+            h = block.cross_attn_ln(x)
+            q, k, v = cross.heads(cross.query(h)), cross.heads(cross.key(xa[None])), cross.heads(cross.value(xa[None]))
+            qk = (q @ k.transpose(-1, -2)).float() * (q.shape[-1] ** -0.5)
+            if index >= len(decoder.blocks) // 2:
+                qks.append(qk[0])
+            x = x + cross.merge(qk.softmax(dim=-1).to(v.dtype) @ v)
+            x = x + block.mlp(block.mlp_ln(x))
+    weights = torch.cat(qks)[:, :, : num_frames // 2].softmax(dim=-1)
+    std, mean = torch.std_mean(weights, dim=-2, keepdim=True, unbiased=False)
+    weights = median_filter((weights - mean) / std, 7)
+    matrix = weights.mean(dim=0)[len(sot_sequence):-1]
+    text_indices, time_indices = dtw(-matrix.double().numpy())
+    words: List[List[int]] = []
+    for token in text_tokens:
+        if not words or t.decode([token]).startswith(" "):
+            words.append([token])
+        else:
+            words[-1].append(token)
+    words.append([t.eot])
+    boundaries = np.pad(np.cumsum([len(w) for w in words[:-1]]), (1, 0))
+    jumps = np.pad(np.diff(text_indices), (1, 0), constant_values=1).astype(bool)
+    jump_times = time_indices[jumps] / 50
+    return [(t.decode(w).strip(), round(float(s), 3), round(float(e), 3))
+            for w, s, e in zip(words[:-1], jump_times[boundaries[:-1]], jump_times[boundaries[1:]])]
+
+
+def test_word_times_follow_openais_find_alignment(model: WhisperModel) -> None:
+    t = tiny_tokenizer()
+    generator = torch.Generator().manual_seed(3)
+    audio = torch.randn(4 * 16000, generator=generator) * 0.1
+    frames = 400
+    mel = torch.nn.functional.pad(log_mel_spectrogram(audio, 80)[:, :frames], (0, N_FRAMES - frames))
+    with torch.no_grad():
+        xa = model.encoder(mel[None].double())[0]
+    prefix = t.sot_sequence("en", "transcribe")
+    text = t.encode(" the quick brown fox jumps over the lazy dog")
+    expected = _openai_find_alignment(model, t, prefix, text, xa, frames)
+    got = word_times(model, t, prefix, text, xa, frames, "en")
+    assert got == expected
+
+
+def test_words_are_split_at_punctuation_and_punctuation_is_merged_as_transcribe_does() -> None:
+    """tokenizer.py:285-315 (split_tokens_on_spaces: a piece that is punctuation starts a word) and
+    timing.py:240-273 with transcribe()'s defaults (merge_punctuations: a closing mark joins the word before
+    it, which keeps its times; an opening mark after a space joins the word after it)."""
+    t = tiny_tokenizer()
+    tokens = t.encode(" hello, the cat.")
+    words = split_words(t, tokens, "en")
+    assert [t.decode(w) for w in words] == [" hello", ",", " the", " cat", "."]
+    timed = [WordTiming(" hello", 0.0, 0.4), WordTiming(",", 0.4, 0.5), WordTiming(" -", 0.5, 0.6),
+             WordTiming(" the", 0.6, 0.8), WordTiming(" cat", 0.8, 1.0), WordTiming(".", 1.0, 1.1)]
+    merge_punctuations(timed)
+    assert [(w.text, w.start, w.end) for w in timed] == [
+        (" hello,", 0.0, 0.4), ("", 0.4, 0.5), ("", 0.5, 0.6), (" - the", 0.6, 0.8), (" cat.", 0.8, 1.0),
+        ("", 1.0, 1.1)]
+
+
+def test_dtw_breaks_ties_and_rounds_sums_as_openais_dtw_cpu() -> None:
+    """timing.py:75-103 (dtw_cpu): float32 sums; the diagonal or up only where strictly cheapest, else
+    left. Both matrices below tie there ([[1, 1e-9], [2e-9, 0]] only in float32)."""
+    for cost in (np.zeros((2, 2)), np.array([[1.0, 1e-9], [2e-9, 0.0]])):
+        rows, cols = dtw(cost)
+        assert (rows.tolist(), cols.tolist()) == ([0, 1, 1], [0, 0, 1])
+
+
 # ------------------------------------------------------------------------------ joins
 
 
@@ -293,3 +382,20 @@ def test_the_language_is_detected_on_the_first_30_s_of_the_padded_spectrogram() 
                            EngineOptions(slots=1, batch_sizes=(1,), max_tokens_per_audio_second=2.0,
                                          temperature_increment=0.0, no_speech_threshold=None))
     assert engine.transcribe([audio], [RequestOptions()])[0].language == expected
+
+
+def test_words_of_languages_without_spaces_are_split_at_each_character(model: WhisperModel) -> None:
+    """tokenizer.py:277-283 (split_to_word_tokens): for zh, ja, th, lo, my and yue the words are split
+    wherever the tokens decode to whole code points (split_tokens_on_unicode), not at spaces: the word
+    timestamps of 你好世界 are four words, not one."""
+    t = tiny_tokenizer()
+    engine = _engine(model, slots=1, batch_sizes=(1,))
+    mel = torch.zeros(80, 2 * N_FRAMES, dtype=torch.float64)
+    job = _Job(0, RequestOptions(language="zh", word_timestamps=True), mel, 400, "zh")
+    window = _Window(job, 0, 400, 0.0)
+    with torch.no_grad():
+        window.features = model.encoder(mel[None, :, :N_FRAMES])[0]
+    ts = t.timestamp_begin
+    engine._finish(_Active(window, 224, [ts, *t.encode("你好世界"), ts + 100]), deque())
+    assert [s.text for s in job.segments] == ["你好世界"]
+    assert [w for w, _, _ in job.words] == ["你", "好", "世", "界"]

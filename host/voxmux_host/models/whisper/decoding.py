@@ -693,7 +693,8 @@ class WhisperEngine:
                 prefix = self._sot_sequence(job)
                 offset = window.seek * HOP_LENGTH / SAMPLE_RATE
                 job.words.extend((word, round(offset + start, 3), round(offset + end, 3)) for word, start, end in
-                                 word_times(self.model, t, prefix, text_tokens, features, window.segment_size))
+                                 word_times(self.model, t, prefix, text_tokens, features, window.segment_size,
+                                            job.language))
             # Only the segments' tokens become context: where seek goes back to the last timestamp pair, the
             # tokens after it are decoded again by the next window.
             job.all_tokens.extend(tok for segment in segments for tok in segment.tokens)
