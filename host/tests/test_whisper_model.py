@@ -206,3 +206,44 @@ def test_hf_folder_problems(tmp_path: Path) -> None:
     write_safetensors(str(tmp_path / "model.safetensors"), state)
     with pytest.raises(CheckpointError, match="not tied"):
         load_hf_directory(str(tmp_path))
+
+
+def test_a_hf_checkpoint_problem_is_named_by_the_checkpoints_own_names(tmp_path: Path) -> None:
+    """checkpoints.py's contract: a checkpoint that does not fit names every missing, unexpected and
+    mismatched tensor. A Hugging Face folder without model.decoder.layer_norm.bias is told so by that name,
+    not by model.py's 'decoder.ln.bias', which the folder never uses."""
+    save_hf_directory(build_model(TINY), str(tmp_path))
+    state = read_safetensors(str(tmp_path / "model.safetensors"))
+    del state["model.decoder.layer_norm.bias"]
+    write_safetensors(str(tmp_path / "model.safetensors"), state)
+    with pytest.raises(CheckpointError) as info:
+        load_hf_directory(str(tmp_path))
+    assert "model.decoder.layer_norm.bias" in str(info.value)
+
+
+def test_a_hf_checkpoint_without_the_model_prefix_loads_and_is_named_by_its_names(tmp_path: Path) -> None:
+    """WhisperModel's tensors are named encoder... and decoder..., WhisperForConditionalGeneration's model.encoder..."""
+    model = build_model(TINY, seed=3)
+    save_hf_directory(model, str(tmp_path))
+    prefixed = read_safetensors(str(tmp_path / "model.safetensors"))
+    state = {name[len("model."):]: tensor for name, tensor in prefixed.items()}
+    write_safetensors(str(tmp_path / "model.safetensors"), state)
+    assert _same_weights(model, load_hf_directory(str(tmp_path)))
+    del state["decoder.layer_norm.bias"]
+    write_safetensors(str(tmp_path / "model.safetensors"), state)
+    with pytest.raises(CheckpointError, match=r"missing 1: decoder\.layer_norm\.bias$"):
+        load_hf_directory(str(tmp_path))
+
+
+def test_a_hf_checkpoint_with_an_untied_output_projection_and_another_problem_names_both(tmp_path: Path) -> None:
+    """Every problem in one error: an output projection that is not the token embedding (here of another
+    shape) is named beside a missing tensor."""
+    save_hf_directory(build_model(TINY), str(tmp_path))
+    state = read_safetensors(str(tmp_path / "model.safetensors"))
+    del state["model.decoder.layer_norm.bias"]
+    state["proj_out.weight"] = torch.zeros(10, TINY.n_text_state)
+    write_safetensors(str(tmp_path / "model.safetensors"), state)
+    with pytest.raises(CheckpointError) as info:
+        load_hf_directory(str(tmp_path))
+    assert "missing 1: model.decoder.layer_norm.bias" in str(info.value)
+    assert "not tied 1: proj_out.weight" in str(info.value)

@@ -10,7 +10,7 @@ Two layouts:
   model.py (``encoder.blocks.N.attn.query.weight``), read with ``torch.load(weights_only=True)``.
 
 A checkpoint that does not fit the model fails with :class:`CheckpointError`, which names every missing,
-unexpected and mismatched tensor.
+unexpected, mismatched and untied tensor by the checkpoint's own names.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import json
 import os
 import re
 import struct
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional
 
 import torch
 
@@ -31,7 +31,8 @@ _ST_DTYPES: Dict[str, torch.dtype] = {
     "BOOL": torch.bool,
 }
 _ST_NAMES = {dtype: name for name, dtype in _ST_DTYPES.items()}
-#: Hugging Face names that are tied to another tensor and not loaded (checked equal when present).
+#: Hugging Face names of copies of another tensor, not loaded (checked equal when present): an untied output
+#: projection is not supported.
 _TIED = {"proj_out.weight": "decoder.token_embedding.weight"}
 
 
@@ -151,34 +152,43 @@ def openai_to_hf_name(name: str) -> str:
 # ---------------------------------------------------------------------------------------------- loading
 
 
-def load_state(model: WhisperModel, state: Mapping[str, torch.Tensor], names: Mapping[str, str], source: str) -> None:
-    """Copy ``state`` into ``model``: ``names`` maps each checkpoint name to model.py's name. Every
-    missing, unexpected and mismatched tensor is named in one CheckpointError."""
-    expected = {name: tensor for name, tensor in model.state_dict().items()}
-    provided: Dict[str, Tuple[str, torch.Tensor]] = {}
-    unexpected: List[str] = []
-    for name, tensor in state.items():
-        ours = names.get(name)
-        if ours is None or ours not in expected:
-            unexpected.append(name)
-        else:
-            provided[ours] = (name, tensor)
-    missing = sorted(name for name in expected if name not in provided)
+def load_state(model: WhisperModel, state: Mapping[str, torch.Tensor], names: Mapping[str, str], source: str,
+               tied: Optional[Mapping[str, str]] = None) -> None:
+    """Copy ``state`` into ``model``: ``names`` maps each tensor name the checkpoint should have to model.py's
+    name; ``tied`` maps names of copies that are not loaded (checked where present) to the model.py name of
+    the tensor they must equal. Every missing, unexpected, mismatched and untied tensor is named, as the
+    checkpoint names it, in one CheckpointError."""
+    expected = model.state_dict()
+    tied = tied or {}
+    theirs = {ours: their for their, ours in names.items()}
+    missing = sorted(their for their in names if their not in state)
+    unexpected = sorted(name for name in state if name not in names and name not in tied)
     mismatched = sorted(
-        f"{their} (checkpoint {list(tensor.shape)}, model {list(expected[ours].shape)})"
-        for ours, (their, tensor) in provided.items() if tuple(tensor.shape) != tuple(expected[ours].shape))
+        f"{their} (checkpoint {list(state[their].shape)}, model {list(expected[ours].shape)})"
+        for their, ours in names.items() if their in state and tuple(state[their].shape) != tuple(expected[ours].shape))
+    untied = []
+    for name, ours in tied.items():
+        copy, original = state.get(name), state.get(theirs[ours])
+        if copy is None:
+            continue
+        is_copy = tuple(copy.shape) == tuple(expected[ours].shape) and (
+            original is None or (copy.shape == original.shape and torch.equal(copy.to(original.dtype), original)))
+        if not is_copy:
+            untied.append(f"{name} to {theirs[ours]}")
     problems = []
     if missing:
         problems.append(f"missing {len(missing)}: {', '.join(missing)}")
     if unexpected:
-        problems.append(f"unexpected {len(unexpected)}: {', '.join(sorted(unexpected))}")
+        problems.append(f"unexpected {len(unexpected)}: {', '.join(unexpected)}")
     if mismatched:
         problems.append(f"mismatched {len(mismatched)}: {', '.join(mismatched)}")
+    if untied:
+        problems.append(f"not tied {len(untied)}: {', '.join(untied)} (untied copies are not supported)")
     if problems:
         raise CheckpointError(f"{source} does not fit the model: " + "; ".join(problems))
     with torch.no_grad():
-        for ours, (_, tensor) in provided.items():
-            expected[ours].copy_(tensor.to(expected[ours].dtype))
+        for their, ours in names.items():
+            expected[ours].copy_(state[their].to(expected[ours].dtype))
 
 
 def load_openai_checkpoint(path: str) -> WhisperModel:
@@ -196,7 +206,7 @@ def load_openai_checkpoint(path: str) -> WhisperModel:
         raise CheckpointError(f"{path}: {exc}") from exc
     model = WhisperModel(config)
     state = {k: v for k, v in checkpoint["model_state_dict"].items() if k != "alignment_heads"}
-    load_state(model, state, {name: name for name in state}, path)
+    load_state(model, state, {name: name for name in model.state_dict()}, path)
     return model.eval()
 
 
@@ -221,14 +231,10 @@ def load_hf_directory(path: str) -> WhisperModel:
     else:
         raise CheckpointError(f"Expected model.safetensors or model.safetensors.index.json in {path}")
     model = WhisperModel(config)
-    tied = {name: state.pop(name) for name in list(state) if name in _TIED}
-    names = {name: ours for name in state if (ours := hf_to_openai_name(name)) is not None}
-    load_state(model, state, names, path)
-    for name, tensor in tied.items():
-        target = model.state_dict()[_TIED[name]]
-        if tuple(tensor.shape) != tuple(target.shape) or not torch.equal(tensor.to(target.dtype), target):
-            raise CheckpointError(f"{path} does not fit the model: {name} is not tied to the token embedding "
-                                  f"(an untied output projection is not supported)")
+    # WhisperForConditionalGeneration names its tensors model.encoder..., WhisperModel encoder...
+    prefix = "model." if any(name.startswith("model.") for name in state) else ""
+    names = {prefix + openai_to_hf_name(ours)[len("model."):]: ours for ours in model.state_dict()}
+    load_state(model, state, names, path, tied=_TIED)
     return model.eval()
 
 
