@@ -444,3 +444,20 @@ describe('realtime.llm base URL (the region pin, #19)', () => {
     assert.notEqual(redact(loadConfig(llm({ apiKey: 'sk-secret-value' }))).realtime.llm.apiKey, 'sk-secret-value');
   });
 });
+
+describe('loadConfig refuses settings the server cannot run with', () => {
+  it('refuses an empty scheduler.lengthBucketsMs, from the file or from an empty variable', () => {
+    // "no piece exceeds the largest scheduler.lengthBucketsMs": with none, the largest is Math.max() =
+    // -Infinity, and planCuts (gateway/pieces/split-policy.ts) never ends for audio over splitAboveMs.
+    onlyProblem(problemsOf({ file: { scheduler: { lengthBucketsMs: [] } } }), 'scheduler.lengthBucketsMs');
+    onlyProblem(problemsOf({ env: { VOXMUX_SCHEDULER_LENGTH_BUCKETS_MS: '' } }), 'scheduler.lengthBucketsMs');
+  });
+
+  it('refuses a supervisor.restartMaxBackoffMs under one second, which would let a crash loop spin', () => {
+    // docs/operations.md: a crash loop restarts "at supervisor.restartMaxBackoffMs, never spinning".
+    const backoff = (ms: number) => ({ file: { supervisor: { restartInitialBackoffMs: 0, restartMaxBackoffMs: ms } } });
+    onlyProblem(problemsOf(backoff(0)), 'supervisor.restartMaxBackoffMs');
+    onlyProblem(problemsOf(backoff(999)), 'supervisor.restartMaxBackoffMs');
+    assert.equal(loadConfig(backoff(1000)).supervisor.restartMaxBackoffMs, 1000);
+  });
+});

@@ -4,6 +4,9 @@
  */
 import { Type, type Static } from '@sinclair/typebox';
 
+/** The shortest supervisor.restartMaxBackoffMs: a crash loop restarts at this pace at the fastest. */
+const MIN_RESTART_MAX_BACKOFF_MS = 1000;
+
 const Ms = (description: string, def: number, min = 0) => Type.Integer({ description, default: def, minimum: min });
 
 export const GatewaySchema = Type.Object(
@@ -93,8 +96,10 @@ export const SchedulerSchema = Type.Object(
     }),
     retryAfterMs: Ms('Retry-After sent with 429 and 503 answers, in milliseconds.', 1000, 0),
     lengthBucketsMs: Type.Array(Type.Integer({ minimum: 1 }), {
-      description: 'Audio length bucket bounds, in milliseconds: a batch holds requests of one bucket only.',
+      description:
+        'Audio length bucket bounds, in milliseconds: a batch holds requests of one bucket only. At least one; the largest also bounds the pieces of a cut recording.',
       default: [5_000, 15_000, 30_000, 45_000, 60_000],
+      minItems: 1,
     }),
     maxRunningBatchesPerInstance: Type.Integer({
       description: 'Batches sent to one instance before it answers; 1 lets batches grow while instances are busy.',
@@ -160,7 +165,11 @@ export const SupervisorSchema = Type.Object(
     probeTimeoutMs: Ms('How long a device probe may take before the instance reports itself wedged, in milliseconds.', 2000, 1),
     batchTimeoutMs: Ms('Longest one batch may run before its instance is declared wedged, in milliseconds.', 120_000, 1),
     restartInitialBackoffMs: Ms('First delay before restarting a failed instance, in milliseconds.', 500, 0),
-    restartMaxBackoffMs: Ms('Largest delay between restarts of a failing instance, in milliseconds.', 30_000, 0),
+    restartMaxBackoffMs: Ms(
+      'Largest delay between restarts of a failing instance, and the delay of every restart in a crash loop, in milliseconds (at least 1000, so a crash loop never spins).',
+      30_000,
+      MIN_RESTART_MAX_BACKOFF_MS,
+    ),
     crashLoopWindowMs: Ms('Window in which repeated failures count as a crash loop, in milliseconds.', 60_000, 1),
     crashLoopMaxFailures: Type.Integer({ description: 'Failures within the window that report a crash loop.', default: 5, minimum: 1 }),
     closeTimeoutMs: Ms('Time an instance gets to finish its work on close before it is killed, in milliseconds.', 30_000, 1),

@@ -12,6 +12,8 @@
  * 3. with no pause at all (continuous speech), at the quietest frame, nearest the target.
  * So a cut never falls inside a word when a pause exists in the window.
  */
+import { invariant } from '../../core/invariant.js';
+
 export interface SplitPolicy {
   sampleRateHz: number;
   /** Audio at most this long stays whole, in milliseconds. */
@@ -49,6 +51,9 @@ export function planCuts(activity: VoiceActivity, totalSamples: number, policy: 
   if (totalSamples <= policy.splitAboveMs * perMs) return [];
   const maxSamples = Math.floor(policy.maxPieceMs * perMs);
   const targetSamples = Math.min(maxSamples, Math.floor(policy.pieceTargetMs * perMs));
+  // Each cut is at least half a target past the last: a target under 2 samples (a maxPieceMs of
+  // -Infinity, from an empty scheduler.lengthBucketsMs, once was) would never end.
+  invariant(targetSamples >= 2, `Expected a piece target of at least 2 samples: got ${targetSamples}`);
   const cuts: Cut[] = [];
   let start = 0;
   // The last piece is at least half a target: a remainder up to 1.5 targets (or up to the longest
