@@ -16,7 +16,7 @@ function setup() {
   let supervisor: SupervisorStats = { instances: [instance(0, 0, 0), instance(1, 0, 0)], gpus: [{ gpu: 0, busyMs: 0 }] };
   let queued = 0;
   const exporter = createAutoscalingMetrics(
-    { windowMs: 10_000, targetBusyPercent: 50, backlogDrainMs: 10_000, instances: { asr: 2 } },
+    { windowMs: 10_000, targetBusyPercent: 50, backlogDrainMs: 10_000, models: ['asr'] },
     {
       supervisorStats: () => supervisor,
       schedulerStats: () => ({ models: { asr: { queued } } }) as unknown as SchedulerStats,

@@ -14,8 +14,8 @@ export interface AutoscalingMetricsOptions {
   windowMs: number;
   targetBusyPercent: number;
   backlogDrainMs: number;
-  /** Configured instances by model. */
-  instances: Readonly<Record<string, number>>;
+  /** The models to export; each one's instances are the supervisor's slots for it (one per placed instance). */
+  models: readonly string[];
 }
 
 export interface AutoscalingMetricsDeps {
@@ -31,7 +31,7 @@ export function createAutoscalingMetrics(options: AutoscalingMetricsOptions, dep
   const exportedMs = new Map<string, number>();
   /** Samples, oldest first; the first one at least windowMs old is the window's start. */
   const samples: LoadSample[] = [];
-  for (const model of Object.keys(options.instances)) {
+  for (const model of options.models) {
     metrics.busyInstances.set({ model }, 0);
     metrics.capacity.set({ model }, 0);
     metrics.desiredReplicas.set({ model }, 0);
@@ -56,12 +56,12 @@ export function createAutoscalingMetrics(options: AutoscalingMetricsOptions, dep
       for (const g of gpus) exportBusy(`gpu:${g.gpu}`, g.busyMs, (s) => metrics.gpuBusy.inc({ gpu: String(g.gpu) }, s));
 
       const models: LoadSample['models'] = Object.fromEntries(
-        Object.entries(options.instances).map(([model, count]) => {
+        options.models.map((model) => {
           const mine = instances.filter((i) => i.model === model);
           return [
             model,
             {
-              instances: count,
+              instances: mine.length,
               busyMs: mine.reduce((sum, i) => sum + i.busyMs, 0),
               completedRequests: mine.reduce((sum, i) => sum + i.completedRequests, 0),
               queued: scheduler.models[model]?.queued ?? 0,

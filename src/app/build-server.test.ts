@@ -4,7 +4,10 @@ import { loadConfig } from '../config/load.js';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { checkFilePath, checkRequestLogPath, countGpusHeld, createModelCatalog, gpuHealth } from './build-server.js';
+import { buildServer, checkFilePath, checkRequestLogPath, countGpusHeld, createModelCatalog, gpuHealth } from './build-server.js';
+import { FakeClock } from '../../test/support/fake-clock.js';
+import { ScriptedSpawn } from '../../test/support/scripted-child.js';
+import { silentLogger } from '../../test/support/test-logger.js';
 
 describe('gpuHealth', () => {
   it('takes a GPU whose instances are all down out of rotation and names it', () => {
@@ -96,5 +99,67 @@ describe('checkFilePath and countGpusHeld (#20)', () => {
     assert.equal(countGpusHeld([i(0, 'ready'), i(0, 'loading'), i(1, 'closed'), i(2, 'restarting'), i(null, 'ready')]), 1);
     assert.equal(countGpusHeld([i(0, 'spawning'), i(1, 'draining')]), 2);
     assert.equal(countGpusHeld([]), 0);
+  });
+});
+
+describe('buildServer: the autoscaling hint counts the instances the supervisor places', () => {
+  it('uses the instances placed by instancesPerGpu, not the unused `instances` default, in voxmux_ops_desired_replicas', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'voxmux-autoscale-'));
+    // One GPU, one instance per GPU (the README's GPU config): the model has 1 instance; `instances` (default 2) is not used.
+    const config = loadConfig({
+      file: {
+        gateway: { voiceActivity: 'energy' },
+        supervisor: { gpus: [0], loadLockPath: join(dir, 'load.lock') },
+        models: { echo: { adapter: 'test', instancesPerGpu: 1, command: ['fake-host'] } },
+      },
+    });
+    const clock = new FakeClock();
+    const server = await buildServer(config, { log: silentLogger(), clock, spawn: new ScriptedSpawn().spawn, baseEnv: {} });
+    try {
+      assert.equal(server.supervisor.stats().instances.length, 1, 'one slot: 1 GPU x instancesPerGpu 1');
+      // One request queued (no instance is up yet) and nothing measured: the queue counts as one busy instance.
+      const queued = server.scheduler.submit(
+        'echo',
+        { audio: new Int16Array(16_000), language: null, prompt: null, wordTimestamps: false },
+        { timeoutMs: 600_000 },
+      );
+      queued.catch(() => undefined);
+      await server.app.inject({ method: 'GET', url: '/metrics' });
+      clock.advance(1000);
+      const text = (await server.app.inject({ method: 'GET', url: '/metrics' })).body;
+      const desired = Number(/voxmux_ops_desired_replicas\{model="echo"\} ([\d.e+-]+)/.exec(text)?.[1]);
+      // (busy 0 + backlog 1) / (1 instance x 0.7 target) = 1.43 replicas; with the 2 unused `instances`, 0.71.
+      assert.ok(Math.abs(desired - 1 / 0.7) < 1e-6, `desired replicas ${desired}: expected ${1 / 0.7}`);
+    } finally {
+      await server.destroy();
+    }
+  });
+});
+
+describe('buildServer: /health/ready counts the instances the supervisor places', () => {
+  it('is not ready while a model placed by instancesPerGpu (with instances: 0) has no ready instance', async () => {
+    // README: GET /health/ready is "200 once every model has a ready, warmed instance or is stopped on demand".
+    const dir = mkdtempSync(join(tmpdir(), 'voxmux-ready-'));
+    const config = loadConfig({
+      file: {
+        gateway: { voiceActivity: 'energy' },
+        supervisor: { gpus: [0, 1], loadLockPath: join(dir, 'load.lock') },
+        models: { echo: { adapter: 'test', instances: 0, instancesPerGpu: 1, command: ['fake-host'] } },
+      },
+    });
+    const server = await buildServer(config, {
+      log: silentLogger(),
+      clock: new FakeClock(),
+      spawn: new ScriptedSpawn().spawn,
+      baseEnv: {},
+    });
+    try {
+      assert.equal(server.supervisor.stats().instances.length, 2, 'two slots: 2 GPUs x instancesPerGpu 1');
+      assert.ok(server.supervisor.stats().instances.every((i) => i.state !== 'ready'));
+      const res = await server.app.inject({ method: 'GET', url: '/health/ready' });
+      assert.equal(res.statusCode, 503, `answered ${res.statusCode} with no instance ready: ${res.body.slice(0, 120)}`);
+    } finally {
+      await server.destroy();
+    }
   });
 });

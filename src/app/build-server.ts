@@ -233,7 +233,7 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       windowMs: config.telemetry.scaleWindowMs,
       targetBusyPercent: config.telemetry.scaleTargetBusyPercent,
       backlogDrainMs: config.telemetry.scaleBacklogDrainMs,
-      instances: Object.fromEntries(Object.entries(config.models).map(([name, m]) => [name, m.instances])),
+      models: Object.keys(config.models),
     },
     { supervisorStats: () => supervisor.stats(), schedulerStats: () => scheduler.stats(), metrics, clock },
   );
@@ -249,9 +249,10 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
     const { instances } = supervisor.stats();
     const body: Record<string, { isReady: boolean; state: string; instances: unknown[] }> = {};
     let isReady = true;
-    for (const [name, model] of Object.entries(config.models)) {
+    for (const name of Object.keys(config.models)) {
+      // One snapshot per placed instance (instancesPerGpu x GPUs, or `instances`): a model placed none is ready.
       const mine = instances.filter((i) => i.model === name);
-      const isModelReady = model.instances === 0 || mine.some((i) => i.state === 'ready');
+      const isModelReady = mine.length === 0 || mine.some((i) => i.state === 'ready');
       // A model stopped when idle (or waking on demand) does not make the server unready: a
       // request wakes it, so traffic must keep coming.
       isReady &&= isModelReady || supervisor.isOnDemand(name);

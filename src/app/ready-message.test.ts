@@ -42,3 +42,14 @@ describe('modelReadiness', () => {
     );
   });
 });
+
+describe('modelReadiness with instancesPerGpu', () => {
+  it("says every instance is ready for the README's GPU config on one GPU (instancesPerGpu 1: one instance), not '1 of 2'", () => {
+    const config = loadConfig({
+      file: { supervisor: { gpus: [0] }, models: { parakeet: { adapter: 'parakeet', instancesPerGpu: 1 } } },
+    });
+    // The supervisor places 1 GPU x instancesPerGpu 1 = one instance, and it is ready.
+    const models = modelReadiness(config, [{ model: 'parakeet', state: 'ready' }]);
+    assert.equal(readyMessage('http://127.0.0.1:8000', models), 'voxmux ready on http://127.0.0.1:8000: parakeet (1 instance)');
+  });
+});

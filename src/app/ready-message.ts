@@ -3,19 +3,18 @@ import type { Config } from '../config/schema.js';
 
 export interface ModelReadiness {
   model: string;
-  /** Instances configured. */
+  /** Instances placed (the supervisor's slots: instancesPerGpu x GPUs, or `instances`). */
   instances: number;
   /** Instances in state `ready` when the line is written. */
   readyInstances: number;
 }
 
-/** Each configured model with its instances, counted from the supervisor's snapshot. */
+/** Each configured model with its instances, counted from the supervisor's snapshot (one entry per placed instance). */
 export function modelReadiness(config: Config, instances: readonly { model: string; state: string }[]): ModelReadiness[] {
-  return Object.entries(config.models).map(([model, { instances: configured }]) => ({
-    model,
-    instances: configured,
-    readyInstances: instances.filter((i) => i.model === model && i.state === 'ready').length,
-  }));
+  return Object.keys(config.models).map((model) => {
+    const mine = instances.filter((i) => i.model === model);
+    return { model, instances: mine.length, readyInstances: mine.filter((i) => i.state === 'ready').length };
+  });
 }
 
 /** "voxmux ready on http://127.0.0.1:8000: pocketsphinx-en-us (2 instances)"; a model with instances that failed to start says how many are ready. */

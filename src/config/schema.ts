@@ -219,7 +219,8 @@ export const ModelSchema = Type.Object(
       maximum: 64,
     }),
     gpus: Type.Array(Type.Integer({ minimum: 0 }), {
-      description: 'GPUs this model runs on; empty means every GPU of the node. Each instance gets CUDA_VISIBLE_DEVICES.',
+      description:
+        'GPUs this model runs on; empty means every GPU of the node. Each instance gets CUDA_VISIBLE_DEVICES. Ignored on a node without GPUs, where `instances` run unpinned (one config may serve GPU and CPU nodes).',
       default: [],
     }),
     maxBatchSize: Type.Integer({

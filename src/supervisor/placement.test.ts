@@ -46,6 +46,15 @@ describe('placeInstances', () => {
     assert.equal(placeInstances({ ...base, instances: 3, instancesPerGpu: 4 }, []).length, 3);
   });
 
+  it('ignores instancesPerGpu on a node without GPUs, also when the model lists GPUs', () => {
+    // docs/config.md, models.<name>.instancesPerGpu: "Ignored on a node without GPUs." checkPlacement
+    // accepts a model's gpus on such a node, and placement then pins instancesPerGpu x gpus instances
+    // to GPUs the node does not have (CUDA_VISIBLE_DEVICES, a GPU the budget counts as held).
+    const placed = placeInstances({ ...base, instances: 2, instancesPerGpu: 4, gpus: [0] }, []);
+    assert.equal(placed.length, 2);
+    assert.ok(placed.every((p) => p.gpu === undefined));
+  });
+
   it('reports model GPUs the node does not have', () => {
     assert.deepEqual(checkPlacement('asr', { ...base, gpus: [0, 7] }, [0, 1]), [
       "models.asr.gpus: GPU 7 is not one of this node's GPUs (0, 1)",

@@ -8,7 +8,7 @@ export interface PlacementRequest {
   instances: number;
   /** Instances on each GPU; 0 means `instances` in all. */
   instancesPerGpu: number;
-  /** GPUs the model asks for; empty means every GPU of the node. */
+  /** GPUs the model asks for; empty means every GPU of the node. Ignored on a node without GPUs. */
   gpus: readonly number[];
   /** CUDA_MPS_ACTIVE_THREAD_PERCENTAGE by an instance's index on its GPU (cycled); empty: unset. */
   mpsActiveThreadPercentages: readonly number[];
@@ -20,8 +20,15 @@ export interface Placement {
   mpsActiveThreadPercentage: number | undefined;
 }
 
+/**
+ * One placement per instance: the model's instance count is the length of this list, and every
+ * other count (readiness, the ready line, autoscaling) reads the supervisor's slots made from it.
+ * A node without GPUs runs `instances` unpinned, whatever the model's gpus and instancesPerGpu say
+ * (checkPlacement accepts them there, so that one config serves GPU and CPU nodes): pinning them
+ * would set CUDA_VISIBLE_DEVICES to a GPU the node does not have, and the budget would count it held.
+ */
 export function placeInstances(request: PlacementRequest, nodeGpus: readonly number[]): Placement[] {
-  const gpus = request.gpus.length > 0 ? request.gpus : nodeGpus;
+  const gpus = nodeGpus.length === 0 ? [] : request.gpus.length > 0 ? request.gpus : nodeGpus;
   const count = request.instancesPerGpu > 0 && gpus.length > 0 ? request.instancesPerGpu * gpus.length : request.instances;
   const out: Placement[] = [];
   for (let i = 0; i < count; i++) {
