@@ -352,19 +352,20 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
       // with Retry-After (the gateway reads isDraining), then it closes (docs/operations.md).
       isDraining = true;
       threads?.pushState();
-      budget?.close();
       await scheduler.close();
       await threads?.close();
       await closeDraining(app, connections, clock);
       diarizationSessions.shutdown();
       await requestLog?.close();
       await supervisor.close();
+      // Last: the instances held their GPUs until now, and the guard counts that time as it closes.
+      budget?.close();
       await mps?.stop();
     },
     async destroy() {
-      budget?.close();
       scheduler.destroy();
       supervisor.destroy();
+      budget?.close();
       await threads?.destroy();
       await app.close();
       diarizationSessions.shutdown();

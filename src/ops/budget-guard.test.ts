@@ -129,6 +129,43 @@ describe('BudgetGuard', () => {
     nextDay.guard.close();
   });
 
+  it('lets wakes through once the UTC day whose uptime limit was reached has ended, not only after the next check', async () => {
+    // The checks fall at 00:02, 00:07, ... 23:57 of each day (every 5 minutes from a start at 00:02).
+    const clock = midnightClock();
+    clock.advance(2 * 60_000);
+    const t = setup({ gpuHourPriceUsd: 0, monthlyBudgetUsd: 0, dailyUptimeLimitHours: 1, webhookUrl: '' }, clock);
+    t.guard.start();
+    t.clock.advance(2 * H); // 2 h of uptime today: the daily guard is at 200 %
+    await settle();
+    assert.equal(t.guard.wakeRefusal('m')?.code, 'gpu_budget_exhausted');
+    t.setGpus(0); // the model stopped; nothing holds a GPU from here on
+    // 00:01 UTC the next day (the last check ran at 23:57): the new day has used 0 of its 1 h.
+    t.clock.advance(Date.UTC(2023, 10, 16, 0, 1) - t.clock.wallMs());
+    await settle();
+    const refusal = t.guard.wakeRefusal('m');
+    assert.equal(
+      refusal,
+      undefined,
+      `a wake on a new UTC day is refused with Retry-After ${refusal?.retryAfterMs} ms (until the end of the new day, not the old one)`,
+    );
+    t.guard.close();
+  });
+
+  it('keeps the GPU time since the last check when it closes, so a restart does not drop it', async () => {
+    // "A late or missed check is made up by the next one" and the guard "errs towards counting too much":
+    // the minutes between the last check and the close are made up by no later check.
+    const statePath = join(mkdtempSync(join(tmpdir(), 'voxmux-budget-')), 'budget.json');
+    const first = setup({ statePath, webhookUrl: '' });
+    first.guard.start();
+    first.clock.advance(4 * 60_000); // 4 minutes with 1 GPU held, under one checkIntervalMs (5 min)
+    await settle();
+    first.guard.close(); // a drain: the server stops (instances close after the guard, still holding the GPU)
+    const again = setup({ statePath, webhookUrl: '' }, first.clock);
+    again.setGpus(0);
+    assert.equal(again.guard.snapshot().gpuMs, 4 * 60_000, 'GPU time accrued before the restart');
+    again.guard.close();
+  });
+
   it('counts from zero when the state file is not JSON', async () => {
     const statePath = join(mkdtempSync(join(tmpdir(), 'voxmux-budget-')), 'budget.json');
     writeFileSync(statePath, 'not json');

@@ -5,7 +5,9 @@
  * of a stopped model (gpu_budget_exhausted); running models keep serving.
  *
  * Checks are idempotent: each accrues the time since the previous one, so a late or missed check
- * is made up by the next. An alert fires once per threshold and period (month or day). The ledger
+ * is made up by the next, and close() accrues the time since the last. A wake is judged, and the
+ * snapshot given, as of now (the time since the last check included, a new day or month from zero),
+ * never as of a check minutes old. An alert fires once per threshold and period (month or day). The ledger
  * is kept in statePath, so a restart keeps counting; the alerts fired are not, so after a restart
  * a threshold that is still over fires once more, and one that is no longer over (a new day or
  * month) does not.
@@ -81,7 +83,9 @@ export interface BudgetGuard {
   check(): Promise<void>;
   /** The refusal of a wake under the hard stop, or undefined. */
   wakeRefusal(model: string): ServiceError | undefined;
+  /** The figures as of now: the last check's ledger plus the time since (what the next check will find). */
   snapshot(): BudgetSnapshot;
+  /** Stops checking; a started guard first accrues (and saves) the time since its last check. */
   close(): void;
 }
 
@@ -93,6 +97,7 @@ export function createBudgetGuard(options: BudgetGuardOptions, deps: BudgetGuard
   let lastWallMs = clock.wallMs();
   let lastGpus = 0;
   let timer: TimerHandle | undefined;
+  let isStarted = false;
   let isClosed = false;
   const fired = new Set<string>();
   for (const guard of ['monthly_spend', 'daily_uptime'])
@@ -152,14 +157,28 @@ export function createBudgetGuard(options: BudgetGuardOptions, deps: BudgetGuard
     };
   }
 
-  async function check(): Promise<void> {
-    const nowWallMs = clock.wallMs();
+  /**
+   * The ledger with the time since the last check added (the larger GPU count seen at either end
+   * held throughout), as the next check would find it: a new day or month starts from zero.
+   */
+  function ledgerNow(): { ledger: BudgetLedger; wallMs: number; gpus: number } {
+    const wallMs = clock.wallMs();
     const gpus = deps.gpusHeld();
-    ledger = accrue(ledger, { fromWallMs: lastWallMs, toWallMs: nowWallMs, gpusHeld: Math.max(gpus, lastGpus) });
-    lastWallMs = nowWallMs;
-    lastGpus = gpus;
+    return { ledger: accrue(ledger, { fromWallMs: lastWallMs, toWallMs: wallMs, gpusHeld: Math.max(gpus, lastGpus) }), wallMs, gpus };
+  }
+
+  /** Accrues up to now, exports the figures and saves the ledger. */
+  function record(): void {
+    const now = ledgerNow();
+    ledger = now.ledger;
+    lastWallMs = now.wallMs;
+    lastGpus = now.gpus;
     exportMetrics();
     save();
+  }
+
+  async function check(): Promise<void> {
+    record();
     const posts: Promise<void>[] = [];
     for (const alert of decideAlerts(ledger, options)) {
       const key = alertKey(alert);
@@ -198,6 +217,7 @@ export function createBudgetGuard(options: BudgetGuardOptions, deps: BudgetGuard
 
   return {
     start() {
+      isStarted = true;
       lastWallMs = clock.wallMs();
       lastGpus = deps.gpusHeld();
       void check();
@@ -206,21 +226,29 @@ export function createBudgetGuard(options: BudgetGuardOptions, deps: BudgetGuard
     check,
     wakeRefusal(model) {
       if (!options.hardStop) return undefined;
-      const guard = exhaustedGuard(ledger, options);
+      // Judged on the ledger as of now, not as of the last check: a wake just after midnight (UTC) or
+      // the first of the month belongs to a new period, and the time since the check counts too.
+      const guard = exhaustedGuard(ledgerNow().ledger, options);
       if (guard === undefined) return undefined;
       return errors.gpuBudgetExhausted({ model, guard: GUARD_NAMES[guard], retryAfterMs: untilPeriodEndMs(guard) });
     },
-    snapshot: () => ({
-      ...ledger,
-      gpuHours: gpuHoursOf(ledger),
-      uptimeHours: uptimeHoursOf(ledger),
-      spendUsd: spendUsd(ledger, options),
-      usedPercent: usedPercents(ledger, options),
-      exhausted: exhaustedGuard(ledger, options),
-    }),
+    snapshot() {
+      const now = ledgerNow().ledger;
+      return {
+        ...now,
+        gpuHours: gpuHoursOf(now),
+        uptimeHours: uptimeHoursOf(now),
+        spendUsd: spendUsd(now, options),
+        usedPercent: usedPercents(now, options),
+        exhausted: exhaustedGuard(now, options),
+      };
+    },
     close() {
+      if (isClosed) return;
       isClosed = true;
       timer?.cancel();
+      // The time since the last check is made up by no later check: it is accrued (and saved) now.
+      if (isStarted) record();
     },
   };
 }
