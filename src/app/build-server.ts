@@ -311,7 +311,10 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
     isDraining: () => isDraining,
     lifecycle: {
       state: (model) => supervisor.modelState(model),
-      wake: (model) => supervisor.wake(model),
+      wake: async (model) => {
+        const end = await supervisor.wake(model);
+        return end.isReady ? 'ready' : supervisor.modelState(model);
+      },
       sleep: (model) => supervisor.sleep(model),
       whyUnavailable: (model) => supervisor.whyUnavailable(model),
     },

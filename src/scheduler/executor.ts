@@ -3,11 +3,13 @@
  * FakeExecutor. The scheduler never imports the supervisor: both read the interface from the
  * shared vocabulary (protocol/work.ts).
  *
- * Three optional members let a model be stopped when idle and woken on demand: the scheduler calls
+ * Four optional members let a model be stopped when idle and woken on demand: the scheduler calls
  * `demand` for every request, sequence item and stream it is given (before it looks at the model's
  * availability, so a stopped model is already starting and the work is held, not refused), asks
  * `whyUnavailable` for the error that work held for a model that cannot serve gets, and
- * `readyAtMs` when a waking model should serve, so that admission counts the wake left.
+ * `readyAtMs` when a waking model should serve, so that admission counts the wake left; and it
+ * gives `observeQueue` its count of queued work once, so that a model with work waiting (a request
+ * retried after its instance ended, or queued when a sleep arrives) is neither idle nor failed.
  */
 import { errors } from '../core/error-catalog.js';
 import type { ServiceError } from '../core/errors.js';
@@ -23,6 +25,11 @@ export interface Executor extends WorkExecutor {
    * how long its last start took; undefined when it is not starting or no start has been timed.
    */
   readyAtMs?(model: string): number | undefined;
+  /**
+   * Called once, at the scheduler's creation, with its count of work queued for a model (requests,
+   * sequence items and streams not yet dispatched).
+   */
+  observeQueue?(queued: (model: string) => number): void;
 }
 
 /** The error for work on a model that is unavailable: the executor's reason, else no_ready_instance. */

@@ -277,6 +277,8 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
     for (const priority of PRIORITIES) metrics.admissionRejected.inc({ model, priority }, 0);
   }
 
+  executor.observeQueue?.((model) => (queues.get(model)?.length ?? 0) + sequences.queued(model) + streams.queued(model));
+
   executor.onInstancesChanged(() => {
     for (const model of queues.keys()) {
       pump(model);

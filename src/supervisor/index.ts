@@ -10,6 +10,7 @@ export type {
   SupervisedModel,
 } from './supervisor.js';
 export type { ResourceLoad } from './instance-process.js';
+export type { ModelState, WakeEnd } from './model-lifecycle.js';
 export type { InstanceBoot } from './boot-report.js';
 export { spawnInstance, runCommand } from './spawn.js';
 export type { SpawnInstance, SpawnRequest, InstanceChild, CommandResult } from './spawn.js';

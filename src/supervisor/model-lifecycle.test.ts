@@ -4,7 +4,10 @@ import { errors } from '../core/error-catalog.js';
 import { createMetrics } from '../telemetry/metrics.js';
 import { FakeClock, settle } from '../../test/support/fake-clock.js';
 import { silentLogger } from '../../test/support/test-logger.js';
-import { createModelLifecycle, type ModelLifecycleDeps } from './model-lifecycle.js';
+import { createModelLifecycle, type ModelLifecycleDeps, type WakeEnd } from './model-lifecycle.js';
+
+/** The error code a wake() call ended with, or 'ready'. */
+const outcomeOf = (end: WakeEnd) => (end.isReady ? 'ready' : end.error.code);
 
 /** A lifecycle over fake instances: starts and stops resolve when the test says so. */
 function setup(policy = { idleStopAfterMs: 60_000, wakeTimeoutMs: 90_000 }, overrides: Partial<ModelLifecycleDeps> = {}) {
@@ -13,6 +16,7 @@ function setup(policy = { idleStopAfterMs: 60_000, wakeTimeoutMs: 90_000 }, over
   const calls: string[] = [];
   let finishStart: ((isReady: boolean) => void) | undefined;
   let isBusy = false;
+  let queued = 0;
   let refusal: ReturnType<typeof errors.gpuBudgetExhausted> | undefined;
   const lifecycle = createModelLifecycle(
     { models: { m: policy }, retryAfterMs: 1000 },
@@ -29,6 +33,7 @@ function setup(policy = { idleStopAfterMs: 60_000, wakeTimeoutMs: 90_000 }, over
         return Promise.resolve();
       },
       isBusy: () => isBusy,
+      hasQueuedWork: () => queued > 0,
       wakeRefusal: () => refusal,
       onChanged: () => undefined,
       ...overrides,
@@ -41,13 +46,14 @@ function setup(policy = { idleStopAfterMs: 60_000, wakeTimeoutMs: 90_000 }, over
     lifecycle,
     finishStart: (isReady: boolean) => finishStart?.(isReady),
     setBusy: (b: boolean) => (isBusy = b),
+    setQueued: (n: number) => (queued = n),
     refuse: (e: typeof refusal) => (refusal = e),
   };
 }
 
 async function booted(t: ReturnType<typeof setup>): Promise<void> {
   t.lifecycle.booting('m');
-  t.lifecycle.booted('m');
+  t.lifecycle.booted('m', { isAnyReady: true });
   await settle();
 }
 
@@ -113,7 +119,7 @@ describe('ModelLifecycle', () => {
     const waited = t.lifecycle.wake('m');
     t.clock.advance(3000);
     t.finishStart(true);
-    assert.equal(await waited, 'ready');
+    assert.equal(outcomeOf(await waited), 'ready');
     assert.deepEqual(t.calls, ['stop', 'start']);
     const text = await t.metrics.registry.getSingleMetricAsString('voxmux_model_wake_seconds');
     assert.match(text, /voxmux_model_wake_seconds_sum\{model="m"\} 3/);
@@ -128,7 +134,9 @@ describe('ModelLifecycle', () => {
     await settle();
     assert.equal(t.lifecycle.state('m'), 'starting');
     t.clock.advance(1);
-    assert.equal(await waited, 'stopped');
+    assert.equal(outcomeOf(await waited), 'model_wake_timeout');
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'stopped');
     assert.equal(t.lifecycle.failure('m')?.code, 'model_wake_timeout');
     assert.equal(t.lifecycle.failure('m')?.retryAfterMs, 1000);
     t.finishStart(true); // the abandoned wake's late result is ignored
@@ -145,7 +153,9 @@ describe('ModelLifecycle', () => {
     await stopped(t);
     const waited = t.lifecycle.wake('m');
     t.finishStart(false);
-    assert.equal(await waited, 'stopped');
+    assert.equal(outcomeOf(await waited), 'model_wake_failed');
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'stopped');
     assert.equal(t.lifecycle.failure('m')?.code, 'model_wake_failed');
     assert.match(await t.metrics.registry.getSingleMetricAsString('voxmux_model_wakes_total'), /model="m",outcome="failed"\} 1/);
   });
@@ -169,11 +179,67 @@ describe('ModelLifecycle', () => {
     assert.equal(t.lifecycle.state('m'), 'ready');
   });
 
+  it('counts queued work as activity: no idle stop while work waits for the model', async () => {
+    const t = setup();
+    await booted(t);
+    t.setQueued(1); // a request retried after its instance ended, waiting for the restart
+    t.clock.advance(60_000);
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'ready');
+    t.setQueued(0);
+    t.clock.advance(59_999);
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'ready');
+    t.clock.advance(1);
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'stopped');
+  });
+
+  it('holds work queued when a sleep arrives: the model wakes again once stopped', async () => {
+    const t = setup();
+    await booted(t);
+    t.setQueued(2);
+    const slept = t.lifecycle.sleep('m');
+    assert.equal(t.lifecycle.state('m'), 'stopping');
+    assert.equal(t.lifecycle.isWaking('m'), true, 'the queued work is held, not failed');
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'starting');
+    t.finishStart(true);
+    await slept;
+    assert.equal(t.lifecycle.state('m'), 'ready');
+    assert.deepEqual(t.calls, ['stop', 'start']);
+  });
+
+  it('ends the wake() calls made during the boot with model_wake_failed when no instance could start, and times no start', async () => {
+    const t = setup();
+    assert.equal(t.lifecycle.booting('m'), true);
+    const waited = t.lifecycle.wake('m');
+    t.clock.advance(4000);
+    t.lifecycle.booted('m', { isAnyReady: false });
+    assert.equal(outcomeOf(await waited), 'model_wake_failed');
+    assert.equal(t.lifecycle.state('m'), 'ready', 'supervised: its instances are restarted');
+    await t.lifecycle.sleep('m');
+    t.lifecycle.demand('m');
+    assert.equal(t.lifecycle.readyAtMs('m'), undefined, 'a boot that started nothing predicts nothing');
+  });
+
+  it('leaves a model put to sleep before the boot stopped: booting() declines it', async () => {
+    const t = setup();
+    await t.lifecycle.sleep('m');
+    assert.equal(t.lifecycle.booting('m'), false);
+    t.lifecycle.booted('m', { isAnyReady: true });
+    assert.equal(t.lifecycle.state('m'), 'stopped');
+    t.lifecycle.demand('m');
+    assert.equal(t.lifecycle.state('m'), 'starting');
+    assert.equal(t.lifecycle.booting('m'), false, 'woken by demand: the wake starts its instances');
+  });
+
   it('refuses a wake while the budget refuses wakes, leaving the model stopped with that reason', async () => {
     const t = setup();
     await stopped(t);
     t.refuse(errors.gpuBudgetExhausted({ model: 'm', guard: 'monthly GPU budget', retryAfterMs: 60_000 }));
-    assert.equal(await t.lifecycle.wake('m'), 'stopped');
+    assert.equal(outcomeOf(await t.lifecycle.wake('m')), 'gpu_budget_exhausted');
+    assert.equal(t.lifecycle.state('m'), 'stopped');
     assert.equal(t.lifecycle.failure('m')?.code, 'gpu_budget_exhausted');
     assert.deepEqual(t.calls, []);
     t.refuse(undefined);
@@ -186,7 +252,7 @@ describe('ModelLifecycle', () => {
     t.lifecycle.booting('m');
     assert.equal(t.lifecycle.readyAtMs('m'), undefined, 'no start timed yet');
     await t.clock.advance(4000);
-    t.lifecycle.booted('m');
+    t.lifecycle.booted('m', { isAnyReady: true });
     assert.equal(t.lifecycle.readyAtMs('m'), undefined, 'ready: nothing to predict');
     await t.lifecycle.sleep('m');
     await t.clock.advance(1000);
@@ -201,5 +267,28 @@ describe('ModelLifecycle', () => {
     const nextAt = t.clock.nowMs();
     t.lifecycle.demand('m');
     assert.equal(t.lifecycle.readyAtMs('m'), nextAt + 7000, 'the last wake took 7 s');
+  });
+  it('cancels the wake timeout when a sleep ends the wake, and ends the wake() calls waiting for it', async () => {
+    const t = setup();
+    await stopped(t);
+    assert.equal(t.clock.pendingTimers, 0);
+    const waited = t.lifecycle.wake('m');
+    await t.lifecycle.sleep('m');
+    assert.equal(outcomeOf(await waited), 'model_wake_failed');
+    assert.equal(t.lifecycle.state('m'), 'stopped');
+    assert.equal(t.clock.pendingTimers, 0, 'the abandoned wake still holds its wakeTimeoutMs timer');
+  });
+
+  it('ends the wake() calls with shutting_down when the lifecycle closes during a wake (wake?wait=true answers)', async () => {
+    const t = setup();
+    await stopped(t);
+    let result: string | undefined;
+    void t.lifecycle.wake('m').then((end) => (result = outcomeOf(end)));
+    t.lifecycle.close();
+    t.finishStart(true); // the start ends after the close: its result is ignored
+    t.clock.advance(90_000); // and so is the wake's timeout
+    await settle();
+    assert.equal(result, 'shutting_down', 'the wake waiter is still pending after close()');
+    assert.equal(t.clock.pendingTimers, 0);
   });
 });

@@ -5,13 +5,16 @@
  * - `stopping`: its instances are being closed (idle stop, or a sleep);
  * - `stopped`: no instance runs and none is restarted; its memory is freed.
  *
- * Transitions: starting → ready (an instance became ready) or → stopping (the wake failed or
- * timed out); ready → stopping (idle for idleStopAfterMs, or a sleep); stopping → stopped, then
- * → starting again at once when a request arrived meanwhile; stopped → starting (a request or a
- * wake). A failed wake is remembered until the next demand, which wakes again: a model is never
- * locked out by one failure.
+ * Transitions: starting → ready (an instance became ready; at boot also once none could start,
+ * since its instances are restarted from then on) or → stopping (the wake failed or timed out, or a
+ * sleep); ready → stopping (idle for idleStopAfterMs, or a sleep); stopping → stopped, then →
+ * starting again at once when work is waiting for the model (a request arrived meanwhile, or work
+ * was queued when the sleep came); stopped → starting (a request or a wake). A failed wake is
+ * remembered until the next demand, which wakes again: a model is never locked out by one failure.
+ * A sleep before the boot stands: the boot leaves that model stopped.
  *
- * The idle check is a timer on the injected clock, armed for lastDemand + idleStopAfterMs.
+ * The idle check is a timer on the injected clock, armed for lastDemand + idleStopAfterMs; running
+ * and queued work both count as activity.
  */
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { errors } from '../core/error-catalog.js';
@@ -21,6 +24,13 @@ import type { Metrics } from '../telemetry/metrics.js';
 
 export const MODEL_STATES = ['stopped', 'starting', 'ready', 'stopping'] as const;
 export type ModelState = (typeof MODEL_STATES)[number];
+
+/**
+ * How a wake() ended: an instance is ready, or why the model does not serve (the wake failed, timed
+ * out or was refused, the boot it waited for started no instance, a sleep stopped it, or the
+ * lifecycle closed).
+ */
+export type WakeEnd = { isReady: true } | { isReady: false; error: ServiceError };
 
 export interface LifecyclePolicy {
   /** Stop after this long without requests, in milliseconds; 0 never stops. */
@@ -45,6 +55,12 @@ export interface ModelLifecycleDeps {
   stopInstances(model: string): Promise<void>;
   /** Whether the model's instances run work now (an idle stop waits for it). */
   isBusy(model: string): boolean;
+  /**
+   * Whether work for the model is queued (not yet dispatched): an idle stop waits for it (a request
+   * retried after its instance ended waits there for the restart), and a sleep holds it for the
+   * wake that follows the stop.
+   */
+  hasQueuedWork(model: string): boolean;
   /** The refusal of a wake (the budget's hard stop), or undefined to allow it. */
   wakeRefusal?(model: string): ServiceError | undefined;
   /** Called after every state change. */
@@ -67,17 +83,25 @@ export interface ModelLifecycle {
   failure(model: string): ServiceError | undefined;
   /** A request arrived: the idle timer restarts, and a stopped model wakes. */
   demand(model: string): void;
-  /** Marks the model starting (at boot, before its instances are launched). */
-  booting(model: string): void;
-  /** The boot start ended: the model is ready (supervised) from now on. */
-  booted(model: string): void;
   /**
-   * Wakes a stopped model (idempotent). Resolves with the state once the wake ends: ready, or
-   * stopped when it failed (see failure()).
+   * Marks the model starting at boot, before its instances are launched. False when a sleep came
+   * before the boot (the model is stopped, or woken since by demand): the boot leaves it alone.
    */
-  wake(model: string): Promise<ModelState>;
-  /** Stops the model's instances (idempotent); resolves once stopped. */
+  booting(model: string): boolean;
+  /**
+   * The boot's first instance became ready (`isAnyReady`; the boot is timed to here, as a wake is),
+   * or none could start: either way the model is ready (supervised) from now on, and wake() calls
+   * made during the boot end.
+   */
+  booted(model: string, outcome: { isAnyReady: boolean }): void;
+  /** Wakes a stopped model (idempotent). Resolves once the wake (or the boot) ends. */
+  wake(model: string): Promise<WakeEnd>;
+  /**
+   * Stops the model's instances (idempotent); resolves once stopped, or, when work was queued for
+   * it, once the wake that follows has ended.
+   */
   sleep(model: string): Promise<void>;
+  /** Stops every timer; pending wake() calls end with shutting_down. */
   close(): void;
 }
 
@@ -87,9 +111,11 @@ interface Entry {
   lastDemandMs: number;
   idleTimer: TimerHandle | undefined;
   failure: ServiceError | undefined;
-  /** Resolvers of wake() calls waiting for the current wake or stop to end. */
-  waiters: ((state: ModelState) => void)[];
-  /** A request arrived while stopping: wake once stopped. */
+  /** Resolvers of wake() and sleep() calls waiting for the current wake or stop to end. */
+  waiters: ((end: WakeEnd) => void)[];
+  /** The current wake's wakeTimeoutMs timer. */
+  wakeTimer: TimerHandle | undefined;
+  /** Work waits for the model while it stops (a request arrived, or work was queued when the sleep came): wake once stopped. */
   isWakeQueued: boolean;
   /** Bumped by every wake, so a late result of an abandoned one is ignored. */
   wakeId: number;
@@ -112,6 +138,7 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
       idleTimer: undefined,
       failure: undefined,
       waiters: [],
+      wakeTimer: undefined,
       isWakeQueued: false,
       wakeId: 0,
       startedMs: clock.nowMs(),
@@ -134,10 +161,17 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
     deps.onChanged();
   }
 
-  function settleWaiters(e: Entry): void {
+  function settleWaiters(e: Entry, end: WakeEnd): void {
     const waiters = e.waiters;
     e.waiters = [];
-    for (const w of waiters) w(e.state);
+    for (const w of waiters) w(end);
+  }
+
+  function cancelTimers(e: Entry): void {
+    e.idleTimer?.cancel();
+    e.idleTimer = undefined;
+    e.wakeTimer?.cancel();
+    e.wakeTimer = undefined;
   }
 
   function armIdleTimer(model: string, e: Entry): void {
@@ -150,8 +184,8 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
         e.idleTimer = undefined;
         if (e.state !== 'ready') return;
         const nowMs = clock.nowMs();
-        // Running work counts as activity: the idle time starts when the model has nothing to do.
-        if (deps.isBusy(model)) e.lastDemandMs = nowMs;
+        // Running and queued work count as activity: the idle time starts when the model has nothing to do.
+        if (deps.isBusy(model) || deps.hasQueuedWork(model)) e.lastDemandMs = nowMs;
         if (nowMs - e.lastDemandMs >= idleMs) {
           log.info({ model, idleMs: nowMs - e.lastDemandMs }, 'model idle: stopping');
           void stop(model, e, 'idle');
@@ -164,8 +198,7 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
   }
 
   async function stop(model: string, e: Entry, reason: 'idle' | 'requested' | 'failed'): Promise<void> {
-    e.idleTimer?.cancel();
-    e.idleTimer = undefined;
+    cancelTimers(e);
     e.wakeId += 1;
     if (reason !== 'failed') metrics.modelSleeps.inc({ model, reason });
     setState(e, 'stopping');
@@ -179,7 +212,10 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
       startWake(model, e);
       return;
     }
-    settleWaiters(e);
+    settleWaiters(e, {
+      isReady: false,
+      error: e.failure ?? errors.modelWakeFailed({ model, reason: 'a sleep stopped it', retryAfterMs: options.retryAfterMs }),
+    });
   }
 
   function startWake(model: string, e: Entry): void {
@@ -189,7 +225,7 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
       metrics.modelWakes.inc({ model, outcome: 'refused' });
       log.warn({ model, code: refusal.code }, 'model wake refused');
       deps.onChanged();
-      settleWaiters(e);
+      settleWaiters(e, { isReady: false, error: refusal });
       return;
     }
     const policy = options.models[model]!;
@@ -203,14 +239,15 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
     setState(e, 'starting');
     const fail = (outcome: 'failed' | 'timeout', error: ServiceError) => {
       if (e.wakeId !== wakeId || e.state !== 'starting') return;
-      timer.cancel();
       e.failure = error;
       metrics.modelWakes.inc({ model, outcome });
       log.error({ model, code: error.code, wakeMs: clock.nowMs() - startedMs }, 'model wake failed');
-      // The failure is set before the state changes, so held requests get it at once.
+      // The failure is set before the state changes, so held requests get it at once, and so do the
+      // wake() calls waiting for this wake (not for one that a request arriving meanwhile starts).
+      settleWaiters(e, { isReady: false, error });
       void stop(model, e, 'failed');
     };
-    const timer = clock.setTimeout(
+    e.wakeTimer = clock.setTimeout(
       () => fail('timeout', errors.modelWakeTimeout({ model, wakeTimeoutMs: policy.wakeTimeoutMs, retryAfterMs: options.retryAfterMs })),
       policy.wakeTimeoutMs,
     );
@@ -221,7 +258,8 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
           fail('failed', errors.modelWakeFailed({ model, reason: 'no instance could start', retryAfterMs: options.retryAfterMs }));
           return;
         }
-        timer.cancel();
+        e.wakeTimer?.cancel();
+        e.wakeTimer = undefined;
         const wakeMs = clock.nowMs() - startedMs;
         e.lastStartMs = wakeMs;
         metrics.modelWakes.inc({ model, outcome: 'ok' });
@@ -229,7 +267,7 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
         log.info({ model, wakeMs }, 'model woke');
         setState(e, 'ready');
         armIdleTimer(model, e);
-        settleWaiters(e);
+        settleWaiters(e, { isReady: true });
       },
       (err: unknown) => fail('failed', errors.modelWakeFailed({ model, reason: String(err), retryAfterMs: options.retryAfterMs })),
     );
@@ -255,7 +293,9 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
     },
     isWaking(model) {
       const e = entryOf(model);
-      return e.state === 'starting' || (e.state === 'stopping' && e.isWakeQueued);
+      // A wake to follow the stop holds work from the stop to the wake's start: the instant the
+      // model reads stopped included (listeners hear of it before the wake starts).
+      return e.state === 'starting' || ((e.state === 'stopping' || e.state === 'stopped') && e.isWakeQueued);
     },
     readyAtMs(model) {
       const e = entryOf(model);
@@ -278,25 +318,37 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
     // Boot changes notify no one: the supervisor's start() reports its instances itself.
     booting(model) {
       const e = entryOf(model);
-      e.isWoken = false;
-      e.state = 'starting';
+      // Untouched since creation (starting, not woken): a sleep before the boot stands.
+      if (e.state !== 'starting' || e.isWoken || isClosed) return false;
       e.startedMs = clock.nowMs();
       updateGauges();
+      return true;
     },
-    booted(model) {
+    booted(model, { isAnyReady }) {
       const e = entryOf(model);
-      if (e.state !== 'starting' || e.isWoken) return;
-      e.lastStartMs = clock.nowMs() - e.startedMs;
-      e.lastDemandMs = clock.nowMs();
+      if (e.state !== 'starting' || e.isWoken || isClosed) return;
+      const nowMs = clock.nowMs();
+      // A wake is predicted by the time to the boot's first ready instance, as a wake ends at its first.
+      if (isAnyReady) e.lastStartMs = nowMs - e.startedMs;
+      e.lastDemandMs = nowMs;
       e.state = 'ready';
       updateGauges();
       armIdleTimer(model, e);
-      settleWaiters(e);
+      settleWaiters(
+        e,
+        isAnyReady
+          ? { isReady: true }
+          : {
+              isReady: false,
+              error: errors.modelWakeFailed({ model, reason: 'no instance could start', retryAfterMs: options.retryAfterMs }),
+            },
+      );
     },
     wake(model) {
       const e = entryOf(model);
-      if (e.state === 'ready' || isClosed) return Promise.resolve(e.state);
-      return new Promise<ModelState>((resolve) => {
+      if (isClosed) return Promise.resolve<WakeEnd>({ isReady: false, error: errors.shuttingDown() });
+      if (e.state === 'ready') return Promise.resolve<WakeEnd>({ isReady: true });
+      return new Promise<WakeEnd>((resolve) => {
         e.waiters.push(resolve);
         wake(model, e);
         // A refused wake settles at once, leaving the model stopped.
@@ -304,22 +356,21 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
     },
     async sleep(model) {
       const e = entryOf(model);
-      e.isWakeQueued = false;
       if (e.state === 'stopped') return;
-      if (e.state === 'stopping') {
-        await new Promise<ModelState>((resolve) => e.waiters.push(resolve));
-        return;
-      }
-      const done = new Promise<ModelState>((resolve) => e.waiters.push(resolve));
-      void stop(model, e, 'requested');
+      // Work queued now is held for the model, as work arriving while it stops is: the model wakes
+      // again once stopped, rather than failing it (running work finishes first either way).
+      e.isWakeQueued = deps.hasQueuedWork(model);
+      const done = new Promise<WakeEnd>((resolve) => e.waiters.push(resolve));
+      if (e.state !== 'stopping') void stop(model, e, 'requested');
       await done;
     },
     close() {
       isClosed = true;
       for (const e of entries.values()) {
-        e.idleTimer?.cancel();
-        e.idleTimer = undefined;
+        cancelTimers(e);
         e.wakeId += 1;
+        e.isWakeQueued = false;
+        settleWaiters(e, { isReady: false, error: errors.shuttingDown() });
       }
     },
   };

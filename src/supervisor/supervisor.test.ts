@@ -192,6 +192,32 @@ describe('Supervisor restarts', () => {
     supervisor.destroy();
   });
 
+  it('clears the crash-loop flag once the slot is ready again, and judges a failure soon after with the loop kept', async () => {
+    const { clock, spawner, supervisor } = setup({ m: {} });
+    const started = supervisor.start();
+    await crashOnLoad(spawner.last());
+    await started;
+    for (const delayMs of [100, 200, 400]) {
+      await advanceSettling(clock, delayMs, delayMs);
+      await crashOnLoad(spawner.last());
+    }
+    assert.equal(supervisor.stats().instances[0]!.isCrashLoop, true);
+    assert.equal(supervisor.availability('m'), 'unavailable');
+    await advanceSettling(clock, 1_000, 1_000);
+    await spawner.last().walkToReady();
+    assert.equal(supervisor.stats().instances[0]!.state, 'ready');
+    assert.equal(supervisor.stats().instances[0]!.isCrashLoop, false, '/health/ready shows a ready instance in a crash loop');
+    assert.equal(supervisor.availability('m'), 'ready');
+    spawner.last().exit(1); // within crashLoopWindowMs of the loop's failures: still a loop, restarted at the longest backoff
+    await settle();
+    assert.deepEqual([supervisor.stats().instances[0]!.isCrashLoop, supervisor.stats().instances[0]!.state], [true, 'restarting']);
+    await advanceSettling(clock, 999, 999);
+    assert.equal(spawner.children.length, 5);
+    await advanceSettling(clock, 1, 1);
+    assert.equal(spawner.children.length, 6);
+    supervisor.destroy();
+  });
+
   it('reports a model unavailable only when every one of its slots is in a crash loop', async () => {
     // Replacements that are not crashed wait in their handshake meanwhile: they must not time out.
     const { clock, spawner, supervisor } = setup({ m: { instances: 2 } }, {}, { handshakeTimeoutMs: 600_000 });

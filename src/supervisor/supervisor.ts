@@ -26,7 +26,7 @@ import { decideRestart, type RestartPolicy } from './restart-policy.js';
 import { cpuThreadsFor, GPU_INSTANCE_THREAD_CAPS, placeInstances, type Placement } from './placement.js';
 import { findHostPath } from './host-path.js';
 import { createBusyMeter } from './busy-meter.js';
-import { createModelLifecycle, type ModelState } from './model-lifecycle.js';
+import { createModelLifecycle, type ModelState, type WakeEnd } from './model-lifecycle.js';
 import type { SpawnInstance } from './spawn.js';
 
 /** The thread-count variables of PyTorch (OpenMP), MKL and OpenBLAS: an instance's CPU share. */
@@ -163,12 +163,21 @@ export interface Supervisor extends WorkExecutor {
   /** When a waking model should serve (see ModelLifecycle.readyAtMs); undefined otherwise. */
   readyAtMs(model: string): number | undefined;
   /**
-   * Wakes a stopped model (idempotent). Resolves once the wake ends with the model's state (ready,
-   * or stopped with whyUnavailable() saying why).
+   * Wakes a stopped model (idempotent). Resolves once the wake (or the boot under way) ends: an
+   * instance is ready, or the error saying why not (model_wake_failed, model_wake_timeout,
+   * gpu_budget_exhausted, shutting_down).
    */
-  wake(model: string): Promise<ModelState>;
-  /** Stops a model's instances (idempotent): running work finishes first. */
+  wake(model: string): Promise<WakeEnd>;
+  /**
+   * Stops a model's instances (idempotent): running work finishes first, and work queued for the
+   * model is held and wakes it again once stopped. Resolves once stopped (or woken again).
+   */
   sleep(model: string): Promise<void>;
+  /**
+   * The scheduler's count of work queued for each model (requests, sequence items and streams not
+   * yet dispatched), given once: a model with queued work is not idle, and a sleep holds it.
+   */
+  observeQueue(queued: (model: string) => number): void;
   /** Lets running batches finish, then stops every instance. */
   close(): Promise<void>;
   /** Kills every instance now. */
@@ -182,6 +191,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
   const byId = new Map<string, InstanceProcess>();
   const listeners = new Set<() => void>();
   let isClosing = false;
+  let queuedOf: (model: string) => number = () => 0;
   // The warmup gate: while held, no instance is offered for dispatch (see exclusiveWarmup).
   let isGateHeld = false;
   let gateTail: Promise<void> = Promise.resolve();
@@ -265,24 +275,22 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
       stopInstances: stopModel,
       isBusy: (model) =>
         slots.some((s) => s.model === model && ((s.current?.facts.runningBatches ?? 0) > 0 || (s.current?.facts.runningStreams ?? 0) > 0)),
+      hasQueuedWork: (model) => queuedOf(model) > 0,
       wakeRefusal: deps.wakeRefusal,
       onChanged: () => notify(),
     },
   );
 
-  /** Launches a stopped model's slots; true once one instance is ready, false when none started. */
-  async function startModel(model: string): Promise<boolean> {
-    const mine = slots.filter((s) => s.model === model);
-    for (const slot of mine) {
-      slot.isStopped = false;
-      slot.failuresMs = [];
-      slot.isCrashLoop = false;
-    }
-    const launches = mine.map((slot) => launch(slot).then(() => slot.current?.state === 'ready'));
-    if (launches.length === 0) return false;
-    // The first ready instance ends the wake; the others join as they become ready.
-    return new Promise<boolean>((resolve) => {
+  /**
+   * Launches a model's slots. `isAnyReady` resolves true at the first instance ready (which ends a
+   * wake or the boot; the others join as they become ready), false once none could start;
+   * `started` once every launch has become ready or failed its first start.
+   */
+  function launchModel(model: string): { isAnyReady: Promise<boolean>; started: Promise<void> } {
+    const launches = slots.filter((s) => s.model === model).map((slot) => launch(slot).then(() => slot.current?.state === 'ready'));
+    const isAnyReady = new Promise<boolean>((resolve) => {
       let left = launches.length;
+      if (left === 0) resolve(false);
       for (const l of launches) {
         void l.then((isReady) => {
           left -= 1;
@@ -291,6 +299,17 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
         });
       }
     });
+    return { isAnyReady, started: Promise.all(launches).then(() => undefined) };
+  }
+
+  /** Launches a stopped model's slots; true once one instance is ready, false when none started. */
+  function startModel(model: string): Promise<boolean> {
+    for (const slot of slots.filter((s) => s.model === model)) {
+      slot.isStopped = false;
+      slot.failuresMs = [];
+      slot.isCrashLoop = false;
+    }
+    return launchModel(model).isAnyReady;
   }
 
   /** Stops a model's slots: ready instances finish their work and close, others are killed now. */
@@ -433,7 +452,10 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
         metrics.instanceWarmup.observe({ model: slot.model }, (clock.nowMs() - startedMs) / 1000);
         const { boot } = instance.facts;
         if (boot !== undefined) observeBoot(metrics, slot.model, boot);
-        slot.failuresMs = slot.isCrashLoop ? slot.failuresMs : [];
+        // A ready instance is not in a crash loop (/health/ready and availability read the flag),
+        // but a loop's failures are kept: one that ends again soon is judged with them.
+        if (!slot.isCrashLoop) slot.failuresMs = [];
+        slot.isCrashLoop = false;
       }
       notify();
     });
@@ -540,9 +562,15 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
 
   return {
     async start() {
-      for (const model of Object.keys(options.models)) lifecycle.booting(model);
-      await Promise.all(slots.map((slot) => launch(slot)));
-      for (const model of Object.keys(options.models)) lifecycle.booted(model);
+      // A model put to sleep before the boot is left stopped: the next request wakes it.
+      const booting = Object.keys(options.models).filter((model) => lifecycle.booting(model));
+      await Promise.all(
+        booting.map(async (model) => {
+          const boot = launchModel(model);
+          const booted = boot.isAnyReady.then((isAnyReady) => lifecycle.booted(model, { isAnyReady }));
+          await Promise.all([boot.started, booted]);
+        }),
+      );
       notify();
     },
 
@@ -553,6 +581,9 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     whyUnavailable: (model) => (options.models[model] === undefined ? undefined : lifecycle.failure(model)),
     wake: (model) => lifecycle.wake(model),
     sleep: (model) => lifecycle.sleep(model),
+    observeQueue(queued) {
+      queuedOf = queued;
+    },
 
     readyInstances(model) {
       const out: InstanceView[] = [];
