@@ -9,6 +9,7 @@ import { SPEECH_REGION_ADAPTERS, taskOf, VOICE_RESOURCE_ADAPTERS, type Config } 
 import {
   buildGateway,
   createAudioDecoder,
+  createModelLifecycleControl,
   createEnergyDetector,
   createSileroDetector,
   trackConnections,
@@ -309,15 +310,12 @@ export async function buildServer(config: Config, deps: ServerDeps): Promise<Ser
     log,
     metrics,
     isDraining: () => isDraining,
-    lifecycle: {
+    lifecycle: createModelLifecycleControl({
       state: (model) => supervisor.modelState(model),
-      wake: async (model) => {
-        const end = await supervisor.wake(model);
-        return end.isReady ? 'ready' : supervisor.modelState(model);
-      },
-      sleep: (model) => supervisor.sleep(model),
       whyUnavailable: (model) => supervisor.whyUnavailable(model),
-    },
+      wake: (model) => supervisor.wake(model),
+      sleep: (model) => supervisor.sleep(model),
+    }),
     instanceGpu,
     releaseIdleMemory: (p) => void releaseIdleMemory(p),
     ...(requestLog === undefined ? {} : { requestLog }),

@@ -122,15 +122,40 @@ export interface VoiceDirectory {
 /** A model's lifecycle state: stopped (no instance runs), starting, ready (instances supervised) or stopping. */
 export type ModelLifecycleState = 'stopped' | 'starting' | 'ready' | 'stopping';
 
-/** Starts and stops models (POST /v1/models/{id}/wake and /sleep); the supervisor's lifecycle. */
+/**
+ * Starts and stops models (POST /v1/models/{id}/wake and /sleep). A wake's or a sleep's answer
+ * comes from the lifecycle's owner, the main thread (createModelLifecycleControl): in a gateway
+ * thread the call goes there, never to the state last pushed to the thread.
+ */
 export interface ModelLifecycleControl {
+  /** The model's state (in a gateway thread, as the main thread last pushed it: up to 250 ms old). */
   state(model: string): ModelLifecycleState;
-  /** Wakes a stopped model (idempotent); resolves with its state once the wake ends. */
-  wake(model: string): Promise<ModelLifecycleState>;
-  /** Stops a model (idempotent); resolves once stopped. */
-  sleep(model: string): Promise<void>;
+  /**
+   * Wakes a stopped model (idempotent). Resolves with its state right after the call (starting or
+   * ready) or, with `isWaiting`, once the wake ends (ready).
+   * @throws gpu_budget_exhausted (a refused wake); with `isWaiting` also model_wake_failed,
+   *   model_wake_timeout and shutting_down
+   */
+  wake(model: string, options: { isWaiting: boolean }): Promise<ModelLifecycleState>;
+  /**
+   * Stops a model (idempotent). Resolves with its state right after the call (stopping, or stopped)
+   * or, with `isWaiting`, once stopped (or woken again for work queued for it).
+   */
+  sleep(model: string, options: { isWaiting: boolean }): Promise<ModelLifecycleState>;
+}
+
+/** How a wake ended, as the lifecycle's owner reports it: ready, or the error saying why not. */
+export type ModelWakeEnd = { isReady: true } | { isReady: false; error: ServiceError };
+
+/** The lifecycle's owner (the supervisor, wired in app/): what createModelLifecycleControl answers from. */
+export interface ModelLifecycleOwner {
+  state(model: string): ModelLifecycleState;
   /** Why the model cannot serve (a failed or refused wake); undefined otherwise. */
   whyUnavailable(model: string): ServiceError | undefined;
+  /** Wakes a stopped model; resolves (never rejects) once the wake ends. */
+  wake(model: string): Promise<ModelWakeEnd>;
+  /** Stops a model; resolves once stopped. */
+  sleep(model: string): Promise<void>;
 }
 
 export interface ReadinessSnapshot {

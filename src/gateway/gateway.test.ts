@@ -9,6 +9,7 @@ import { errors } from '../core/error-catalog.js';
 import {
   buildGateway,
   createEnergyDetector,
+  createModelLifecycleControl,
   type ModelCatalog,
   type ModelLifecycleControl,
   type ModelLifecycleState,
@@ -357,22 +358,27 @@ describe('buildGateway languages (#16)', () => {
     let state: ModelLifecycleState = 'stopped';
     let isRefused = false;
     const calls: string[] = [];
-    const lifecycle: ModelLifecycleControl = {
+    const refusal = errors.gpuBudgetExhausted({ model: 'echo', guard: 'monthly GPU budget', retryAfterMs: 60_000 });
+    const lifecycle = createModelLifecycleControl({
       state: () => state,
       wake: (model) => {
         calls.push(`wake ${model}`);
-        if (isRefused) return Promise.resolve(state);
+        if (isRefused) return Promise.resolve({ isReady: false, error: refusal });
         state = 'starting';
-        return new Promise((resolve) => setTimeout(() => resolve((state = 'ready')), 0));
+        return new Promise((resolve) =>
+          setTimeout(() => {
+            state = 'ready';
+            resolve({ isReady: true });
+          }, 0),
+        );
       },
       sleep: (model) => {
         calls.push(`sleep ${model}`);
         state = 'stopped';
         return Promise.resolve();
       },
-      whyUnavailable: () =>
-        isRefused ? errors.gpuBudgetExhausted({ model: 'echo', guard: 'monthly GPU budget', retryAfterMs: 60_000 }) : undefined,
-    };
+      whyUnavailable: () => (isRefused ? refusal : undefined),
+    });
     const { app } = await setup({ lifecycle });
     const listed = await app.inject({ method: 'GET', url: '/v1/models/echo' });
     assert.equal((listed.json() as { voxmux: { state: string } }).voxmux.state, 'stopped');

@@ -4,6 +4,7 @@ export { UploadPool } from './upload-pool.js';
 export { DiarizationSessionService } from './diarization/session-service.js';
 export type { DiarizationSessions, SessionChunk } from './diarization/session-service.js';
 export { trackConnections, type ConnectionTracker } from './connections.js';
+export { createModelLifecycleControl } from './model-lifecycle-control.js';
 export type {
   GatewayDeps,
   GatewayOptions,
@@ -11,7 +12,9 @@ export type {
   ModelCatalog,
   ModelEntry,
   ModelLifecycleControl,
+  ModelLifecycleOwner,
   ModelLifecycleState,
+  ModelWakeEnd,
   ModelTask,
   ReadinessSnapshot,
   SpeechModelSettings,

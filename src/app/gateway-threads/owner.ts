@@ -8,7 +8,6 @@
 import { closeSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import type { Clock, TimerHandle } from '../../core/clock.js';
-import { toPlainError } from '../../core/errors.js';
 import type { Config } from '../../config/schema.js';
 import type { GatewayDeps, ModelLifecycleState } from '../../gateway/index.js';
 import type { Logger } from '../../telemetry/logger.js';
@@ -186,14 +185,13 @@ export function startGatewayThreads(options: GatewayThreadsOptions, deps: Gatewa
 
   function snapshot(): OwnerState {
     const g = deps.gateway;
-    const models: Record<string, { state: ModelLifecycleState; whyUnavailable?: ReturnType<typeof toPlainError> }> = {};
+    const models: Record<string, { state: ModelLifecycleState }> = {};
     const catalogs: OwnerState['catalogs'] = {};
     const residency: Record<string, ReturnType<GatewayDeps['voices']['residency']>> = {};
     for (const entry of g.models.list()) {
       const model = g.models.resolve(entry.id);
       if (model === undefined || model !== entry.id) continue;
-      const why = g.lifecycle?.whyUnavailable(model);
-      models[model] = { state: g.lifecycle?.state(model) ?? 'ready', ...(why === undefined ? {} : { whyUnavailable: toPlainError(why) }) };
+      models[model] = { state: g.lifecycle?.state(model) ?? 'ready' };
     }
     for (const { model } of g.voices.models()) {
       (catalogs as Record<string, unknown>)[model] = g.voices.catalog(model);

@@ -185,12 +185,9 @@ export function createRemoteDeps(port: MessagePort, local: LocalDeps, transfers:
     instanceGpu: (instanceId) => state.instanceGpus[instanceId],
     lifecycle: {
       state: (model): ModelLifecycleState => state.models[model]?.state ?? 'starting',
-      whyUnavailable: (model) => {
-        const why = state.models[model]?.whyUnavailable;
-        return why === undefined ? undefined : errors.fromPlain(why);
-      },
-      wake: (model) => call<ModelLifecycleState>({ type: 'wake', callId: nextCallId++, model }, {}),
-      sleep: (model) => call<void>({ type: 'sleep', callId: nextCallId++, model }, {}),
+      // Answered by the main thread, which owns the lifecycle: the pushed state may be 250 ms old.
+      wake: (model, { isWaiting }) => call<ModelLifecycleState>({ type: 'wake', callId: nextCallId++, model, isWaiting }, {}),
+      sleep: (model, { isWaiting }) => call<ModelLifecycleState>({ type: 'sleep', callId: nextCallId++, model, isWaiting }, {}),
     },
   };
 

@@ -8,7 +8,7 @@
  */
 import { errors } from '../../core/error-catalog.js';
 import { toPlainError } from '../../core/errors.js';
-import type { DiarizationSessions, GatewayDeps, ModelLifecycleState } from '../../gateway/index.js';
+import type { DiarizationSessions, GatewayDeps, ModelLifecycleControl } from '../../gateway/index.js';
 import type { StreamCall } from '../../scheduler/index.js';
 import type { Logger } from '../../telemetry/logger.js';
 import {
@@ -43,6 +43,11 @@ interface RunningCall {
 /** The samples a thread sent, in the memory it transferred. */
 function samplesOf(audio: PlainAudio): Int16Array {
   return new Int16Array(audio.memory, 0, audio.samples);
+}
+
+function lifecycleOf(g: GatewayDeps, model: string): ModelLifecycleControl {
+  if (g.lifecycle === undefined) throw errors.modelNotFound({ model });
+  return g.lifecycle;
 }
 
 function sessionsOf(g: GatewayDeps): DiarizationSessions {
@@ -127,11 +132,12 @@ export function serveThread(post: (message: OwnerMessage, transfer?: ArrayBuffer
         );
         return;
       }
+      // The answer is made here, where the lifecycle lives: the thread's pushed state may be stale.
       case 'wake':
-        attempt(async (): Promise<ModelLifecycleState> => (g.lifecycle === undefined ? 'ready' : g.lifecycle.wake(message.model)));
+        attempt(() => lifecycleOf(g, message.model).wake(message.model, { isWaiting: message.isWaiting }));
         return;
       case 'sleep':
-        attempt(async () => g.lifecycle?.sleep(message.model));
+        attempt(() => lifecycleOf(g, message.model).sleep(message.model, { isWaiting: message.isWaiting }));
         return;
       case 'metricsText':
         attempt(() => deps.metricsText());

@@ -15,6 +15,11 @@ import { createMetrics } from '../../telemetry/metrics.js';
 import { silentLogger } from '../../../test/support/test-logger.js';
 import { systemClock } from '../../core/clock.js';
 import { createRemoteDeps } from './remote-deps.js';
+import Fastify from 'fastify';
+import { waitFor } from '../../../test/support/wait-for.js';
+import { createModelLifecycleControl, toHttpError } from '../../gateway/index.js';
+import type { ModelLifecycleState, ModelWakeEnd } from '../../gateway/index.js';
+import { registerModelRoutes } from '../../gateway/routes/models.js';
 import { serveThread } from './serve-thread.js';
 import { isThreadRequest, STREAM_CHUNKS_AHEAD, type OwnerMessage, type ThreadMessage } from './thread-messages.js';
 
@@ -199,5 +204,113 @@ describe('gateway thread link', () => {
     );
     assert.equal(answer.seq, 0);
     assert.equal(samples, 16_000);
+  });
+});
+
+describe("gateway thread: POST /v1/models/{id}/wake and /sleep answer with the main thread's state after the call", () => {
+  /** A thread's model routes over a main thread whose lifecycle the test owns (one model, `m`). */
+  async function threadModelRoutes(owner: { state: ModelLifecycleState; why: ServiceError | undefined; wakeEnds?: Promise<ModelWakeEnd> }) {
+    const channel = new MessageChannel();
+    channels.push(channel);
+    const metrics = createMetrics({ thread: 'gateway-test' });
+    // The main thread's control over a lifecycle that behaves as the supervisor's.
+    const lifecycle = createModelLifecycleControl({
+      state: () => owner.state,
+      whyUnavailable: () => (owner.state === 'stopped' || owner.state === 'stopping' ? owner.why : undefined),
+      // As the supervisor's: a wake of a stopped model starts at once (the failure of the last one is forgotten).
+      wake: (): Promise<ModelWakeEnd> => {
+        if (owner.state === 'stopped') Object.assign(owner, { state: 'starting', why: undefined });
+        return owner.wakeEnds ?? new Promise<ModelWakeEnd>(() => undefined);
+      },
+      sleep: async () => void Object.assign(owner, { state: 'stopping' }),
+    });
+    const snapshot = () => ({
+      readiness: { isReady: true, body: { models: {} } },
+      models: { m: { state: owner.state } },
+      catalogs: {},
+      residency: {},
+      instanceGpus: {},
+      isDraining: false,
+    });
+    const remote = createRemoteDeps(
+      channel.port1,
+      {
+        models: { list: () => [], resolve: (id) => (id === 'm' ? 'm' : undefined) },
+        voiceModels: [],
+        decoder: undefined as never,
+        voiceActivity: undefined as never,
+        metricsContentType: metrics.registry.contentType,
+        clock: systemClock,
+        log: silentLogger(),
+        metrics,
+      },
+      new UploadPool({ maxPooledBytes: 1024 * 1024 }),
+      snapshot(),
+    );
+    channel.port1.on('message', (message: OwnerMessage) => remote.receive(message));
+    const server = serveThread((message, transfer = []) => channel.port2.postMessage(message, transfer), {
+      gateway: { lifecycle } as unknown as GatewayDeps,
+      metricsText: async () => 'metrics',
+      log: silentLogger(),
+    });
+    channel.port2.on('message', (message: ThreadMessage) => {
+      if (isThreadRequest(message)) server.receive(message);
+    });
+    const app = Fastify();
+    app.setErrorHandler(async (err, _request, reply) => {
+      const http = toHttpError(err as ServiceError);
+      return reply.code(http.status).send(http.body);
+    });
+    registerModelRoutes(app, remote.deps);
+    await app.ready();
+    return app;
+  }
+
+  it('answers a wake of a stopped model 202 starting, as the main thread does, even after a failed wake', async () => {
+    // docs/operations.md: `POST .../wake  # 202 {"state":"starting"} at once (200 if ready)`; the last
+    // wake's failure is forgotten once the next wake starts ("the next request wakes the model again").
+    const owner: { state: ModelLifecycleState; why: ServiceError | undefined } = {
+      state: 'stopped',
+      why: errors.modelWakeFailed({ model: 'm', reason: 'no instance could start', retryAfterMs: 1000 }),
+    };
+    const app = await threadModelRoutes(owner);
+    const res = await app.inject({ method: 'POST', url: '/v1/models/m/wake' });
+    await waitFor(() => owner.state === 'starting', 'the main thread to start the wake', 2000);
+    assert.equal(res.statusCode, 202, `answered ${res.statusCode} ${res.body}`);
+    assert.equal(res.json().state, 'starting');
+    await app.close();
+  });
+
+  it('answers a sleep of a ready model with its stopping state, not the ready state it had before the call', async () => {
+    const owner: { state: ModelLifecycleState; why: ServiceError | undefined } = { state: 'ready', why: undefined };
+    const app = await threadModelRoutes(owner);
+    const res = await app.inject({ method: 'POST', url: '/v1/models/m/sleep' });
+    await waitFor(() => owner.state === 'stopping', 'the main thread to start the sleep', 2000);
+    assert.equal(res.json().state, 'stopping', `answered ${res.statusCode} ${res.body}`);
+    await app.close();
+  });
+  it("answers wake?wait=true with the wake's own 503 (model_wake_timeout) when the wake fails", async () => {
+    // docs/operations.md: `wake?wait=true # 200 once ready, or the wake's 503`.
+    const owner: { state: ModelLifecycleState; why: ServiceError | undefined; wakeEnds?: Promise<ModelWakeEnd> } = {
+      state: 'stopped',
+      why: undefined,
+    };
+    // The wake times out on the main thread: the model is stopped again with model_wake_timeout.
+    let timeOut!: () => void;
+    owner.wakeEnds = new Promise<ModelWakeEnd>((resolve) => {
+      timeOut = () => {
+        const error = errors.modelWakeTimeout({ model: 'm', wakeTimeoutMs: 50, retryAfterMs: 1000 });
+        Object.assign(owner, { state: 'stopped', why: error });
+        resolve({ isReady: false, error });
+      };
+    });
+    const app = await threadModelRoutes(owner);
+    const answer = app.inject({ method: 'POST', url: '/v1/models/m/wake?wait=true' });
+    await waitFor(() => owner.state === 'starting', 'the main thread to start the wake', 2000);
+    timeOut();
+    const res = await answer;
+    assert.equal(res.statusCode, 503);
+    assert.equal(res.json().error.code, 'model_wake_timeout', `answered ${res.statusCode} ${res.body}`);
+    await app.close();
   });
 });

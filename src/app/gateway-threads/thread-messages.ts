@@ -87,7 +87,7 @@ export type ThreadRequest =
       audio?: PlainAudio;
       options: PlainSubmitOptions;
     }
-  | { type: 'wake' | 'sleep'; callId: number; model: string }
+  | { type: 'wake' | 'sleep'; callId: number; model: string; isWaiting: boolean }
   | { type: 'metricsText'; callId: number };
 
 /** The request types, checked complete by the compiler: what serve-thread.ts runs. */
@@ -133,7 +133,7 @@ export type ThreadMessage =
 /** What the main thread tells every gateway thread of its state, pushed at an interval and on each change of draining. */
 export interface OwnerState {
   readiness: ReadinessSnapshot;
-  models: Readonly<Record<string, { state: ModelLifecycleState; whyUnavailable?: PlainServiceError }>>;
+  models: Readonly<Record<string, { state: ModelLifecycleState }>>;
   catalogs: Readonly<Record<string, readonly CatalogEntry[]>>;
   residency: Readonly<Record<string, readonly { instanceId: string; resources: readonly ResidentResource[] }[]>>;
   /** GPU index by instance id (CPU instances are absent). */

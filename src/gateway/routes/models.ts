@@ -46,27 +46,16 @@ export function registerModelRoutes(app: FastifyInstance, deps: GatewayDeps): vo
   });
   // Idempotent: waking a starting or ready model changes nothing. Without ?wait=true the call
   // answers at once (202 while the model starts); with it, once the wake ends, bounded by the
-  // model's wakeTimeoutMs: 200 ready, or the wake's 503.
+  // model's wakeTimeoutMs: 200 ready, or the wake's 503. The state answered is the lifecycle
+  // owner's after the call (ModelLifecycleControl), not one read before it.
   app.post<LifecycleCall>('/v1/models/:model/wake', async (request, reply) => {
     const { name, lifecycle, isWaiting } = resolveCall(request.params, request.query);
-    const woken = lifecycle.wake(name);
-    if (!isWaiting) {
-      void woken;
-      const state = lifecycle.state(name);
-      const refusal = state === 'stopped' ? lifecycle.whyUnavailable(name) : undefined;
-      if (refusal !== undefined) throw refusal;
-      return reply.code(state === 'ready' ? 200 : 202).send({ id: request.params.model, object: 'model.state', state });
-    }
-    const state = await woken;
-    if (state !== 'ready') throw lifecycle.whyUnavailable(name) ?? errors.noReadyInstance({ model: name, retryAfterMs: 1000 });
-    return { id: request.params.model, object: 'model.state', state };
+    const state = await lifecycle.wake(name, { isWaiting });
+    return reply.code(state === 'ready' ? 200 : 202).send({ id: request.params.model, object: 'model.state', state });
   });
   app.post<LifecycleCall>('/v1/models/:model/sleep', async (request, reply) => {
     const { name, lifecycle, isWaiting } = resolveCall(request.params, request.query);
-    const slept = lifecycle.sleep(name);
-    if (isWaiting) await slept;
-    else void slept;
-    const state = lifecycle.state(name);
+    const state = await lifecycle.sleep(name, { isWaiting });
     return reply.code(state === 'stopped' ? 200 : 202).send({ id: request.params.model, object: 'model.state', state });
   });
 }
