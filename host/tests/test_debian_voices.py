@@ -338,3 +338,25 @@ def test_a_host_process_streams_speech_chunks_for_a_start_stream(spawn: Any) -> 
     assert message.usage['audioSeconds'] == pytest.approx(audio_s, abs=0.002) and 1.0 <= audio_s <= 6.0
     host.request(Close(), 4, Closed)
     assert host.wait() == 0
+
+
+# -- sentences with nothing to say -----------------------------------------------------------
+
+
+@pytest.mark.parametrize('voice', ['festival-kal', 'festival-ked'])
+def test_a_festival_diphone_voice_survives_a_sentence_without_words(voice: str) -> None:
+    # The gateway's splitter sends "..." of 'Hello. ... Goodbye.' and the emoji of 'Great job! 🎉' as
+    # pieces of their own; festival's diphone voices crash (SIGSEGV) on an utterance with no segments.
+    adapter = DebianVoicesAdapter()
+    adapter.load(LoadContext('dv-w', 'speech', {'voices': [voice]}))
+    try:
+        adapter.warmup()
+        engine = adapter._engines['festival']
+        assert isinstance(engine, FestivalEngine)
+        pieces, usage = stream(adapter, voice, ['Hello.', '...', 'Goodbye.'])
+        assert usage['sentences'] == 3
+        assert {piece.meta['sentence'] for piece in pieces} >= {0, 2}
+        assert engine.starts == 1  # no festival process died on the way
+    finally:
+        adapter.close()
+

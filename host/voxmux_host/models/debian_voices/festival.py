@@ -7,8 +7,7 @@ sentence, only when it changes.
 
 The protocol on its stdin and stdout (verified with festival 2.5.0): each sentence is one Scheme form
 
-    (unwind-protect (begin <voice> <speed> (utt.save.wave (utt.synth (Utterance Text "...")) "<file>" 'riff)
-                           (format t "OK <n>\\n"))
+    (unwind-protect (begin <voice> <speed> (voxmux_save_wave "..." "<file>") (format t "OK <n>\\n"))
                     (format t "ER <n>\\n"))
     (fflush nil)
 
@@ -20,6 +19,11 @@ that exits or does not answer within ``sentence_timeout_s`` is killed; that sent
 next one starts a fresh process. A cancel ends the wait for an answer within ``CANCEL_POLL_S``, not
 festival's sentence: festival finishes it, and the next sentence queues behind it (its answer, when it
 comes, is skipped as a line with another tag).
+
+``voxmux_save_wave`` (``SAVE_WAVE``, defined by the start-up form) is ``utt.synth`` and ``utt.save.wave``
+except for a sentence whose analysis finds nothing to say ("...", an emoji): Festival's diphone voices
+crash (SIGSEGV) on an utterance without segments, so it synthesizes no wave and writes no file, and the
+sentence has no audio, as with flite.
 """
 from __future__ import annotations
 
@@ -50,6 +54,17 @@ LEXICON_FILES: Tuple[Tuple[str, str], ...] = ((f'{DATA_DIR}/dicts/cmu', 'festlex
 #: the voice's own engine parameters.
 HTS_PARAMS: Dict[str, str] = {'voice_cmu_us_slt_arctic_hts': 'cmu_us_slt_arctic_hts::hts_engine_params'}
 
+#: Festival's own ``utt.synth`` for a Text utterance (synthesis.scm: before_synth_hooks, the modules of
+#: ``(defUttType Text ...)``, after_synth_hooks) and ``utt.save.wave``, with its last module, Wave_Synth, run
+#: only when the others found segments. Without segments, FILE is deleted instead: a cancelled sentence may
+#: have left it, and its audio is not this sentence's.
+SAVE_WAVE = ("(define (voxmux_save_wave text file)"
+             " (let ((utt (apply_hooks before_synth_hooks (eval (list 'Utterance 'Text text)))))"
+             "  (mapcar (lambda (step) (if (not (eq? (car step) 'Wave_Synth)) (set! utt ((eval (car step)) utt))))"
+             "          (cdr (assoc 'Text UttTypes)))"
+             "  (if (utt.relation.items utt 'Segment)"
+             "      (utt.save.wave (apply_hooks after_synth_hooks (Wave_Synth utt)) file 'riff)"
+             "      (if (probe_file file) (delete-file file)))))")
 READY_TIMEOUT_S = 60.0
 SENTENCE_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 2.0
@@ -207,7 +222,7 @@ class FestivalEngine:
         if self._voice != voice.engine_voice:
             forms.append(select_voice)
         forms.append(speed_form(voice.engine_voice, speed))
-        forms.append(f"(utt.save.wave (utt.synth (Utterance Text {scheme_string(text)})) {scheme_string(path)} 'riff)")
+        forms.append(f'(voxmux_save_wave {scheme_string(text)} {scheme_string(path)})')
         self._voice = None  # unknown until festival answers OK
         answer = self._call(process, ' '.join(forms), self._sentence_timeout_s, cancelled)
         if answer == 'exited':
@@ -225,6 +240,8 @@ class FestivalEngine:
             raise InstanceError('model_failed', f'festival could not synthesize a sentence with {voice.name}: '
                                                 f'{self._last_error}')
         self._voice = voice.engine_voice
+        if not os.path.exists(path):  # nothing to say: see SAVE_WAVE
+            return Audio(voice.sample_rate, b'')
         try:
             return _read_wave(path)
         finally:
@@ -243,7 +260,7 @@ class FestivalEngine:
         self._voice = None
         self._tag += 1
         # Queued at once; festival answers it when its start-up is done.
-        process.send('t', self._tag)
+        process.send(SAVE_WAVE, self._tag)
         self._ready_tag = self._tag
         return process
 
