@@ -360,3 +360,14 @@ def test_a_festival_diphone_voice_survives_a_sentence_without_words(voice: str) 
     finally:
         adapter.close()
 
+
+@pytest.mark.parametrize('voice', ['flite-kal', 'espeak-en-us'])
+def test_a_control_character_does_not_cut_off_the_rest_of_the_sentence(adapter: DebianVoicesAdapter,
+                                                                       voice: str) -> None:
+    # JSON input may carry U+0000; the gateway passes it on. flite (a C string through ctypes) and espeak-ng
+    # (text on stdin) stop reading at it and drop every word after it without an error; Festival reads
+    # it as a space (festival.scheme_string).
+    alone = duration_s(stream(adapter, voice, ['Hello.'])[0])
+    whole = duration_s(stream(adapter, voice, ['Hello there my good friend, how are you today?'])[0])
+    with_nul = duration_s(stream(adapter, voice, ['Hello\x00 there my good friend, how are you today?'])[0])
+    assert with_nul > alone + 0.5 * (whole - alone), (alone, with_nul, whole)

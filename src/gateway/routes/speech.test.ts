@@ -295,6 +295,7 @@ describe('POST /v1/audio/speech', () => {
   const INVALID: [string, unknown, Record<string, string>, number, string, string | null][] = [
     ['empty input', { model: 'tts', input: '', voice: 'alloy' }, {}, 400, 'input_empty', 'input'],
     ['blank input', { model: 'tts', input: ' \n ', voice: 'alloy' }, {}, 400, 'input_empty', 'input'],
+    ['input of control characters', { model: 'tts', input: '\u0000\u001c\u0085', voice: 'alloy' }, {}, 400, 'input_empty', 'input'],
     ['input over 4096 characters', { model: 'tts', input: 'a'.repeat(4097), voice: 'alloy' }, {}, 400, 'input_too_long', 'input'],
     ['an unknown voice', { model: 'tts', input: 'Hi.', voice: 'nobody' }, {}, 400, 'unknown_voice', 'voice'],
     ['an alias of another model', { model: 'tts', input: 'Hi.', voice: 'constructor' }, {}, 400, 'unknown_voice', 'voice'],

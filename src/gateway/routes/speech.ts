@@ -36,7 +36,7 @@ import { toHttpError, toServiceError } from '../error-mapping.js';
 import type { CatalogEntry } from '../../scheduler/index.js';
 import type { GatewayDeps, GatewayOptions, SpeechModelSettings } from '../gateway-types.js';
 import { createSpeechEncoder, SPEECH_CONTENT_TYPES } from '../speech/speech-encoder.js';
-import { splitSpeechText } from '../speech/split-text.js';
+import { isBlankSpeechText, splitSpeechText } from '../speech/split-text.js';
 import { createCallRecord, noteDispatch } from '../call-record.js';
 import { openCall, type CallContext } from './call-context.js';
 
@@ -75,7 +75,7 @@ export function parseSpeechBody(body: unknown): SpeechFields {
   if (typeof input !== 'string') throw errors.invalidParameter({ param: 'input', expected: 'a string', got: input });
   const characters = [...input].length;
   if (characters > MAX_SPEECH_INPUT_CHARS) throw errors.inputTooLong({ characters, maxCharacters: MAX_SPEECH_INPUT_CHARS });
-  if (input.trim() === '') throw errors.inputEmpty();
+  if (isBlankSpeechText(input)) throw errors.inputEmpty();
   const responseFormat = body.response_format ?? 'mp3';
   if (!isOneOf(SPEECH_RESPONSE_FORMATS, responseFormat)) {
     throw errors.unsupportedResponseFormat({ got: responseFormat, formats: SPEECH_RESPONSE_FORMATS });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { splitSpeechText } from './split-text.js';
+import { isBlankSpeechText, splitSpeechText } from './split-text.js';
 
 describe('splitSpeechText', () => {
   it('splits sentences at . ! ? followed by whitespace', () => {
@@ -65,5 +65,19 @@ describe('splitSpeechText', () => {
   it('does not split digit groups such as 1,000 into clauses', () => {
     const pieces = splitSpeechText(`${'y'.repeat(30)} 1,000,000 ${'z'.repeat(30)}, tail`, { maxPieceChars: 50 });
     assert.ok(pieces.some((p) => p.includes('1,000,000')));
+  });
+
+  it('returns no piece that the model hosts refuse as blank (Python str.strip() also strips U+001C-U+001F and U+0085)', () => {
+    // The adapters (vits, debian-voices) check each sentence with s.strip() and fail the whole stream with
+    // unsupported_option when one is blank; JavaScript's \s and trim() do not count these characters.
+    assert.deepEqual(splitSpeechText('Hello there. \u001c'), ['Hello there.']);
+    assert.deepEqual(splitSpeechText('Hello there. \u0085'), ['Hello there.']);
+  });
+
+  it('reads control characters as spaces, so that no engine stops at a NUL', () => {
+    assert.deepEqual(splitSpeechText('Hello\u0000there, my\u001bfriend.\u0007 Bye.\u009f'), ['Hello there, my friend.', 'Bye.']);
+    assert.deepEqual(splitSpeechText('\u0000\u0001 \u007f'), []);
+    assert.equal(isBlankSpeechText('\u0000\u001c \u0085\n'), true);
+    assert.equal(isBlankSpeechText('\u0000a'), false);
   });
 });

@@ -72,21 +72,35 @@ const ABBREVIATIONS = new Set([
   'u.k',
 ]);
 
+/**
+ * Whitespace in text to speak: JavaScript's \s and every control character (Unicode Cc, U+0000-U+001F
+ * and U+007F-U+009F), each read as a space. The model hosts refuse a sentence that Python's
+ * str.strip() leaves empty, and strip() also removes U+001C-U+001F and U+0085, which \s does not
+ * match; the engines read a NUL as the end of the text and drop what follows.
+ */
+const SPACE_RUN = /[\s\p{Cc}]+/gu;
+
 /** Sentence end: terminal punctuation, closing quotes or brackets, then whitespace. */
 const SENTENCE_END = /[.!?\u2026]+["'\u201d\u2019)\]]*(?=\s)/g;
 /** Clause end: , ; : followed by whitespace, or a dash between words. */
 const CLAUSE_END = /[,;:](?=\s)|\s?[\u2014\u2013]\s?|\s-{1,2}\s/g;
 
+/** Whether `text` has nothing to speak: only whitespace and control characters (see SPACE_RUN). */
+export function isBlankSpeechText(text: string): boolean {
+  return text.replace(SPACE_RUN, '') === '';
+}
+
 /**
- * The pieces of `text`, in order, each trimmed and non-empty, whitespace runs collapsed to one
- * space; [] for text with nothing but whitespace.
+ * The pieces of `text`, in order, each trimmed and non-empty, runs of whitespace and control
+ * characters collapsed to one space; [] for text with nothing else.
  */
 export function splitSpeechText(text: string, options: { maxPieceChars?: number } = {}): string[] {
   const maxChars = options.maxPieceChars ?? DEFAULT_MAX_PIECE_CHARS;
   const pieces: string[] = [];
   // A blank line ends a sentence even without punctuation (a heading, a list item).
   for (const paragraph of text.split(/\n[ \t\r\f\v]*\n/)) {
-    const flat = paragraph.replace(/\s+/g, ' ').trim();
+    // Only ' ' is left as whitespace: the rules below can use \s, \S and trim().
+    const flat = paragraph.replace(SPACE_RUN, ' ').trim();
     if (flat === '') continue;
     for (const sentence of splitSentences(flat)) {
       if (sentence.length <= maxChars) pieces.push(sentence);

@@ -18,6 +18,7 @@ import threading
 from typing import List, Optional, Sequence, Tuple
 
 from ...errors import InstanceError
+from ..speech_text import without_control_characters
 from .catalogue import ESPEAK_SAMPLE_RATE_HZ, Voice
 from .engine import Audio
 
@@ -101,7 +102,7 @@ class EspeakEngine:
         # The text goes on stdin (-b 1: UTF-8), so that a sentence starting with '-' is not read as an option.
         argv = [self._path, '--stdout', '-b', '1', '-v', voice.engine_voice, '-s', str(words_per_minute(speed))]
         try:
-            done = subprocess.run(argv, input=text.encode('utf-8'), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            done = subprocess.run(argv, input=without_control_characters(text).encode('utf-8'), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   timeout=SENTENCE_TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired as err:
             raise InstanceError('model_failed', f'espeak-ng did not finish a sentence within {SENTENCE_TIMEOUT_S:g} '

@@ -12,6 +12,7 @@ import threading
 from typing import Dict, List, Optional, Sequence
 
 from ...errors import InstanceError
+from ..speech_text import without_control_characters
 from .catalogue import Voice
 from .engine import Audio, little_endian
 
@@ -127,7 +128,7 @@ class FliteEngine:
         # before, and the same as the flite program says it.
         libc.srand(1)
         try:
-            wave = flite.flite_text_to_wave(text.encode('utf-8'), handle)
+            wave = flite.flite_text_to_wave(without_control_characters(text).encode('utf-8'), handle)
         finally:
             if had_stretch:
                 flite.flite_feat_set_float(features, DURATION_STRETCH, previous)
