@@ -220,7 +220,7 @@ def test_espeak_phonemes_drive_the_default_phonemizer(cache_dir: Path) -> None:
     adapter = make_adapter(cache_dir, phonemizer='espeak')
     pieces, usage = run(adapter, {'sentences': ['Hello world.'], 'voice': 'vits-0'})
     assert pieces and 0.3 < usage['audioSeconds'] < 3.0
-    assert EspeakPhonemizer().phonemize('Hello world.', 'en-us') == 'həlˈoʊ wˈɜːld'
+    assert EspeakPhonemizer().phonemize('Hello world.', 'en-us') == 'həlˈoʊ wˈɜːld.'
 
 
 @pytest.mark.parametrize('options, code', [
@@ -253,3 +253,29 @@ def test_load_and_warmup_report_their_boot_stages(cache_dir: Path) -> None:
     # A voice loaded for a request later is not a boot stage.
     adapter.load_resource('vits-1', 'voice', {})
     adapter.close()
+
+
+@pytest.mark.skipif(not espeak_available(), reason='needs libespeak-ng.so.1')
+def test_espeak_phonemes_keep_the_clause_punctuation_as_piper_does() -> None:
+    # piper-phonemize src/phonemize.cpp appends each clause's terminator (. ? ! and ", " ": " "; ") to the
+    # phonemes; its src/test.cpp expects "this, is: a; test." -> "ðˈɪs, ɪz: ˈeɪ; tˈɛst.". Piper voices are
+    # trained with these symbols (pauses, question intonation).
+    phonemizer = EspeakPhonemizer()
+    assert phonemizer.phonemize('this, is: a; test.', 'en-us') == 'ðˈɪs, ɪz: ˈeɪ; tˈɛst.'
+    assert phonemizer.phonemize('Are you there?', 'en-us').endswith('?')
+
+
+@pytest.mark.skipif(not espeak_available(), reason='needs libespeak-ng.so.1')
+def test_espeak_language_switch_flags_are_not_phonemes() -> None:
+    # espeak-ng marks words of another language with "(en)" ... "(fr)"; piper-phonemize drops these flags
+    # (phonemize.cpp, keepLanguageFlags false). Kept, '(' ')' and the letters are mapped to ids and spoken.
+    phonemes = EspeakPhonemizer().phonemize("J'aime le football.", 'fr')
+    assert '(' not in phonemes and ')' not in phonemes, phonemes
+
+
+@pytest.mark.skipif(not espeak_available(), reason='needs libespeak-ng.so.1')
+def test_espeak_phonemes_of_text_after_a_nul_character_are_not_dropped() -> None:
+    # The text goes to espeak_TextToPhonemes as a NUL-terminated C string: U+0000 in the input (valid JSON)
+    # silently ends it there.
+    phonemes = EspeakPhonemizer().phonemize('Hello\x00 world.', 'en-us')
+    assert 'wˈɜːld' in phonemes, phonemes

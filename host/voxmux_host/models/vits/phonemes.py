@@ -5,7 +5,13 @@ code point, mapped through the voice's ``phoneme_id_map``: BOS ``^``, each symbo
 espeak-ng is used through its C library (``libespeak-ng.so.1``, Debian package ``libespeak-ng1``) with
 ctypes: ``espeak_Initialize`` (synchronous output, no audio device, told not to exit the process on an
 error), ``espeak_SetVoiceByName`` and ``espeak_TextToPhonemes`` in IPA mode, which phonemizes one clause
-per call. The library keeps global state: call it from one thread (the host's main thread)."""
+per call. The library keeps global state: call it from one thread (the host's main thread).
+
+The clauses are put together as piper-phonemize's ``phonemize_eSpeak`` does (src/phonemize.cpp), since
+Piper voices are trained on its output: espeak-ng's language-switch flags such as ``(en)`` are removed,
+and each clause is followed by its terminator, ``.``, ``?`` or ``!`` (which end a sentence), or ``, ``,
+``: `` or ``; ``; a clause that ends otherwise is followed by nothing. Piper speaks each sentence on its
+own; here they are joined by a space."""
 from __future__ import annotations
 
 import ctypes
@@ -13,6 +19,7 @@ import unicodedata
 from typing import Dict, List, Optional
 
 from voxmux_host.errors import InstanceError
+from voxmux_host.models.speech_text import without_control_characters
 
 PAD = '_'
 BOS = '^'
@@ -66,10 +73,39 @@ ESPEAK_INITIALIZE_DONT_EXIT = 0x8000
 ESPEAK_CHARS_UTF8 = 1
 PHONEMES_IPA = 0x02
 LIBRARY = 'libespeak-ng.so.1'
+#: What piper-phonemize writes after a clause, by the clause's terminator.
+CLAUSE_ENDS: Dict[int, str] = {ord('.'): '.', ord('?'): '?', ord('!'): '!', ord(','): ', ', ord(':'): ': ',
+                               ord(';'): '; '}
+SENTENCE_ENDS = frozenset({ord('.'), ord('?'), ord('!')})
+
+
+def clause_terminator(text: bytes, after: int) -> int:
+    """The clause terminator as piper-phonemize finds it: the last byte other than a space before
+    ``after - 1`` (espeak-ng's text pointer stops one character past the clause; ``after`` is
+    ``len(text) + 1`` for the last clause), the first byte excluded; 0 for none."""
+    for at in range(after - 2, 0, -1):
+        if text[at] != ord(' '):
+            return text[at]
+    return 0
+
+
+def without_language_flags(phonemes: str) -> str:
+    """``phonemes`` without espeak-ng's language-switch flags: "(en)fˈʊtbɔːl(fr)" is "fˈʊtbɔːl"."""
+    kept: List[str] = []
+    in_flag = False
+    for symbol in phonemes:
+        if in_flag:
+            in_flag = symbol != ')'
+        elif symbol == '(':
+            in_flag = True
+        else:
+            kept.append(symbol)
+    return ''.join(kept)
 
 
 class EspeakPhonemizer:
-    """espeak-ng's IPA through ctypes. Clauses (espeak-ng splits at punctuation) are joined by a space."""
+    """espeak-ng's IPA through ctypes, clause by clause (espeak-ng splits at punctuation), as
+    piper-phonemize puts it together (see the module's docstring)."""
 
     def __init__(self, data_path: Optional[str] = None, library: str = LIBRARY) -> None:
         try:
@@ -95,14 +131,22 @@ class EspeakPhonemizer:
             if self._lib.espeak_SetVoiceByName(voice.encode()) != 0:
                 raise InstanceError('load_failed', f'espeak-ng has no voice {voice!r}')
             self._voice = voice
-        encoded = ctypes.create_string_buffer(text.encode('utf-8'))
-        pointer = ctypes.c_void_p(ctypes.addressof(encoded))
-        clauses: List[str] = []
+        raw = without_control_characters(text).encode('utf-8')
+        encoded = ctypes.create_string_buffer(raw)
+        start = ctypes.addressof(encoded)
+        pointer = ctypes.c_void_p(start)
+        sentences: List[str] = []
+        sentence = ''
         while pointer.value:
             out = self._lib.espeak_TextToPhonemes(ctypes.byref(pointer), ESPEAK_CHARS_UTF8, PHONEMES_IPA)
+            after = pointer.value - start if pointer.value else len(raw) + 1
+            terminator = clause_terminator(raw, after)
             if out:
-                clause = out.decode('utf-8', errors='replace').strip()
-                if clause:
-                    clauses.append(clause)
-        return unicodedata.normalize('NFD', ' '.join(clauses))
+                sentence += without_language_flags(out.decode('utf-8', errors='replace')).strip()
+            sentence += CLAUSE_ENDS.get(terminator, '')
+            if terminator in SENTENCE_ENDS:
+                sentences.append(sentence.strip())
+                sentence = ''
+        sentences.append(sentence.strip())
+        return unicodedata.normalize('NFD', ' '.join(s for s in sentences if s))
 
