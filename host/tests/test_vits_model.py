@@ -180,3 +180,14 @@ def test_random_voices_differ_and_repeat_by_seed() -> None:
     assert all(torch.equal(a[k], again[k]) for k in a)
     assert not torch.equal(a['dec.conv_pre.weight'], b['dec.conv_pre.weight'])
     assert not torch.equal(a['flow.flows.0.post.weight'], b['flow.flows.0.post.weight'])
+
+
+def test_a_missing_weight_v_is_named_once() -> None:
+    # The weight_g-only case (weight_v deleted) mirrors the weight_v-only case of the test above, which
+    # names its one missing tensor once: so must this one (one tensor missing, "1 missing").
+    raw = dict(piper_checkpoint(piper_medium_keys())['state_dict'])  # type: ignore[call-overload]
+    del raw['model_g.dec.ups.1.weight_v']
+    with pytest.raises(InstanceError) as caught:
+        inference_state(raw, layout_of(skeleton(MEDIUM)), 'voice.ckpt')
+    message = caught.value.message
+    assert '1 missing: dec.ups.1.weight_v [128, 64, 16]' in message, message

@@ -200,6 +200,7 @@ def inference_state(raw: Mapping[str, Any], layout: Layout, source: str) -> Dict
             base = name[:-2]
             if base in expected:
                 missing.append(f'{base}_v {list(expected[base])}')
+                state[base] = torch.empty(0)  # reported already; keeps it off the missing list
             else:
                 unexpected.append(f'{name} {list(value.shape)}')
     for name, shape in expected.items():
