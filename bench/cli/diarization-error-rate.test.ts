@@ -88,3 +88,13 @@ describe('parseRttm', () => {
     assert.throws(() => parseRttm('SPEAKER f 1 x 1 <NA> <NA> A'), /RTTM line 1/);
   });
 });
+
+describe('diarizationErrorRate edge cases against pyannote.metrics', () => {
+  it('scores false alarm against an empty reference as an error (pyannote: DER 1 when total is 0 and errors are not)', () => {
+    // pyannote/metrics/identification.py IdentificationErrorRate.compute_metric: denominator 0 and
+    // numerator > 0 -> 1.0. A silent recording diarized as 5 s of speech is not a perfect score.
+    const r = diarizationErrorRate([], [t('x', 0, 5)], { collarS: 0 });
+    near(r.falseAlarmS, 5);
+    assert.equal(r.der, 1);
+  });
+});

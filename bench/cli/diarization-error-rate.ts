@@ -9,7 +9,9 @@
  *   falseAlarm  = max(0, |H| - |R|)
  *   confusion   = min(|R|, |H|) - |C|
  *   DER         = (missed + falseAlarm + confusion) / Σ|R|
- * integrated exactly between the boundaries of all turns and collars (no frame rounding).
+ * integrated exactly between the boundaries of all turns and collars (no frame rounding). With no
+ * reference speech scored (Σ|R| = 0) the DER is 0 if there is no error and 1 if there is (false
+ * alarm), as pyannote.metrics scores it.
  */
 
 export interface Turn {
@@ -24,10 +26,20 @@ export interface DerResult {
   missedS: number;
   falseAlarmS: number;
   confusionS: number;
-  /** (missed + falseAlarm + confusion) / scoredSpeech; 0 when nothing is scored. */
+  /** (missed + falseAlarm + confusion) / scoredSpeech; with no scored speech, 0 without errors and 1 with any (toDer). */
   der: number;
   /** Hypothesis speaker → reference speaker, as mapped. */
   mapping: Record<string, string>;
+}
+
+/**
+ * The error rate of `errorS` seconds of errors over `scoredSpeechS` seconds of reference speech. With no
+ * reference speech, any error scores 1, not 0: a silent recording diarized as speech is not a perfect
+ * score (pyannote.metrics' IdentificationErrorRate.compute_metric does the same).
+ */
+export function toDer(errorS: number, scoredSpeechS: number): number {
+  if (scoredSpeechS > 0) return errorS / scoredSpeechS;
+  return errorS > 0 ? 1 : 0;
 }
 
 /** Seconds of no-score time on each side of every reference boundary (md-eval's -c 0.25). */
@@ -216,5 +228,5 @@ export function diarizationErrorRate(
     confusionS += lengthS * (Math.min(r.length, h.length) - correct);
   }
   const errorS = missedS + falseAlarmS + confusionS;
-  return { scoredSpeechS, missedS, falseAlarmS, confusionS, der: scoredSpeechS > 0 ? errorS / scoredSpeechS : 0, mapping };
+  return { scoredSpeechS, missedS, falseAlarmS, confusionS, der: toDer(errorS, scoredSpeechS), mapping };
 }

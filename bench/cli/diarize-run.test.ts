@@ -2,7 +2,10 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { advanceSettling, FakeClock, settle } from '../../test/support/fake-clock.js';
 import { pcm16Wav } from '../../test/support/audio.js';
-import { mergeDiarizeLoadRuns, runDiarizeLoad, splitWav, type DiarizeLoadRun } from './diarize-run.js';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { mergeDiarizeLoadRuns, runDiarizeAccuracy, runDiarizeLoad, splitWav, type DiarizeLoadRun } from './diarize-run.js';
 import { summarizeDiarizeLoad } from './diarize-report.js';
 
 describe('splitWav (#17)', () => {
@@ -148,5 +151,46 @@ describe('mergeDiarizeLoadRuns (#17)', () => {
     assert.deepEqual(merged.createErrors, { queue_full: 3, internal_error: 1 });
     assert.equal(merged.wallS, 3);
     assert.equal(merged.isInterrupted, true);
+  });
+});
+
+describe('runDiarizeAccuracy in chunks', () => {
+  it("marks the recording's last chunk is_last, so the engine finishes the session before the final timeline is read", async () => {
+    // Without is_last a streaming engine never runs the steps that still wait for audio (Sortformer's
+    // chunk-15s step needs 14.96 s, plus right context, before it runs): the DELETE's timeline then
+    // would lack the recording's tail, which the scorer counts as missed speech (the load run,
+    // runDiarizeLoad, sends it too).
+    const dir = await mkdtemp(join(tmpdir(), 'voxmux-diar-acc-'));
+    const audioPath = join(dir, 'a.wav');
+    const rttmPath = join(dir, 'a.rttm');
+    await writeFile(audioPath, pcm16Wav(new Int16Array(40_000)));
+    await writeFile(rttmPath, 'SPEAKER a 1 0.00 2.50 <NA> <NA> A <NA> <NA>\n');
+    const chunkBodies: string[] = [];
+    const fetch = (async (url: string | URL, init?: RequestInit) => {
+      const u = String(url);
+      if (u.endsWith('/sessions')) return new Response(JSON.stringify({ id: 's1' }), { status: 201 });
+      if (u.endsWith('/chunks')) {
+        chunkBodies.push(Buffer.from(init?.body as Uint8Array).toString('latin1'));
+        return new Response('{}', { status: 200 });
+      }
+      return new Response(JSON.stringify({ segments: [{ start: 0, end: 2.5, speaker: 'speaker_0' }] }), { status: 200 });
+    }) as typeof globalThis.fetch;
+    const run = await runDiarizeAccuracy(
+      {
+        endpoint: 'http://h/v1/audio/diarization',
+        model: 'm',
+        items: [{ audio: 'a.wav', audioPath, rttmPath }],
+        concurrency: 1,
+        timeoutMs: 10_000,
+        collarS: 0.25,
+        extraFields: [],
+        chunkS: 1,
+      },
+      { fetch, clock: new FakeClock() },
+    );
+    assert.equal(run.items[0]?.score?.der, 0);
+    assert.equal(chunkBodies.length, 3);
+    const isLast = (body: string) => /name="is_last"\r\n\r\ntrue\r\n/.test(body);
+    assert.deepEqual(chunkBodies.map(isLast), [false, false, true]);
   });
 });

@@ -10,7 +10,7 @@ import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { DiarizationJson } from '../../src/api/diarization.js';
 import type { Clock } from '../../src/core/clock.js';
-import { diarizationErrorRate, parseRttm, rttmFileIds, type DerResult } from './diarization-error-rate.js';
+import { diarizationErrorRate, parseRttm, rttmFileIds, toDer, type DerResult } from './diarization-error-rate.js';
 import { buildMultipartBody } from './multipart-body.js';
 import { errorCodeFromBody, readText } from './transcribe-workload.js';
 import { RequestAbort, toTransportErrorCode } from './workload.js';
@@ -147,7 +147,11 @@ export async function runDiarizeAccuracy(
       deps,
     );
   };
-  /** The recording as a session of chunks; the answer is the final timeline (the DELETE's). */
+  /**
+   * The recording as a session of chunks, the last marked is_last (so a streaming engine runs the
+   * steps still waiting for audio, the recording's tail, before the close); the answer is the final
+   * timeline (the DELETE's).
+   */
   const inChunks = async (recording: ChunkedRecording): Promise<CallResult> => {
     const startMs = deps.clock.nowMs();
     const body = new Uint8Array(Buffer.from(JSON.stringify({ ...Object.fromEntries(options.extraFields), model: options.model })));
@@ -161,9 +165,11 @@ export async function runDiarizeAccuracy(
     if (created.errorCode !== undefined || typeof id !== 'string') return { ...created, errorCode: created.errorCode ?? 'bad_response' };
     const sessionUrl = `${sessionsUrl}/${encodeURIComponent(id)}`;
     for (let seq = 0; seq < recording.chunks.length; seq++) {
+      const fields: [string, string][] = [['seq', String(seq)]];
+      if (seq === recording.chunks.length - 1) fields.push(['is_last', 'true']);
       const multipart = buildMultipartBody(
         { field: 'file', fileName: `chunk-${seq}.wav`, contentType: 'audio/wav', bytes: recording.chunks[seq]! },
-        [['seq', String(seq)]],
+        fields,
       );
       const sent = await call(
         `${sessionUrl}/chunks`,
@@ -218,7 +224,7 @@ export async function runDiarizeAccuracy(
   return { items: results.filter((r): r is DiarizeAccuracyItemResult => r !== undefined), isInterrupted: deps.signal?.aborted === true };
 }
 
-/** Pooled scores: each error summed over files, divided by the summed scored speech (md-eval's overall figure). */
+/** Pooled scores: each error summed over files, divided by the summed scored speech (md-eval's overall figure; toDer when there is none). */
 export function pooledDer(items: readonly DiarizeAccuracyItemResult[]): Omit<DerResult, 'mapping'> & { files: number; failed: number } {
   const scored = items.flatMap((i) => (i.score === undefined ? [] : [i.score]));
   const sum = (pick: (s: DerResult) => number) => scored.reduce((a, s) => a + pick(s), 0);
@@ -233,7 +239,7 @@ export function pooledDer(items: readonly DiarizeAccuracyItemResult[]): Omit<Der
     missedS,
     falseAlarmS,
     confusionS,
-    der: scoredSpeechS > 0 ? (missedS + falseAlarmS + confusionS) / scoredSpeechS : 0,
+    der: toDer(missedS + falseAlarmS + confusionS, scoredSpeechS),
   };
 }
 
