@@ -8,7 +8,7 @@ const turns = [
 ];
 
 describe('toDiarizedSegments (#17)', () => {
-  it('gives each word the turn it overlaps most and joins consecutive words of one speaker', () => {
+  it('gives each word the speaker it overlaps most and joins consecutive words of one speaker', () => {
     const words = [
       { text: 'hello', start: 0.1, end: 0.5 },
       { text: 'there', start: 0.6, end: 1.0 },
@@ -26,5 +26,18 @@ describe('toDiarizedSegments (#17)', () => {
     assert.equal(speakerOf({ start: 2.05, end: 2.1 }, turns), 'speaker_0');
     assert.equal(speakerOf({ start: 0, end: 1 }, []), 'speaker_0');
     assert.deepEqual(toDiarizedSegments([{ text: ' ', start: 0, end: 1 }], turns), []);
+  });
+});
+
+describe('speakerOf at turn edges', () => {
+  it("gives a word to the speaker who speaks most of it, summed over that speaker's turns (WhisperX's assign_word_speakers)", () => {
+    // speaker_0 speaks 0.70 s of the word in two turns split by a 0.1 s pause; speaker_1 only 0.40 s.
+    // whisperx/diarize.py sums the intersection per speaker (groupby("speaker")["intersection"].sum()).
+    const edge = [
+      { start: 0.5, end: 1.35, speaker: 'speaker_0' },
+      { start: 1.45, end: 1.8, speaker: 'speaker_0' },
+      { start: 1.6, end: 3.0, speaker: 'speaker_1' },
+    ];
+    assert.equal(speakerOf({ start: 1.0, end: 2.0 }, edge), 'speaker_0');
   });
 });

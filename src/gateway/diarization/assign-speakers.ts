@@ -1,7 +1,8 @@
 /**
- * Diarized transcripts (pure): each ASR word goes to the speaker turn it overlaps most (the
- * nearest turn when it overlaps none), and consecutive words of one speaker form a segment. A
- * transcript without word timestamps falls back to its segments, assigned the same way.
+ * Diarized transcripts (pure): each ASR word goes to the speaker whose turns overlap it most in
+ * total (the speaker of the nearest turn when it overlaps none), and consecutive words of one
+ * speaker form a segment. A transcript without word timestamps falls back to its segments,
+ * assigned the same way.
  */
 import type { DiarizedSegment, DiarizedTranscription, SpeakerSegment } from '../../api/diarization.js';
 import type { TranscriptResult } from '../../scheduler/index.js';
@@ -20,14 +21,23 @@ function gapS(a: { start: number; end: number }, b: { start: number; end: number
   return Math.max(0, a.start - b.end, b.start - a.end);
 }
 
-/** The speaker of a span: most overlap, then the nearest turn, then the first speaker. */
+/**
+ * The speaker of a span: the one whose turns overlap it most in total (WhisperX's
+ * assign_word_speakers sums the overlap per speaker), then the one with the nearest turn, then the
+ * first speaker to appear; speaker_0 when there are no turns.
+ */
 export function speakerOf(span: { start: number; end: number }, turns: readonly SpeakerSegment[]): string {
-  let best: { speaker: string; overlap: number; gap: number } | undefined;
+  const bySpeaker = new Map<string, { overlap: number; gap: number }>();
   for (const turn of turns) {
-    const candidate = { speaker: turn.speaker, overlap: overlapS(span, turn), gap: gapS(span, turn) };
-    if (best === undefined || candidate.overlap > best.overlap || (candidate.overlap === best.overlap && candidate.gap < best.gap)) {
-      best = candidate;
-    }
+    const seen = bySpeaker.get(turn.speaker);
+    const overlap = overlapS(span, turn);
+    const gap = gapS(span, turn);
+    if (seen === undefined) bySpeaker.set(turn.speaker, { overlap, gap });
+    else bySpeaker.set(turn.speaker, { overlap: seen.overlap + overlap, gap: Math.min(seen.gap, gap) });
+  }
+  let best: { speaker: string; overlap: number; gap: number } | undefined;
+  for (const [speaker, { overlap, gap }] of bySpeaker) {
+    if (best === undefined || overlap > best.overlap || (overlap === best.overlap && gap < best.gap)) best = { speaker, overlap, gap };
   }
   return best?.speaker ?? 'speaker_0';
 }

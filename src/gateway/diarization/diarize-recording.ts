@@ -23,7 +23,7 @@ export async function speechRegionsOf(
 ): Promise<[number, number][] | undefined> {
   if (!p.wantsSpeechRegions) return undefined;
   const activity = await deps.voiceActivity.detect(samples, p.signal);
-  return toSpeechRegions(activity, { sampleRateHz: SAMPLE_RATE_HZ, threshold: SPEECH_REGION_THRESHOLD });
+  return toSpeechRegions(activity, { sampleRateHz: SAMPLE_RATE_HZ, threshold: SPEECH_REGION_THRESHOLD, totalSamples: samples.length });
 }
 
 /**

@@ -30,3 +30,19 @@ describe('speech regions from voice activity (Silero post-processing)', () => {
     ]);
   });
 });
+
+describe('speech regions: Silero get_speech_timestamps on its own 512-sample frames', () => {
+  // silero-vad src/silero_vad/utils_vad.py get_speech_timestamps: speech ends only at a frame i below
+  // neg_threshold with (512 * i) - temp_end >= min_silence_samples, temp_end being the first silent
+  // frame's start; speech still open at the end runs to the end of the audio.
+  const sileroFrame = 512;
+  it('keeps a 4-frame (128 ms) pause inside speech: Silero ends speech only at a 5th silent frame', () => {
+    const values = frames([0.9, 20], [0.0, 4], [0.9, 20]);
+    assert.deepEqual(toSpeechRegions({ frameSamples: sileroFrame, values }, { sampleRateHz: 16_000, threshold: 0.5 }), [[0, 1.408]]);
+  });
+
+  it('runs speech still open at the end (a pause shorter than minSilenceMs) to the end of the audio', () => {
+    const values = frames([0.9, 20], [0.0, 2]);
+    assert.deepEqual(toSpeechRegions({ frameSamples: sileroFrame, values }, { sampleRateHz: 16_000, threshold: 0.5 }), [[0, 0.704]]);
+  });
+});
