@@ -157,7 +157,7 @@ export function createRemoteDeps(port: MessagePort, local: LocalDeps, transfers:
       create: (params) => call({ type: 'sessionCreate', callId: nextCallId++, params }, {}),
       modelOf: (id) => call({ type: 'sessionModel', callId: nextCallId++, id }, {}),
       timeline: (id) => call({ type: 'sessionTimeline', callId: nextCallId++, id }, {}),
-      close: (id) => call({ type: 'sessionClose', callId: nextCallId++, id }, {}),
+      close: (id, options) => call({ type: 'sessionClose', callId: nextCallId++, id, options: plainOptions(options) }, {}),
       chunk(chunk, options) {
         const { samples, ...rest } = chunk;
         const request = (audio?: PlainAudio): ThreadRequest => ({

@@ -121,7 +121,7 @@ export function serveThread(post: (message: OwnerMessage, transfer?: ArrayBuffer
         attempt(() => sessionsOf(g).timeline(message.id));
         return;
       case 'sessionClose':
-        attempt(() => sessionsOf(g).close(message.id));
+        attempt(() => sessionsOf(g).close(message.id, message.options));
         return;
       case 'sessionChunk': {
         const samples = message.audio === undefined ? undefined : samplesOf(message.audio);

@@ -79,7 +79,8 @@ export type ThreadRequest =
       options: { priority?: Priority; timeoutMs: number };
     }
   | { type: 'sessionCreate'; callId: number; params: Parameters<DiarizationSessions['create']>[0] }
-  | { type: 'sessionModel' | 'sessionTimeline' | 'sessionClose'; callId: number; id: string }
+  | { type: 'sessionModel' | 'sessionTimeline'; callId: number; id: string }
+  | { type: 'sessionClose'; callId: number; id: string; options: PlainSubmitOptions }
   | {
       type: 'sessionChunk';
       callId: number;

@@ -89,7 +89,7 @@ describe('DiarizationSessionService with the scheduler', () => {
     await settle();
     clock.advance(100); // the chunk's deadline passes while it runs
     assert.equal(await c0, 'deadline_exceeded');
-    const closed = service.close('call'); // waits for the run to answer
+    const closed = service.close('call', { timeoutMs: 1_000_000 }); // waits for the run to answer
     await settle();
     await assert.rejects(create('call'), { code: 'session_already_exists' });
     completeAll();

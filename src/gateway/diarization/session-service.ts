@@ -18,7 +18,7 @@ import type { Metrics } from '../../telemetry/metrics.js';
 import type { GatewayDeps } from '../gateway-types.js';
 import { SAMPLE_RATE_HZ } from './diarize-recording.js';
 import { DiarizationSessionStore, type ChunkAnswer, type DiarizationSession, type SpeakerBounds } from './session-store.js';
-import { toEngineOutput, toSpeakerSegments } from './timeline.js';
+import { toEngineOutput, toSpeakerSegments, type EngineOutput } from './timeline.js';
 
 /** A chunk for a session: its samples (absent: a retry that sent no file) and, for engines that use them, its speech regions. */
 export interface SessionChunk {
@@ -42,8 +42,12 @@ export interface DiarizationSessions {
   chunk(chunk: SessionChunk, options: Omit<SubmitOptions, 'signal'>): Promise<DiarizationChunkResult>;
   /** @throws session_not_found, session_expired */
   timeline(id: string): Promise<DiarizationSessionTimeline>;
-  /** Closes the session once its running chunk is answered; the final timeline. @throws session_not_found, session_expired */
-  close(id: string): Promise<DiarizationSessionTimeline>;
+  /**
+   * Closes the session once its running chunk is answered, after the engine's final step when no
+   * chunk was `is_last`; the final timeline.
+   * @throws session_not_found, session_expired
+   */
+  close(id: string, options: Omit<SubmitOptions, 'signal'>): Promise<DiarizationSessionTimeline>;
 }
 
 export interface DiarizationSessionServiceDeps {
@@ -122,10 +126,11 @@ export class DiarizationSessionService implements DiarizationSessions {
     return timelineOf(this.#store.get(id), 'open');
   }
 
-  async close(id: string): Promise<DiarizationSessionTimeline> {
+  async close(id: string, options: Omit<SubmitOptions, 'signal'>): Promise<DiarizationSessionTimeline> {
     const session = this.#store.get(id);
     session.isClosing = true;
     await Promise.all([...session.running.values()].map((answer) => answer.catch(() => undefined)));
+    await this.#runFinalStep(session, options);
     // The id stays taken until the scheduler's session has ended (its last run answered): a
     // session created again under it meanwhile would be answered from the old one.
     await this.#deps.sequences.end(session.model, session.id);
@@ -140,6 +145,36 @@ export class DiarizationSessionService implements DiarizationSessions {
 
   #expiresAt(session: DiarizationSession): number {
     return Math.round((this.#deps.clock.wallMs() + session.idleTimeoutMs) / 1000);
+  }
+
+  /**
+   * The engine's last step for a session closed without an `is_last` chunk: an empty `is_last` item
+   * after the last number, placed where the last successful chunk's audio ended (the audio the engine
+   * has had). A streaming engine still holds audio it has not stepped (Sortformer's step waits for a
+   * whole chunk and its look-ahead: up to 15 s): without this step that audio would never reach the
+   * timeline. If the step fails, the timeline is what the chunks gave.
+   */
+  async #runFinalStep(session: DiarizationSession, options: Omit<SubmitOptions, 'signal'>): Promise<void> {
+    const last = session.lastSucceeded;
+    if (last === undefined || last.isLast) return;
+    const endSamples = session.chunkSamples.slice(0, last.seq + 1).reduce((a, b) => a + b, 0);
+    try {
+      const result = await this.#deps.sequences.submit(
+        session.model,
+        {
+          sessionId: session.id,
+          seq: session.chunkSamples.length,
+          audio: new Int16Array(0),
+          isLast: true,
+          options: { ...session.bounds, chunkOffsetS: endSamples / SAMPLE_RATE_HZ },
+        },
+        options,
+      );
+      applyOutput(session, toEngineOutput(result.output, session.model));
+    } catch (err) {
+      const error = err as ServiceError;
+      this.#deps.log.warn({ model: session.model, sessionId: session.id, code: error.code, err }, 'diarization final step failed');
+    }
   }
 
   /** The answer to a number already sent: the last answered one again, or the one still running. */
@@ -168,9 +203,10 @@ export class DiarizationSessionService implements DiarizationSessions {
         p.submitOptions,
       );
       const output = toEngineOutput(result.output, session.model);
-      session.finalized.push(...output.finalized);
-      session.provisional = output.provisional;
-      session.speakers = output.speakers;
+      applyOutput(session, output);
+      if (session.lastSucceeded === undefined || p.seq > session.lastSucceeded.seq) {
+        session.lastSucceeded = { seq: p.seq, isLast: p.isLast };
+      }
       const body: DiarizationChunkResult = {
         id: session.id,
         seq: p.seq,
@@ -198,6 +234,13 @@ export class DiarizationSessionService implements DiarizationSessions {
       this.#store.touch(session);
     }
   }
+}
+
+/** An engine's answer into the session's timeline: its final segments added, its provisional ones in place of the last. */
+function applyOutput(session: DiarizationSession, output: EngineOutput): void {
+  session.finalized.push(...output.finalized);
+  session.provisional = output.provisional;
+  session.speakers = output.speakers;
 }
 
 /**

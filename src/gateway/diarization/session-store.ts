@@ -43,6 +43,8 @@ export interface DiarizationSession {
   speakers: number;
   /** The highest-numbered answered chunk and its answer, replayed to a retry of the same number. */
   lastAnswer: { seq: number; outcome: ChunkAnswer } | undefined;
+  /** The highest-numbered chunk that succeeded (the engine state the scheduler keeps is its), and whether it was `is_last`. */
+  lastSucceeded: { seq: number; isLast: boolean } | undefined;
   /** The chunks sent to the scheduler and not answered yet, by sequence number (they run in order). */
   running: Map<number, Promise<DiarizationChunkResult>>;
   lastActivityMs: number;
@@ -87,6 +89,7 @@ export class DiarizationSessionStore {
       provisional: [],
       speakers: 0,
       lastAnswer: undefined,
+      lastSucceeded: undefined,
       running: new Map(),
       lastActivityMs: this.#deps.clock.nowMs(),
       isClosing: false,

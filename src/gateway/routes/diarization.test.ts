@@ -54,13 +54,14 @@ class FakeSequences {
       return Promise.reject(error);
     }
     const offset = item.options.chunkOffsetS as number;
-    const turn = { start: offset, end: offset + item.audio.length / 16_000, speaker: item.seq % 2 };
+    // An empty chunk (the close's final step) adds no turn.
+    const turns = item.audio.length === 0 ? [] : [{ start: offset, end: offset + item.audio.length / 16_000, speaker: item.seq % 2 }];
     const previous = this.#open.get(item.sessionId);
     const finalized = previous === undefined ? [] : [previous];
-    this.#open.set(item.sessionId, turn);
+    this.#open.set(item.sessionId, turns[0]);
     const output = item.isLast
-      ? { finalized: [...finalized, turn], provisional: [], speakers: Math.min(2, item.seq + 1) }
-      : { finalized, provisional: [turn], speakers: Math.min(2, item.seq + 1) };
+      ? { finalized: [...finalized, ...turns], provisional: [], speakers: Math.min(2, item.seq + 1) }
+      : { finalized, provisional: turns, speakers: Math.min(2, item.seq + 1) };
     const result = { sessionId: item.sessionId, seq: item.seq, output };
     if (!this.isHolding) return Promise.resolve(result);
     return new Promise((resolve) => this.#held.push(() => resolve(result)));
@@ -238,6 +239,7 @@ describe('diarization sessions (#17)', () => {
     const final = closed.json<DiarizationSessionTimeline>();
     assert.equal(final.status, 'closed');
     assert.equal(final.finalized, 2);
+    assert.equal(final.chunks, 2);
     assert.deepEqual(sequences.ended, ['call-42']);
     const after = await app.inject({ method: 'GET', url: '/v1/audio/diarization/sessions/call-42' });
     assert.equal(after.statusCode, 404);
@@ -380,5 +382,55 @@ describe('diarization uploads (#17)', () => {
     assert.notEqual(bufferOf(4), bufferOf(3), "a failed chunk's upload may still be read by its batch: not reused");
     const allocated = (await metrics.uploadAllocatedBytes.get()).values[0]?.value;
     assert.equal(allocated, 2 * 64 * 1024, 'two uploads allocated: the first, and the one after the failure');
+  });
+});
+
+describe('closing a diarization session', () => {
+  it("runs the engine's final step when no chunk was is_last: an empty is_last item after the last number, at the end of the audio", async () => {
+    const { app, sequences } = await setup();
+    const id = (await createSession(app, { model: 'diar', max_speakers: 2 })).json<DiarizationSessionCreated>().id;
+    assert.equal((await sendChunk(app, id, { seq: '0' }, chunkWav(1.5))).statusCode, 200);
+    assert.equal((await sendChunk(app, id, { seq: '1' }, chunkWav(1))).statusCode, 200);
+    const closed = await app.inject({ method: 'DELETE', url: `/v1/audio/diarization/sessions/${id}` });
+    assert.equal(closed.statusCode, 200, closed.body);
+    const last = sequences.items.at(-1)!.item;
+    assert.deepEqual(
+      [sequences.items.length, last.seq, last.isLast, last.audio.length, last.options],
+      [3, 2, true, 0, { maxSpeakers: 2, chunkOffsetS: 2.5 }],
+    );
+    const final = closed.json<DiarizationSessionTimeline>();
+    assert.deepEqual(final.segments, [
+      { start: 0, end: 1.5, speaker: 'speaker_0' },
+      { start: 1.5, end: 2.5, speaker: 'speaker_1' },
+    ]);
+    assert.equal(final.chunks, 2);
+  });
+
+  it('places the final step at the end of the last successful chunk, and keeps the timeline when the step fails', async () => {
+    const { app, sequences } = await setup();
+    const id = (await createSession(app)).json<DiarizationSessionCreated>().id;
+    assert.equal((await sendChunk(app, id, { seq: '0' }, chunkWav(1))).statusCode, 200);
+    sequences.nextError = errors.fromWire({ code: 'model_failed', message: 'no', instanceId: 'diar-0' });
+    assert.equal((await sendChunk(app, id, { seq: '1' }, chunkWav(2))).statusCode, 500);
+    sequences.nextError = errors.deadlineExceeded({ requestId: 'r', timeoutMs: 1 });
+    const closed = await app.inject({ method: 'DELETE', url: `/v1/audio/diarization/sessions/${id}` });
+    assert.equal(closed.statusCode, 200, closed.body);
+    const last = sequences.items.at(-1)!.item;
+    assert.deepEqual([last.seq, last.isLast, last.options.chunkOffsetS], [2, true, 1]);
+    const final = closed.json<DiarizationSessionTimeline>();
+    assert.deepEqual(final.segments, [{ start: 0, end: 1, speaker: 'speaker_0' }]);
+    assert.equal(final.duration, 3);
+  });
+
+  it('sends nothing more after an is_last chunk, nor for a session whose chunks all failed', async () => {
+    const { app, sequences } = await setup();
+    const done = (await createSession(app)).json<DiarizationSessionCreated>().id;
+    assert.equal((await sendChunk(app, done, { seq: '0', is_last: 'true' }, chunkWav(1))).statusCode, 200);
+    assert.equal((await app.inject({ method: 'DELETE', url: `/v1/audio/diarization/sessions/${done}` })).statusCode, 200);
+    const failed = (await createSession(app)).json<DiarizationSessionCreated>().id;
+    sequences.nextError = errors.fromWire({ code: 'model_failed', message: 'no', instanceId: 'diar-0' });
+    assert.equal((await sendChunk(app, failed, { seq: '0' }, chunkWav(1))).statusCode, 500);
+    assert.equal((await app.inject({ method: 'DELETE', url: `/v1/audio/diarization/sessions/${failed}` })).statusCode, 200);
+    assert.equal(sequences.items.length, 2);
   });
 });

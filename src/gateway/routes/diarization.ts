@@ -3,7 +3,8 @@
  * - POST /v1/audio/diarization: a whole file, run as a one-chunk session;
  * - POST /v1/audio/diarization/sessions: opens a session (the client may name it);
  * - POST /v1/audio/diarization/sessions/{id}/chunks: the next chunk, by sequence number;
- * - GET and DELETE /v1/audio/diarization/sessions/{id}: the timeline so far; DELETE closes it.
+ * - GET and DELETE /v1/audio/diarization/sessions/{id}: the timeline so far; DELETE closes it (after
+ *   the engine's final step when no chunk was is_last).
  *
  * Chunks run as sequence work: the scheduler keeps each session's engine state and runs its chunks
  * in order, on the instance that holds the state (or anywhere, with the state attached). The
@@ -261,7 +262,14 @@ export function registerDiarizationRoutes(
   app.delete('/v1/audio/diarization/sessions/:id', async (request: FastifyRequest, reply: FastifyReply) => {
     const { id } = request.params as { id: string };
     const format = parseResponseFormat((request.query as Record<string, unknown>).response_format);
-    return sendTimeline(reply, format, { fileId: id, json: { ...(await service.close(id)) } });
+    const { arrivedMs, priority, deadlineMs } = openCall(request, reply, deps, options);
+    // The engine's final step (when no chunk was is_last) runs under the call's deadline and priority.
+    const closed = await service.close(id, {
+      timeoutMs: Math.max(1, deadlineMs - (clock.nowMs() - arrivedMs)),
+      requestId: String(request.id),
+      priority,
+    });
+    return sendTimeline(reply, format, { fileId: id, json: { ...closed } });
   });
 
   return service;
