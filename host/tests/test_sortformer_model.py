@@ -152,3 +152,41 @@ def test_not_an_archive_and_missing_file_fail_the_load(tmp_path: Path) -> None:
         load_nemo_model(str(junk))
     with pytest.raises(InstanceError, match="no such file"):
         load_nemo_model(str(tmp_path / "absent.nemo"))
+
+
+def test_the_speaker_cache_settings_of_the_checkpoint_are_honoured() -> None:
+    """NeMo's streaming Sortformer YAML carries, besides the lengths, the speaker-cache update
+    settings of sortformer_modules (pred_score_threshold, scores_boost_latest, sil_threshold,
+    strong_boost_rate, weak_boost_rate, min_pos_scores_rate; SortformerModules.__init__ takes them all).
+    A checkpoint with other values than the class defaults runs with its own."""
+    cfg = _nemo_config(TINY)
+    custom = {"pred_score_threshold": 0.2, "scores_boost_latest": 0.1, "sil_threshold": 0.3,
+              "strong_boost_rate": 0.5, "weak_boost_rate": 1.0, "min_pos_scores_rate": 0.25}
+    cfg["sortformer_modules"].update(custom)
+    _, params = config_from_nemo(cfg)
+    assert params is not None
+    assert {key: getattr(params, key) for key in custom} == custom
+
+
+def test_the_checkpoint_keeps_its_speaker_cache_settings_under_another_latency_preset(tmp_path: Path) -> None:
+    cfg = _nemo_config(TINY)
+    cfg["sortformer_modules"].update({"pred_score_threshold": 0.2, "spkcache_sil_frames_per_spk": 2})
+    path = _write_nemo(tmp_path / "tiny.nemo", build_model(TINY, seed=7).state_dict(), cfg)
+    adapter = SortformerAdapter()
+    adapter.load(LoadContext("i0", "diar", {"checkpoint": str(path), "device": "cpu", "preset": "low"}))
+    params = adapter._params
+    assert params is not None and params.chunk_len == 6 and params.fifo_len == 188
+    assert (params.pred_score_threshold, params.sil_frames_per_spk) == (0.2, 2)
+
+
+def test_speaker_cache_settings_without_lengths_fail_the_load() -> None:
+    cfg = _nemo_config(TINY)
+    for key in ("chunk_len", "spkcache_len"):
+        del cfg["sortformer_modules"][key]
+    assert config_from_nemo(cfg)[1] is None
+    cfg["sortformer_modules"]["sil_threshold"] = 0.3
+    with pytest.raises(InstanceError, match="sil_threshold without chunk_len"):
+        config_from_nemo(cfg)
+    cfg["sortformer_modules"]["sil_threshold"] = "low"
+    with pytest.raises(InstanceError, match="a number"):
+        config_from_nemo(cfg)

@@ -3,7 +3,7 @@ durations on and off, and the streaming split into final and provisional segment
 change, and together they equal the whole-recording result)."""
 from __future__ import annotations
 
-from typing import List
+from typing import List, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -113,3 +113,75 @@ def test_state_round_trips_through_json() -> None:
     assert copy == state
     with pytest.raises(ValueError, match="slots"):
         PostState.from_json(state.to_json(), 3)
+
+
+# NeMo's ts_vad_post_processing binarises the 80 ms values repeated on a 10 ms grid
+# (torch.repeat_interleave(x, 8), then vad_utils.binarization over 10 ms frames). Where offset > onset
+# (the "dihard3" preset: onset 0.56, offset 1.0), a frame above onset starts speech on one 10 ms
+# sub-frame and the next sub-frame (below offset) ends it, then the one after starts it again: every
+# boundary lands on the 10 ms grid and a run of active 80 ms frames is covered to its last sub-frame.
+# Binarising on the 80 ms grid instead closes the segment one whole frame after it starts and never
+# restarts on the closing frame, so runs lose up to 70 ms at their end (or gain 10 ms).
+@pytest.mark.parametrize("values, nemo", [
+    ([0, 0, 0.9, 0.9, 0, 0, 0, 0], [(0.097, 0.312, 0)]),
+    ([0, 0, 0.9, 0.9, 0.9, 0, 0, 0], [(0.097, 0.392, 0)]),
+    ([0, 0, 0.9, 0, 0, 0, 0, 0], [(0.097, 0.232, 0)]),
+    ([0, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7] + [0] * 11, [(0.017, 0.552, 0)]),
+])
+def test_dihard3_preset_matches_nemo_binarization_on_the_10ms_grid(values: List[float],
+                                                                   nemo: List[SlotSegment]) -> None:
+    params = POST_PROCESSING["dihard3"]
+    assert rounded(offline_segments(column(values), params, FRAME)) == nemo
+
+
+def nemo_segments(values: List[float], params: PostProcessingParams) -> List[Tuple[float, float]]:
+    """NeMo's ts_vad_post_processing for one slot, step by step on the 10 ms grid (vad_utils.binarization,
+    then filtering with speech filtered first), in plain Python."""
+    sub = [v for v in values for _ in range(8)]
+    segments: List[Tuple[float, float]] = []
+    speech, start = False, 0.0
+    for i, v in enumerate(sub):
+        if speech:
+            if v < params.offset:
+                if i * 0.01 + params.pad_offset > max(0.0, start - params.pad_onset):
+                    segments.append((max(0.0, start - params.pad_onset), i * 0.01 + params.pad_offset))
+                start, speech = i * 0.01, False
+        elif v > params.onset:
+            start, speech = i * 0.01, True
+    assert not speech, "the reference is used on recordings that end in silence"
+    merged: List[Tuple[float, float]] = []
+    for a, b in segments:
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+        else:
+            merged.append((a, b))
+    kept = [s for s in merged if s[1] - s[0] >= params.min_duration_on]
+    out: List[Tuple[float, float]] = []
+    for a, b in kept:
+        if out and a - out[-1][1] < params.min_duration_off:
+            out[-1] = (out[-1][0], max(b, out[-1][1]))
+        else:
+            out.append((a, b))
+    return out
+
+
+@pytest.mark.parametrize("params", [
+    *POST_PROCESSING.values(),
+    PostProcessingParams(onset=0.3, offset=0.7),
+    PostProcessingParams(onset=0.3, offset=0.7, min_duration_off=0.05),
+    PostProcessingParams(onset=0.3, offset=0.7, pad_onset=0.004, pad_offset=0.004, min_duration_on=0.015),
+])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_segments_equal_nemo_binarization_on_the_10ms_grid(params: PostProcessingParams, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    base = np.repeat(rng.random(60), 3)
+    values = np.concatenate((np.clip(base + 0.2 * rng.standard_normal(base.shape), 0.0, 1.0), np.zeros(8)))
+    values = values.astype(np.float32)
+    nemo = [(round(a, 6), round(b, 6), 0) for a, b in nemo_segments([float(v) for v in values], params)]
+    assert rounded(offline_segments(column(list(values)), params, FRAME)) == nemo
+    state = PostState(n_slots=1)
+    finals: List[SlotSegment] = []
+    for a, b in zip([0, 5, 6, 40, 111, 150], [5, 6, 40, 111, 150, values.shape[0]]):
+        final, _ = advance(state, column(list(values[a:b])), params, FRAME, b == values.shape[0])
+        finals.extend(final)
+    assert rounded(finals) == nemo

@@ -289,3 +289,24 @@ def test_long_session_compresses_its_cache_and_keeps_the_limits() -> None:
 
 def failure_codes(results: Sequence[Union[SequenceOutput, ItemFailure]]) -> List[Optional[str]]:
     return [r.code if isinstance(r, ItemFailure) else None for r in results]
+
+
+def test_fifo_pops_what_nemo_pops_when_the_update_period_is_shorter_than_a_chunk() -> None:
+    """NeMo's streaming_update (and streaming_update_async) pops
+    min(fifo + chunk, max(spkcache_update_period, fifo + chunk - fifo_len)) frames: the raw update period,
+    only the warning in _check_streaming_parameters speaks of an effective [chunk_len, fifo_len +
+    chunk_len] range. With chunkLen 4, fifoLen 10, updatePeriod 2 the FIFO fills 4, 8, then 12 > 10:
+    NeMo pops 2 (FIFO 10, cache 2); clamping the period to the chunk would pop 4 (FIFO 8, cache 4), and
+    the FIFO would then stay 2 frames short of fifoLen for the whole session."""
+    from voxmux_host.models.sortformer.cache import update_context
+    params = StreamingParams(chunk_len=4, left_context=0, right_context=0, fifo_len=10, spkcache_len=16,
+                             update_period=2)
+    ctx = SpeakerContext.empty(2, 4, torch.float32)
+    sizes = []
+    for step in range(5):
+        n = ctx.spkcache.shape[0] + ctx.fifo.shape[0] + 4
+        preds = torch.full((n, 4), 0.1)
+        embs = torch.full((4, 2), float(step))
+        ctx, _ = update_context(ctx, preds, embs, 0, 4, params)
+        sizes.append((ctx.spkcache.shape[0], ctx.fifo.shape[0]))
+    assert sizes == [(0, 4), (0, 8), (2, 10), (6, 10), (10, 10)]

@@ -6,7 +6,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | option | default | meaning |
 | --- | --- | --- |
 | ``config`` | ``"full"`` | ``"full"`` (diar_streaming_sortformer_4spk-v2 shapes, 117.7 M parameters) or ``"tiny"`` (CI); unused with checkpoint |
-| ``checkpoint`` | none | a ``.nemo`` archive of a streaming Sortformer: its config and weights replace the random model |
+| ``checkpoint`` | none | a ``.nemo`` archive of a streaming Sortformer: its config and weights replace the random model (its speaker-cache settings always apply; its lengths unless ``preset`` or a length option is given) |
 | ``seed`` | 0 | seed of the random weights |
 | ``device`` | ``"auto"`` | ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` |
 | ``dtype`` | ``"bf16"`` on CUDA, ``"fp32"`` on CPU | compute type of the network under autocast (front end, sigmoids and cache updates stay fp32) |
@@ -16,7 +16,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``rightContext`` | preset | frames of right context (look-ahead) per step |
 | ``fifoLen`` | preset | FIFO frames |
 | ``spkcacheLen`` | preset | speaker-cache frames |
-| ``updatePeriod`` | preset | frames moved from the FIFO to the speaker cache at a time |
+| ``updatePeriod`` | preset | frames moved from the FIFO to the speaker cache at a time once it overflows (at least the overflow) |
 | ``postProcessing`` | ``"default"`` | threshold preset: ``"default"`` (0.5/0.5, no padding), ``"dihard3"`` or ``"callhome"`` (NeMo's v2 YAMLs) |
 | ``onset`` | preset | probability above which speech starts |
 | ``offset`` | preset | probability below which speech ends |
@@ -247,8 +247,11 @@ class SortformerAdapter:
             from .nemo import load_nemo_model  # imported here: needs pyyaml
 
             model, config, nemo_params = load_nemo_model(str(options["checkpoint"]))
-            if nemo_params is not None and not any(ctx.options.get(k) is not None for k in ("preset", *_STREAMING_KEYS)):
-                params = nemo_params
+            if nemo_params is not None:
+                if any(ctx.options.get(k) is not None for k in ("preset", *_STREAMING_KEYS)):
+                    params = params.replace(**nemo_params.cache_settings())
+                else:
+                    params = nemo_params
             weights = str(options["checkpoint"])
             limit = _check_streaming(config, params, storage_dtype)
         else:

@@ -77,8 +77,12 @@ def update_context(
     mean_sil, n_sil = ctx.mean_sil_emb, ctx.n_sil_frames
     compressed = ctx.compressed
     if fifo.shape[0] > params.fifo_len:
+        # NeMo's streaming_update: the raw update period, raised to the overflow and capped at the whole
+        # FIFO. (Its parameter check warns of an "effective" period clamped into [chunk_len, fifo_len +
+        # chunk_len], but the pop does not clamp: a period under the chunk pops just the period, or the
+        # overflow when that is more.)
         n = fifo.shape[0]
-        pop = min(max(params.effective_update_period, n - params.fifo_len), n)
+        pop = min(max(params.update_period, n - params.fifo_len), n)
         popped, popped_preds = fifo[:pop], fifo_preds[:pop]
         fifo, fifo_preds = fifo[pop:], fifo_preds[pop:]
         mean_sil, n_sil = update_silence_profile(mean_sil, n_sil, popped, popped_preds, params.sil_threshold)

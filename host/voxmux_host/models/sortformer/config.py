@@ -146,11 +146,6 @@ class StreamingParams:
         return out
 
     @property
-    def effective_update_period(self) -> int:
-        """The update period clamped into [chunk_len, fifo_len + chunk_len] (as NeMo does, with a warning)."""
-        return min(max(self.update_period, self.chunk_len), self.fifo_len + self.chunk_len)
-
-    @property
     def latency_frames(self) -> int:
         """Input-buffer latency: chunk plus right context."""
         return self.chunk_len + self.right_context
@@ -168,6 +163,15 @@ class StreamingParams:
     def replace(self, **changes: object) -> "StreamingParams":
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
+    def cache_settings(self) -> Dict[str, float]:
+        """The speaker-cache settings (:data:`CACHE_SETTINGS`): a trained model's, whatever the lengths."""
+        return {name: getattr(self, name) for name in CACHE_SETTINGS}
+
+
+#: The fields of :class:`StreamingParams` that belong to a trained model rather than to a latency
+#: setting: how the speaker cache is filled and compressed (NeMo ``sortformer_modules``).
+CACHE_SETTINGS = ("sil_frames_per_spk", "pred_score_threshold", "scores_boost_latest", "sil_threshold",
+                  "strong_boost_rate", "weak_boost_rate", "min_pos_scores_rate")
 
 #: Latency presets. ``chunk-15s`` fits one step into a 15 s chunk (14.96 s of input buffer), ``high``
 #: and ``low`` are the model card's 10.0 s and 1.04 s rows. The card's 30.4 s row is not offered: its

@@ -4,8 +4,11 @@ parameter names, without NeMo.
 The archive is read by the Parakeet reader (same layout). The config is mapped to a
 :class:`SortformerConfig`, listing every value this implementation cannot honour; the state dict is
 checked against the module tree and every missing, unexpected or wrongly shaped tensor is named in one
-``InstanceError('load_failed', ...)``. The streaming parameters in ``sortformer_modules`` become the
-default latency settings (the adapter's options override them).
+``InstanceError('load_failed', ...)``. The streaming lengths in ``sortformer_modules`` become the
+default latency settings (the adapter's options override them); its speaker-cache settings
+(``spkcache_sil_frames_per_spk``, ``pred_score_threshold``, ``scores_boost_latest``, ``sil_threshold``,
+``strong_boost_rate``, ``weak_boost_rate``, ``min_pos_scores_rate``) belong to the trained model and apply
+whatever the lengths.
 """
 from __future__ import annotations
 
@@ -107,6 +110,7 @@ def config_from_nemo(cfg: Dict[str, Any]) -> Tuple[SortformerConfig, Optional[St
         raise _fail(f"Unsupported .nemo model config: {exc}") from exc
     params: Optional[StreamingParams] = None
     assert isinstance(mods, dict)
+    settings = {name: _number(mods, key, name) for key, name in _CACHE_KEYS.items() if key in mods}
     if all(key in mods for key in ("chunk_len", "spkcache_len")):
         period = _get(mods, "spkcache_update_period", _get(mods, "spkcache_refresh_rate", mods["chunk_len"]))
         params = StreamingParams(
@@ -116,9 +120,31 @@ def config_from_nemo(cfg: Dict[str, Any]) -> Tuple[SortformerConfig, Optional[St
             fifo_len=int(_get(mods, "fifo_len", 0)),
             spkcache_len=int(mods["spkcache_len"]),
             update_period=int(period),
-            sil_frames_per_spk=int(_get(mods, "spkcache_sil_frames_per_spk", 3)),
-        )
+        ).replace(**settings)
+    elif settings:
+        # They would otherwise be dropped silently: with no lengths the preset's settings would run.
+        raise _fail("Unsupported .nemo model config: sortformer_modules sets "
+                    f"{', '.join(sorted(k for k in _CACHE_KEYS if k in mods))} without chunk_len and spkcache_len")
     return config, params
+
+
+#: NeMo's sortformer_modules keys of the speaker-cache settings -> StreamingParams fields.
+_CACHE_KEYS = {
+    "spkcache_sil_frames_per_spk": "sil_frames_per_spk",
+    "pred_score_threshold": "pred_score_threshold",
+    "scores_boost_latest": "scores_boost_latest",
+    "sil_threshold": "sil_threshold",
+    "strong_boost_rate": "strong_boost_rate",
+    "weak_boost_rate": "weak_boost_rate",
+    "min_pos_scores_rate": "min_pos_scores_rate",
+}
+
+
+def _number(section: Dict[str, Any], key: str, name: str) -> float:
+    value = section[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(f"Unsupported .nemo model config: sortformer_modules.{key} is {value!r}, supported: a number")
+    return int(value) if name == "sil_frames_per_spk" else float(value)
 
 
 def check_state_dict(model: torch.nn.Module, state_dict: Mapping[str, Any]) -> None:

@@ -21,7 +21,7 @@ from .cache import SpeakerContext
 from .postprocess import PostState
 
 MAGIC = b"VXSF"
-VERSION = 1
+VERSION = 2
 _HEADER = struct.Struct("<4sBI")
 _DTYPES: Dict[str, Tuple[torch.dtype, Any]] = {
     "f32": (torch.float32, np.float32),
