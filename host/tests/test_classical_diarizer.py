@@ -286,3 +286,44 @@ def test_chunks_of_any_length_follow_each_other_without_gaps_in_time() -> None:
     _check_shape(segments)
     assert segments[-1]['end'] <= talk.seconds + 0.01
     assert score_der(talk.turns, turns_from_segments(segments)).der <= 0.15
+
+
+def test_a_session_whose_only_speaker_has_no_usable_piece_yet_goes_on_with_max_speakers() -> None:
+    """A first chunk whose only speech is shorter than MIN_PIECE_FRAMES (0.5 s, a "yes") opens
+    speaker 0 with no kept pieces. With maxSpeakers 1 (or once maxSpeakers such ids exist), the next
+    chunk's speech forms a cluster holding no known speaker's pieces and no id is left, so
+    cluster_session would look for the nearest *named* cluster among none (np.argmin of an empty list,
+    a ValueError that run_sequence does not turn into an ItemFailure, for every later chunk)."""
+    adapter = _adapter()
+    rng = np.random.default_rng(0)
+    first = rng.normal(0, 3000, 2 * SAMPLE_RATE_HZ).astype(np.int16)
+    second = rng.normal(0, 3000, 2 * SAMPLE_RATE_HZ).astype(np.int16)
+    out = _ok(_run(adapter, _item(first, is_last=False,
+                                  options={'maxSpeakers': 1, 'chunkOffsetS': 0.0, 'speech': [[0.5, 0.8]]})))
+    assert out.output['finalized'] == [{'start': 0.5, 'end': 0.8, 'speaker': 0}]
+    result = _run(adapter, _item(second, seq=1, state=out.state, is_last=False,
+                                 options={'maxSpeakers': 1, 'chunkOffsetS': 2.0, 'speech': [[0.2, 1.5]]}))
+    output = _ok(result)
+    assert output.output['finalized'] == [{'start': 2.2, 'end': 3.5, 'speaker': 0}]
+    assert output.output['speakers'] == 1
+
+
+def test_short_utterances_of_one_voice_in_successive_chunks_keep_one_speaker_id() -> None:
+    """The same voice saying something shorter than 0.5 s in each chunk keeps one speaker id in a session,
+    as in the whole file (a speaker with no usable piece keeps its longest: with none, the next chunk's
+    cluster would match no known speaker and open another id, and the ninth such chunk would find no id
+    left)."""
+    adapter = _adapter()
+    rng = np.random.default_rng(0)
+    chunks = [rng.normal(0, 3000, 2 * SAMPLE_RATE_HZ).astype(np.int16) for _ in range(4)]
+    state: Optional[bytes] = None
+    speakers = []
+    for seq, chunk in enumerate(chunks):
+        out = _ok(_run(adapter, _item(chunk, seq=seq, state=state, is_last=seq == len(chunks) - 1,
+                                      options={'chunkOffsetS': 2.0 * seq, 'speech': [[0.5, 0.9]]})))
+        speakers += [s['speaker'] for s in out.output['finalized']]
+        state = out.state
+    whole = _ok(_run(adapter, _item(np.concatenate(chunks),
+                                    options={'speech': [[0.5 + 2 * k, 0.9 + 2 * k] for k in range(4)]})))
+    assert [s['speaker'] for s in whole.output['finalized']] == [0, 0, 0, 0]
+    assert speakers == [0, 0, 0, 0]

@@ -10,7 +10,9 @@ speaker's are dissolved, and every piece, the short ones included, goes to the n
 Online, a chunk's finished pieces are clustered the same way together with the latest pieces kept of
 every speaker, and each cluster is named after the speaker whose kept pieces it holds most of
 (:func:`cluster_session`): a new speaker is one whose pieces cluster apart from everyone's, and a
-speaker wrongly merged with another in an earlier chunk is split off again once heard enough.
+speaker wrongly merged with another in an earlier chunk is split off again once heard enough. A
+speaker heard only in pieces too short to cluster keeps the longest of them, so that the next chunk
+still recognises the voice.
 """
 from __future__ import annotations
 
@@ -139,8 +141,9 @@ def cluster_session(speakers: List[Exemplars], models: Sequence[Gaussian], limit
     as the bar a cluster's speech must reach; a cluster takes the id of the speaker whose kept pieces it
     holds most of, and a cluster of new pieces alone opens a new speaker (while fewer than maxSpeakers
     ids exist, else it joins the nearest cluster). Every speaker's kept pieces are rebuilt from the
-    clusters, so a speaker who was taken for another in an earlier chunk is told apart once there is
-    enough of them (``speakers`` is updated in place; ids are never reused)."""
+    clusters (its usable pieces, or its longest piece when none is usable), so a speaker who was taken
+    for another in an earlier chunk is told apart once there is enough of them (``speakers`` is updated
+    in place; ids are never reused)."""
     history = [(speaker, model) for speaker, exemplars in enumerate(speakers) for model in exemplars]
     pool = [model for _, model in history] + list(models)
     if not pool:
@@ -160,12 +163,22 @@ def cluster_session(speakers: List[Exemplars], models: Sequence[Gaussian], limit
         if len(rebuilt) < limits.max_speakers:
             mapping[cluster] = len(rebuilt)
             rebuilt.append([])
-        else:  # no id left: the nearest cluster that has one
+        elif mapping:  # no id left: the nearest cluster that has one
             named = sorted(mapping)
             mapping[cluster] = mapping[named[nearest(pooled[cluster], [pooled[c] for c in named])[0]]]
+        else:
+            # No id left and no cluster holds a kept piece: every speaker lacks one (a state written before
+            # short pieces were kept, below). The newest speaker is the likeliest to be speaking again.
+            mapping[cluster] = len(rebuilt) - 1
     for model, cluster in zip(pool, found):
         if model.count >= thresholds.min_frames:
             rebuilt[mapping[cluster]].append(model)
+    # A speaker heard only in pieces too short to cluster (a "yes") keeps the longest of them: with no
+    # kept piece the next chunk could not recognise the voice and would open another id for it.
+    for speaker in sorted(set(mapping.values())):
+        if not rebuilt[speaker]:
+            mine = [model for model, cluster in zip(pool, found) if mapping[cluster] == speaker]
+            rebuilt[speaker].append(max(mine, key=lambda model: model.count))
     speakers[:] = [tuple(models_of[-MAX_EXEMPLARS:]) for models_of in rebuilt]
     return [mapping[cluster] for cluster in found[len(history):]]
 
