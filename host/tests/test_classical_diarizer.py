@@ -234,14 +234,13 @@ def test_audio_longer_than_max_item_seconds_fails_with_invalid_audio_and_the_ses
     assert isinstance(_run(adapter, _item(audio[:SAMPLE_RATE_HZ], seq=1, state=first.state)), SequenceOutput)
 
 
-def test_a_missing_mismatched_or_corrupt_state_fails_the_item() -> None:
+def test_a_mismatched_or_corrupt_state_fails_the_item() -> None:
     adapter = _adapter()
     audio = np.zeros(SAMPLE_RATE_HZ, dtype=np.int16)
-    missing = _run(adapter, _item(audio, seq=2))
-    assert isinstance(missing, ItemFailure) and missing.code == 'session_state_missing'
     state = _ok(_run(adapter, _item(audio, is_last=False))).state
-    mismatched = _run(adapter, _item(audio, seq=3, state=state))
-    assert isinstance(mismatched, ItemFailure) and mismatched.code == 'model_failed' and 'item 1' in mismatched.message
+    later = _ok(_run(adapter, _item(audio, seq=1, state=state, is_last=False))).state
+    mismatched = _run(adapter, _item(audio, seq=1, state=later))
+    assert isinstance(mismatched, ItemFailure) and mismatched.code == 'model_failed' and 'item 2' in mismatched.message
     for corrupt in (b'', b'garbage', state[:12], state[:-1]):
         failed = _run(adapter, _item(audio, seq=1, state=corrupt))
         assert isinstance(failed, ItemFailure) and failed.code == 'model_failed', corrupt
@@ -327,3 +326,45 @@ def test_short_utterances_of_one_voice_in_successive_chunks_keep_one_speaker_id(
                                     options={'speech': [[0.5 + 2 * k, 0.9 + 2 * k] for k in range(4)]})))
     assert [s['speaker'] for s in whole.output['finalized']] == [0, 0, 0, 0]
     assert speakers == [0, 0, 0, 0]
+
+
+def test_the_session_goes_on_with_the_next_number_after_a_failed_chunk() -> None:
+    """A failed item keeps its number (the scheduler's checkpoint stays the state of the last item that
+    succeeded, and sequence-check.ts accepts only nextSeq = failed + 1 afterwards; docs/operations.md:
+    "the session goes on with the next number, the failed chunk's audio counted in the offsets"): the
+    state goes on with a later number than the one it expects."""
+    adapter = _adapter({'maxItemSeconds': 2})
+    audio = conversation(*THREE_MIXED).audio
+    first = _ok(_run(adapter, _item(audio[:SAMPLE_RATE_HZ], is_last=False, options={'chunkOffsetS': 0.0})))
+    failed = _run(adapter, _item(audio[:3 * SAMPLE_RATE_HZ], seq=1, state=first.state, is_last=False,
+                                 options={'chunkOffsetS': 1.0}))
+    assert isinstance(failed, ItemFailure) and failed.code == 'invalid_audio'
+    after = _run(adapter, _item(audio[4 * SAMPLE_RATE_HZ:5 * SAMPLE_RATE_HZ], seq=2, state=first.state,
+                                options={'chunkOffsetS': 4.0}))
+    assert isinstance(after, SequenceOutput), after
+
+
+def test_a_chunk_after_a_failed_one_closes_the_running_speech_and_starts_at_its_offset() -> None:
+    """Speech running at the end of the last successful chunk ended with its audio when the next chunk
+    starts later (a failed chunk between): it is finalized where its audio ended, and the next chunk's
+    segments are placed at its chunkOffsetS, not right after the kept speech."""
+    adapter = _adapter()
+    rng = np.random.default_rng(1)
+    noise = rng.normal(0, 3000, 3 * SAMPLE_RATE_HZ).astype(np.int16)
+    first = _ok(_run(adapter, _item(noise[:2 * SAMPLE_RATE_HZ], is_last=False,
+                                    options={'chunkOffsetS': 0.0, 'speech': [[0.5, 2.0]]})))
+    assert first.output['finalized'] == [] and first.output['provisional'][-1]['end'] == 2.0
+    after = _ok(_run(adapter, _item(noise[2 * SAMPLE_RATE_HZ:], seq=2, state=first.state, is_last=True,
+                                    options={'chunkOffsetS': 5.0, 'speech': [[0.0, 1.0]]})))
+    segments = after.output['finalized']
+    assert segments[0]['start'] == 0.5 and max(s['end'] for s in segments if s['start'] < 5.0) == 2.0
+    assert segments[-1] == {'start': 5.0, 'end': 6.0, 'speaker': segments[-1]['speaker']}
+
+
+def test_an_item_after_failed_first_items_starts_the_session_at_its_offset() -> None:
+    """Without a checkpoint (the session's first items all failed) the scheduler sends the next item with
+    no state: it starts the session at its chunkOffsetS."""
+    adapter = _adapter()
+    noise = np.random.default_rng(2).normal(0, 3000, 2 * SAMPLE_RATE_HZ).astype(np.int16)
+    out = _ok(_run(adapter, _item(noise, seq=2, is_last=True, options={'chunkOffsetS': 4.0, 'speech': [[0.5, 1.5]]})))
+    assert [(s['start'], s['end']) for s in out.output['finalized']] == [(4.5, 5.5)]

@@ -93,16 +93,17 @@ def test_bad_items_fail_alone_and_leave_the_session_usable() -> None:
     results = adapter.run_sequence([
         item("a", 1, audio.astype(np.float32), first.state, False),  # type: ignore[arg-type]
         item("b", 0, np.zeros(61 * 16000, dtype=np.int16), None, False),
-        item("c", 3, audio, None, False),
+        item("c", 1, audio, first.state, False, {"chunkOffsetS": 1.0}),
         item("d", 1, audio, b"garbage", False),
         item("e", 0, audio, None, False, {"maxSpeakers": 0}),
         item("f", 0, audio, None, True),
+        item("g", 0, audio, None, True, {"chunkOffsetS": "soon"}),
     ])
     codes = [r.code if isinstance(r, ItemFailure) else None for r in results]
-    assert codes == ["invalid_audio", "invalid_audio", "session_state_missing", "session_state_missing",
-                     "unsupported_option", None]
+    assert codes == ["invalid_audio", "invalid_audio", "unsupported_option", "session_state_missing",
+                     "unsupported_option", None, "unsupported_option"]
     messages = [r.message for r in results if isinstance(r, ItemFailure)]
-    assert "int16" in messages[0] and "at most 60 s" in messages[1] and "item 3" in messages[2]
+    assert "int16" in messages[0] and "at most 60 s" in messages[1] and "at least 3 s" in messages[2]
     again = adapter.run_sequence([item("a", 1, audio, first.state, True)])[0]
     assert isinstance(again, SequenceOutput)
 
@@ -179,3 +180,39 @@ def test_every_option_is_documented_and_nothing_else() -> None:
     text = DOC.read_text(encoding="utf-8")
     section = text.split("## `sortformer`", 1)[1].split("\n## ", 1)[0]
     assert set(re.findall(r"^\| `([A-Za-z]+)` \|", section, flags=re.MULTILINE)) == set(DEFAULT_OPTIONS)
+
+
+def test_a_failed_chunk_still_counts_in_the_session_clock() -> None:
+    """The engine contract (docs/adapters.md, Diarization) gives every item ``chunkOffsetS``, the chunk's
+    start in the session (the sum of the earlier chunks' durations), and docs/operations.md says a chunk
+    that fails leaves the state as it was with "the failed chunk's audio counted in the offsets but not
+    in the timeline": the next chunk's segments start at its offset (timing them by the audio the state
+    has had would place them a failed chunk's length early). The failed audio is heard as silence: the
+    timeline is that of the session whose second chunk was silent."""
+    adapter = make_adapter(seed=2)
+    audio = recording(6.0, 7)
+    first = adapter.run_sequence([item("s", 0, audio[:48000], None, False, {"chunkOffsetS": 0.0})])[0]
+    assert isinstance(first, SequenceOutput)
+    failed = adapter.run_sequence([item("s", 1, np.zeros(48000, np.float32), first.state, False,  # type: ignore[arg-type]
+                                        {"chunkOffsetS": 3.0})])[0]
+    assert isinstance(failed, ItemFailure)
+    last = adapter.run_sequence([item("s", 2, audio[48000:], first.state, True, {"chunkOffsetS": 6.0})])[0]
+    assert isinstance(last, SequenceOutput)
+    segments = first.output["finalized"] + last.output["finalized"]
+    assert segments, "the random model should produce some speech"
+    assert max(s["end"] for s in segments) == 9.04  # the end of the 113th frame: 9 s of session
+    silent = np.concatenate((audio[:48000], np.zeros(48000, np.int16), audio[48000:]))
+    outputs, _ = run_session(make_adapter(seed=2), silent, [48000, 96000])
+    assert segments == [s for output in outputs for s in output["finalized"]]
+
+
+def test_an_item_after_failed_first_items_starts_the_session_at_its_offset() -> None:
+    """Without a checkpoint (the session's first items all failed) the scheduler sends the next item with
+    no state: it starts the session, its audio placed at chunkOffsetS."""
+    audio = recording(6.0, 7)
+    late = make_adapter(seed=2).run_sequence([item("s", 1, audio[48000:], None, True, {"chunkOffsetS": 3.0})])[0]
+    assert isinstance(late, SequenceOutput)
+    silent = np.concatenate((np.zeros(48000, np.int16), audio[48000:]))
+    whole = make_adapter(seed=2).run_sequence([item("s", 0, silent, None, True, {"chunkOffsetS": 0.0})])[0]
+    assert isinstance(whole, SequenceOutput)
+    assert late.output == whole.output

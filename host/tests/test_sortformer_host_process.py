@@ -29,8 +29,9 @@ def start(spawn: Spawn) -> HostProcess:
 
 
 def batch(batch_id: str, *items: Item) -> RunSequenceBatch:
+    # No chunkOffsetS: each chunk follows the session's previous one (the gateway would send their sum).
     meta = tuple(SequenceItem(f'{batch_id}-{i}', session, seq, len(samples), state_in, len(attached),  # type: ignore[arg-type]
-                              is_last, {'chunkOffsetS': 0.0})
+                              is_last, {})
                  for i, (session, seq, samples, state_in, attached, is_last) in enumerate(items))
     body = b''.join(samples.astype('<i2').tobytes() + attached for _, _, samples, _, attached, _ in items)
     return RunSequenceBatch(batch_id, meta, body)

@@ -9,6 +9,7 @@ state (state.py), so any instance continues any session with the same result.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -157,22 +158,18 @@ class ClassicalDiarizerAdapter(SimpleSequenceAdapter):
                                                  f'{item.audio.size / SAMPLE_RATE_HZ:g} s')
         options = parse_item_options(dict(item.options), self._cap, item.audio.size / SAMPLE_RATE_HZ)
         audio = np.asarray(item.audio, dtype=np.int16)
-        if item.state is None:
-            if item.seq != 0:
-                raise InstanceError('session_state_missing', f'Expected the state of session {item.session_id!r} '
-                                                             f'with item {item.seq}: got none')
-            state = EMPTY
-        else:
-            state = decode(item.state)
-            if state.next_seq != item.seq:
-                raise InstanceError('model_failed', f'Expected item {state.next_seq} of session {item.session_id!r} '
-                                                    f'after its state: got item {item.seq}')
+        # A state is the last successful item's: the items after it up to this one failed, and their
+        # audio is accounted for by chunkOffsetS (no state after item 0: every earlier item failed).
+        state = EMPTY if item.state is None else decode(item.state)
+        if item.seq < state.next_seq:
+            raise InstanceError('model_failed', f'Expected item {state.next_seq} or later of session '
+                                                f'{item.session_id!r} after its state: got item {item.seq}')
         if item.seq == 0 and item.is_last:
             result = diarize_file(audio, options, settings)
         else:
             result = diarize_chunk(state, audio, item.is_last, options, settings)
         self._items += 1
-        return SequenceOutput(to_output(result), encode(result.state))
+        return SequenceOutput(to_output(result), encode(replace(result.state, next_seq=item.seq + 1)))
 
     def _require_settings(self) -> Settings:
         if self._settings is None:

@@ -10,7 +10,7 @@ chunk's end are guessed (provisional) and kept, with their audio, for the next c
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -136,7 +136,23 @@ def diarize_file(audio: NDArray[np.int16], options: ChunkOptions, settings: Sett
 
 def diarize_chunk(state: SessionState, audio: NDArray[np.int16], is_last: bool, options: ChunkOptions,
                   settings: Settings) -> StepResult:
-    """The next chunk of an online session."""
+    """The next chunk of an online session. A chunk that starts later than the state's audio ended
+    (``chunkOffsetS`` past it: the audio of failed items lies between) does not continue the speech kept
+    from before: that speech ended with its audio, so its pieces are finalized first, and the chunk is
+    placed at its offset."""
+    end_s = state.tail_start_s + state.tail_audio.size / SAMPLE_RATE_HZ
+    if state.tail_audio.size and round(options.chunk_offset_s * SAMPLE_RATE_HZ) > round(end_s * SAMPLE_RATE_HZ):
+        closed = _diarize_buffer(state, np.zeros(0, dtype=np.int16), True,
+                                 replace(options, chunk_offset_s=end_s, speech=()), settings)
+        rest = _diarize_buffer(closed.state, audio, is_last, options, settings)
+        return StepResult(closed.finalized + rest.finalized, rest.provisional, rest.speakers,
+                          replace(rest.state, next_seq=state.next_seq + 1))
+    return _diarize_buffer(state, audio, is_last, options, settings)
+
+
+def _diarize_buffer(state: SessionState, audio: NDArray[np.int16], is_last: bool, options: ChunkOptions,
+                    settings: Settings) -> StepResult:
+    """The chunk appended to the speech kept from the previous one (the tail), diarized."""
     chunk_signal = audio.astype(np.float64) / 32768.0
     # The tail starts on a frame of the session; the chunk's frames are placed on the buffer's to the
     # nearest frame (a chunk whose length is not whole frames shifts the next one by under 10 ms).

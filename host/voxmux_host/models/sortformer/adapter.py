@@ -32,6 +32,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 from __future__ import annotations
 
 import hashlib
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -379,10 +380,11 @@ class SortformerAdapter:
             return ItemFailure("unsupported_option", f"Expected {' and '.join(bad)} to be integers >= 1: got "
                                                      f"{[options[k] for k in bad]}")
         max_speakers = min(int(options.get("maxSpeakers") or config.n_speakers), config.n_speakers)
+        offset = options.get("chunkOffsetS")
+        if offset is not None and (not is_number(offset) or not math.isfinite(offset) or offset < 0):
+            return ItemFailure("unsupported_option", f"Expected chunkOffsetS to be a number >= 0: got {offset!r}")
         if item.state is None:
-            if item.seq != 0:
-                return ItemFailure("session_state_missing",
-                                   f"Expected the state of session {item.session_id} for item {item.seq}: none was given")
+            # No state after item 0: every earlier item failed (the scheduler has no checkpoint yet).
             state = SessionState(fingerprint=self._fingerprint,
                                  context=new_context(config, self._storage_dtype),
                                  post=PostState(n_slots=config.n_speakers))
@@ -393,11 +395,21 @@ class SortformerAdapter:
                 return ItemFailure("session_state_missing", f"Session {item.session_id}: {exc}")
             if state.finished:
                 return ItemFailure("invalid_audio", f"Session {item.session_id} already ended (an earlier item was last)")
+        # The chunk starts at chunkOffsetS in the session. Audio the state has not had before it is that
+        # of failed items (the state is the last successful item's): it counts in the session's time, and
+        # the engine hears it as silence, so every later frame keeps its place on the session's clock.
+        missing = 0 if offset is None else int(round(float(offset) * config.sample_rate_hz)) - state.samples
+        if missing < 0:
+            return ItemFailure("unsupported_option",
+                               f"Expected chunkOffsetS of session {item.session_id} to be at least "
+                               f"{state.samples / config.sample_rate_hz:g} s (the audio it has had): got {offset!r}")
+        self._audio_seconds += audio.shape[0] / config.sample_rate_hz
+        if missing:
+            audio = np.concatenate((np.zeros(missing, dtype=np.int16), audio))
         if audio.shape[0]:
             state.pending = np.concatenate((state.pending, audio))
             state.samples += int(audio.shape[0])
         state.finished = bool(item.is_last)
-        self._audio_seconds += audio.shape[0] / config.sample_rate_hz
         return state, max_speakers
 
     def _finish(self, item: SequenceInput, state: SessionState, probs: npt.NDArray[np.float32],
