@@ -4,6 +4,7 @@
  * `plainIntervalMs` during long steps.
  */
 import type { Clock, TimerHandle } from '../../src/core/clock.js';
+import { RateWindow } from '../../src/core/rate-window.js';
 import type { StepProgress } from './load-driver.js';
 import type { LoadMode, PlannedStep } from './ramp-plan.js';
 import type { RepResult } from './report.js';
@@ -34,28 +35,11 @@ export interface ProgressReporter {
   close(): void;
 }
 
-/** Completions per second over the last second or so, from periodic readings. */
-class RateWindow {
-  #readings: Array<{ atMs: number; completed: number }> = [];
-
-  add(atMs: number, completed: number): number | undefined {
-    this.#readings.push({ atMs, completed });
-    while (this.#readings.length > 2 && atMs - this.#readings[1]!.atMs >= 1000) this.#readings.shift();
-    const first = this.#readings[0]!;
-    const spanMs = atMs - first.atMs;
-    return spanMs > 0 ? ((completed - first.completed) * 1000) / spanMs : undefined;
-  }
-
-  reset(): void {
-    this.#readings = [];
-  }
-}
-
 export function createProgressReporter(options: ProgressOptions, deps: { out: TextSink; clock: Clock }): ProgressReporter {
   const { out, clock } = deps;
   const ttyIntervalMs = options.ttyIntervalMs ?? 250;
   const plainIntervalMs = options.plainIntervalMs ?? 10_000;
-  const rate = new RateWindow();
+  const rate = new RateWindow(1000);
   let timer: TimerHandle | undefined;
   let hasLiveLine = false;
   let current: { step: PlannedStep; read: () => StepProgress } | undefined;

@@ -5,6 +5,7 @@
  * `plainIntervalMs`, so a log gets a few lines per file rather than one per chunk.
  */
 import type { Clock } from '../core/clock.js';
+import { RateWindow } from '../core/rate-window.js';
 
 export interface TextSink {
   write(text: string): unknown;
@@ -61,25 +62,12 @@ export function formatRate(bytesPerSecond: number | undefined): string {
   return bytesPerSecond === undefined || !Number.isFinite(bytesPerSecond) ? '-' : `${formatBytes(Math.round(bytesPerSecond))}/s`;
 }
 
-/** Bytes per second over the last two seconds or so, from cumulative readings. */
-class RateWindow {
-  #readings: Array<{ atMs: number; bytes: number }> = [];
-
-  add(atMs: number, bytes: number): number | undefined {
-    this.#readings.push({ atMs, bytes });
-    while (this.#readings.length > 2 && atMs - this.#readings[1]!.atMs >= 2000) this.#readings.shift();
-    const first = this.#readings[0]!;
-    const spanMs = atMs - first.atMs;
-    return spanMs > 0 ? ((bytes - first.bytes) * 1000) / spanMs : undefined;
-  }
-}
-
 export function createPullProgress(options: PullProgressOptions, deps: { out: TextSink; clock: Clock }): PullProgress {
   const { out, clock } = deps;
   const ttyIntervalMs = options.ttyIntervalMs ?? 250;
   const plainIntervalMs = options.plainIntervalMs ?? 30_000;
   const startedMs = clock.nowMs();
-  const rate = new RateWindow();
+  const rate = new RateWindow(2000);
   let receivedBytes = 0;
   let totalBytes = options.totalBytes;
   let finishedFiles = 0;
