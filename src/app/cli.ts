@@ -12,7 +12,6 @@
  */
 import { homedir } from 'node:os';
 import { readModelsPullEnvironment } from '../config/env.js';
-import { runModelsCli } from '../models-pull/index.js';
 import { main } from './main.js';
 
 export const USAGE = `usage: voxmux <command> [options]
@@ -115,15 +114,18 @@ export async function runCli(argv: readonly string[], deps: CliDeps): Promise<nu
       }
       const runModels =
         deps.models ??
-        ((args: readonly string[]) =>
-          runModelsCli(args, {
+        (async (args: readonly string[]) => {
+          // Loaded only for this command: the server does not carry the download code's imports.
+          const { runModelsCli } = await import('../models-pull/index.js');
+          return runModelsCli(args, {
             version: deps.version,
             env: readModelsPullEnvironment(),
             homeDir: homedir(),
             cwd: process.cwd(),
             stdout,
             stderr: deps.stderr ?? process.stderr,
-          }));
+          });
+        });
       return runModels(rest);
     }
     case 'help':
