@@ -3,7 +3,8 @@
 //   mixed: the ASR model (parakeet as c25 of asr-configs.mjs, the best measured: 1 instance, batches of
 //          up to 32, 3 in flight, CUDA graphs, encoder and decode step compiled, FP8 encoder products,
 //          no delay when idle) at 100 % of the SMs, and DIARIZE_BENCH_INSTANCES sortformer instances
-//          (chunk-15s, bf16, CUDA graphs per batch size; compileEncoder with DIARIZE_BENCH_COMPILE=1)
+//          (chunk-15s, bf16, CUDA graphs per batch size; compileEncoder with DIARIZE_BENCH_COMPILE=1,
+//          compileEncoder and compileHead with DIARIZE_BENCH_COMPILE=2)
 //          at DIARIZE_BENCH_MPS_PERCENT % each, all on GPU 0 under MPS;
 //   diarize: the same sortformer instances alone.
 // Usage: node bench/gpu/diarize-configs.mjs OUT_DIR HOST_PATH
@@ -35,7 +36,7 @@ export function buildConfigs(hostPath) {
   const maxBatch = int('MAX_BATCH', 64, 1, 256);
   const queueDelayMs = int('QUEUE_DELAY_MS', 2, 0, 1000);
   const inFlight = int('IN_FLIGHT', 3, 1, 16);
-  const compile = int('COMPILE', 0, 0, 1) === 1;
+  const compile = int('COMPILE', 0, 0, 2);
   // Intra-op CPU threads of each Sortformer instance (models.<name>.cpuThreads); 0: the server's default share.
   const cpuThreads = int('CPU_THREADS', 0, 0, 256);
   const sortformerSize = env('SORTFORMER_CONFIG', gpu ? 'full' : 'tiny');
@@ -63,7 +64,8 @@ export function buildConfigs(hostPath) {
       device,
       preset: 'chunk-15s',
       ...(gpu ? { dtype: 'bf16', cudaGraphs: true } : { cudaGraphs: false }),
-      ...(compile ? { compileEncoder: true } : {}),
+      ...(compile >= 1 ? { compileEncoder: true } : {}),
+      ...(compile >= 2 ? { compileHead: true } : {}),
       maxBatchSize: maxBatch,
     },
   };

@@ -36,7 +36,7 @@
 # DIARIZE_BENCH_BUDGET_S (500), DIARIZE_BENCH_BOOT_TIMEOUT_S (240), DIARIZE_BENCH_PHASES (a,b: which
 # parts run), DIARIZE_BENCH_PROCESSES (4: bench processes that send the sessions; one process sending
 # 5,000 sessions was itself a bottleneck, at 131 % of a core); the server: DIARIZE_BENCH_INSTANCES (8), DIARIZE_BENCH_MPS_PERCENT (12),
-# DIARIZE_BENCH_MAX_BATCH (64), DIARIZE_BENCH_QUEUE_DELAY_MS (2), DIARIZE_BENCH_IN_FLIGHT (3: batches in flight per Sortformer instance; the ASR instance has 3), DIARIZE_BENCH_COMPILE (0; 1: the Sortformer encoder compiled), DIARIZE_BENCH_CPU_THREADS (0: the server's default share of the cores; else each Sortformer instance's cpuThreads),
+# DIARIZE_BENCH_MAX_BATCH (64), DIARIZE_BENCH_QUEUE_DELAY_MS (2), DIARIZE_BENCH_IN_FLIGHT (3: batches in flight per Sortformer instance; the ASR instance has 3), DIARIZE_BENCH_COMPILE (0; 1: the Sortformer encoder compiled; 2: its encoder and head), DIARIZE_BENCH_CPU_THREADS (0: the server's default share of the cores; else each Sortformer instance's cpuThreads),
 # DIARIZE_BENCH_DEVICE (cuda), DIARIZE_BENCH_SORTFORMER_CONFIG / DIARIZE_BENCH_ASR_CONFIG (full), see
 # diarize-configs.mjs; DIARIZE_BENCH_SERVER (mixed; diarize: the Sortformer instances alone, part a only,
 # a boot without the ASR model's compilation, as bench/gpu/run-diarize-layouts.sh runs it). DIARIZE_BENCH_CLIP_DIR: where the WAV clips go (/tmp/voxmux-diarize-clips). BENCH_COMMIT: the commit to record where the tree has no .git.

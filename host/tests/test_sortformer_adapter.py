@@ -144,6 +144,7 @@ def test_an_ended_session_takes_no_more_items() -> None:
         ({"maxBatchSize": 0}, "maxBatchSize"),
         ({"dtype": "int8"}, "Expected dtype"),
         ({"device": "tpu"}, "Expected device"),
+        ({"compileHead": "yes"}, "Expected compileHead to be true or false"),
         ({"chunkLen": 2000, "config": "full"}, "over the 1048576 allowed"),
     ],
 )

@@ -154,11 +154,13 @@ def _forward_ms(adapter: SortformerAdapter, batch: int) -> float:
 
 
 @pytest.mark.skipif(not hasattr(torch, "compile"), reason="needs torch.compile")
-def test_compiled_encoder_follows_eager_and_its_forward_time() -> None:
+@pytest.mark.parametrize("options", [{"compileEncoder": True}, {"compileEncoder": True, "compileHead": True}],
+                         ids=["encoder", "encoder-and-head"])
+def test_compiled_parts_follow_eager_and_their_forward_time(options: Dict[str, Any]) -> None:
     audios = [recording(40.0, 7), recording(25.0, 8)]
     eager = step_predictions(load(cudaGraphs=False, maxBatchSize=2), audios)
     start = time.perf_counter()
-    compiled_adapter = load(compileEncoder=True, maxBatchSize=64)
+    compiled_adapter = load(**options, maxBatchSize=64)
     print(f"\ncompiled warmup (compile and capture of {len(graph_batch_sizes(64))} batch sizes): "
           f"{time.perf_counter() - start:.1f} s")
     compiled = step_predictions(compiled_adapter, audios)

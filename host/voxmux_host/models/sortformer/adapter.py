@@ -26,6 +26,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``minDurationOff`` | preset | gaps shorter than this (seconds) are filled |
 | ``cudaGraphs`` | true | capture one CUDA graph per batch size at warmup (CUDA only) |
 | ``compileEncoder`` | false | ``torch.compile`` the subsampling and the conformer layers (torch >= 2.0 with Triton; compiles at warmup) |
+| ``compileHead`` | false | ``torch.compile`` the projection, the Transformer layers and the sigmoids (torch >= 2.0 with Triton; compiles at warmup) |
 | ``maxBatchSize`` | 64 | sessions per forward; graphs are captured for 1, 2, 3, 4, 6, 8, 12, ... up to it |
 | ``maxItemSeconds`` | 60 | longest item (chunk) accepted; longer ones fail with invalid_audio |
 """
@@ -93,6 +94,7 @@ DEFAULT_OPTIONS: Dict[str, Any] = {
     **{key: None for key in _POST_KEYS},
     "cudaGraphs": True,
     "compileEncoder": False,
+    "compileHead": False,
     "maxBatchSize": 64,
     "maxItemSeconds": 60,
 }
@@ -133,11 +135,12 @@ def parse_options(raw: Dict[str, Any]) -> Tuple[Dict[str, Any], StreamingParams,
         problems.append(f"Expected dtype to be one of {sorted(_DTYPES)}: got {options['dtype']!r}")
     if not is_int(options["seed"]) or options["seed"] < 0:
         problems.append(f"Expected seed to be a non-negative integer: got {options['seed']!r}")
-    for key in ("cudaGraphs", "compileEncoder"):
+    for key in ("cudaGraphs", "compileEncoder", "compileHead"):
         if not isinstance(options[key], bool):
             problems.append(f"Expected {key} to be true or false: got {options[key]!r}")
-    if options["compileEncoder"] is True and not hasattr(torch, "compile"):
-        problems.append(f"compileEncoder needs torch >= 2.0: this is torch {torch.__version__}")
+    for key in ("compileEncoder", "compileHead"):
+        if options[key] is True and not hasattr(torch, "compile"):
+            problems.append(f"{key} needs torch >= 2.0: this is torch {torch.__version__}")
     if not is_int(options["maxBatchSize"]) or options["maxBatchSize"] < 1:
         problems.append(f"Expected maxBatchSize to be a positive integer: got {options['maxBatchSize']!r}")
     if not is_number(options["maxItemSeconds"]) or options["maxItemSeconds"] <= 0:
@@ -263,6 +266,8 @@ class SortformerAdapter:
         model.prepare_for_inference_(device, dtype)
         if options["compileEncoder"]:
             model.encoder.compile_layers()
+        if options["compileHead"]:
+            model.compile_head()
         self._model, self._config, self._params, self._post = model, config, params, post
         self._options, self._device, self._storage_dtype = options, device, storage_dtype
         self._engine = StepEngine(model, params, device, int(options["maxBatchSize"]), storage_dtype)

@@ -13,7 +13,7 @@ operation of fixed shape, so a step can be captured in a CUDA graph.
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -130,10 +130,30 @@ class SortformerModel(nn.Module):
         self.sortformer_modules = SortformerModules(config, device)
         self.transformer_encoder = TransformerEncoder(config, device)
         self.compute_dtype: Optional[torch.dtype] = None  # None: the parameters' dtype, no autocast
+        #: The head (projection, Transformer layers, sigmoids) through ``torch.compile``: compile_head.
+        self._compiled_head: Optional[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = None
 
     @property
     def device(self) -> torch.device:
         return self.sortformer_modules.encoder_proj.weight.device
+
+    def compile_head(self) -> None:
+        """Run the step's head (the projection to the Transformer's width, its 18 layers, the speaker
+        sigmoids) through ``torch.compile`` (torch >= 2.0 with a working Triton): at width 192 its
+        products are small and its LayerNorms, residual adds, ReLUs and masks are as many kernels again,
+        which fuse compiled. Compiles on the first call of each new shape, as ConformerEncoder.compile_layers.
+        """
+        compile_fn = getattr(torch, "compile", None)
+        if compile_fn is None:
+            raise RuntimeError(f"Expected torch >= 2.0 for a compiled head: got torch {torch.__version__}")
+        # The bound method, not the module: a compiled module assigned here would join the state dict.
+        self._compiled_head = compile_fn(self._head)
+
+    def _head(self, x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+        x = self.sortformer_modules.encoder_proj(x)
+        x = self.transformer_encoder(x, pad)
+        preds = self.sortformer_modules.forward_speaker_sigmoids(x)
+        return preds.masked_fill(pad.unsqueeze(-1), 0.0)
 
     def forward_step(
         self,
@@ -170,11 +190,8 @@ class SortformerModel(nn.Module):
         x, pos_emb = self.encoder.pos_enc(packed)
         layers = self.encoder._compiled_layers or self.encoder._run_layers
         x = layers(x, pos_emb, pad)
-        x = self.sortformer_modules.encoder_proj(x)
-        x = self.transformer_encoder(x, pad)
-        preds = self.sortformer_modules.forward_speaker_sigmoids(x)
-        preds = preds.masked_fill(pad.unsqueeze(-1), 0.0)
-        return preds, chunk, chunk_lengths
+        head = self._compiled_head or self._head
+        return head(x, pad), chunk, chunk_lengths
 
     def prepare_for_inference_(self, device: torch.device, dtype: torch.dtype) -> None:
         """Move to ``device``; for a dtype other than fp32, cast the network (not the front end, not
