@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from voxmux_host.models.whisper.alignment import (WordTiming, dtw, median_filter, merge_punctuations, split_words,
-                                                  word_times)
+from voxmux_host.models.whisper.alignment import (WordTiming, dtw, find_alignment, median_filter, merge_punctuations,
+                                                  split_words)
 from voxmux_host.models.whisper.config import N_FRAMES, TINY
 from voxmux_host.models.whisper.decoding import (EngineOptions, RequestOptions, WhisperEngine, _Active, _Job,
                                                  _Window)
@@ -287,24 +287,26 @@ def test_word_times_follow_openais_find_alignment(model: WhisperModel) -> None:
     prefix = t.sot_sequence("en", "transcribe")
     text = t.encode(" the quick brown fox jumps over the lazy dog")
     expected = _openai_find_alignment(model, t, prefix, text, xa, frames)
-    got = word_times(model, t, prefix, text, xa, frames, "en")
-    assert got == expected
+    got = find_alignment(model, t, prefix, text, xa, frames, "en")
+    assert [(w.text.strip(), round(w.start, 3), round(w.end, 3)) for w in got] == expected
+    assert [token for w in got for token in w.tokens] == text
 
 
 def test_words_are_split_at_punctuation_and_punctuation_is_merged_as_transcribe_does() -> None:
     """tokenizer.py:285-315 (split_tokens_on_spaces: a piece that is punctuation starts a word) and
     timing.py:240-273 with transcribe()'s defaults (merge_punctuations: a closing mark joins the word before
-    it, which keeps its times; an opening mark after a space joins the word after it)."""
+    it, which keeps its times; an opening mark after a space joins the word after it; their tokens go with
+    them)."""
     t = tiny_tokenizer()
     tokens = t.encode(" hello, the cat.")
     words = split_words(t, tokens, "en")
     assert [t.decode(w) for w in words] == [" hello", ",", " the", " cat", "."]
-    timed = [WordTiming(" hello", 0.0, 0.4), WordTiming(",", 0.4, 0.5), WordTiming(" -", 0.5, 0.6),
-             WordTiming(" the", 0.6, 0.8), WordTiming(" cat", 0.8, 1.0), WordTiming(".", 1.0, 1.1)]
+    timed = [WordTiming(" hello", 0.0, 0.4, [1]), WordTiming(",", 0.4, 0.5, [2]), WordTiming(" -", 0.5, 0.6, [3]),
+             WordTiming(" the", 0.6, 0.8, [4]), WordTiming(" cat", 0.8, 1.0, [5]), WordTiming(".", 1.0, 1.1, [6])]
     merge_punctuations(timed)
-    assert [(w.text, w.start, w.end) for w in timed] == [
-        (" hello,", 0.0, 0.4), ("", 0.4, 0.5), ("", 0.5, 0.6), (" - the", 0.6, 0.8), (" cat.", 0.8, 1.0),
-        ("", 1.0, 1.1)]
+    assert [(w.text, w.start, w.end, w.tokens) for w in timed] == [
+        (" hello,", 0.0, 0.4, [1, 2]), ("", 0.4, 0.5, []), ("", 0.5, 0.6, []), (" - the", 0.6, 0.8, [3, 4]),
+        (" cat.", 0.8, 1.0, [5, 6]), ("", 1.0, 1.1, [])]
 
 
 def test_dtw_breaks_ties_and_rounds_sums_as_openais_dtw_cpu() -> None:

@@ -31,7 +31,8 @@ Options (``LoadContext.options``; unknown keys fail the load):
 Per request: ``language`` (an ISO 639-1 code the model knows; detected from the first 30 s when absent),
 ``prompt`` (previous-text conditioning), ``task`` (transcribe, or translate into English) and ``temperature``
 (the first decoding's; fallback goes on from there). Word timestamps come from the decoder's cross-attention
-(alignment.py).
+(alignment.py), adjusted as OpenAI's ``add_word_timestamps`` adjusts them, which also moves the request's
+segments to their words' bounds (word_adjustments.py).
 """
 from __future__ import annotations
 

@@ -3,13 +3,14 @@ attention of the alignment heads (here the heads of the decoder's second half, O
 checkpoint names none) from the rows that predict each text token and end-of-text to the audio's frames,
 normalised per head, median-filtered and averaged, then a dynamic-time-warping path through it; each word
 starts where its first token's row first advances on the path and ends where the next word's (or
-end-of-text's) row does. Words are split as OpenAI's tokenizer splits them and punctuation merged into
-them as its transcribe() does; its later adjustments of long words and of segment bounds are not made."""
+end-of-text's) row does. Words are split as OpenAI's tokenizer splits them; :func:`merge_punctuations`
+merges punctuation into them as its transcribe() does. The later adjustments of ``add_word_timestamps``
+(long words cut, segments moved to their words) are word_adjustments.py's."""
 from __future__ import annotations
 
 import string
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -17,7 +18,7 @@ import numpy.typing as npt
 import torch
 import torch.nn.functional as F
 
-from .config import TIME_PRECISION
+from .config import TOKENS_PER_SECOND
 from .model import WhisperModel
 from .tokenizer import WhisperTokenizer
 
@@ -138,21 +139,26 @@ def split_words(tokenizer: WhisperTokenizer, tokens: Sequence[int], language: Op
 
 @dataclass
 class WordTiming:
+    """OpenAI's ``WordTiming`` less the probability: a word's text (its leading space kept), its times in
+    seconds and its tokens."""
+
     text: str
-    start: float  # seconds from the window's start
+    start: float
     end: float
+    tokens: List[int] = field(default_factory=list)
 
 
 def merge_punctuations(words: List[WordTiming]) -> None:
     """OpenAI's ``merge_punctuations`` with transcribe()'s defaults, in place: opening marks join the word
-    after them, closing marks the word before, which keeps its times; a word merged away is left with empty
-    text."""
+    after them, closing marks the word before, which keeps its times; their tokens go with them, and a word
+    merged away is left with empty text and no tokens."""
     following = len(words) - 1
     for i in range(len(words) - 2, -1, -1):
         previous = words[i]
         if previous.text.startswith(" ") and previous.text.strip() in PREPEND_PUNCTUATIONS:
             words[following].text = previous.text + words[following].text
-            previous.text = ""
+            words[following].tokens = previous.tokens + words[following].tokens
+            previous.text, previous.tokens = "", []
         else:
             following = i
     kept = 0
@@ -160,17 +166,19 @@ def merge_punctuations(words: List[WordTiming]) -> None:
         previous, current = words[kept], words[i]
         if not previous.text.endswith(" ") and current.text in APPEND_PUNCTUATIONS:
             previous.text += current.text
-            current.text = ""
+            previous.tokens = previous.tokens + current.tokens
+            current.text, current.tokens = "", []
         else:
             kept = i
 
 
-def word_times(model: WhisperModel, tokenizer: WhisperTokenizer, prefix: Sequence[int], text_tokens: Sequence[int],
-               features: torch.Tensor, frames: int, language: Optional[str]) -> List[Tuple[str, float, float]]:
-    """(word, start, end) in seconds from the window's start, for the window's text tokens decoded after
-    ``prefix`` (its start-of-transcript sequence); ``frames``: mel frames of audio in the window. Each word
-    starts where its first token's row starts on the path and ends where the next word's (or end-of-text's)
-    row starts."""
+def find_alignment(model: WhisperModel, tokenizer: WhisperTokenizer, prefix: Sequence[int],
+                   text_tokens: Sequence[int], features: torch.Tensor, frames: int,
+                   language: Optional[str]) -> List[WordTiming]:
+    """OpenAI's ``find_alignment``: the words of the window's text tokens decoded after ``prefix`` (its
+    start-of-transcript sequence), with their times in seconds from the window's start (``frames``: mel
+    frames of audio in the window). Each word starts where its first token's row starts on the path and
+    ends where the next word's (or end-of-text's) row starts; punctuation is not merged yet."""
     if not text_tokens:
         return []
     sequence = [*prefix, tokenizer.no_timestamps, *text_tokens, tokenizer.eot]
@@ -184,12 +192,11 @@ def word_times(model: WhisperModel, tokenizer: WhisperTokenizer, prefix: Sequenc
     matrix = weights.mean(dim=0)[len(prefix):-1]
     rows, cols = dtw(-matrix.double().cpu().numpy())
     jumps = np.diff(rows, prepend=-1).astype(bool)
-    times = cols[jumps] * TIME_PRECISION  # where each row starts on the path
+    times = (cols[jumps] / TOKENS_PER_SECOND).tolist()  # where each row starts on the path
     words: List[WordTiming] = []
     position = 0
     for word in split_words(tokenizer, text_tokens, language):
-        start = float(times[position])
+        start = times[position]
         position += len(word)
-        words.append(WordTiming(tokenizer.decode(word), start, float(times[position])))
-    merge_punctuations(words)
-    return [(w.text.strip(), round(w.start, 3), round(w.end, 3)) for w in words if w.text.strip()]
+        words.append(WordTiming(tokenizer.decode(word), start, times[position], list(word)))
+    return words

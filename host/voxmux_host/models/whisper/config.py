@@ -18,6 +18,7 @@ N_FRAMES = N_SAMPLES // HOP_LENGTH  # 3000 mel frames in a window
 #: Mel frames per encoder position (the conv stem's stride) and seconds per timestamp token.
 INPUT_STRIDE = 2
 TIME_PRECISION = INPUT_STRIDE * HOP_LENGTH / SAMPLE_RATE  # 0.02 s
+TOKENS_PER_SECOND = SAMPLE_RATE // (INPUT_STRIDE * HOP_LENGTH)  # 50 encoder positions a second
 
 
 @dataclass(frozen=True)

@@ -51,10 +51,11 @@ from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from .config import HOP_LENGTH, INPUT_STRIDE, N_FRAMES, SAMPLE_RATE, TIME_PRECISION
-from .alignment import word_times
+from .alignment import find_alignment
 from .features import log_mel_spectrogram
 from .model import KVCache, WhisperModel
 from .tokenizer import WhisperTokenizer
+from .word_adjustments import add_word_timestamps, speech_end
 
 TASKS = ("transcribe", "translate")
 #: OpenAI's max_initial_timestamp: the first timestamp is at most 1 s into the window.
@@ -70,7 +71,8 @@ class RequestOptions:
     prompt: Optional[str] = None
     temperature: float = 0.0
     timestamps: bool = True
-    #: Word start and end times from the cross-attention (alignment.py).
+    #: Word start and end times from the cross-attention (alignment.py, word_adjustments.py); the segments'
+    #: bounds move to their words'.
     word_timestamps: bool = False
 
 
@@ -147,6 +149,8 @@ class _Job:
     segments: List[DecodedSegment] = field(default_factory=list)
     tokens: int = 0
     words: List[Tuple[str, float, float]] = field(default_factory=list)
+    #: Where the last window's speech ended (OpenAI's last_speech_timestamp), with word_timestamps.
+    last_speech_timestamp: float = 0.0
     finished: bool = False
 
 
@@ -689,12 +693,7 @@ class WhisperEngine:
                 segment.compression_ratio, segment.no_speech_prob = ratio, active.no_speech_prob
             job.segments.extend(segments)
             if job.options.word_timestamps and features is not None:
-                text_tokens = [tok for s in segments for tok in s.tokens if tok < t.eot]
-                prefix = self._sot_sequence(job)
-                offset = window.seek * HOP_LENGTH / SAMPLE_RATE
-                job.words.extend((word, round(offset + start, 3), round(offset + end, 3)) for word, start, end in
-                                 word_times(self.model, t, prefix, text_tokens, features, window.segment_size,
-                                            job.language))
+                self._add_words(job, window, segments, features)
             # Only the segments' tokens become context: where seek goes back to the last timestamp pair, the
             # tokens after it are decoded again by the next window.
             job.all_tokens.extend(tok for segment in segments for tok in segment.tokens)
@@ -705,6 +704,19 @@ class WhisperEngine:
             waiting.appendleft(self._window(job, max(job.options.temperature, 0.0)))
         else:
             job.finished = True
+
+    def _add_words(self, job: _Job, window: _Window, segments: List[DecodedSegment], features: torch.Tensor) -> None:
+        """The window's words (OpenAI's transcribe() with word_timestamps: find_alignment, then
+        add_word_timestamps, which also moves the segments' bounds) and the job's last speech after it."""
+        t = self.tokenizer
+        text_tokens = [tok for s in segments for tok in s.tokens if tok < t.eot]
+        alignment = find_alignment(self.model, t, self._sot_sequence(job), text_tokens, features,
+                                   window.segment_size, job.language)
+        offset = window.seek * HOP_LENGTH / SAMPLE_RATE
+        words = add_word_timestamps(segments, alignment, offset, job.last_speech_timestamp, t.eot)
+        job.words.extend((w.text.strip(), round(w.start, 3), round(w.end, 3))
+                         for segment_words in words for w in segment_words if w.text.strip())
+        job.last_speech_timestamp = speech_end(segments, words, job.last_speech_timestamp)
 
     def _segments(self, tokens: List[int], window: _Window, forced: bool) -> Tuple[List[DecodedSegment], int]:
         """OpenAI's segmentation of a window's tokens at consecutive timestamps, and how far seek moves (a
