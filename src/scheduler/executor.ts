@@ -4,8 +4,9 @@
  * shared vocabulary (protocol/work.ts).
  *
  * Four optional members let a model be stopped when idle and woken on demand: the scheduler calls
- * `demand` for every request, sequence item and stream it is given (before it looks at the model's
- * availability, so a stopped model is already starting and the work is held, not refused), asks
+ * `demand` for every request, sequence item and stream it is given, and again for each it retries
+ * after its instance ended (before it looks at the model's availability, so a stopped model is
+ * already starting, or a stopping one wakes once stopped, and the work is held, not refused), asks
  * `whyUnavailable` for the error that work held for a model that cannot serve gets, and
  * `readyAtMs` when a waking model should serve, so that admission counts the wake left; and it
  * gives `observeQueue` its count of queued work once, so that a model with work waiting (a request
@@ -16,7 +17,7 @@ import type { ServiceError } from '../core/errors.js';
 import type { WorkExecutor } from '../protocol/work.js';
 
 export interface Executor extends WorkExecutor {
-  /** A request for the model arrived: a stopped model wakes, and its idle time starts again. */
+  /** A request for the model arrived, or is retried: a stopped model wakes, and its idle time starts again. */
   demand?(model: string): void;
   /** Why the model cannot serve (a failed or refused wake); undefined for no particular reason. */
   whyUnavailable?(model: string): ServiceError | undefined;

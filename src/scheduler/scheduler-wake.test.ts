@@ -143,4 +143,41 @@ describe('Scheduler with a model woken on demand', () => {
     await assert.rejects(call.done, (e: ServiceError) => e.code === 'shutting_down');
     await assert.rejects(item, (e: ServiceError) => e.code === 'shutting_down');
   });
+
+  it('reports the demand of work retried after its instance crashed, so a model stopping for a sleep wakes for it', async () => {
+    // The work ran when the sleep came (nothing was queued, so no wake was planned: the model reads
+    // unavailable), and its instance crashed before it could close: the retried request, session item
+    // and stream are work given again, held for the wake rather than failed with no_ready_instance.
+    const { executor, scheduler } = setup();
+    executor.setAvailability('m', 'ready');
+    executor.setReady('m', ['i0', 'i1']); // one batch each: the request on one, the session item on the other
+    const request = submit(scheduler);
+    const call = scheduler.openStream('m', { resource: null, params: { text: 'hi' }, body: new Uint8Array() }, { timeoutMs: 100_000 });
+    const item = scheduler.submitSequenceItem(
+      'm',
+      { sessionId: 's', seq: 0, audio: new Int16Array(4), isLast: false, options: {} },
+      { timeoutMs: 100_000 },
+    );
+    const itemEnded: { error?: ServiceError } = {};
+    item.catch((error: ServiceError) => void (itemEnded.error = error));
+    const callEnded: { error?: ServiceError } = {};
+    call.done.catch((error: ServiceError) => void (callEnded.error = error));
+    await settle();
+    assert.deepEqual([executor.batches.length, executor.streams.length, executor.sequenceBatches.length], [1, 1, 1]);
+    executor.demands.length = 0;
+    executor.setAvailability('m', 'unavailable'); // the sleep: stopping, no wake planned
+    executor.setReady('m', []); // both instances close: none takes the retried work
+    executor.crash('i0');
+    executor.crash('i1');
+    await settle();
+    assert.deepEqual(
+      [request.ended.error?.code, callEnded.error?.code, itemEnded.error?.code],
+      [undefined, undefined, undefined],
+      'the retried work is held, not failed',
+    );
+    assert.deepEqual(executor.demands, ['m', 'm', 'm']);
+    assert.deepEqual([scheduler.stats().queued, scheduler.stats().streamsQueued], [2, 1]);
+    scheduler.destroy();
+    await Promise.all([request.done, call.done.catch(() => undefined), item.catch(() => undefined)]);
+  });
 });

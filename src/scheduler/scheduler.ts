@@ -493,6 +493,9 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
           metrics.retries.inc({ model });
           log.warn({ requestId: entry.requestId, model, instanceId, code: error.code }, 'request retried');
           entry.isolated = true;
+          // Work given again: a model stopping for a sleep (its instance crashed in its close) wakes
+          // for it once stopped, as for work queued when the sleep came, instead of failing it.
+          executor.demand?.(model);
           enqueue(entry, true);
         } else {
           finish(entry, { error });

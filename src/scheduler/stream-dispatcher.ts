@@ -246,6 +246,8 @@ export function createStreamDispatcher(options: StreamDispatcherOptions, deps: S
         );
         entry.attempt = undefined;
         entry.failedInstanceId = attempt.instanceId;
+        // Work given again: a model stopping for a sleep wakes for it once stopped, instead of failing it.
+        executor.demand?.(entry.model);
         enqueue(entry, true);
       } else {
         finish(entry, end);

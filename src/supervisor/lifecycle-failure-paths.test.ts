@@ -140,6 +140,35 @@ describe('Model lifecycle failure paths', () => {
     t.scheduler.destroy();
     t.supervisor.destroy();
   });
+  it('holds a request retried after its instance crashed during a sleep with nothing queued, and serves it once the model wakes again', async () => {
+    // "the scheduler retries each request once on another instance" (operations.md, Instances), and a
+    // sleep holds "work queued for the model ... for a wake once stopped". Here nothing was queued when
+    // the sleep came: the request was running, and is queued again only once its instance crashes in
+    // its close. It must be held as the queued work is, not failed with no_ready_instance.
+    const t = setup({ instances: 1 }, { shouldStartByItself: true });
+    await t.supervisor.start();
+    await settle();
+    const first = t.spawner.last();
+    const request = submit(t.scheduler);
+    await settle();
+    first.expect('RunBatch');
+    const slept = t.supervisor.sleep('m'); // nothing queued: no wake is planned
+    await settle();
+    assert.equal(t.supervisor.modelState('m'), 'stopping');
+    first.exit(null, 'SIGSEGV'); // dies under its running batch before it could close
+    await settle();
+    assert.equal(request.error?.code, undefined, `the retried request failed with ${request.error?.code}`);
+    await slept; // stopped, then woken again for the retried request
+    await settle();
+    assert.equal(t.supervisor.modelState('m'), 'ready');
+    const second = t.spawner.last();
+    assert.notEqual(second, first);
+    second.reply(second.expect('RunBatch'), { type: 'BatchResult' });
+    await settle();
+    assert.equal(request.ok, true);
+    t.scheduler.destroy();
+    t.supervisor.destroy();
+  });
   it("predicts a wake by the boot's time to its first ready instance, not by its slowest instance's failure", async () => {
     // "a waking model is predicted ready at its wake's start plus the last start's length": a wake ends,
     // and its held requests run, once the first instance is ready; the boot's length is timed to its

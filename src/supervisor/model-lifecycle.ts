@@ -8,9 +8,10 @@
  * Transitions: starting → ready (an instance became ready; at boot also once none could start,
  * since its instances are restarted from then on) or → stopping (the wake failed or timed out, or a
  * sleep); ready → stopping (idle for idleStopAfterMs, or a sleep); stopping → stopped, then →
- * starting again at once when work is waiting for the model (a request arrived meanwhile, or work
- * was queued when the sleep came); stopped → starting (a request or a wake). A failed wake is
- * remembered until the next demand, which wakes again: a model is never locked out by one failure.
+ * starting again at once when work is waiting for the model (a request arrived meanwhile, work was
+ * queued when the sleep came, or running work was retried after its instance ended in the stop);
+ * stopped → starting (a request or a wake). A failed wake is remembered until the next demand,
+ * which wakes again: a model is never locked out by one failure.
  * A sleep before the boot stands: the boot leaves that model stopped.
  *
  * The idle check is a timer on the injected clock, armed for lastDemand + idleStopAfterMs; running
@@ -81,7 +82,7 @@ export interface ModelLifecycle {
   readyAtMs(model: string): number | undefined;
   /** Why the model cannot serve now: its last wake failed, or wakes are refused. Undefined otherwise. */
   failure(model: string): ServiceError | undefined;
-  /** A request arrived: the idle timer restarts, and a stopped model wakes. */
+  /** A request arrived, or is retried: the idle timer restarts, a stopped model wakes, and a stopping one wakes once stopped. */
   demand(model: string): void;
   /**
    * Marks the model starting at boot, before its instances are launched. False when a sleep came

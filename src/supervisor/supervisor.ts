@@ -156,7 +156,7 @@ export interface Supervisor extends WorkExecutor {
   modelState(model: string): ModelState;
   /** Whether the model is stopped or waking by demand (it then does not make the server unready). */
   isOnDemand(model: string): boolean;
-  /** A request for the model arrived: its idle timer restarts, and a stopped model wakes (the scheduler calls it). */
+  /** A request for the model arrived, or is retried: its idle timer restarts, and a stopped model wakes (the scheduler calls it). */
   demand(model: string): void;
   /** Why the model cannot serve now (its wake failed or was refused); undefined otherwise. */
   whyUnavailable(model: string): ServiceError | undefined;

@@ -214,6 +214,8 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
   }
 
   function requeue(session: Session, entry: SequenceEntry): void {
+    // Work given again: a model stopping for a sleep wakes for it once stopped, instead of failing it.
+    executor.demand?.(session.model);
     session.queued.unshift(entry);
     entry.state = 'queued';
     models.get(session.model)!.queued += 1;
