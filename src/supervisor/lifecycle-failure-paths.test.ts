@@ -5,8 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { FakeClock, settle } from '../../test/support/fake-clock.js';
-import { ScriptedSpawn, type ScriptedChildOptions } from '../../test/support/scripted-child.js';
+import { advanceSettling, FakeClock, settle } from '../../test/support/fake-clock.js';
+import { ScriptedSpawn } from '../../test/support/scripted-child.js';
 import { supervisorOptions, testModel } from '../../test/support/supervisor-fixture.js';
 import { silentLogger } from '../../test/support/test-logger.js';
 import type { ServiceError } from '../core/errors.js';
@@ -31,7 +31,7 @@ const OPTIONS: Partial<SupervisorOptions> = {
 
 function setup(
   model: Partial<SupervisedModel>,
-  childOptions: ScriptedChildOptions = { shouldStartByItself: true, shouldCloseByItself: true },
+  childOptions: ConstructorParameters<typeof ScriptedSpawn>[0] = { shouldStartByItself: true, shouldCloseByItself: true },
 ) {
   const clock = new FakeClock();
   const spawner = new ScriptedSpawn(childOptions);
@@ -213,6 +213,36 @@ describe('Model lifecycle failure paths', () => {
     await settle();
     assert.equal(t.supervisor.readyInstances('m').length, 0);
     assert.equal(woke, 'model_wake_failed', 'wake?wait=true would answer 200 {"state":"ready"} with no instance ready');
+    t.scheduler.destroy();
+    t.supervisor.destroy();
+  });
+  it('reads starting, not ready, while its instances crash-loop from boot, and ready once one is', async () => {
+    // operations.md: a model is starting "at boot, until one is ready", and ready once "an instance
+    // became ready"; it read ready as soon as the boot ended, with none up. Here the first four never
+    // say Hello (each start fails at handshakeTimeoutMs, the fourth flags a crash loop); the fifth starts.
+    const t = setup({ instances: 1 }, (_request, index) => (index < 4 ? {} : { shouldStartByItself: true, shouldCloseByItself: true }));
+    const statesOn = async () => (await t.metrics.modelState.get()).values.filter((v) => v.value === 1).map((v) => String(v.labels.state));
+    const started = t.supervisor.start();
+    await settle();
+    t.clock.advance(1_000); // the boot's only instance fails its start
+    await settle();
+    await started;
+    assert.equal(t.supervisor.readyInstances('m').length, 0);
+    assert.equal(t.supervisor.modelState('m'), 'starting', 'GET /v1/models and /health/ready would read ready with no instance up');
+    assert.deepEqual(await statesOn(), ['starting']);
+    let woke: string | undefined;
+    void t.supervisor.wake('m').then((end) => (woke = end.isReady ? 'ready' : end.error.code));
+    await settle();
+    assert.equal(woke, 'model_wake_failed', 'wake?wait=true answers at once: the boot started no instance');
+    await advanceSettling(t.clock, 3_700, 100); // three more starts fail, after 100, 200 and 400 ms of backoff
+    assert.equal(t.supervisor.stats().instances[0]!.isCrashLoop, true);
+    assert.equal(t.supervisor.modelState('m'), 'starting');
+    assert.equal(t.supervisor.availability('m'), 'unavailable', 'calls get no_ready_instance at once, as before');
+    await advanceSettling(t.clock, 1_000, 100); // the fifth start, at restartMaxBackoffMs
+    assert.equal(t.supervisor.readyInstances('m').length, 1);
+    assert.equal(t.supervisor.modelState('m'), 'ready');
+    assert.deepEqual(await statesOn(), ['ready']);
+    assert.equal((await t.supervisor.wake('m')).isReady, true);
     t.scheduler.destroy();
     t.supervisor.destroy();
   });

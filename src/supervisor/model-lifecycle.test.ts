@@ -217,10 +217,48 @@ describe('ModelLifecycle', () => {
     t.clock.advance(4000);
     t.lifecycle.booted('m', { isAnyReady: false });
     assert.equal(outcomeOf(await waited), 'model_wake_failed');
-    assert.equal(t.lifecycle.state('m'), 'ready', 'supervised: its instances are restarted');
+    assert.equal(t.lifecycle.state('m'), 'starting', 'no instance is up: its instances are restarted');
     await t.lifecycle.sleep('m');
     t.lifecycle.demand('m');
     assert.equal(t.lifecycle.readyAtMs('m'), undefined, 'a boot that started nothing predicts nothing');
+  });
+
+  it('keeps a model whose boot started no instance starting while they are restarted, and ready from the first that is', async () => {
+    const t = setup();
+    t.lifecycle.booting('m');
+    t.lifecycle.instanceReady('m'); // during the boot, booted() decides (and times the boot)
+    assert.equal(t.lifecycle.state('m'), 'starting');
+    t.lifecycle.booted('m', { isAnyReady: false });
+    assert.equal(t.lifecycle.state('m'), 'starting');
+    assert.equal(t.lifecycle.isOnDemand('m'), false, 'a model failing its boot keeps the server unready');
+    assert.equal(t.lifecycle.failure('m'), undefined, 'its calls get no_ready_instance, not a wake failure');
+    assert.match(await t.metrics.registry.getSingleMetricAsString('voxmux_model_state'), /model="m",state="starting"\} 1/);
+    assert.equal(outcomeOf(await t.lifecycle.wake('m')), 'model_wake_failed', 'a wake answers at once, as at the boot end');
+    t.lifecycle.demand('m');
+    assert.deepEqual(t.calls, [], 'a request wakes nothing: the instances are restarted already');
+    await t.clock.advance(30_000);
+    t.lifecycle.instanceReady('m'); // a restart became ready
+    assert.equal(t.lifecycle.state('m'), 'ready');
+    assert.match(await t.metrics.registry.getSingleMetricAsString('voxmux_model_state'), /model="m",state="ready"\} 1/);
+    assert.equal(outcomeOf(await t.lifecycle.wake('m')), 'ready');
+    await t.lifecycle.sleep('m');
+    t.lifecycle.demand('m');
+    assert.equal(t.lifecycle.readyAtMs('m'), undefined, 'the restarts are not timed as a start');
+  });
+
+  it('stops a model whose boot started no instance after idleStopAfterMs, as a ready one', async () => {
+    const t = setup();
+    t.lifecycle.booting('m');
+    t.lifecycle.booted('m', { isAnyReady: false });
+    t.clock.advance(59_999);
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'starting');
+    t.clock.advance(1);
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'stopped');
+    assert.deepEqual(t.calls, ['stop']);
+    t.lifecycle.instanceReady('m'); // late: the stop ended its instances
+    assert.equal(t.lifecycle.state('m'), 'stopped');
   });
 
   it('leaves a model put to sleep before the boot stopped: booting() declines it', async () => {

@@ -1,17 +1,20 @@
 /**
  * Model lifecycle: whether a model's instances run at all. A model is
- * - `starting`: its instances are being started (at boot, or by a wake);
- * - `ready`: its instances are supervised (restarted when they end), serving when one is ready;
+ * - `starting`: its instances are being started (by a wake, or at boot: until one is ready, they
+ *   are restarted when they fail, a crash loop included);
+ * - `ready`: an instance became ready; its instances are supervised (restarted when they end),
+ *   serving when one is ready;
  * - `stopping`: its instances are being closed (idle stop, or a sleep);
  * - `stopped`: no instance runs and none is restarted; its memory is freed.
  *
- * Transitions: starting → ready (an instance became ready; at boot also once none could start,
- * since its instances are restarted from then on) or → stopping (the wake failed or timed out, or a
- * sleep); ready → stopping (idle for idleStopAfterMs, or a sleep); stopping → stopped, then →
- * starting again at once when work is waiting for the model (a request arrived meanwhile, work was
- * queued when the sleep came, or running work was retried after its instance ended in the stop);
- * stopped → starting (a request or a wake). A failed wake is remembered until the next demand,
- * which wakes again: a model is never locked out by one failure.
+ * Transitions: starting → ready (the first instance of the wake or the boot became ready; when the
+ * boot started none, the first of their restarts) or → stopping (the wake failed or timed out, or a
+ * sleep; after a boot that started no instance, also idle for idleStopAfterMs, as a ready model,
+ * since its instances are restarted meanwhile); ready → stopping (idle for idleStopAfterMs, or a
+ * sleep); stopping → stopped, then → starting again at once when work is waiting for the model (a
+ * request arrived meanwhile, work was queued when the sleep came, or running work was retried after
+ * its instance ended in the stop); stopped → starting (a request or a wake). A failed wake is
+ * remembered until the next demand, which wakes again: a model is never locked out by one failure.
  * A sleep before the boot stands: the boot leaves that model stopped.
  *
  * The idle check is a timer on the injected clock, armed for lastDemand + idleStopAfterMs; running
@@ -90,12 +93,20 @@ export interface ModelLifecycle {
    */
   booting(model: string): boolean;
   /**
-   * The boot's first instance became ready (`isAnyReady`; the boot is timed to here, as a wake is),
-   * or none could start: either way the model is ready (supervised) from now on, and wake() calls
-   * made during the boot end.
+   * The boot's first instance became ready (`isAnyReady`; the boot is timed to here, as a wake is):
+   * the model is ready. Or none could start: the model stays starting while its instances are
+   * restarted, until instanceReady(). Either way wake() calls made during the boot end.
    */
   booted(model: string, outcome: { isAnyReady: boolean }): void;
-  /** Wakes a stopped model (idempotent). Resolves once the wake (or the boot) ends. */
+  /**
+   * An instance of the model became ready: a model whose boot started none is ready from now on
+   * (not timed: its restarts' backoff says nothing about a wake). Otherwise nothing changes.
+   */
+  instanceReady(model: string): void;
+  /**
+   * Wakes a stopped model (idempotent). Resolves once the wake (or the boot) ends; at once with
+   * model_wake_failed while the instances of a boot that started none are being restarted.
+   */
   wake(model: string): Promise<WakeEnd>;
   /**
    * Stops the model's instances (idempotent); resolves once stopped, or, when work was queued for
@@ -118,6 +129,8 @@ interface Entry {
   wakeTimer: TimerHandle | undefined;
   /** Work waits for the model while it stops (a request arrived, or work was queued when the sleep came): wake once stopped. */
   isWakeQueued: boolean;
+  /** The boot started no instance: the model is starting while its instances are restarted, until one is ready. */
+  hasBootFailed: boolean;
   /** Bumped by every wake, so a late result of an abandoned one is ignored. */
   wakeId: number;
   /** When the current start (boot or wake) began, on the clock. */
@@ -141,6 +154,7 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
       waiters: [],
       wakeTimer: undefined,
       isWakeQueued: false,
+      hasBootFailed: false,
       wakeId: 0,
       startedMs: clock.nowMs(),
       lastStartMs: undefined,
@@ -175,15 +189,20 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
     e.wakeTimer = undefined;
   }
 
+  /** Whether the model's instances are supervised (restarted when they end): it is ready, or its boot started none. */
+  function isSupervised(e: Entry): boolean {
+    return e.state === 'ready' || (e.state === 'starting' && e.hasBootFailed);
+  }
+
   function armIdleTimer(model: string, e: Entry): void {
     e.idleTimer?.cancel();
     e.idleTimer = undefined;
     const idleMs = options.models[model]!.idleStopAfterMs;
-    if (idleMs <= 0 || e.state !== 'ready' || isClosed) return;
+    if (idleMs <= 0 || !isSupervised(e) || isClosed) return;
     e.idleTimer = clock.setTimeout(
       () => {
         e.idleTimer = undefined;
-        if (e.state !== 'ready') return;
+        if (!isSupervised(e)) return;
         const nowMs = clock.nowMs();
         // Running and queued work count as activity: the idle time starts when the model has nothing to do.
         if (deps.isBusy(model) || deps.hasQueuedWork(model)) e.lastDemandMs = nowMs;
@@ -201,6 +220,7 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
   async function stop(model: string, e: Entry, reason: 'idle' | 'requested' | 'failed'): Promise<void> {
     cancelTimers(e);
     e.wakeId += 1;
+    e.hasBootFailed = false;
     if (reason !== 'failed') metrics.modelSleeps.inc({ model, reason });
     setState(e, 'stopping');
     await deps.stopInstances(model);
@@ -319,20 +339,23 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
     // Boot changes notify no one: the supervisor's start() reports its instances itself.
     booting(model) {
       const e = entryOf(model);
-      // Untouched since creation (starting, not woken): a sleep before the boot stands.
-      if (e.state !== 'starting' || e.isWoken || isClosed) return false;
+      // Untouched since creation (starting, not woken, not booted): a sleep before the boot stands.
+      if (e.state !== 'starting' || e.isWoken || e.hasBootFailed || isClosed) return false;
       e.startedMs = clock.nowMs();
       updateGauges();
       return true;
     },
     booted(model, { isAnyReady }) {
       const e = entryOf(model);
-      if (e.state !== 'starting' || e.isWoken || isClosed) return;
+      if (e.state !== 'starting' || e.isWoken || e.hasBootFailed || isClosed) return;
       const nowMs = clock.nowMs();
       // A wake is predicted by the time to the boot's first ready instance, as a wake ends at its first.
       if (isAnyReady) e.lastStartMs = nowMs - e.startedMs;
       e.lastDemandMs = nowMs;
-      e.state = 'ready';
+      // With no instance up the model is not ready: it stays starting while its instances are
+      // restarted (a crash loop included), so /v1/models and /health/ready do not read ready.
+      if (isAnyReady) e.state = 'ready';
+      else e.hasBootFailed = true;
       updateGauges();
       armIdleTimer(model, e);
       settleWaiters(
@@ -345,10 +368,25 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
             },
       );
     },
+    instanceReady(model) {
+      const e = entries.get(model);
+      if (e === undefined || e.state !== 'starting' || !e.hasBootFailed || isClosed) return;
+      // Notifies no one: the supervisor reports the instance itself. The idle timer runs on.
+      e.hasBootFailed = false;
+      e.state = 'ready';
+      updateGauges();
+      log.info({ model }, 'model ready');
+    },
     wake(model) {
       const e = entryOf(model);
       if (isClosed) return Promise.resolve<WakeEnd>({ isReady: false, error: errors.shuttingDown() });
       if (e.state === 'ready') return Promise.resolve<WakeEnd>({ isReady: true });
+      if (e.hasBootFailed) {
+        // The boot has ended with no instance: its restarts follow their backoff, with no deadline
+        // to wait for, so the wake answers now, as it would have at the boot's end.
+        const error = errors.modelWakeFailed({ model, reason: 'no instance could start', retryAfterMs: options.retryAfterMs });
+        return Promise.resolve<WakeEnd>({ isReady: false, error });
+      }
       return new Promise<WakeEnd>((resolve) => {
         e.waiters.push(resolve);
         wake(model, e);

@@ -165,7 +165,8 @@ export interface Supervisor extends WorkExecutor {
   /**
    * Wakes a stopped model (idempotent). Resolves once the wake (or the boot under way) ends: an
    * instance is ready, or the error saying why not (model_wake_failed, model_wake_timeout,
-   * gpu_budget_exhausted, shutting_down).
+   * gpu_budget_exhausted, shutting_down); at once with model_wake_failed while the instances of a
+   * boot that started none are being restarted.
    */
   wake(model: string): Promise<WakeEnd>;
   /**
@@ -456,6 +457,8 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
         // but a loop's failures are kept: one that ends again soon is judged with them.
         if (!slot.isCrashLoop) slot.failuresMs = [];
         slot.isCrashLoop = false;
+        // A model whose boot started no instance reads starting until now (notified just below).
+        lifecycle.instanceReady(slot.model);
       }
       notify();
     });
