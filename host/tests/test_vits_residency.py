@@ -149,6 +149,53 @@ def test_a_voice_in_use_is_not_evicted(cache_dir: Path) -> None:
     assert listing(adapter) == [('vits-1', 'device'), ('vits-0', 'host')]
 
 
+def test_a_stream_holds_its_voice_from_its_open_not_from_its_first_piece(cache_dir: Path) -> None:
+    # One voice of budget. Between a stream's open and its first piece the host opens other streams: their
+    # loads must not evict the voice of the stream opened first (a reload, or out_of_memory at its first
+    # piece once the other voice is in use); the later stream is refused at its own open instead.
+    adapter = make_adapter(cache_dir, residentBudgetBytes=VOICE_BYTES, hostBudgetBytes=0)
+    first = open_request(adapter, 'vits-0')
+    assert adapter.evict_resource('vits-0') == 0  # held by the open stream
+    with pytest.raises(InstanceError) as by_resource:
+        open_request(adapter, 'vits-1')  # the host's load of the stream's resource
+    assert by_resource.value.code == 'out_of_memory' and 'vits-0' in by_resource.value.message
+    with pytest.raises(InstanceError) as by_param:  # a stream that names its voice in params only
+        adapter.open_stream(StreamRequest('s2', 'r2', None, {'sentences': ['Hi.'], 'voice': 'vits-1'}, b''))
+    assert by_param.value.code == 'out_of_memory' and 'vits-0' in by_param.value.message
+    assert [piece.meta['sentence'] for piece in first] == [0]
+    assert counts(adapter) == dict(hits=0, misses=1, loadsFromDisk=1, loadsFromHost=0, evictions=0)
+    request(adapter, 'vits-1')  # released at its end
+    assert listing(adapter) == [('vits-1', 'device')]
+
+
+def test_a_stream_ended_before_its_first_piece_releases_its_voice(cache_dir: Path) -> None:
+    adapter = make_adapter(cache_dir, residentBudgetBytes=VOICE_BYTES)
+    closed = open_request(adapter, 'vits-0')
+    closed.close()  # type: ignore[attr-defined]  # the host closes a stream cancelled before its first step
+    assert adapter.evict_resource('vits-0') == VOICE_BYTES
+    stream = StreamRequest('s', 'r', 'vits-1', {'sentences': ['Hi.'], 'voice': 'vits-1'}, b'')
+    adapter.load_resource('vits-1', 'voice', {})
+    cancelled = adapter.open_stream(stream)
+    stream.cancelled.set()
+    with pytest.raises(StopIteration):
+        next(cancelled)
+    assert adapter.evict_resource('vits-1') == VOICE_BYTES
+    assert adapter.resource_counters()['residentBytes'] == 0
+
+
+def test_a_stream_that_fails_releases_its_voice(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    adapter = make_adapter(cache_dir, residentBudgetBytes=VOICE_BYTES)
+    failing = open_request(adapter, 'vits-0')
+
+    def fail(text: str, spec: Any) -> torch.Tensor:
+        raise RuntimeError('phonemizer failed')
+
+    monkeypatch.setattr(adapter, '_ids', fail)
+    with pytest.raises(RuntimeError):
+        next(failing)
+    assert adapter.evict_resource('vits-0') == VOICE_BYTES
+
+
 def test_load_times_are_counted_by_source_on_an_injected_clock() -> None:
     now = [0.0]
     copies: List[str] = []

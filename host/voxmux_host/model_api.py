@@ -318,7 +318,13 @@ class StreamAdapter(Adapter, Protocol):
         """Main thread: a generator of the stream's pieces, whose return value is the usage (a JSON
         object). The host calls ``next()`` once per step, only while the stream has credit, between
         other streams' steps and batches; it calls ``close()`` on a cancelled stream. Keep each step
-        short: a cancel or a frame waits for the step that runs."""
+        short: a cancel or a frame waits for the step that runs.
+
+        What the stream holds (its resident voice) is taken in this call, not at its first step: the
+        host may open other streams, and load their resources, before it steps this one; a failure to
+        take it fails the open. ``close()`` may come before the first step, and a generator that has
+        not started runs no ``finally`` on ``close()``: run such a generator to a first yield here
+        (the vits adapter does)."""
         ...
 
 

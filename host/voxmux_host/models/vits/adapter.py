@@ -36,7 +36,7 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, ClassVar, Dict, Generator, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -82,6 +82,8 @@ STREAM_PARAMS = ('sentences', 'voice', 'speed', 'seed')
 SPEED_RANGE = (0.25, 4.0)
 DTYPES = {'fp32': torch.float32, 'fp16': torch.float16, 'bf16': torch.bfloat16}
 PCM_MAX = 32767
+#: What a stream's generator yields to ``open_stream`` once it holds its voice; the host never sees it.
+_OPENED = StreamPiece({}, b'')
 
 
 @dataclass
@@ -259,19 +261,30 @@ class VitsAdapter:
     # -- streams ----------------------------------------------------------------------------------
 
     def open_stream(self, request: StreamRequest) -> Iterator[StreamPiece]:
+        """The stream holds its voice on the device from here (not from its first piece) until it ends, is
+        closed or fails: the host may open other streams, and load their voices, before it steps this one.
+        A voice that cannot be made resident beside the voices held fails the open (``out_of_memory``)."""
         sentences, voice, speed, seed = parse_params(request.params, request.resource)
         spec = self._spec(voice)
         scales = Scales(spec.scales.noise_scale, spec.scales.length_scale / speed, spec.scales.noise_w)
-        return self._stream(request, spec, sentences, scales, seed if seed >= 0 else int(self._options['noiseSeed']))
+        pieces = self._stream(request, spec, sentences, scales,
+                              seed if seed >= 0 else int(self._options['noiseSeed']))
+        # Run the generator to its first yield: it takes the voice now, and a close() before the host's
+        # first step (a cancel) runs its finally, which gives the voice back (an unstarted generator's
+        # close() runs nothing).
+        opened = next(pieces)
+        assert opened is _OPENED
+        return pieces
 
     def _stream(self, request: StreamRequest, spec: VoiceSpec, sentences: List[str], scales: Scales,
-                seed: int) -> Iterator[StreamPiece]:
+                seed: int) -> Generator[StreamPiece, None, Dict[str, Any]]:
         residency = self._resident()
         resident = residency.use(spec.name)
         cursor = _Cursor(request, spec.name, resident)
         self._cursors.setdefault(spec.name, []).append(cursor)
         samples = 0
         try:
+            yield _OPENED  # to open_stream, never to the host
             for index, text in enumerate(sentences):
                 if request.cancelled.is_set():
                     break

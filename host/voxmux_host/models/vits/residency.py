@@ -13,9 +13,10 @@ Counts (cumulative, read by the heartbeat thread through :meth:`VoiceResidency.c
 - ``evictions``: voices removed from the device to make room (or by :meth:`evict`); dropped host copies
   are not counted.
 
-A voice in use by an open stream is never evicted; a voice that does not fit beside the voices in use, or
-is larger than the budget, fails with ``out_of_memory``. Effects (reading files, copying to the device)
-are the injected callables; the bookkeeping is plain Python, tested on its own."""
+A voice in use by an open stream (the adapter takes it at the stream's open) is never evicted; a voice that
+does not fit beside the voices in use, or is larger than the budget, fails with ``out_of_memory``. Effects
+(reading files, copying to the device) are the injected callables; the bookkeeping is plain Python, tested
+on its own."""
 from __future__ import annotations
 
 import threading
@@ -188,8 +189,8 @@ class VoiceResidency(Generic[T]):
                 if victim is None:
                     in_use = sorted(self._in_use)
                     raise InstanceError('out_of_memory', f"Voice '{name}' ({nbytes} bytes) does not fit in the device "
-                                                         f'budget of {budget} bytes beside the voices in use by open '
-                                                         f'streams ({", ".join(in_use)})')
+                                                         f'budget of {budget} bytes (residentBudgetBytes) beside the '
+                                                         f'voices held by open streams ({", ".join(in_use)})')
                 resident -= self._device.pop(victim).bytes
                 self._fresh.discard(victim)
                 self._counts['evictions'] += 1
