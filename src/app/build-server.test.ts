@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { loadConfig } from '../config/load.js';
+import { OPENAI_VOICES } from '../config/schema.js';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -65,9 +66,18 @@ describe('createModelCatalog', () => {
     assert.equal(byId.get('tts-1')?.speech?.voiceAliases.alloy, 'flite-slt');
     assert.equal(byId.get('tts-1')?.speech?.voiceAliases.cedar, 'flite-kal');
     assert.equal(byId.get('tts-1')?.speech?.hasVoiceResources, false);
-    assert.equal(byId.get('gpu')?.speech?.voiceAliases.cedar, 'vits-12');
+    assert.deepEqual(byId.get('tts-1')?.speech?.catalogVoiceAliases, []);
+    // vits serves whatever voices voicesDir and randomVoices hold: its OpenAI names follow its catalogue.
+    assert.deepEqual(byId.get('gpu')?.speech?.voiceAliases, {});
+    assert.deepEqual(byId.get('gpu')?.speech?.catalogVoiceAliases, OPENAI_VOICES);
     assert.equal(byId.get('gpu')?.speech?.hasVoiceResources, true);
-    assert.deepEqual(byId.get('fake')?.speech, { voiceAliases: { alloy: 'tone-a' }, hasVoiceResources: false });
+    assert.deepEqual(byId.get('fake')?.speech, { voiceAliases: { alloy: 'tone-a' }, catalogVoiceAliases: [], hasVoiceResources: false });
+  });
+
+  it('gives a vits model with its own voiceAliases that table alone', () => {
+    const config = loadConfig({ file: { models: { gpu: { adapter: 'vits', voiceAliases: { alloy: 'amy' } } } } });
+    const [entry] = createModelCatalog(config, 7).list();
+    assert.deepEqual(entry?.speech, { voiceAliases: { alloy: 'amy' }, catalogVoiceAliases: [], hasVoiceResources: true });
   });
 });
 

@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { ConfigError } from '../config/load.js';
-import { SPEECH_REGION_ADAPTERS, taskOf, VOICE_RESOURCE_ADAPTERS, type Config } from '../config/schema.js';
+import { catalogVoiceAliasesOf, SPEECH_REGION_ADAPTERS, taskOf, VOICE_RESOURCE_ADAPTERS, type Config } from '../config/schema.js';
 import {
   buildGateway,
   createAudioDecoder,
@@ -107,7 +107,11 @@ export function createModelCatalog(config: Config, createdS: number): ModelCatal
     const model = config.models[name]!;
     const languages = ADAPTER_LANGUAGES[model.adapter];
     const task = taskOf(model);
-    const speech = { voiceAliases: model.voiceAliases, hasVoiceResources: VOICE_RESOURCE_ADAPTERS.has(model.adapter) };
+    const speech = {
+      voiceAliases: model.voiceAliases,
+      catalogVoiceAliases: catalogVoiceAliasesOf(model),
+      hasVoiceResources: VOICE_RESOURCE_ADAPTERS.has(model.adapter),
+    };
     const diarizationModel = diarizationModelOf(config, name);
     const diarization = { wantsSpeechRegions: SPEECH_REGION_ADAPTERS.has(model.adapter), sessionIdleTimeoutMs: model.sessionIdleTimeoutMs };
     return {
@@ -433,6 +437,6 @@ export async function gatewayLocalsOf(
   });
   const voiceModels = Object.entries(config.models)
     .filter(([, m]) => taskOf(m) === 'speech')
-    .map(([model, m]) => ({ model, engine: m.adapter, voiceAliases: m.voiceAliases }));
+    .map(([model, m]) => ({ model, engine: m.adapter, voiceAliases: m.voiceAliases, catalogVoiceAliases: catalogVoiceAliasesOf(m) }));
   return { decoder, voiceActivity: voiceActivity.detector, voiceModels };
 }

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { OPENAI_VOICES } from './schema.js';
+import { catalogVoiceAliasesOf, OPENAI_VOICES } from './schema.js';
 import { ConfigError, leafPaths, loadConfig, readConfigFile, redact, toEnvName, type ConfigSources } from './load.js';
 
 /** The problems a ConfigError lists, or a failed assertion when loading succeeds. */
@@ -88,6 +88,25 @@ describe('loadConfig sources', () => {
         err.problems.some((p) => p.startsWith('models.a.task: expected transcription for adapter pocketsphinx')) &&
         err.problems.some((p) => p.startsWith('models.b.voiceAliases: expected none for a transcription model')),
     );
+  });
+
+  it('gives vits no fixed voice aliases by default: its OpenAI names follow the voices it declares (catalogVoiceAliasesOf)', () => {
+    const config = loadConfig({
+      file: {
+        models: {
+          gpu: { adapter: 'vits' },
+          own: { adapter: 'vits', voiceAliases: { alloy: 'amy' } },
+          cpu: { adapter: 'debian-voices' },
+          asr: { adapter: 'pocketsphinx' },
+        },
+      },
+    });
+    const { gpu, own, cpu, asr } = config.models;
+    assert.deepEqual(gpu!.voiceAliases, {});
+    assert.deepEqual(catalogVoiceAliasesOf(gpu!), OPENAI_VOICES);
+    assert.deepEqual(catalogVoiceAliasesOf(own!), []);
+    assert.deepEqual(catalogVoiceAliasesOf(cpu!), []);
+    assert.deepEqual(catalogVoiceAliasesOf(asr!), []);
   });
 
   it('derives diarization from sortformer and classical-diarizer, and checks diarizationModel (#17)', () => {

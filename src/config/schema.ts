@@ -278,7 +278,7 @@ export const ModelSchema = Type.Object(
     }),
     voiceAliases: Type.Record(Type.String({ minLength: 1 }), Type.String({ minLength: 1 }), {
       description:
-        "Speech models: voice names clients may use (such as OpenAI's alloy) mapped to engine voice ids; empty means the adapter's defaults (debian-voices: the 13 OpenAI names to flite, Festival and espeak-ng voices; vits: to vits-0..vits-12).",
+        "Speech models: voice names clients may use (such as OpenAI's alloy) mapped to engine voice ids; empty means the adapter's defaults (debian-voices: the 13 OpenAI names to flite, Festival and espeak-ng voices; vits: the 13 OpenAI names in order onto the voices its instances declare, in catalogue order, starting again from the first voice when there are fewer than 13).",
       default: {},
     }),
     command: Type.Array(Type.String({ minLength: 1 }), {
@@ -532,8 +532,27 @@ const DEBIAN_VOICE_ALIASES: Readonly<Record<string, string>> = {
 /** Each OpenAI voice name mapped to a distinct engine voice, by adapter (`voiceAliases` left empty). */
 export const ADAPTER_VOICE_ALIASES: Readonly<Record<string, Readonly<Record<string, string>>>> = {
   'debian-voices': DEBIAN_VOICE_ALIASES,
-  vits: Object.fromEntries(OPENAI_VOICES.map((name, i) => [name, `vits-${i}`])),
 };
+
+/**
+ * Voice names that an adapter's defaults (`voiceAliases` left empty) map onto the voices its
+ * instances declare, in catalogue order, cycling; the gateway applies them. A vits model serves
+ * whatever voicesDir and randomVoices hold, known only once an instance has loaded: a fixed table
+ * would name voices it may not have.
+ */
+const ADAPTER_CATALOG_VOICE_ALIASES: Readonly<Record<string, readonly string[]>> = {
+  vits: OPENAI_VOICES,
+};
+
+/** The names a speech model maps onto its catalogue's voices (its adapter's, when its voiceAliases are empty); none otherwise. */
+export function catalogVoiceAliasesOf(model: {
+  adapter: string;
+  task: ModelTask | 'auto';
+  voiceAliases: Readonly<Record<string, string>>;
+}): readonly string[] {
+  if (taskOf(model) !== 'speech' || Object.keys(model.voiceAliases).length > 0) return [];
+  return Object.hasOwn(ADAPTER_CATALOG_VOICE_ALIASES, model.adapter) ? ADAPTER_CATALOG_VOICE_ALIASES[model.adapter]! : [];
+}
 
 export const DEFAULT_MODELS = {
   'pocketsphinx-en-us': {

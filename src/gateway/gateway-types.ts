@@ -67,6 +67,13 @@ export interface DiarizationModelSettings {
 export interface SpeechModelSettings {
   /** Voice names clients may use (OpenAI's alloy...) mapped to engine voice ids. */
   voiceAliases: Readonly<Record<string, string>>;
+  /**
+   * Voice names mapped, in order, onto the voices the model's instances declared, in catalogue
+   * order, starting again from the first voice when there are fewer voices than names (vits'
+   * defaults: the 13 OpenAI names). A name in voiceAliases takes its voice from there instead.
+   * @default []
+   */
+  catalogVoiceAliases?: readonly string[];
   /** The engine holds each voice as a resource: its streams name their voice, so routing prefers instances holding it. */
   hasVoiceResources: boolean;
 }
@@ -107,6 +114,8 @@ export interface VoiceModel {
   engine: string;
   /** OpenAI voice name → engine voice id, where the model has such a table. */
   voiceAliases?: Readonly<Record<string, string>>;
+  /** Names mapped onto the model's catalogue voices, cycling (SpeechModelSettings.catalogVoiceAliases). @default [] */
+  catalogVoiceAliases?: readonly string[];
 }
 
 /** What GET /v1/audio/voices reads (wired in app/ from the config, the scheduler and the supervisor). */

@@ -4,7 +4,8 @@
  * instance's budget, and a scripted sequence of speech calls. The counts each instance reports
  * (hits, misses, loads by source, evictions) and where each voice is resident are asserted
  * exactly: they follow from routing by residency cost (src/scheduler/router.ts) and each
- * instance's LRU with host copies (host/voxmux_host/models/vits/residency.py).
+ * instance's LRU with host copies (host/voxmux_host/models/vits/residency.py). The model's default
+ * voice aliases, the 13 OpenAI names, fall on its five voices in turn.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
@@ -65,6 +66,7 @@ async function eventually(condition: () => Promise<boolean>, timeoutMs = 5000): 
 
 interface Voice {
   id: string;
+  aliases?: string[];
   residency: { instance_id: string; residency: 'device' | 'host' }[];
 }
 
@@ -139,5 +141,29 @@ describe('voice residency and affinity through the server (vits tiny, 2 instance
     const got = async () => [await counters('0'), await counters('1')].map((c) => JSON.stringify(c)).sort();
     const isExact = await eventually(async () => JSON.stringify(await got()) === JSON.stringify(want));
     assert.ok(isExact, `counters ${(await got()).join(' ')}, expected ${want.join(' ')}`);
+  });
+});
+
+describe('the OpenAI voice names of a vits model with fewer than 13 voices (vits tiny, 5 random voices)', () => {
+  it('fall on its voices in catalogue order, cycling, in GET /v1/audio/voices and in speech calls', async () => {
+    assert.deepEqual(
+      (await voices()).map((v) => [v.id, v.aliases]),
+      [
+        ['vits-0', ['alloy', 'fable', 'verse']],
+        ['vits-1', ['ash', 'nova', 'marin']],
+        ['vits-2', ['ballad', 'onyx', 'cedar']],
+        ['vits-3', ['coral', 'sage']],
+        ['vits-4', ['echo', 'shimmer']],
+      ],
+    );
+    for (const voice of ['cedar', 'echo']) {
+      const res = await fetch(`${server.url}/v1/audio/speech`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: MODEL, voice, input: 'Hello there.', response_format: 'pcm' }),
+      });
+      assert.equal(res.status, 200, `${voice}: ${await res.clone().text()}`);
+      assert.ok((await res.arrayBuffer()).byteLength > 0);
+    }
   });
 });

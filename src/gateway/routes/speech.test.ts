@@ -13,7 +13,7 @@ import { createMetrics, type Metrics } from '../../telemetry/metrics.js';
 import { createFirKernel } from '../audio/fir-kernel.js';
 import { floatToPcm16 } from '../audio/pcm16.js';
 import { resampleArray } from '../audio/resampler.js';
-import { buildGateway, createEnergyDetector, type ModelCatalog, type ModelEntry } from '../index.js';
+import { buildGateway, createEnergyDetector, type ModelCatalog, type ModelEntry, type ModelLifecycleControl } from '../index.js';
 import { WAV_STREAMING_SIZE } from '../speech/speech-encoder.js';
 import { parseSpeechBody, resolveVoice, speechUsage } from './speech.js';
 
@@ -35,9 +35,28 @@ const ENTRIES: ModelEntry[] = [
     speech: { voiceAliases: { alloy: 'tone-a', echo: 'tone-e' }, hasVoiceResources: false },
   },
   { id: 'gpu', created: 1, ownedBy: 'voxmux', task: 'speech', speech: { voiceAliases: { alloy: 'vits-0' }, hasVoiceResources: true } },
+  // Aliases that follow the catalogue (vits' defaults), beside a fixed one; 'cold' declares its voices once woken.
+  {
+    id: 'few',
+    created: 1,
+    ownedBy: 'voxmux',
+    task: 'speech',
+    speech: {
+      voiceAliases: { nova: 'few-1' },
+      catalogVoiceAliases: ['alloy', 'ash', 'ballad', 'coral', 'echo', 'nova'],
+      hasVoiceResources: true,
+    },
+  },
+  {
+    id: 'cold',
+    created: 1,
+    ownedBy: 'voxmux',
+    task: 'speech',
+    speech: { voiceAliases: {}, catalogVoiceAliases: ['alloy', 'ash'], hasVoiceResources: true },
+  },
   { id: 'asr', created: 1, ownedBy: 'voxmux', task: 'transcription' },
 ];
-const NAMES: Record<string, string> = { tts: 'tts', 'tts-1': 'tts', gpu: 'gpu', asr: 'asr' };
+const NAMES: Record<string, string> = { tts: 'tts', 'tts-1': 'tts', gpu: 'gpu', few: 'few', cold: 'cold', asr: 'asr' };
 const catalog: ModelCatalog = { list: () => ENTRIES, resolve: (name) => NAMES[name] };
 
 const VOICE = (name: string): CatalogEntry => ({
@@ -63,11 +82,24 @@ afterEach(async () => {
   current = undefined;
 });
 
-async function setup(options: { maxQueuedRequests?: number; maxStreamsPerInstance?: number } = {}): Promise<Harness> {
+/** The voices each model's instances declared. */
+function defaultCatalogs(): Record<string, CatalogEntry[]> {
+  return { tts: [VOICE('native-1'), VOICE('native-2')], few: [VOICE('few-0'), VOICE('few-1'), VOICE('few-2')] };
+}
+
+async function setup(
+  options: {
+    maxQueuedRequests?: number;
+    maxStreamsPerInstance?: number;
+    catalogs?: Record<string, CatalogEntry[]>;
+    lifecycle?: ModelLifecycleControl;
+  } = {},
+): Promise<Harness> {
   const clock = new FakeClock();
   const metrics = createMetrics();
   const log = createLogger({ level: 'silent' });
-  const executor = new FakeExecutor({ tts: ['i0'], gpu: ['g0'], asr: ['a0'] });
+  const catalogs = options.catalogs ?? defaultCatalogs();
+  const executor = new FakeExecutor({ tts: ['i0'], gpu: ['g0'], few: ['f0'], cold: ['c0'], asr: ['a0'] });
   const policy = {
     maxBatchSize: 1,
     preferredBatchSizes: [1],
@@ -80,7 +112,7 @@ async function setup(options: { maxQueuedRequests?: number; maxStreamsPerInstanc
       retryAfterMs: 2000,
       lengthBucketsMs: [30_000],
       maxRunningBatchesPerInstance: 1,
-      models: { tts: policy, gpu: policy, asr: policy },
+      models: { tts: policy, gpu: policy, few: policy, cold: policy, asr: policy },
     },
     { executor, clock, log, metrics },
   );
@@ -101,10 +133,11 @@ async function setup(options: { maxQueuedRequests?: number; maxStreamsPerInstanc
       openStream: (model, input, streamOptions) => scheduler.openStream(model, input, streamOptions),
       voices: {
         models: () => [],
-        catalog: (model) => (model === 'tts' ? [VOICE('native-1'), VOICE('native-2')] : []),
+        catalog: (model) => catalogs[model] ?? [],
         residency: () => [],
       },
       models: catalog,
+      ...(options.lifecycle === undefined ? {} : { lifecycle: options.lifecycle }),
       readiness: () => ({ isReady: true, body: {} }),
       metricsText: () => metrics.registry.metrics(),
       metricsContentType: metrics.registry.contentType,
@@ -232,6 +265,65 @@ describe('POST /v1/audio/speech', () => {
     assert.equal(gpu.stream.input.resource, 'vits-0');
     gpu.stream.end();
     await gpu.response;
+  });
+
+  it('maps catalogue aliases onto the voices the model declared, in catalogue order and cycling, and lets a fixed alias win', async () => {
+    const h = await setup();
+    const expected = [
+      ['alloy', 'few-0'],
+      ['ash', 'few-1'],
+      ['ballad', 'few-2'],
+      ['coral', 'few-0'],
+      ['echo', 'few-1'],
+      ['nova', 'few-1'],
+    ];
+    for (const [voice, engineVoice] of expected) {
+      const call = await open(h, { model: 'few', voice, response_format: 'pcm' });
+      assert.deepEqual([call.stream.input.resource, call.stream.input.params.voice], [engineVoice, engineVoice], voice);
+      call.stream.end();
+      assert.equal((await call.response).statusCode, 200);
+    }
+    const unknown = await post(h.app, { model: 'few', input: 'Hi.', voice: 'cedar' });
+    assert.equal(unknown.statusCode, 400);
+    assert.equal(unknown.json().error.code, 'unknown_voice');
+  });
+
+  it('wakes a model that has declared no voices yet, and waits for it, before resolving a catalogue alias', async () => {
+    const catalogs = defaultCatalogs();
+    const woken: string[] = [];
+    const lifecycle: ModelLifecycleControl = {
+      state: () => 'ready',
+      wake: async (model, { isWaiting }) => {
+        woken.push(`${model} waiting=${isWaiting}`);
+        await settle();
+        catalogs[model] = [VOICE(`${model}-0`)];
+        return 'ready';
+      },
+      sleep: async () => 'stopped',
+    };
+    const h = await setup({ catalogs, lifecycle });
+    const engineVoice = await post(h.app, { model: 'cold', input: 'Hi.', voice: 'cold-0' });
+    assert.equal(engineVoice.json().error.code, 'unknown_voice'); // only a catalogue alias waits
+    assert.deepEqual(woken, []);
+    const call = await open(h, { model: 'cold', voice: 'ash', response_format: 'pcm' });
+    assert.deepEqual(woken, ['cold waiting=true']);
+    assert.equal(call.stream.input.resource, 'cold-0');
+    call.stream.end();
+    assert.equal((await call.response).statusCode, 200);
+  });
+
+  it('answers 503 no_ready_instance with Retry-After for a catalogue alias of a model that still declares no voices', async () => {
+    const silent: ModelLifecycleControl = { state: () => 'ready', wake: async () => 'ready', sleep: async () => 'stopped' };
+    for (const lifecycle of [silent, undefined]) {
+      const h = await setup(lifecycle === undefined ? {} : { lifecycle });
+      const res = await post(h.app, { model: 'cold', input: 'Hi.', voice: 'alloy' });
+      assert.equal(res.statusCode, 503);
+      assert.equal(res.json().error.code, 'no_ready_instance');
+      assert.ok(Number(res.headers['retry-after']) >= 1);
+      assert.equal(h.executor.streams.length, 0);
+      await current?.close();
+      current = undefined;
+    }
   });
 
   it('answers an error before any audio with its status and envelope (instance errors included)', async () => {

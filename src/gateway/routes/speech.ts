@@ -37,6 +37,7 @@ import type { CatalogEntry } from '../../scheduler/index.js';
 import type { GatewayDeps, GatewayOptions, SpeechModelSettings } from '../gateway-types.js';
 import { createSpeechEncoder, SPEECH_CONTENT_TYPES } from '../speech/speech-encoder.js';
 import { isBlankSpeechText, splitSpeechText } from '../speech/split-text.js';
+import { voiceAliasesOf } from '../speech/voice-aliases.js';
 import { createCallRecord, noteDispatch } from '../call-record.js';
 import { openCall, type CallContext } from './call-context.js';
 
@@ -114,17 +115,42 @@ export function parseSpeechBody(body: unknown): SpeechFields {
 }
 
 /**
- * The engine voice id for a requested voice: an alias of the model (OpenAI's names), or a voice
- * its instances declared. Alias lookups use own properties only ("constructor" is no voice).
- * @throws unknown_voice
+ * Retry-After of a call for a name that follows the catalogue of a model that has declared no
+ * voice yet (its instances are loading, or a gateway thread has not been sent the catalogue yet).
+ */
+const CATALOG_PENDING_RETRY_AFTER_MS = 1000;
+
+/**
+ * The engine voice id for a requested voice: an alias of the model (OpenAI's names: its fixed
+ * table, and the names laid onto its catalogue, speech/voice-aliases.ts), or a voice its instances
+ * declared. Alias lookups use own properties only ("constructor" is no voice).
+ * @throws unknown_voice; no_ready_instance for a name that follows the catalogue of a model that
+ *   has declared no voice yet (isAwaitingCatalog)
  */
 export function resolveVoice(
   voice: string,
   context: { model: string; settings: SpeechModelSettings; catalog: readonly CatalogEntry[] },
 ): string {
-  if (Object.hasOwn(context.settings.voiceAliases, voice)) return context.settings.voiceAliases[voice]!;
+  const aliases = voiceAliasesOf(context.settings, context.catalog);
+  if (Object.hasOwn(aliases, voice)) return aliases[voice]!;
   if (context.catalog.some((entry) => entry.name === voice)) return voice;
+  if (isAwaitingCatalog(voice, context)) {
+    throw errors.noReadyInstance({ model: context.model, retryAfterMs: CATALOG_PENDING_RETRY_AFTER_MS });
+  }
   throw errors.unknownVoice({ model: context.model, voice });
+}
+
+/**
+ * The voice is a name that follows the model's catalogue, and the model has declared no voice yet
+ * (none of its instances has loaded since the server started, or a gateway thread has not been sent
+ * the catalogue): which voice the name falls on is not known.
+ */
+function isAwaitingCatalog(voice: string, context: { settings: SpeechModelSettings; catalog: readonly CatalogEntry[] }): boolean {
+  return (
+    !context.catalog.some((entry) => entry.kind === 'voice') &&
+    !Object.hasOwn(context.settings.voiceAliases, voice) &&
+    (context.settings.catalogVoiceAliases ?? []).includes(voice)
+  );
 }
 
 /** `usage` of speech.audio.done: characters in, whole seconds of audio out (rounded up). */
@@ -357,7 +383,15 @@ export function registerSpeechRoute(app: FastifyInstance, options: GatewayOption
         if (entry?.task !== 'speech' || settings === undefined) {
           throw errors.modelTaskMismatch({ model, task: entry?.task ?? 'transcription', endpoint: 'POST /v1/audio/speech' });
         }
-        const voice = resolveVoice(fields.voice, { model, settings, catalog: deps.voices.catalog(model) });
+        let catalog = deps.voices.catalog(model);
+        if (deps.lifecycle !== undefined && isAwaitingCatalog(fields.voice, { settings, catalog })) {
+          // The voice the name falls on is known once an instance has loaded and declared its
+          // voices: the call waits for that, as a call held for a waking model does (up to the
+          // model's wakeTimeoutMs; a failed wake answers with its own error).
+          await deps.lifecycle.wake(model, { isWaiting: true });
+          catalog = deps.voices.catalog(model);
+        }
+        const voice = resolveVoice(fields.voice, { model, settings, catalog });
         const sentences = splitSpeechText(fields.input);
         if (sentences.length === 0) throw errors.inputEmpty();
         kernel ??= createFirKernel();

@@ -117,6 +117,21 @@ describe('GET /v1/audio/voices', () => {
     assert.deepEqual(body.data[3]!.residency, [{ instance_id: 'gpu-0', residency: 'device', bytes: 31_000_000 }]);
   });
 
+  it("lists a model's catalogue aliases on its voices in catalogue order, cycling, beside its fixed aliases", async () => {
+    const { app, executor } = await setup([
+      { model: 'gpu', engine: 'vits', voiceAliases: { nova: 'vits-2' }, catalogVoiceAliases: ['alloy', 'ash', 'ballad', 'coral', 'echo'] },
+    ]);
+    executor.setCatalog('gpu', 'gpu-0', [voice('vits-0'), voice('vits-1'), voice('vits-2')]);
+    assert.deepEqual(
+      (await list(app)).data.map((v) => [v.id, v.aliases]),
+      [
+        ['vits-0', ['alloy', 'coral']],
+        ['vits-1', ['ash', 'echo']],
+        ['vits-2', ['ballad', 'nova']],
+      ],
+    );
+  });
+
   it('leaves aliases out for a model without an alias table, and lists nothing for a model without a catalogue', async () => {
     const { app, executor } = await setup([
       { model: 'speech', engine: 'test' },

@@ -1,12 +1,14 @@
 /**
  * GET /v1/audio/voices[?model=]: every voice of the speech models (or of one model, by name or
  * alias), in OpenAI's list shape (src/api/voices.ts): its engine, language, native sample rate, the
- * OpenAI names that map to it, and the instances holding it now.
+ * OpenAI names that map to it (fixed, or laid onto the catalogue: speech/voice-aliases.ts), and the
+ * instances holding it now.
  */
 import type { FastifyInstance } from 'fastify';
 import type { Voice, VoiceList, VoiceResidency } from '../../api/voices.js';
 import { errors } from '../../core/error-catalog.js';
 import type { GatewayDeps, VoiceDirectory, VoiceModel } from '../gateway-types.js';
+import { voiceAliasesOf } from '../speech/voice-aliases.js';
 
 export function registerVoicesRoute(app: FastifyInstance, deps: GatewayDeps): void {
   app.get<{ Querystring: { model?: string } }>('/v1/audio/voices', async (request): Promise<VoiceList> => {
@@ -32,9 +34,10 @@ function listVoices(directory: VoiceDirectory, model: VoiceModel): Voice[] {
       holders.set(resource.name, list);
     }
   }
-  const aliases = model.voiceAliases === undefined ? undefined : Object.entries(model.voiceAliases);
-  return directory
-    .catalog(model.model)
+  const catalog = directory.catalog(model.model);
+  const hasAliases = model.voiceAliases !== undefined || (model.catalogVoiceAliases ?? []).length > 0;
+  const aliases = hasAliases ? Object.entries(voiceAliasesOf(model, catalog)) : undefined;
+  return catalog
     .filter((entry) => entry.kind === 'voice')
     .map((entry) => ({
       id: entry.name,
