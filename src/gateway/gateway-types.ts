@@ -128,7 +128,10 @@ export interface VoiceDirectory {
   residency(model: string): readonly { instanceId: string; resources: readonly ResidentResource[] }[];
 }
 
-/** A model's lifecycle state: stopped (no instance runs), starting (none ready yet), ready (an instance became ready; instances supervised) or stopping. */
+/**
+ * A model's lifecycle state: stopped (no instance runs), starting (none ready yet, or every instance
+ * in a crash loop), ready (an instance became ready; instances supervised) or stopping.
+ */
 export type ModelLifecycleState = 'stopped' | 'starting' | 'ready' | 'stopping';
 
 /**

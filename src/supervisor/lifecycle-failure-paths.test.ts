@@ -246,6 +246,57 @@ describe('Model lifecycle failure paths', () => {
     t.scheduler.destroy();
     t.supervisor.destroy();
   });
+  it('reads starting, not ready, while every instance of a ready model is in a crash loop, and ready once one is again', async () => {
+    // operations.md: `ready` means "an instance became ready; instances run", and with "every instance
+    // of a model in a crash loop, calls get 503 no_ready_instance at once": the model read ready while
+    // nothing could serve. Both instances start, then die, and their restarts never say Hello (each
+    // fails at handshakeTimeoutMs); slot 0 is in a crash loop 3.7 s after its death, slot 1 at 4.2 s.
+    let isHealthy = true;
+    const t = setup({ instances: 2 }, () => (isHealthy ? { shouldStartByItself: true, shouldCloseByItself: true } : {}));
+    const statesOn = async () => (await t.metrics.modelState.get()).values.filter((v) => v.value === 1).map((v) => String(v.labels.state));
+    await t.supervisor.start();
+    await settle();
+    assert.equal(t.supervisor.modelState('m'), 'ready');
+    const seen: string[] = [];
+    t.supervisor.onInstancesChanged(() => {
+      if (seen.at(-1) !== t.supervisor.modelState('m')) seen.push(t.supervisor.modelState('m'));
+    });
+    isHealthy = false;
+    const [first, second] = t.spawner.children;
+    first!.exit(null, 'SIGSEGV');
+    await settle();
+    await advanceSettling(t.clock, 500, 100);
+    second!.exit(null, 'SIGSEGV');
+    await settle();
+    await advanceSettling(t.clock, 3_200, 100); // slot 0's fourth failure: a crash loop, slot 1 still restarting
+    assert.deepEqual(
+      t.supervisor.stats().instances.map((i) => i.isCrashLoop),
+      [true, false],
+    );
+    assert.equal(t.supervisor.modelState('m'), 'ready', 'one instance in a crash loop leaves the model ready');
+    await advanceSettling(t.clock, 500, 100); // slot 1's fourth failure
+    assert.deepEqual(
+      t.supervisor.stats().instances.map((i) => i.isCrashLoop),
+      [true, true],
+    );
+    assert.equal(t.supervisor.availability('m'), 'unavailable', 'calls get no_ready_instance at once, as before');
+    assert.equal(t.supervisor.modelState('m'), 'starting', 'GET /v1/models and /health/ready would read ready with nothing up');
+    assert.deepEqual(await statesOn(), ['starting']);
+    assert.equal(t.supervisor.isOnDemand('m'), false, 'the model keeps /health/ready at 503, as before');
+    let woke: string | undefined;
+    void t.supervisor.wake('m').then((end) => (woke = end.isReady ? 'ready' : end.error.code));
+    await settle();
+    assert.equal(woke, 'model_wake_failed', 'wake?wait=true answers at once, as after a boot that started none');
+    isHealthy = true;
+    await advanceSettling(t.clock, 600, 100); // slot 0's next start, at restartMaxBackoffMs
+    assert.equal(t.supervisor.readyInstances('m').length, 1);
+    assert.equal(t.supervisor.modelState('m'), 'ready');
+    assert.deepEqual(await statesOn(), ['ready']);
+    assert.equal((await t.supervisor.wake('m')).isReady, true);
+    assert.deepEqual(seen, ['ready', 'starting', 'ready'], 'the state changes only when all are in a crash loop, and back');
+    t.scheduler.destroy();
+    t.supervisor.destroy();
+  });
   it('leaves a model put to sleep before start() stopped, and wakes it on the next request', async () => {
     // main.ts listens before it starts the instances: a sleep can arrive first, and the boot must not undo it.
     const t = setup({ instances: 1 });

@@ -261,6 +261,86 @@ describe('ModelLifecycle', () => {
     assert.equal(t.lifecycle.state('m'), 'stopped');
   });
 
+  it('makes a ready model starting while every instance is in a crash loop, and ready from the first that is ready again', async () => {
+    const t = setup();
+    t.lifecycle.booting('m');
+    await t.clock.advance(4000);
+    t.lifecycle.booted('m', { isAnyReady: true }); // the boot took 4 s
+    t.lifecycle.instancesCrashLooping('m');
+    assert.equal(t.lifecycle.state('m'), 'starting', 'nothing can serve: its instances are restarted');
+    assert.match(await t.metrics.registry.getSingleMetricAsString('voxmux_model_state'), /model="m",state="starting"\} 1/);
+    assert.equal(t.lifecycle.isOnDemand('m'), false, 'the model keeps the server unready, as when it read ready');
+    assert.equal(t.lifecycle.failure('m'), undefined, 'its calls get no_ready_instance, not a wake failure');
+    assert.equal(t.lifecycle.readyAtMs('m'), undefined, 'a crash loop predicts no ready time');
+    assert.equal(outcomeOf(await t.lifecycle.wake('m')), 'model_wake_failed', 'a wake answers at once, as after a failed boot');
+    t.lifecycle.demand('m');
+    assert.deepEqual(t.calls, [], 'a request wakes nothing: the instances are restarted already');
+    t.lifecycle.instancesCrashLooping('m'); // another failed restart: nothing changes
+    assert.equal(t.lifecycle.state('m'), 'starting');
+    t.lifecycle.instanceReady('m'); // a restart became ready
+    assert.equal(t.lifecycle.state('m'), 'ready');
+    assert.match(await t.metrics.registry.getSingleMetricAsString('voxmux_model_state'), /model="m",state="ready"\} 1/);
+    assert.equal(outcomeOf(await t.lifecycle.wake('m')), 'ready');
+    await t.lifecycle.sleep('m');
+    t.lifecycle.demand('m');
+    assert.equal(t.lifecycle.readyAtMs('m'), t.clock.nowMs() + 4000, 'the boot is still the last start timed, not the restarts');
+  });
+
+  it('keeps a model woken by demand, then in a crash loop, from counting as on demand or holding requests', async () => {
+    const t = setup();
+    await stopped(t);
+    t.lifecycle.demand('m');
+    t.finishStart(true);
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'ready');
+    const held = async () => (await t.metrics.modelHeldRequests.get()).values.find((v) => v.labels.model === 'm')?.value;
+    const heldBefore = await held();
+    t.lifecycle.instancesCrashLooping('m');
+    assert.equal(t.lifecycle.state('m'), 'starting');
+    assert.equal(t.lifecycle.isOnDemand('m'), false, '/health/ready would answer 200 with nothing up');
+    assert.equal(t.lifecycle.readyAtMs('m'), undefined, "the last wake's length says nothing of a crash loop");
+    t.lifecycle.demand('m');
+    assert.equal(await held(), heldBefore, 'its calls are not held: they get no_ready_instance');
+    assert.equal(outcomeOf(await t.lifecycle.wake('m')), 'model_wake_failed');
+    assert.deepEqual(t.calls, ['start']);
+  });
+
+  it('stops a ready model whose instances are all in a crash loop after idleStopAfterMs, as a ready one', async () => {
+    const t = setup();
+    await booted(t);
+    t.clock.advance(30_000);
+    await settle();
+    t.lifecycle.instancesCrashLooping('m');
+    t.clock.advance(29_999);
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'starting');
+    t.clock.advance(1);
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'stopped');
+    assert.deepEqual(t.calls, ['stop']);
+    t.lifecycle.instanceReady('m'); // late: the stop ended its instances
+    assert.equal(t.lifecycle.state('m'), 'stopped');
+    t.lifecycle.demand('m');
+    assert.deepEqual(t.calls, ['stop', 'start'], 'the next request wakes it as usual');
+  });
+
+  it('ignores a crash loop of every instance unless the model is ready: a wake or a stop decides then', async () => {
+    const t = setup();
+    t.lifecycle.booting('m');
+    t.lifecycle.instancesCrashLooping('m'); // during the boot: booted() decides
+    t.lifecycle.booted('m', { isAnyReady: true });
+    assert.equal(t.lifecycle.state('m'), 'ready');
+    await t.lifecycle.sleep('m');
+    t.lifecycle.instancesCrashLooping('m');
+    assert.equal(t.lifecycle.state('m'), 'stopped');
+    t.lifecycle.demand('m');
+    t.lifecycle.instancesCrashLooping('m'); // during a wake: its timeout or failure decides
+    assert.equal(t.lifecycle.state('m'), 'starting');
+    t.finishStart(true);
+    await settle();
+    assert.equal(t.lifecycle.state('m'), 'ready');
+  });
+
   it('leaves a model put to sleep before the boot stopped: booting() declines it', async () => {
     const t = setup();
     await t.lifecycle.sleep('m');

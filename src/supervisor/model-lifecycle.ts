@@ -1,21 +1,31 @@
 /**
  * Model lifecycle: whether a model's instances run at all. A model is
  * - `starting`: its instances are being started (by a wake, or at boot: until one is ready, they
- *   are restarted when they fail, a crash loop included);
+ *   are restarted when they fail, a crash loop included), or restarted with none up (every
+ *   instance of the ready model went into a crash loop);
  * - `ready`: an instance became ready; its instances are supervised (restarted when they end),
- *   serving when one is ready;
+ *   serving when one is ready; the model stays ready while some restart, until all are in a crash
+ *   loop;
  * - `stopping`: its instances are being closed (idle stop, or a sleep);
  * - `stopped`: no instance runs and none is restarted; its memory is freed.
  *
  * Transitions: starting → ready (the first instance of the wake or the boot became ready; when the
- * boot started none, the first of their restarts) or → stopping (the wake failed or timed out, or a
- * sleep; after a boot that started no instance, also idle for idleStopAfterMs, as a ready model,
- * since its instances are restarted meanwhile); ready → stopping (idle for idleStopAfterMs, or a
- * sleep); stopping → stopped, then → starting again at once when work is waiting for the model (a
- * request arrived meanwhile, work was queued when the sleep came, or running work was retried after
- * its instance ended in the stop); stopped → starting (a request or a wake). A failed wake is
- * remembered until the next demand, which wakes again: a model is never locked out by one failure.
- * A sleep before the boot stands: the boot leaves that model stopped.
+ * boot started none, or every instance went into a crash loop, the first of their restarts) or →
+ * stopping (the wake failed or timed out, or a sleep; while its instances are restarted with none
+ * up, also idle for idleStopAfterMs, as a ready model); ready → starting (every instance is in a
+ * crash loop; not at each restart of one, which leaves the model ready) or → stopping (idle for
+ * idleStopAfterMs, or a sleep); stopping → stopped, then → starting again at once when work is
+ * waiting for the model (a request arrived meanwhile, work was queued when the sleep came, or
+ * running work was retried after its instance ended in the stop); stopped → starting (a request or
+ * a wake). A failed wake is remembered until the next demand, which wakes again: a model is never
+ * locked out by one failure. A sleep before the boot stands: the boot leaves that model stopped.
+ *
+ * While its instances are restarted with none up (after a boot that started none, or a crash loop
+ * of all), the model is starting but no wake is under way: a wake() answers model_wake_failed at
+ * once (the restarts follow their backoff, with no deadline to wait for), a request wakes nothing
+ * and is not counted as held (its call gets no_ready_instance at once while every instance is in a
+ * crash loop), the model keeps the server unready (isOnDemand is false, as for a ready model), and
+ * no ready time is predicted.
  *
  * The idle check is a timer on the injected clock, armed for lastDemand + idleStopAfterMs; running
  * and queued work both count as activity.
@@ -99,13 +109,21 @@ export interface ModelLifecycle {
    */
   booted(model: string, outcome: { isAnyReady: boolean }): void;
   /**
-   * An instance of the model became ready: a model whose boot started none is ready from now on
-   * (not timed: its restarts' backoff says nothing about a wake). Otherwise nothing changes.
+   * An instance of the model became ready: a model whose boot started none, or whose instances were
+   * all in a crash loop, is ready from now on (not timed: its restarts' backoff says nothing about a
+   * wake). Otherwise nothing changes.
    */
   instanceReady(model: string): void;
   /**
+   * Every instance of the model is in a crash loop: a ready model is starting from now on, while they
+   * are restarted, until instanceReady(). Otherwise (booting, waking, stopping, stopped) nothing
+   * changes: the boot, the wake or the stop decides.
+   */
+  instancesCrashLooping(model: string): void;
+  /**
    * Wakes a stopped model (idempotent). Resolves once the wake (or the boot) ends; at once with
-   * model_wake_failed while the instances of a boot that started none are being restarted.
+   * model_wake_failed while its instances are restarted with none up (after a boot that started
+   * none, or a crash loop of all).
    */
   wake(model: string): Promise<WakeEnd>;
   /**
@@ -116,6 +134,14 @@ export interface ModelLifecycle {
   /** Stops every timer; pending wake() calls end with shutting_down. */
   close(): void;
 }
+
+type RestartCause = 'bootFailed' | 'crashLoop';
+
+/** The reason of the model_wake_failed a wake answers at once while the instances are restarted. */
+const RESTART_REASONS: Record<RestartCause, string> = {
+  bootFailed: 'no instance could start',
+  crashLoop: 'every instance is in a crash loop',
+};
 
 interface Entry {
   state: ModelState;
@@ -129,8 +155,11 @@ interface Entry {
   wakeTimer: TimerHandle | undefined;
   /** Work waits for the model while it stops (a request arrived, or work was queued when the sleep came): wake once stopped. */
   isWakeQueued: boolean;
-  /** The boot started no instance: the model is starting while its instances are restarted, until one is ready. */
-  hasBootFailed: boolean;
+  /**
+   * Why the model is starting while its instances are restarted with none up, until one is ready:
+   * the boot started none, or every one went into a crash loop while the model was ready.
+   */
+  restartCause: RestartCause | undefined;
   /** Bumped by every wake, so a late result of an abandoned one is ignored. */
   wakeId: number;
   /** When the current start (boot or wake) began, on the clock. */
@@ -154,7 +183,7 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
       waiters: [],
       wakeTimer: undefined,
       isWakeQueued: false,
-      hasBootFailed: false,
+      restartCause: undefined,
       wakeId: 0,
       startedMs: clock.nowMs(),
       lastStartMs: undefined,
@@ -189,9 +218,14 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
     e.wakeTimer = undefined;
   }
 
-  /** Whether the model's instances are supervised (restarted when they end): it is ready, or its boot started none. */
+  /** Whether the model's instances are supervised (restarted when they end): it is ready, or they are restarted with none up. */
   function isSupervised(e: Entry): boolean {
-    return e.state === 'ready' || (e.state === 'starting' && e.hasBootFailed);
+    return e.state === 'ready' || (e.state === 'starting' && e.restartCause !== undefined);
+  }
+
+  /** Whether a wake by demand is starting the model (not a boot, nor restarts with none up): work is held for it. */
+  function isWokenStarting(e: Entry): boolean {
+    return e.state === 'starting' && e.isWoken && e.restartCause === undefined;
   }
 
   function armIdleTimer(model: string, e: Entry): void {
@@ -220,7 +254,7 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
   async function stop(model: string, e: Entry, reason: 'idle' | 'requested' | 'failed'): Promise<void> {
     cancelTimers(e);
     e.wakeId += 1;
-    e.hasBootFailed = false;
+    e.restartCause = undefined;
     if (reason !== 'failed') metrics.modelSleeps.inc({ model, reason });
     setState(e, 'stopping');
     await deps.stopInstances(model);
@@ -310,7 +344,7 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
     state: (model) => entryOf(model).state,
     isOnDemand(model) {
       const e = entryOf(model);
-      return e.state === 'stopped' || e.state === 'stopping' || (e.state === 'starting' && e.isWoken);
+      return e.state === 'stopped' || e.state === 'stopping' || isWokenStarting(e);
     },
     isWaking(model) {
       const e = entryOf(model);
@@ -320,7 +354,8 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
     },
     readyAtMs(model) {
       const e = entryOf(model);
-      if (e.lastStartMs === undefined) return undefined;
+      // Restarts with none up follow their backoff: no start's length predicts them.
+      if (e.lastStartMs === undefined || e.restartCause !== undefined) return undefined;
       if (e.state === 'starting') return e.startedMs + e.lastStartMs;
       return e.state === 'stopping' && e.isWakeQueued ? clock.nowMs() + e.lastStartMs : undefined;
     },
@@ -333,21 +368,21 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
       if (e === undefined) return;
       e.lastDemandMs = clock.nowMs();
       if (e.state === 'stopped' || e.state === 'stopping') metrics.modelHeldRequests.inc({ model });
-      else if (e.state === 'starting' && e.isWoken) metrics.modelHeldRequests.inc({ model });
+      else if (isWokenStarting(e)) metrics.modelHeldRequests.inc({ model });
       wake(model, e);
     },
     // Boot changes notify no one: the supervisor's start() reports its instances itself.
     booting(model) {
       const e = entryOf(model);
       // Untouched since creation (starting, not woken, not booted): a sleep before the boot stands.
-      if (e.state !== 'starting' || e.isWoken || e.hasBootFailed || isClosed) return false;
+      if (e.state !== 'starting' || e.isWoken || e.restartCause !== undefined || isClosed) return false;
       e.startedMs = clock.nowMs();
       updateGauges();
       return true;
     },
     booted(model, { isAnyReady }) {
       const e = entryOf(model);
-      if (e.state !== 'starting' || e.isWoken || e.hasBootFailed || isClosed) return;
+      if (e.state !== 'starting' || e.isWoken || e.restartCause !== undefined || isClosed) return;
       const nowMs = clock.nowMs();
       // A wake is predicted by the time to the boot's first ready instance, as a wake ends at its first.
       if (isAnyReady) e.lastStartMs = nowMs - e.startedMs;
@@ -355,7 +390,7 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
       // With no instance up the model is not ready: it stays starting while its instances are
       // restarted (a crash loop included), so /v1/models and /health/ready do not read ready.
       if (isAnyReady) e.state = 'ready';
-      else e.hasBootFailed = true;
+      else e.restartCause = 'bootFailed';
       updateGauges();
       armIdleTimer(model, e);
       settleWaiters(
@@ -370,21 +405,33 @@ export function createModelLifecycle(options: ModelLifecycleOptions, deps: Model
     },
     instanceReady(model) {
       const e = entries.get(model);
-      if (e === undefined || e.state !== 'starting' || !e.hasBootFailed || isClosed) return;
+      if (e === undefined || e.state !== 'starting' || e.restartCause === undefined || isClosed) return;
       // Notifies no one: the supervisor reports the instance itself. The idle timer runs on.
-      e.hasBootFailed = false;
+      e.restartCause = undefined;
       e.state = 'ready';
       updateGauges();
       log.info({ model }, 'model ready');
+    },
+    instancesCrashLooping(model) {
+      const e = entries.get(model);
+      // Only a ready model: a boot or a wake ends by its own outcome or timeout, and a stop ends them.
+      if (e === undefined || e.state !== 'ready' || isClosed) return;
+      // Nothing can serve (calls get no_ready_instance): the model reads starting, as after a boot that
+      // started none, while the supervisor restarts its instances. Notifies no one, as instanceReady()
+      // does: the supervisor reports the instance's end itself. The idle timer runs on.
+      e.restartCause = 'crashLoop';
+      e.state = 'starting';
+      updateGauges();
+      log.error({ model }, 'model crash loop');
     },
     wake(model) {
       const e = entryOf(model);
       if (isClosed) return Promise.resolve<WakeEnd>({ isReady: false, error: errors.shuttingDown() });
       if (e.state === 'ready') return Promise.resolve<WakeEnd>({ isReady: true });
-      if (e.hasBootFailed) {
-        // The boot has ended with no instance: its restarts follow their backoff, with no deadline
-        // to wait for, so the wake answers now, as it would have at the boot's end.
-        const error = errors.modelWakeFailed({ model, reason: 'no instance could start', retryAfterMs: options.retryAfterMs });
+      if (e.restartCause !== undefined) {
+        // No instance is up (the boot started none, or all are in a crash loop): their restarts follow
+        // their backoff, with no deadline to wait for, so the wake answers now, as at the boot's end.
+        const error = errors.modelWakeFailed({ model, reason: RESTART_REASONS[e.restartCause], retryAfterMs: options.retryAfterMs });
         return Promise.resolve<WakeEnd>({ isReady: false, error });
       }
       return new Promise<WakeEnd>((resolve) => {

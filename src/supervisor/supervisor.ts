@@ -165,8 +165,8 @@ export interface Supervisor extends WorkExecutor {
   /**
    * Wakes a stopped model (idempotent). Resolves once the wake (or the boot under way) ends: an
    * instance is ready, or the error saying why not (model_wake_failed, model_wake_timeout,
-   * gpu_budget_exhausted, shutting_down); at once with model_wake_failed while the instances of a
-   * boot that started none are being restarted.
+   * gpu_budget_exhausted, shutting_down); at once with model_wake_failed while its instances are
+   * restarted with none up (after a boot that started none, or with every one in a crash loop).
    */
   wake(model: string): Promise<WakeEnd>;
   /**
@@ -556,6 +556,9 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     if (decision.isCrashLoop) log.error({ ...fields, failures: decision.recentFailuresMs.length }, 'instance crash loop');
     else log.warn(fields, 'instance exited');
     slot.restartTimer = clock.setTimeout(() => void launch(slot), decision.delayMs);
+    // With every instance in a crash loop nothing can serve: a ready model reads starting until one
+    // is ready again (notified just below). A restart of one alone leaves the model as it is.
+    if (slots.every((s) => s.model !== slot.model || s.isCrashLoop)) lifecycle.instancesCrashLooping(slot.model);
     notify();
   }
 
