@@ -17,6 +17,7 @@ import { WebSocket } from 'ws';
 import { floatToPcm16 } from '../../src/gateway/audio/pcm16.js';
 import { fliteWav, floatWav, noise } from '../support/audio.js';
 import { startServer, type RunningServer } from '../support/server-process.js';
+import { waitFor } from '../support/wait-for.js';
 
 const running: RunningServer[] = [];
 after(async () => {
@@ -119,7 +120,14 @@ describe('gateway threads', () => {
     const server = await start(echoConfig({ instances: 1, options: { batchDelayMs: 600 } }));
     const inputs = Array.from({ length: 8 }, (_, i) => noise(3000 + i, 200 + i));
     const calls = inputs.map((samples) => transcribe(server.url, samples));
-    await new Promise((r) => setTimeout(r, 300));
+    // Every call is held by the server (queued or running; each batch takes 600 ms) before the drain:
+    // a fixed wait let a slow machine send SIGTERM before the last calls had arrived.
+    const held = async () =>
+      (await server.metric('voxmux_scheduler_requests_queued', { model: 'echo' })) +
+        (await server.metric('voxmux_scheduler_requests_running', { model: 'echo' })) +
+        (await server.metric('voxmux_scheduler_requests_total', { model: 'echo', outcome: 'ok' })) >=
+      inputs.length;
+    await waitFor(held, 'every call held by the server');
     const exited = server.stop('SIGTERM');
     await new Promise((r) => setTimeout(r, 100));
     const late = await transcribe(server.url, noise(1600, 9)).catch(() => undefined);
