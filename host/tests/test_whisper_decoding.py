@@ -108,19 +108,23 @@ def test_timestamp_tokens_become_segments(model: WhisperModel) -> None:
     more = t.encode(" sat")
     # <|0.00|> the cat <|1.00|><|1.50|> sat <|2.00|> : two segments, the window ends on a single timestamp
     tokens = [ts, *words, ts + 50, ts + 75, *more, ts + 100]
-    segments, advance = engine._segments(tokens, window, forced=False)
+    segments, advance, single = engine._segments(tokens, window, forced=False)
     assert [(s.start, s.end, s.text) for s in segments] == [(10.0, 11.0, " the cat"), (11.5, 12.0, " sat")]
-    assert advance == N_FRAMES  # single timestamp ending: the whole window was read
+    assert advance == N_FRAMES and single  # single timestamp ending: the whole window was read
     # ending on a pair: seek moves to the last timestamp (in mel frames: 2 per timestamp step)
-    segments, advance = engine._segments([ts, *words, ts + 50, ts + 75, *more, ts + 100, ts + 100], window, False)
-    assert len(segments) == 2 and advance == 200
+    segments, advance, single = engine._segments([ts, *words, ts + 50, ts + 75, *more, ts + 100, ts + 100],
+                                                 window, False)
+    assert len(segments) == 2 and advance == 200 and not single
     # no pair: one segment up to the last timestamp
-    segments, advance = engine._segments([ts, *words, ts + 40], window, False)
-    assert [(s.start, s.end) for s in segments] == [(10.0, 10.8)] and advance == N_FRAMES
+    segments, advance, single = engine._segments([ts, *words, ts + 40], window, False)
+    assert [(s.start, s.end) for s in segments] == [(10.0, 10.8)] and advance == N_FRAMES and single
     # ended by the budget after a pair: the rest is a segment to the window's end
-    segments, advance = engine._segments([ts, *words, ts + 50, ts + 75, *more], window, True)
+    segments, advance, single = engine._segments([ts, *words, ts + 50, ts + 75, *more], window, True)
     assert [(s.start, s.end, s.text) for s in segments] == [(10.0, 11.0, " the cat"), (11.0, 40.0, " sat")]
-    assert advance == N_FRAMES
+    assert advance == N_FRAMES and not single
+    # a blank segment is kept here: _finish clears it after the word timestamps (transcribe.py:484-489)
+    segments, _, _ = engine._segments([ts, *t.encode(" "), ts + 50, ts + 50, *more, ts + 100], window, False)
+    assert [(s.start, s.end, s.text) for s in segments] == [(10.0, 11.0, " "), (11.0, 12.0, " sat")]
 
 
 def test_decoded_windows_keep_the_timestamp_rules_and_the_budget(model: WhisperModel) -> None:
@@ -279,7 +283,8 @@ def test_steps_padded_to_a_captured_batch_size_give_the_same_results(model: Whis
 def test_word_timestamps_follow_the_text_in_order(model: WhisperModel) -> None:
     engine = _engine(model, max_tokens_per_audio_second=3.0)
     result = engine.transcribe([_audio(12.0, 7)], [RequestOptions(language="en", word_timestamps=True)])[0]
-    assert result.words and " ".join(w for w, _, _ in result.words) == " ".join(result.text.split())
+    # The random weights' words need not begin with a space, and words of two windows join in the text.
+    assert result.words and "".join(w for w, _, _ in result.words) == "".join(result.text.split())
     starts = [start for _, start, _ in result.words]
     assert starts == sorted(starts)  # the warping path is monotonic
     assert all(0 <= start <= end <= result.duration_s for _, start, end in result.words)

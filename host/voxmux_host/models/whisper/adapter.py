@@ -32,7 +32,9 @@ Per request: ``language`` (an ISO 639-1 code the model knows; detected from the 
 ``prompt`` (previous-text conditioning), ``task`` (transcribe, or translate into English) and ``temperature``
 (the first decoding's; fallback goes on from there). Word timestamps come from the decoder's cross-attention
 (alignment.py), adjusted as OpenAI's ``add_word_timestamps`` adjusts them, which also moves the request's
-segments to their words' bounds (word_adjustments.py).
+segments to their words' bounds (word_adjustments.py); as in OpenAI's ``transcribe()``, a window that does not
+end on a single timestamp is then followed from its last word's end, and a segment left with no duration is
+cleared (decoding.py).
 """
 from __future__ import annotations
 

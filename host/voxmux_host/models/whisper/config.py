@@ -15,6 +15,7 @@ HOP_LENGTH = 160
 CHUNK_SECONDS = 30
 N_SAMPLES = SAMPLE_RATE * CHUNK_SECONDS  # 480000 samples in a window
 N_FRAMES = N_SAMPLES // HOP_LENGTH  # 3000 mel frames in a window
+FRAMES_PER_SECOND = SAMPLE_RATE // HOP_LENGTH  # 100 mel frames a second (OpenAI's audio.FRAMES_PER_SECOND)
 #: Mel frames per encoder position (the conv stem's stride) and seconds per timestamp token.
 INPUT_STRIDE = 2
 TIME_PRECISION = INPUT_STRIDE * HOP_LENGTH / SAMPLE_RATE  # 0.02 s

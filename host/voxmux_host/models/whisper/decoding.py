@@ -11,8 +11,8 @@ once. The language is detected on the first 30 s of the audio, as OpenAI's ``tra
 clip shorter than that, on the spectrogram of the clip followed by silence, which the encoder call of its
 first window computes beside the window's own. A window ends at ``<|endoftext|>`` (or at its token budget,
 where end-of-text is forced) and frees its slot at once: the next window of its job (seek moved by its
-timestamps, its finished segments as context), a retry at a higher temperature (fallback), or another
-job's window joins while the others keep decoding. A group
+timestamps, or with word timestamps to its last word's end; its finished segments as context), a retry
+at a higher temperature (fallback), or another job's window joins while the others keep decoding. A group
 joins when a quarter of the slots are free or nothing decodes, so that the encoder runs on several
 windows at a time; while slots decode, a join can also wait for ``join_min_windows`` waiting windows
 (or as many as there are free slots) unless the oldest has waited ``join_max_wait_s``: every join stalls
@@ -50,12 +50,12 @@ from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from .config import HOP_LENGTH, INPUT_STRIDE, N_FRAMES, SAMPLE_RATE, TIME_PRECISION
-from .alignment import find_alignment
+from .config import FRAMES_PER_SECOND, HOP_LENGTH, INPUT_STRIDE, N_FRAMES, SAMPLE_RATE, TIME_PRECISION
+from .alignment import WordTiming, find_alignment
 from .features import log_mel_spectrogram
 from .model import KVCache, WhisperModel
 from .tokenizer import WhisperTokenizer
-from .word_adjustments import add_word_timestamps, speech_end
+from .word_adjustments import add_word_timestamps, get_end, speech_end
 
 TASKS = ("transcribe", "translate")
 #: OpenAI's max_initial_timestamp: the first timestamp is at most 1 s into the window.
@@ -72,7 +72,8 @@ class RequestOptions:
     temperature: float = 0.0
     timestamps: bool = True
     #: Word start and end times from the cross-attention (alignment.py, word_adjustments.py); the segments'
-    #: bounds move to their words'.
+    #: bounds move to their words', and a window that does not end on a single timestamp is followed from its
+    #: last word's end (:meth:`WhisperEngine._finish`).
     word_timestamps: bool = False
 
 
@@ -687,17 +688,32 @@ class WhisperEngine:
             job.seek += window.segment_size
         else:
             forced = len(tokens) >= active.budget
-            segments, advance = self._segments(tokens, window, forced)
+            segments, advance, single_ending = self._segments(tokens, window, forced)
             for segment in segments:
                 segment.temperature, segment.avg_logprob = window.temperature, avg_logprob
                 segment.compression_ratio, segment.no_speech_prob = ratio, active.no_speech_prob
-            job.segments.extend(segments)
-            if job.options.word_timestamps and features is not None:
-                self._add_words(job, window, segments, features)
-            # Only the segments' tokens become context: where seek goes back to the last timestamp pair, the
-            # tokens after it are decoded again by the next window.
-            job.all_tokens.extend(tok for segment in segments for tok in segment.tokens)
             job.seek += advance
+            words: List[List[WordTiming]] = [[] for _ in segments]
+            if job.options.word_timestamps and features is not None:
+                words = self._add_words(job, window, segments, features)
+                if not single_ending:
+                    # OpenAI's transcribe() with word_timestamps (openai/whisper 20250625, transcribe.py:413-416,
+                    # before its hallucination_silence_threshold branch, not ported): a window that did not end
+                    # on a single timestamp is read up to its last word's end (get_end, else its last segment's
+                    # end), where that is past the window's start (time_offset): seek = round(last_word_end *
+                    # FRAMES_PER_SECOND). So is a window ended by its budget without a single timestamp at its
+                    # end, whose rest this engine keeps as a segment (its words then included).
+                    last_word_end = get_end(segments, words)
+                    if last_word_end is not None and last_word_end > window.seek * HOP_LENGTH / SAMPLE_RATE:
+                        job.seek = round(last_word_end * FRAMES_PER_SECOND)
+            self._clear_empty(segments, words)
+            # Only the segments' tokens become context: where seek goes back to the last timestamp pair (or
+            # the last word's end), the tokens after it are decoded again by the next window; a cleared
+            # segment has none.
+            job.all_tokens.extend(tok for segment in segments for tok in segment.tokens)
+            job.segments.extend(segment for segment in segments if segment.text)
+            job.words.extend((w.text.strip(), round(w.start, 3), round(w.end, 3))
+                             for segment_words in words for w in segment_words if w.text.strip())
             if not options.condition_on_previous_text or window.temperature > 0.5:
                 job.prompt_reset_since = len(job.all_tokens)
         if job.seek < job.content_frames:
@@ -705,22 +721,41 @@ class WhisperEngine:
         else:
             job.finished = True
 
-    def _add_words(self, job: _Job, window: _Window, segments: List[DecodedSegment], features: torch.Tensor) -> None:
-        """The window's words (OpenAI's transcribe() with word_timestamps: find_alignment, then
-        add_word_timestamps, which also moves the segments' bounds) and the job's last speech after it."""
+    def _add_words(self, job: _Job, window: _Window, segments: List[DecodedSegment],
+                   features: torch.Tensor) -> List[List[WordTiming]]:
+        """The words of each of the window's segments (OpenAI's transcribe() with word_timestamps:
+        find_alignment of all their text tokens, blank segments' included, then add_word_timestamps, which
+        also moves the segments' bounds); the job's last speech moves to the window's (get_end), before any
+        segment is cleared, as transcribe() moves last_speech_timestamp."""
         t = self.tokenizer
         text_tokens = [tok for s in segments for tok in s.tokens if tok < t.eot]
         alignment = find_alignment(self.model, t, self._sot_sequence(job), text_tokens, features,
                                    window.segment_size, job.language)
         offset = window.seek * HOP_LENGTH / SAMPLE_RATE
         words = add_word_timestamps(segments, alignment, offset, job.last_speech_timestamp, t.eot)
-        job.words.extend((w.text.strip(), round(w.start, 3), round(w.end, 3))
-                         for segment_words in words for w in segment_words if w.text.strip())
         job.last_speech_timestamp = speech_end(segments, words, job.last_speech_timestamp)
+        return words
 
-    def _segments(self, tokens: List[int], window: _Window, forced: bool) -> Tuple[List[DecodedSegment], int]:
-        """OpenAI's segmentation of a window's tokens at consecutive timestamps, and how far seek moves (a
-        window ended by its budget counts as read to its end)."""
+    @staticmethod
+    def _clear_empty(segments: List[DecodedSegment], words: List[List[WordTiming]]) -> None:
+        """OpenAI's transcribe() (openai/whisper 20250625, transcribe.py:484-489, after the word timestamps
+        and the seek above, with or without word_timestamps): "if a segment is instantaneous or does not
+        contain text, clear it", in place. A segment whose start equals its end (after the word adjustments,
+        which can make it so) or whose text is blank loses its text, tokens and words (``words[i]``, the
+        words of ``segments[i]``): its tokens join no later prompt (all_tokens takes the segments' tokens,
+        transcribe.py:499-501) and its text no result's text. transcribe() keeps such a segment in its
+        segments with empty text; :meth:`_finish` leaves it out of the request's segments."""
+        for index, segment in enumerate(segments):
+            if segment.start == segment.end or segment.text.strip() == "":
+                segment.text, segment.tokens = "", []
+                words[index] = []
+
+    def _segments(self, tokens: List[int], window: _Window,
+                  forced: bool) -> Tuple[List[DecodedSegment], int, bool]:
+        """OpenAI's segmentation of a window's tokens at consecutive timestamps (blank segments too:
+        :meth:`_clear_empty` clears them after the word timestamps), how far seek moves (a window ended by
+        its budget counts as read to its end) and whether the window ended on a single timestamp
+        (transcribe()'s single_timestamp_ending)."""
         t = self.tokenizer
         offset = window.seek * HOP_LENGTH / SAMPLE_RATE
         size = window.segment_size
@@ -757,7 +792,7 @@ class WhisperEngine:
             if tokens:
                 segments.append(make(offset, offset + duration, tokens))
             advance = size
-        return [s for s in segments if s.text.strip()], advance if advance > 0 else size
+        return segments, advance if advance > 0 else size, single_ending
 
     def _result(self, job: _Job) -> Transcription:
         text = "".join(s.text for s in job.segments).strip()

@@ -7,7 +7,8 @@ cut to that length; the segment moved to its words' start and end, unless its fi
 0.5 s before the segment (the word then starts near the segment's start) or its last word ends more than
 0.5 s after it (the word then ends near the segment's end). A segment's end is the last speech that the
 next segment's pause is measured from; :func:`speech_end` (OpenAI's ``get_end``) carries it to the next
-window."""
+window, and :func:`get_end` is where a window that did not end on a single timestamp moves the next one
+(decoding.py)."""
 from __future__ import annotations
 
 from typing import List, Optional, Protocol, Sequence, Tuple
@@ -121,11 +122,15 @@ def add_word_timestamps(segments: Sequence[TimedSegment], alignment: List[WordTi
     return per_segment
 
 
+def get_end(segments: Sequence[TimedSegment], words: Sequence[Sequence[WordTiming]]) -> Optional[float]:
+    """OpenAI's ``utils.get_end`` of a window's segments and their words (``words[i]`` the words of
+    ``segments[i]``): the end of the last word, else of the last segment; None without segments."""
+    return next((w.end for s in reversed(words) for w in reversed(s)), segments[-1].end if segments else None)
+
+
 def speech_end(segments: Sequence[TimedSegment], words: Sequence[Sequence[WordTiming]],
                previous: float) -> float:
-    """The last speech after a window (OpenAI's ``get_end``, as transcribe() keeps
-    ``last_speech_timestamp``): the end of the window's last word, else of its last segment; ``previous``
-    where it has no segments."""
-    end: Optional[float] = next((w.end for s in reversed(words) for w in reversed(s)),
-                                segments[-1].end if segments else None)
+    """The last speech after a window (:func:`get_end`, as transcribe() keeps ``last_speech_timestamp``):
+    the end of the window's last word, else of its last segment; ``previous`` where it has no segments."""
+    end = get_end(segments, words)
     return previous if end is None else end
