@@ -124,8 +124,31 @@ describe('renderTranscript', () => {
   });
 
   it('keeps a language code it has no name for', () => {
-    const body = JSON.parse(renderTranscript({ ...result, language: 'sw' }, 'verbose_json', SEGMENTS_ONLY).body) as Record<string, unknown>;
-    assert.equal(body.language, 'sw');
+    const body = JSON.parse(renderTranscript({ ...result, language: 'tlh' }, 'verbose_json', SEGMENTS_ONLY).body) as Record<
+      string,
+      unknown
+    >;
+    assert.equal(body.language, 'tlh');
+  });
+
+  it('names every Whisper language in verbose_json as OpenAI does, not only the first few (its lowercase English name)', () => {
+    const cases: [string, string][] = [
+      ['sw', 'swahili'],
+      ['ja', 'japanese'],
+      ['zh', 'chinese'],
+      ['nl', 'dutch'],
+      ['ht', 'haitian creole'],
+      ['haw', 'hawaiian'],
+      ['jw', 'javanese'],
+      ['yue', 'cantonese'],
+    ];
+    for (const [code, name] of cases) {
+      const body = JSON.parse(renderTranscript({ ...result, language: code }, 'verbose_json', SEGMENTS_ONLY).body) as Record<
+        string,
+        unknown
+      >;
+      assert.equal(body.language, name, code);
+    }
   });
 
   it('renders an empty transcript in every format', () => {

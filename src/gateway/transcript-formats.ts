@@ -1,6 +1,7 @@
 /** Renders a transcript in each OpenAI response_format (pure). */
 import type { ResponseFormat, TranscriptStreamEvent, VerboseTranscription } from '../api/transcription.js';
 import type { TranscriptResult } from '../scheduler/index.js';
+import { languageName } from './language-names.js';
 
 /** verbose_json's `voxmux.language_source`: see languageSourceOf in routes/transcriptions.ts and docs/adapters.md. */
 export type LanguageSource = 'requested' | 'assumed' | 'reported';
@@ -95,15 +96,3 @@ export function timestamp(seconds: number, separator: ',' | '.'): string {
 }
 
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
-
-const LANGUAGE_NAMES: Record<string, string> = {
-  en: 'english',
-  de: 'german',
-  fr: 'french',
-  es: 'spanish',
-  it: 'italian',
-  pt: 'portuguese',
-};
-function languageName(code: string): string {
-  return LANGUAGE_NAMES[code] ?? code;
-}
