@@ -239,6 +239,22 @@ describe('POST /v1/audio/transcriptions', () => {
     assert.equal(calls[0]!.request.prompt, null);
   });
 
+  it('ignores chunking_strategy as the openai SDK sends a VAD config object (bracketed keys), not only the string auto', async () => {
+    const { app, calls } = await setup();
+    const res = await post(app, [
+      ['model', 'echo'],
+      ['chunking_strategy[type]', 'server_vad'],
+      ['chunking_strategy[prefix_padding_ms]', '300'],
+      ['chunking_strategy[silence_duration_ms]', '200'],
+      ['chunking_strategy[threshold]', '0.5'],
+      ['known_speaker_names[]', 'agent'],
+      ['known_speaker_references[]', 'data:audio/wav;base64,AAA='],
+      audioFile(),
+    ]);
+    assert.equal(res.statusCode, 200, res.body);
+    assert.equal(calls.length, 1);
+  });
+
   it('answers json by default as application/json', async () => {
     const { app } = await setup();
     const res = await post(app, [['model', 'echo'], audioFile()]);

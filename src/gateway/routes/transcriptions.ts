@@ -133,7 +133,8 @@ export async function readFormWithin(
 export function parseFields(raw: Map<string, string[]>, knownFields: ReadonlySet<string> = KNOWN_FIELDS): TranscriptionFields {
   const candidate: Record<string, unknown> = {};
   for (const [name, values] of raw) {
-    if (IGNORED_FIELDS.has(name)) continue;
+    // The openai SDK sends an object as bracketed keys: chunking_strategy[type]=server_vad, ...
+    if (IGNORED_FIELDS.has(name) || IGNORED_FIELDS.has(name.replace(/\[[^\]]*\]$/, ''))) continue;
     if (!knownFields.has(name)) throw errors.invalidParameter({ param: name, expected: 'a known parameter', got: name });
     const last = values.at(-1)!;
     switch (name) {
