@@ -4,7 +4,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Value } from '@sinclair/typebox/value';
-import { TranscriptionFieldsSchema, type TranscriptionFields } from '../../api/transcription.js';
+import { FIELD_RESPONSE_FORMATS, TranscriptionFieldsSchema, type TranscriptionFields } from '../../api/transcription.js';
 import { errors } from '../../core/error-catalog.js';
 import type { Clock, TimerHandle } from '../../core/clock.js';
 import type { Dispatch, SubmitOptions, TranscriptionRequest, TranscriptionTask } from '../../scheduler/index.js';
@@ -36,9 +36,16 @@ export interface SpeechToTextEndpoint {
   task: TranscriptionTask;
   /** The form fields the route accepts (OpenAI's, for that endpoint). */
   knownFields: ReadonlySet<string>;
+  /** The response formats the route accepts (OpenAI's, for that endpoint). */
+  responseFormats: readonly TranscriptionFields['response_format'][];
 }
 
-const TRANSCRIPTIONS: SpeechToTextEndpoint = { path: '/v1/audio/transcriptions', task: 'transcribe', knownFields: KNOWN_FIELDS };
+const TRANSCRIPTIONS: SpeechToTextEndpoint = {
+  path: '/v1/audio/transcriptions',
+  task: 'transcribe',
+  knownFields: KNOWN_FIELDS,
+  responseFormats: FIELD_RESPONSE_FORMATS,
+};
 /** Fields the OpenAI API defines that voxmux accepts and ignores, so unmodified clients work. */
 const IGNORED_FIELDS = new Set(['chunking_strategy', 'include', 'include[]', 'known_speaker_names', 'known_speaker_references']);
 
@@ -308,6 +315,14 @@ export function registerSpeechToTextRoute(
     const { abort, arrivedMs, priority, deadlineMs } = openCall(request, reply, deps, options);
     const form = await readFormWithin(request, { uploads, options, clock: deps.clock, arrivedMs });
     const fields = parseFields(form.fields, endpoint.knownFields);
+    if (!endpoint.responseFormats.includes(fields.response_format)) {
+      const formats = endpoint.responseFormats;
+      throw errors.invalidParameter({
+        param: 'response_format',
+        expected: `one of ${formats.slice(0, -1).join(', ')} or ${formats.at(-1)!}`,
+        got: fields.response_format,
+      });
+    }
     record.model = fields.model;
     const model = deps.models.resolve(fields.model);
     if (model === undefined) throw errors.modelNotFound({ model: fields.model });

@@ -135,6 +135,18 @@ describe('POST /v1/audio/translations', () => {
     assert.equal(body.segments.length, 1);
   });
 
+  it("refuses response_format diarized_json, which OpenAI's translations do not have", async () => {
+    const { app, requests } = await setup();
+    const res = await post(app, [
+      ['model', 'whisper'],
+      ['response_format', 'diarized_json'],
+    ]);
+    assert.equal(res.statusCode, 400);
+    assert.deepEqual([errorOf(res).code, errorOf(res).param], ['invalid_parameter', 'response_format']);
+    assert.match(errorOf(res).message, /json, text, srt, vtt or verbose_json/);
+    assert.equal(requests.length, 0);
+  });
+
   it('refuses a model that does not translate with model_task_mismatch', async () => {
     const { app, requests } = await setup();
     const res = await post(app, [['model', 'parakeet']]);
