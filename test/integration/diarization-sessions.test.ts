@@ -356,8 +356,8 @@ describe('diarization sessions through the server (#17)', () => {
     assert.deepEqual(
       diarized.segments.map((s) => [s.type, s.speaker, s.start, s.end, s.text.split(' ').length]),
       [
-        ['transcript.text.segment', 'speaker_0', 0, 1, 1],
-        ['transcript.text.segment', 'speaker_1', 1, 3, 2],
+        ['transcript.text.segment', 'A', 0, 1, 1],
+        ['transcript.text.segment', 'B', 1, 3, 2],
       ],
     );
     assert.equal(diarized.text, diarized.segments.map((s) => s.text).join(' '));
@@ -376,7 +376,7 @@ describe('diarization sessions through the server (#17)', () => {
       if (event.type === 'transcript.text.delta') deltas += event.delta;
       if (event.type === 'transcript.text.done') done = event.text;
     }
-    assert.deepEqual(segments, ['speaker_0', 'speaker_1']);
+    assert.deepEqual(segments, ['A', 'B']);
     assert.equal(deltas, done);
     assert.equal(done, diarized.text);
     const res = await server.app.inject({

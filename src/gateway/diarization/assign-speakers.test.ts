@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { speakerOf, toDiarizedSegments } from './assign-speakers.js';
+import { speakerOf, toDiarizedSegments, toDiarizedStreamEvents, toDiarizedTranscription } from './assign-speakers.js';
 
 const turns = [
   { start: 0, end: 2, speaker: 'speaker_0' },
@@ -39,5 +39,38 @@ describe('speakerOf at turn edges', () => {
       { start: 1.6, end: 3.0, speaker: 'speaker_1' },
     ];
     assert.equal(speakerOf({ start: 1.0, end: 2.0 }, edge), 'speaker_0');
+  });
+});
+
+describe('toDiarizedTranscription', () => {
+  it("labels speakers A, B, ... in order of first appearance, as OpenAI's diarized_json does without known speakers", () => {
+    const result = {
+      text: 'hello there general kenobi',
+      language: 'en',
+      durationS: 5,
+      segments: null,
+      words: [
+        { word: 'hello', start: 0.1, end: 0.5 },
+        { word: 'there', start: 2.6, end: 3.0 },
+        { word: 'general', start: 3.1, end: 3.5 },
+        { word: 'kenobi', start: 3.6, end: 4.0 },
+      ],
+    };
+    const laterFirst = [
+      { start: 0, end: 2, speaker: 'speaker_3' },
+      { start: 2.5, end: 3.05, speaker: 'speaker_0' },
+      { start: 3.05, end: 5, speaker: 'speaker_3' },
+    ];
+    const body = toDiarizedTranscription(result, laterFirst);
+    assert.deepEqual(
+      body.segments.map((s) => [s.speaker, s.text]),
+      [
+        ['A', 'hello'],
+        ['B', 'there'],
+        ['A', 'general kenobi'],
+      ],
+    );
+    const streamed = toDiarizedStreamEvents(body).flatMap((e) => (e.type === 'transcript.text.segment' ? [e.speaker] : []));
+    assert.deepEqual(streamed, ['A', 'B', 'A']);
   });
 });

@@ -60,13 +60,35 @@ export function toDiarizedSegments(pieces: readonly TimedText[], turns: readonly
   return segments;
 }
 
+/** A, B, ..., Z, AA, AB, ...: the label of the speaker who came index-th (from 0). */
+function speakerLabel(index: number): string {
+  const letter = String.fromCharCode(65 + (index % 26));
+  return index < 26 ? letter : `${speakerLabel(Math.floor(index / 26) - 1)}${letter}`;
+}
+
+/**
+ * OpenAI labels the speakers of diarized_json A, B, ... (where no known_speaker_names match), so
+ * the diarizer's labels (speaker_0, ...) are renamed in order of first appearance.
+ */
+function toOpenAiSpeakers(segments: DiarizedSegment[]): DiarizedSegment[] {
+  const labels = new Map<string, string>();
+  return segments.map((segment) => {
+    let label = labels.get(segment.speaker);
+    if (label === undefined) {
+      label = speakerLabel(labels.size);
+      labels.set(segment.speaker, label);
+    }
+    return { ...segment, speaker: label };
+  });
+}
+
 /** OpenAI's diarized_json: the transcript's words (or segments) grouped into speaker segments. */
 export function toDiarizedTranscription(result: TranscriptResult, turns: readonly SpeakerSegment[]): DiarizedTranscription {
   const pieces: TimedText[] =
     result.words !== null && result.words.length > 0
       ? result.words.map((w) => ({ text: w.word, start: w.start, end: w.end }))
       : (result.segments ?? [{ start: 0, end: result.durationS, text: result.text }]);
-  const segments = toDiarizedSegments(pieces, turns);
+  const segments = toOpenAiSpeakers(toDiarizedSegments(pieces, turns));
   return {
     task: 'transcribe',
     duration: result.durationS,
