@@ -322,6 +322,18 @@ describe('POST /v1/audio/transcriptions', () => {
     );
   });
 
+  it('asks for no word timestamps when timestamp_granularities[] names word with a format that has no words', async () => {
+    const { app, calls } = await setup();
+    for (const format of ['json', 'text', 'srt', 'vtt']) {
+      const res = await post(app, [['model', 'echo'], ['response_format', format], ['timestamp_granularities[]', 'word'], audioFile()]);
+      assert.equal(res.statusCode, 200, `${format}: ${res.body}`);
+    }
+    assert.deepEqual(
+      calls.map((c) => c.request.wordTimestamps),
+      [false, false, false, false],
+    );
+  });
+
   it('accepts timestamp_granularities without brackets and comma-separated', async () => {
     const { app, calls } = await setup();
     const res = await post(app, [

@@ -342,7 +342,9 @@ export function registerSpeechToTextRoute(
     const audio = await deps.decoder.decode(form.file, abort.signal);
     deps.metrics.gatewayDecodeDuration.observe({ format: audio.format }, (deps.clock.nowMs() - decodeStartMs) / 1000);
     record.audioInSeconds = audio.samples.length / SAMPLE_RATE_HZ;
-    const shouldIncludeWords = fields.timestamp_granularities.includes('word');
+    // Word timestamps cost the engine a pass of their own (whisper's alignment), and only
+    // verbose_json carries them: OpenAI reads timestamp_granularities with verbose_json alone.
+    const shouldIncludeWords = fields.response_format === 'verbose_json' && fields.timestamp_granularities.includes('word');
     const transcription = {
       audio: audio.samples,
       language: fields.language ?? null,
