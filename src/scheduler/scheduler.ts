@@ -253,6 +253,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
       log,
       metrics,
       loads,
+      onBatchDispatched: updateGauges,
       onBatchSettled: (model) => {
         pump(model);
         sequences.pump(model);

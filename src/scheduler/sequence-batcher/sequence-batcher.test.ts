@@ -447,4 +447,42 @@ describe('SequenceBatcher', () => {
       { queued: 2, running: 1, sessions: 2 },
     );
   });
+
+  it('keeps the requests queued and running gauges equal to stats() when a delayed sequence batch is dispatched by its timer', async () => {
+    const { clock, scheduler, metrics, executor } = setup({ maxQueueDelayMs: 10 }, ['a']);
+    void scheduler.submitSequenceItem('m', item('s', 0), { timeoutMs: 10_000 });
+    await settle();
+    assert.equal(executor.runningSequenceBatches().length, 0, 'the batch waits for its delay');
+    assert.equal(await metricValue(metrics, 'voxmux_scheduler_requests_queued', { model: 'm' }), 1);
+    clock.advance(10);
+    await settle();
+    assert.equal(executor.runningSequenceBatches().length, 1);
+    const stats = scheduler.stats().models.m!;
+    assert.deepEqual(
+      {
+        queued: await metricValue(metrics, 'voxmux_scheduler_requests_queued', { model: 'm' }),
+        running: await metricValue(metrics, 'voxmux_scheduler_requests_running', { model: 'm' }),
+      },
+      { queued: stats.queued, running: stats.running },
+    );
+    assert.deepEqual({ queued: stats.queued, running: stats.running }, { queued: 0, running: 1 });
+  });
+
+  it('keeps the requests gauges equal to stats() when a sequence batch is dispatched as an instance becomes ready', async () => {
+    const { scheduler, metrics, executor } = setup({}, ['a']);
+    executor.setReady('m', []);
+    void scheduler.submitSequenceItem('m', item('s', 0), { timeoutMs: 10_000 });
+    await settle();
+    assert.equal(await metricValue(metrics, 'voxmux_scheduler_requests_queued', { model: 'm' }), 1);
+    executor.setReady('m', ['a']);
+    await settle();
+    assert.equal(executor.runningSequenceBatches().length, 1);
+    assert.deepEqual(
+      {
+        queued: await metricValue(metrics, 'voxmux_scheduler_requests_queued', { model: 'm' }),
+        running: await metricValue(metrics, 'voxmux_scheduler_requests_running', { model: 'm' }),
+      },
+      { queued: 0, running: 1 },
+    );
+  });
 });

@@ -58,6 +58,11 @@ export interface SequenceBatcherDeps {
   metrics: Metrics;
   /** Running work per instance, shared with batch work. */
   loads: Map<string, InstanceLoad>;
+  /**
+   * A sequence batch left the model's queue for an instance: its items count as running now. Also
+   * when the batcher's own delay timer dispatched it, which no caller of pump sees.
+   */
+  onBatchDispatched: (model: string) => void;
   /** A sequence batch ended on an instance of the model: capacity is free. */
   onBatchSettled: (model: string) => void;
   /** An item finished or a session was forgotten; the scheduler checks whether it has drained. */
@@ -305,6 +310,7 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
     metrics.batchSize.observe({ model }, entries.length);
     const batchId = randomUUID();
     log.debug({ model, instanceId, batchSize: entries.length, batchId }, 'sequence batch dispatched');
+    deps.onBatchDispatched(model);
     const settle = (outcomes: SequenceItemOutcome[] | undefined, failure: ServiceError | undefined) => {
       load.runningBatches -= 1;
       load.runningRequests -= entries.length;
