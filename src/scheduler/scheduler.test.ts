@@ -252,6 +252,27 @@ describe('Scheduler', () => {
     assert.equal(retries.values[0]?.value, 1);
   });
 
+  it("counts a retried request's queue wait from its requeue, not from its first arrival (its first run is not queue time)", async () => {
+    const { clock, executor, scheduler, metrics } = setup({}, ['a', 'b']);
+    const seen: { instanceId: string; queuedMs: number }[] = [];
+    const p = scheduler.submit('m', req(1), { timeoutMs: 60_000, onDispatched: (d) => seen.push(d) });
+    clock.advance(10);
+    await settle();
+    clock.advance(5000); // the batch runs for 5 s, then its instance crashes
+    executor.batches[0]!.reject(errors.instanceCrashed({ instanceId: 'a', reason: 'exit 137' }));
+    executor.setReady('m', ['b']);
+    await settle();
+    assert.equal(executor.batches[1]!.instanceId, 'b');
+    executor.complete(1);
+    await p;
+    assert.deepEqual(seen, [
+      { instanceId: 'a', queuedMs: 10 },
+      { instanceId: 'b', queuedMs: 0 },
+    ]);
+    const wait = (await metrics.queueWait.get()).values.find((v) => v.metricName === 'voxmux_scheduler_queue_wait_seconds_sum');
+    assert.equal(wait?.value, 0.01);
+  });
+
   it('fails a request whose retry also crashed', async () => {
     const { clock, executor, scheduler } = setup();
     const p = scheduler.submit('m', req(1), { timeoutMs: 10_000 });

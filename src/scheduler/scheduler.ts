@@ -190,7 +190,10 @@ interface Entry {
   /** Seconds of audio. */
   audioS: number;
   priority: number;
+  /** First arrival: the batch's delay and its place in its priority count from it. */
   enqueuedMs: number;
+  /** When it last entered the queue (its requeue, after a retry): its queue wait counts from it. */
+  queuedSinceMs: number;
   timeoutMs: number;
   /** When admission predicted the request would finish (absolute milliseconds); undefined when not predicted. */
   predictedDoneMs: number | undefined;
@@ -338,6 +341,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
     if (i === -1) i = q.length;
     q.splice(i, 0, entry);
     entry.state = 'queued';
+    entry.queuedSinceMs = clock.nowMs();
     updateGauges(entry.model);
   }
 
@@ -459,8 +463,8 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
       q.splice(q.indexOf(entry), 1);
       entry.state = 'running';
       entry.attempts += 1;
-      metrics.queueWait.observe({ model }, (nowMs - entry.enqueuedMs) / 1000);
-      entry.onDispatched?.({ instanceId, queuedMs: nowMs - entry.enqueuedMs });
+      metrics.queueWait.observe({ model }, (nowMs - entry.queuedSinceMs) / 1000);
+      entry.onDispatched?.({ instanceId, queuedMs: nowMs - entry.queuedSinceMs });
     }
     running.set(model, (running.get(model) ?? 0) + batch.length);
     const load = loads.get(instanceId) ?? { runningBatches: 0, runningRequests: 0 };
@@ -585,6 +589,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
           audioS,
           priority,
           enqueuedMs: nowMs,
+          queuedSinceMs: nowMs,
           timeoutMs: submitOptions.timeoutMs,
           predictedDoneMs: decision?.predictedDoneMs,
           attempts: 0,
