@@ -35,6 +35,12 @@ export interface AdmissionSnapshot {
    * milliseconds; nowMs or earlier for an idle one). At least one entry.
    */
   instanceFreeAtMs: readonly number[];
+  /**
+   * Whether a ready instance runs no batch now. An instance whose batch runs past its predicted
+   * end reads free now in instanceFreeAtMs, but is not idle: a request there waits for it.
+   * Absent: an instance free by instanceFreeAtMs counts as idle.
+   */
+  hasIdleInstance?: boolean;
   service: ServiceTimeModel;
   maxBatchSize: number;
   /** A batch short of maxBatchSize waits this long for more requests, in milliseconds. */
@@ -66,7 +72,7 @@ export function decideAdmission(snapshot: AdmissionSnapshot, nowMs: number): Adm
   const withRequest = planBatches([...snapshot.ahead, snapshot.request], snapshot.maxBatchSize, snapshot.ahead.length);
   const ownIndex = withRequest.findIndex((b) => b.hasRequest);
   const predictedDoneMs = replay(withRequest.slice(0, ownIndex + 1), [...freeAt], snapshot, nowMs).lastDoneMs;
-  const canRunAtOnce = snapshot.ahead.length === 0 && freeAt.some((t) => t <= nowMs);
+  const canRunAtOnce = snapshot.ahead.length === 0 && (snapshot.hasIdleInstance ?? freeAt.some((t) => t <= nowMs));
   const budgetMs = (snapshot.request.timeoutMs * (100 - snapshot.marginPercent)) / 100;
   if (canRunAtOnce || predictedDoneMs - nowMs <= budgetMs) return { kind: 'admit', predictedDoneMs };
   const drainDoneMs = replay(planBatches(snapshot.ahead, snapshot.maxBatchSize, -1), [...freeAt], snapshot, nowMs).allDoneMs;

@@ -165,4 +165,22 @@ describe('Scheduler admission by predicted completion', () => {
     assert.equal(burst[10]!.ended.error?.code, 'deadline_unreachable');
     scheduler.destroy();
   });
+
+  it('does not take an instance whose batch runs past its prediction for an idle one: a request too short for its own service time is refused', async () => {
+    const { clock, executor, scheduler } = setup();
+    const first = submit(scheduler, 60_000); // runs at once; predicted (prior) to take 1000 ms
+    await settle();
+    clock.advance(3000); // still running, 2 s past its prediction
+    const second = submit(scheduler, 500); // would wait for the running batch, then take 1000 ms itself
+    await settle();
+    assert.equal(second.ended.error?.code, 'deadline_unreachable');
+    executor.complete(0);
+    await first.done;
+    const third = submit(scheduler, 500); // the instance is idle now: admitted whatever the prediction
+    await settle();
+    assert.equal(third.ended.error, undefined);
+    scheduler.destroy();
+    clock.advance(1000);
+    await settle();
+  });
 });

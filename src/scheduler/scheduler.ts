@@ -456,6 +456,16 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
     });
   }
 
+  /**
+   * Whether a request for the model would start at once on an idle instance: a ready one with no
+   * batch running (not one whose batch merely runs past its prediction). With none ready, as
+   * instanceFreeAt assumes: free now unless a timed wake says later.
+   */
+  function hasIdleInstance(model: string, nowMs: number): boolean {
+    if (executor.readyInstances(model).length === 0) return instanceFreeAt(model, nowMs).some((t) => t <= nowMs);
+    return candidatesFor(model).some((c) => c.runningBatches === 0);
+  }
+
   function dispatch(model: string, instanceId: string, batch: Entry[], isIsolated = false): void {
     const q = queues.get(model)!;
     const nowMs = clock.nowMs();
@@ -557,6 +567,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
                 ahead: q.filter((e) => e.priority <= priority),
                 request: { bucket, audioS, timeoutMs: submitOptions.timeoutMs },
                 instanceFreeAtMs: instanceFreeAt(model, nowMs),
+                hasIdleInstance: hasIdleInstance(model, nowMs),
                 service: serviceTimeModel(serviceTimes.get(model) ?? EMPTY_SERVICE_TIME, prior),
                 maxBatchSize: policy.maxBatchSize,
                 maxQueueDelayMs: policy.maxQueueDelayMs,
