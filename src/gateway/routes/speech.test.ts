@@ -312,6 +312,30 @@ describe('POST /v1/audio/speech', () => {
     assert.equal((await call.response).statusCode, 200);
   });
 
+  it("counts the deadline from the call's arrival: time spent waiting for a waking model's voices is taken off the stream's", async () => {
+    const catalogs = defaultCatalogs();
+    const held: { clock?: FakeClock } = {};
+    const lifecycle: ModelLifecycleControl = {
+      state: () => 'ready',
+      wake: async (model) => {
+        await settle();
+        held.clock!.advance(20_000); // the wake takes 20 s of the call's 30 s
+        catalogs[model] = [VOICE(`${model}-0`)];
+        return 'ready';
+      },
+      sleep: async () => 'stopped',
+    };
+    const h = await setup({ catalogs, lifecycle });
+    held.clock = h.clock;
+    const call = await open(h, { model: 'cold', voice: 'ash', response_format: 'pcm' });
+    h.clock.advance(10_000); // 30 s after the call arrived
+    await settle();
+    assert.equal(call.stream.isCancelled, true, "the stream ends at the call's deadline");
+    const response = await call.response;
+    assert.equal(response.statusCode, 504);
+    assert.equal(response.json().error.code, 'deadline_exceeded');
+  });
+
   it('answers 503 no_ready_instance with Retry-After for a catalogue alias of a model that still declares no voices', async () => {
     const silent: ModelLifecycleControl = { state: () => 'ready', wake: async () => 'ready', sleep: async () => 'stopped' };
     for (const lifecycle of [silent, undefined]) {

@@ -207,6 +207,7 @@ interface SpeechCall {
   sentences: string[];
   settings: SpeechModelSettings;
   arrivedMs: number;
+  /** The call's deadline in milliseconds from its arrival (arrivedMs). */
   timeoutMs: number;
   priority: CallContext['priority'];
   signal: AbortSignal;
@@ -247,7 +248,8 @@ async function synthesize(
       body: new Uint8Array(0),
     },
     {
-      timeoutMs: call.timeoutMs,
+      // The deadline counts from the call's arrival: a wait for a waking model's voices used part of it.
+      timeoutMs: Math.max(1, call.timeoutMs - (deps.clock.nowMs() - call.arrivedMs)),
       signal: call.signal,
       priority: call.priority,
       onDispatched: (dispatch) => {
