@@ -273,6 +273,41 @@ describe('Scheduler', () => {
     assert.equal(wait?.value, 0.01);
   });
 
+  it('dispatches the work queued behind a retried request waiting for an idle instance once that request is dropped (client gone or deadline passed)', async () => {
+    for (const ending of ['abort', 'deadline'] as const) {
+      const { clock, executor, scheduler } = setup({ maxRunningBatchesPerInstance: 2 }, ['a', 'b']);
+      const controller = new AbortController();
+      const retried = scheduler.submit('m', req(1), { timeoutMs: 1000, signal: controller.signal });
+      clock.advance(10);
+      await settle();
+      void scheduler.submit('m', req(1), { timeoutMs: 60_000 });
+      clock.advance(10);
+      await settle();
+      assert.deepEqual(
+        executor.batches.map((b) => b.instanceId),
+        ['a', 'b'],
+      );
+      executor.batches[0]!.reject(errors.instanceCrashed({ instanceId: 'a', reason: 'exit 137' }));
+      executor.setReady('m', ['b']);
+      await settle();
+      // The retried request waits for an instance with nothing running; b runs one batch of two.
+      const behind = scheduler.submit('m', req(1), { timeoutMs: 60_000 });
+      clock.advance(10);
+      await settle();
+      assert.equal(executor.batches.length, 2);
+      if (ending === 'abort') controller.abort();
+      else clock.advance(1000 - 20);
+      await assert.rejects(retried, { code: ending === 'abort' ? 'client_disconnected' : 'deadline_exceeded' });
+      clock.advance(10);
+      await settle();
+      assert.equal(executor.batches.length, 3, `${ending}: the request behind it is dispatched to b, which has room`);
+      assert.equal(executor.batches[2]!.instanceId, 'b');
+      executor.complete(2);
+      await behind;
+      scheduler.destroy();
+    }
+  });
+
   it('fails a request whose retry also crashed', async () => {
     const { clock, executor, scheduler } = setup();
     const p = scheduler.submit('m', req(1), { timeoutMs: 10_000 });

@@ -334,6 +334,17 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
     checkDrained();
   }
 
+  /**
+   * Ends a request from outside its run: its deadline passed or its client went away. A queued one
+   * may have held the queue (a retried request leads it while it waits for an idle instance), so
+   * the queue is looked at again, rather than at the next batch's end.
+   */
+  function drop(entry: Entry, error: ServiceError): void {
+    const isQueued = entry.state === 'queued';
+    finish(entry, { error });
+    if (isQueued) pump(entry.model);
+  }
+
   function enqueue(entry: Entry, atFront: boolean): void {
     const q = queues.get(entry.model)!;
     // Keep priority order; within a priority, arrival order (a retried request goes first).
@@ -607,7 +618,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
           isolated: false,
           state: 'queued',
           timer: clock.setTimeout(
-            () => finish(entry, { error: errors.deadlineExceeded({ requestId, timeoutMs: submitOptions.timeoutMs }) }),
+            () => drop(entry, errors.deadlineExceeded({ requestId, timeoutMs: submitOptions.timeoutMs })),
             submitOptions.timeoutMs,
           ),
           resolve,
@@ -617,7 +628,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
         };
         const signal = submitOptions.signal;
         if (signal !== undefined) {
-          const onAbort = () => finish(entry, { error: errors.clientDisconnected({ requestId }) });
+          const onAbort = () => drop(entry, errors.clientDisconnected({ requestId }));
           signal.addEventListener('abort', onAbort, { once: true });
           entry.detach = () => signal.removeEventListener('abort', onAbort);
         }
