@@ -485,4 +485,19 @@ describe('SequenceBatcher', () => {
       { queued: 0, running: 1 },
     );
   });
+
+  it("observes each sequence item's queue wait in voxmux_scheduler_queue_wait_seconds, as it counts them in the queued gauge", async () => {
+    const { clock, scheduler, metrics, completeAll } = setup({ maxQueueDelayMs: 10 }, ['a']);
+    const first = scheduler.submitSequenceItem('m', item('s', 0), { timeoutMs: 10_000 });
+    clock.advance(4);
+    const second = scheduler.submitSequenceItem('m', item('t', 0), { timeoutMs: 10_000 });
+    clock.advance(6);
+    await settle();
+    assert.equal(completeAll(), 1);
+    await Promise.all([first, second]);
+    const wait = (await metrics.queueWait.get()).values.filter((v) => v.labels.model === 'm');
+    const valueOf = (suffix: string) => wait.find((v) => v.metricName === `voxmux_scheduler_queue_wait_seconds${suffix}`)?.value;
+    assert.equal(valueOf('_count'), 2);
+    assert.ok(Math.abs((valueOf('_sum') ?? NaN) - 0.016) < 1e-9, String(valueOf('_sum')));
+  });
 });

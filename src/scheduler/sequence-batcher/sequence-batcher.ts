@@ -223,6 +223,7 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
     executor.demand?.(session.model);
     session.queued.unshift(entry);
     entry.state = 'queued';
+    entry.queuedSinceMs = clock.nowMs();
     models.get(session.model)!.queued += 1;
   }
 
@@ -299,7 +300,9 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
             ? { kind: 'new' }
             : { kind: 'attached', bytes: session.checkpoint };
       entry.stateKind = stateIn.kind;
-      entry.onDispatched?.({ instanceId, queuedMs: clock.nowMs() - entry.enqueuedMs });
+      const queuedMs = clock.nowMs() - entry.queuedSinceMs;
+      metrics.queueWait.observe({ model }, queuedMs / 1000);
+      entry.onDispatched?.({ instanceId, queuedMs });
       return { session, entry, stateIn };
     });
     state.running += entries.length;
@@ -471,6 +474,7 @@ export function createSequenceBatcher(options: SequenceBatcherOptions, deps: Seq
         item,
         priority: submitOptions.priority,
         enqueuedMs: clock.nowMs(),
+        queuedSinceMs: clock.nowMs(),
         onDispatched: submitOptions.onDispatched,
         attempts: 0,
         isolated: false,

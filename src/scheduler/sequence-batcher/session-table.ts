@@ -39,7 +39,10 @@ export interface SequenceEntry {
   item: SequenceItem;
   /** Index in PRIORITIES (0 first). */
   priority: number;
+  /** First arrival: orders the session heads and counts the batch's delay. */
   enqueuedMs: number;
+  /** When it last entered the queue (its requeue, after a lost run): its queue wait counts from it. */
+  queuedSinceMs: number;
   onDispatched: ((dispatch: Dispatch) => void) | undefined;
   attempts: number;
   /** Retried after its run was lost (instance crashed or wedged): it runs in a batch of its own (dynamic-batcher.ts). */
