@@ -180,6 +180,20 @@ describe('StreamDispatcher', () => {
     assert.equal((await collect(call)).length, 1);
   });
 
+  it("reports a retried stream's queued time from its requeue, not from its open (its first run is not queue time)", async () => {
+    const { clock, executor, scheduler } = setup({}, ['a', 'b']);
+    const seen: { instanceId: string; queuedMs: number }[] = [];
+    const call = scheduler.openStream('m', input(), { timeoutMs: 60_000, onDispatched: (d) => seen.push(d) });
+    clock.advance(5000); // the first attempt runs 5 s without a chunk, then its instance dies
+    executor.streams[0]!.fail(errors.instanceCrashed({ instanceId: 'a', reason: 'test' }));
+    executor.streams[1]!.end();
+    await call.done;
+    assert.deepEqual(seen, [
+      { instanceId: 'a', queuedMs: 0 },
+      { instanceId: 'b', queuedMs: 0 },
+    ]);
+  });
+
   it('ends with instance_crashed when the instance dies after chunks were delivered', async () => {
     const { executor, scheduler } = setup({}, ['a', 'b']);
     const call = scheduler.openStream('m', input(), { timeoutMs: 10_000 });

@@ -92,7 +92,8 @@ interface StreamEntry {
   model: string;
   input: StreamOpenInput;
   priority: number;
-  enqueuedMs: number;
+  /** When it last entered the queue (its requeue, after a retry): its queued time counts from it. */
+  queuedSinceMs: number;
   attempts: number;
   /** Chunks delivered to the caller across attempts. */
   deliveredChunks: number;
@@ -133,6 +134,7 @@ export function createStreamDispatcher(options: StreamDispatcherOptions, deps: S
     if (i === -1) i = q.length;
     q.splice(i, 0, entry);
     entry.state = 'queued';
+    entry.queuedSinceMs = clock.nowMs();
     updateGauges(entry.model);
   }
 
@@ -207,7 +209,7 @@ export function createStreamDispatcher(options: StreamDispatcherOptions, deps: S
     runningByModel.set(entry.model, (runningByModel.get(entry.model) ?? 0) + 1);
     updateGauges(entry.model);
     log.debug({ requestId: entry.requestId, model: entry.model, instanceId }, 'stream started');
-    entry.onDispatched?.({ instanceId, queuedMs: clock.nowMs() - entry.enqueuedMs });
+    entry.onDispatched?.({ instanceId, queuedMs: clock.nowMs() - entry.queuedSinceMs });
     attempt.control = executor.openStream(
       instanceId,
       {
@@ -268,7 +270,7 @@ export function createStreamDispatcher(options: StreamDispatcherOptions, deps: S
         model,
         input,
         priority: openOptions.priority,
-        enqueuedMs: clock.nowMs(),
+        queuedSinceMs: clock.nowMs(),
         attempts: 0,
         deliveredChunks: 0,
         state: 'queued',
