@@ -13,7 +13,7 @@ import { errors } from '../../core/error-catalog.js';
 import { createFirKernel, type FirKernel } from '../audio/fir-kernel.js';
 import { toRealtimeErrorBody } from '../error-mapping.js';
 import type { GatewayDeps, GatewayOptions, ModelEntry } from '../gateway-types.js';
-import { resolveVoice } from '../routes/speech.js';
+import { resolveVoice, resolveVoiceAfterWake } from '../routes/speech.js';
 import { createChatClient } from './chat-client.js';
 import type { ChatResponder } from './chat-responder.js';
 import { createDemoResponder } from './demo-responder.js';
@@ -164,10 +164,12 @@ export function registerRealtimeRoutes(app: FastifyInstance, options: GatewayOpt
           );
           return result.text.trim();
         },
-        speak: (text, work) => {
+        speak: async (text, work) => {
           const model = speech!;
           const voiceSettings = model.speech ?? { voiceAliases: {}, hasVoiceResources: false };
-          const voice = resolveVoice(work.voice, { model: model.id, settings: voiceSettings, catalog: deps.voices.catalog(model.id) });
+          // As on POST /v1/audio/speech: an OpenAI voice of a model that has declared no voice yet
+          // waits for its wake.
+          const voice = await resolveVoiceAfterWake(work.voice, { model: model.id, settings: voiceSettings, deps });
           return deps.openStream(
             model.id,
             {

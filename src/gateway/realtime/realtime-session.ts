@@ -69,10 +69,11 @@ export interface RealtimeSessionDeps {
   /** Transcribes 16 kHz PCM through the scheduler. */
   transcribe(audio: Int16Array, options: WorkOptions & { priority: 'high' | 'normal' }): Promise<string>;
   /**
-   * Opens a speech stream for one sentence in the session's voice.
+   * Opens a speech stream for one sentence in the session's voice (after the speech model's wake,
+   * when the voice waits for its catalogue).
    * @throws unknown_voice
    */
-  speak(text: string, options: WorkOptions & { voice: string; speed: number }): StreamCall;
+  speak(text: string, options: WorkOptions & { voice: string; speed: number }): StreamCall | Promise<StreamCall>;
   /**
    * Checks a voice a session.update asks for (the speech model's voices and aliases).
    * @throws unknown_voice
@@ -1088,7 +1089,7 @@ class Session implements RealtimeSession {
     const converter = createOutputConverter(format, deps.kernel);
     response.sentences.push({ text: sentence, startMs: response.sentMs });
     let busy: { instanceId: string; atMs: number } | undefined;
-    const stream = deps.speak(sentence, {
+    const stream = await deps.speak(sentence, {
       voice: this.#settings.voice,
       speed: this.#settings.speed,
       signal: response.abort.signal,
@@ -1096,6 +1097,11 @@ class Session implements RealtimeSession {
       requestId: newId('req'),
       onDispatched: (dispatch) => (busy = { instanceId: dispatch.instanceId, atMs: deps.clock.nowMs() }),
     });
+    if (response.isFinished) {
+      // Cancelled while the speech model woke.
+      stream.cancel();
+      return;
+    }
     response.speaking = stream;
     const sendAudio = (bytes: Uint8Array) => {
       if (bytes.length === 0 || response.isFinished) return;

@@ -141,6 +141,27 @@ export function resolveVoice(
 }
 
 /**
+ * resolveVoice, after waking the model and waiting for it when the voice is a name that follows the
+ * catalogue of a model that has declared no voice yet (isAwaitingCatalog): the voice the name falls
+ * on is known once an instance has loaded and declared its voices. The wait is a call held for a
+ * waking model's (up to the model's wakeTimeoutMs; a failed wake answers with its own error).
+ * Without a lifecycle, nothing wakes: resolveVoice answers.
+ * @throws as resolveVoice, and the errors of a failed wake
+ */
+export async function resolveVoiceAfterWake(
+  voice: string,
+  context: { model: string; settings: SpeechModelSettings; deps: Pick<GatewayDeps, 'voices' | 'lifecycle'> },
+): Promise<string> {
+  const { model, settings, deps } = context;
+  let catalog = deps.voices.catalog(model);
+  if (deps.lifecycle !== undefined && isAwaitingCatalog(voice, { settings, catalog })) {
+    await deps.lifecycle.wake(model, { isWaiting: true });
+    catalog = deps.voices.catalog(model);
+  }
+  return resolveVoice(voice, { model, settings, catalog });
+}
+
+/**
  * The voice is a name that follows the model's catalogue, and the model has declared no voice yet
  * (none of its instances has loaded since the server started, or a gateway thread has not been sent
  * the catalogue): which voice the name falls on is not known.
@@ -385,15 +406,7 @@ export function registerSpeechRoute(app: FastifyInstance, options: GatewayOption
         if (entry?.task !== 'speech' || settings === undefined) {
           throw errors.modelTaskMismatch({ model, task: entry?.task ?? 'transcription', endpoint: 'POST /v1/audio/speech' });
         }
-        let catalog = deps.voices.catalog(model);
-        if (deps.lifecycle !== undefined && isAwaitingCatalog(fields.voice, { settings, catalog })) {
-          // The voice the name falls on is known once an instance has loaded and declared its
-          // voices: the call waits for that, as a call held for a waking model does (up to the
-          // model's wakeTimeoutMs; a failed wake answers with its own error).
-          await deps.lifecycle.wake(model, { isWaiting: true });
-          catalog = deps.voices.catalog(model);
-        }
-        const voice = resolveVoice(fields.voice, { model, settings, catalog });
+        const voice = await resolveVoiceAfterWake(fields.voice, { model, settings, deps });
         const sentences = splitSpeechText(fields.input);
         if (sentences.length === 0) throw errors.inputEmpty();
         kernel ??= createFirKernel();
