@@ -606,3 +606,27 @@ describe('realtime session edges: responses', () => {
     assert.deepEqual({ errs, commits, responses }, { errs: [], commits: 2, responses: 2 });
   });
 });
+
+describe('realtime session: the response object', () => {
+  it('GA: response.audio.output.format is the GA format object, as in the session', async () => {
+    for (const [format, expected] of [
+      [
+        { type: 'audio/pcm', rate: 24000 },
+        { type: 'audio/pcm', rate: 24000 },
+      ],
+      [{ type: 'audio/pcmu' }, { type: 'audio/pcmu' }],
+    ] as const) {
+      const h = harness({ llm: recordingLlm().llm });
+      h.send(NO_VAD({ output_modalities: ['text'], audio: { input: { turn_detection: null }, output: { format } } }));
+      say(h, 'hi');
+      h.send({ type: 'response.create' });
+      await h.settle();
+      for (const type of ['response.created', 'response.done']) {
+        const response = h.events.find((e) => e.type === type)!.response as { audio: { output: { format: unknown; voice: string } } };
+        assert.deepEqual(response.audio.output, { format: expected, voice: 'alloy' }, type);
+      }
+      const updated = h.events.find((e) => e.type === 'session.updated')!.session as { audio: { output: { format: unknown } } };
+      assert.deepEqual(updated.audio.output.format, expected);
+    }
+  });
+});

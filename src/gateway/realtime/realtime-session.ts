@@ -42,7 +42,7 @@ import {
   type InputConverter,
 } from './realtime-audio.js';
 import { createSentenceCutter } from './sentence-cutter.js';
-import { applySessionUpdate, toSessionObject, type SessionSettings } from './session-config.js';
+import { applySessionUpdate, gaFormatObject, toSessionObject, type SessionSettings } from './session-config.js';
 import { createTurnDetector, type TurnDetector } from './turn-detector.js';
 
 export type ServerEvent = { type: string } & Record<string, unknown>;
@@ -840,7 +840,7 @@ class Session implements RealtimeSession {
       conversation_id: this.#options.sessionId,
       output_modalities: [response.modality],
       max_output_tokens: this.#settings.maxOutputTokens,
-      audio: { output: { format: this.#settings.outputFormat, voice: this.#settings.voice } },
+      audio: { output: { format: gaFormatObject(this.#settings.outputFormat), voice: this.#settings.voice } },
       usage: status === 'in_progress' ? null : toUsage(response),
       metadata: null,
     };

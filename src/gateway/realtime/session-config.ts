@@ -245,7 +245,8 @@ function toolChoiceObject(choice: ChatToolChoice): Json | string {
   return typeof choice === 'string' ? choice : { type: 'function', name: choice.name };
 }
 
-function gaFormatObject(format: RealtimeAudioFormat): Json {
+/** A format as GA shows it (session objects, response.audio.output.format). */
+export function gaFormatObject(format: RealtimeAudioFormat): Json {
   return format === 'pcm16' ? { type: 'audio/pcm', rate: REALTIME_FORMAT_RATE_HZ.pcm16 } : { type: REALTIME_GA_FORMAT_TYPES[format] };
 }
 
