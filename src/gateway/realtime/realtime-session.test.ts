@@ -60,6 +60,7 @@ function harness(
     transcribeError?: Error;
     transcribe?: RealtimeSessionDeps['transcribe'];
     speak?: RealtimeSessionDeps['speak'];
+    shape?: 'ga' | 'beta';
   } = {},
 ) {
   const events: ServerEvent[] = [];
@@ -96,7 +97,7 @@ function harness(
   const session = createRealtimeSession(
     {
       sessionId: 'sess_test',
-      shape: 'ga',
+      shape: options.shape ?? 'ga',
       settings: newSessionSettings({ kind: 'realtime', model: 'gpt-realtime', instructions: 'Be brief.' }),
       maxAppendBytes: 1 << 20,
       maxBufferMs: 60_000,
@@ -627,6 +628,35 @@ describe('realtime session: the response object', () => {
       }
       const updated = h.events.find((e) => e.type === 'session.updated')!.session as { audio: { output: { format: unknown } } };
       assert.deepEqual(updated.audio.output.format, expected);
+    }
+  });
+
+  it('beta: the response and its message item have the beta shape (modalities, voice, output_audio_format; audio and text parts)', async () => {
+    for (const [modalities, partType] of [
+      [['audio', 'text'], 'audio'],
+      [['text'], 'text'],
+    ] as const) {
+      const h = harness({ llm: recordingLlm().llm, shape: 'beta' });
+      h.send({ type: 'session.update', session: { modalities, turn_detection: null, output_audio_format: 'g711_ulaw', voice: 'echo' } });
+      say(h, 'hi');
+      h.send({ type: 'response.create' });
+      await h.settle();
+      h.streams.forEach((s) => s.end());
+      await h.settle();
+      for (const type of ['response.created', 'response.done']) {
+        const response = h.events.find((e) => e.type === type)!.response as Record<string, unknown>;
+        assert.deepEqual(
+          [response.modalities, response.voice, response.output_audio_format, response.audio, response.output_modalities],
+          [modalities, 'echo', 'g711_ulaw', undefined, undefined],
+          type,
+        );
+      }
+      const done = h.events.find((e) => e.type === 'response.done')!.response as { output: { content: { type: string }[] }[] };
+      assert.equal(done.output[0]!.content[0]!.type, partType);
+      for (const type of ['response.output_item.added', 'response.output_item.done']) {
+        const item = h.events.find((e) => e.type === type)!.item as { content: { type: string }[] };
+        assert.equal(item.content[0]!.type, partType, type);
+      }
     }
   });
 });

@@ -824,7 +824,21 @@ class Session implements RealtimeSession {
     });
   }
 
+  /** The response object of response.created and response.done, in the client's shape (GA nested, beta flat). */
   #responseObject(response: Response, status: string): Record<string, unknown> {
+    const settings = this.#settings;
+    const shaped =
+      this.#options.shape === 'beta'
+        ? {
+            modalities: response.modality === 'audio' ? ['audio', 'text'] : ['text'],
+            voice: settings.voice,
+            output_audio_format: settings.outputFormat,
+            temperature: 0.8,
+          }
+        : {
+            output_modalities: [response.modality],
+            audio: { output: { format: gaFormatObject(settings.outputFormat), voice: settings.voice } },
+          };
     return {
       object: 'realtime.response',
       id: response.id,
@@ -838,17 +852,20 @@ class Session implements RealtimeSession {
               ...[...response.calls.values()].map((c) => functionCallObject(c.item, status === 'completed' ? 'completed' : 'incomplete')),
             ],
       conversation_id: this.#options.sessionId,
-      output_modalities: [response.modality],
-      max_output_tokens: this.#settings.maxOutputTokens,
-      audio: { output: { format: gaFormatObject(this.#settings.outputFormat), voice: this.#settings.voice } },
+      ...shaped,
+      max_output_tokens: settings.maxOutputTokens,
       usage: status === 'in_progress' ? null : toUsage(response),
       metadata: null,
     };
   }
 
+  /** The response's message item; its part is output_audio or output_text (beta: audio or text). */
   #assistantItem(response: Response, status: string): Record<string, unknown> {
+    const prefix = this.#options.shape === 'beta' ? '' : 'output_';
     const part =
-      response.modality === 'audio' ? { type: 'output_audio', transcript: response.text } : { type: 'output_text', text: response.text };
+      response.modality === 'audio'
+        ? { type: `${prefix}audio`, transcript: response.text }
+        : { type: `${prefix}text`, text: response.text };
     return { id: response.itemId, object: 'realtime.item', type: 'message', status, role: 'assistant', content: [part] };
   }
 
