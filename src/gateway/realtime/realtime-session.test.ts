@@ -659,4 +659,25 @@ describe('realtime session: the response object', () => {
       }
     }
   });
+
+  it('the transcription of a user item’s input_audio parts is completed with its usage (seconds of the audio transcribed), as a turn’s is', async () => {
+    const h = harness();
+    h.send(CONFIGURE);
+    const second = Buffer.from(new Int16Array(24_000).fill(1000).buffer).toString('base64');
+    const half = Buffer.from(new Int16Array(12_000).fill(1000).buffer).toString('base64');
+    h.send({
+      type: 'conversation.item.create',
+      item: {
+        type: 'message',
+        role: 'user',
+        content: [
+          { type: 'input_audio', audio: second },
+          { type: 'input_audio', audio: half },
+        ],
+      },
+    });
+    await h.settle();
+    const completed = h.events.find((e) => e.type === 'conversation.item.input_audio_transcription.completed')!;
+    assert.deepEqual(completed.usage, { type: 'duration', seconds: 1.5 });
+  });
 });

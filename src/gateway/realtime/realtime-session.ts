@@ -580,7 +580,7 @@ class Session implements RealtimeSession {
             item_id: itemId,
             content_index: 0,
             transcript: text,
-            usage: { type: 'duration', seconds: Math.round((audio.length / INPUT_RATE_HZ) * 100) / 100 },
+            usage: transcriptionUsage(audio.length),
           });
         }
         return text;
@@ -713,7 +713,14 @@ class Session implements RealtimeSession {
           .trim();
         const transcript = transcripts.join(' ');
         if (isReported && !this.#isClosed) {
-          this.#send({ type: 'conversation.item.input_audio_transcription.completed', item_id: id, content_index: 0, transcript });
+          const samples = audio.reduce((n, a) => n + a.length, 0);
+          this.#send({
+            type: 'conversation.item.input_audio_transcription.completed',
+            item_id: id,
+            content_index: 0,
+            transcript,
+            usage: transcriptionUsage(samples),
+          });
         }
         return transcript;
       },
@@ -1249,6 +1256,11 @@ export function heardText(sentences: readonly SentenceAudio[], playedMs: number)
     .filter((s) => s.startMs < playedMs)
     .map((s) => s.text)
     .join(' ');
+}
+
+/** `usage` of a completed input transcription: the seconds of audio transcribed (16 kHz samples). */
+function transcriptionUsage(samples: number): { type: 'duration'; seconds: number } {
+  return { type: 'duration', seconds: Math.round((samples / INPUT_RATE_HZ) * 100) / 100 };
 }
 
 function toUsage(response: Response): RealtimeResponseUsage {
