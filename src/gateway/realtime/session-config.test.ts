@@ -123,4 +123,23 @@ describe('session.update (GA and beta shapes)', () => {
       );
     }
   });
+
+  it('a speed out of range names the field the client sent: GA session.audio.output.speed, beta session.speed', () => {
+    const paramOf = (fn: () => unknown) => {
+      try {
+        fn();
+      } catch (err) {
+        return [(err as { code: string }).code, (err as { param?: string }).param];
+      }
+      return ['none'];
+    };
+    assert.deepEqual(
+      paramOf(() => applySessionUpdate(BASE, { type: 'realtime', audio: { output: { speed: 3 } } }, 'ga')),
+      ['invalid_parameter', 'session.audio.output.speed'],
+    );
+    assert.deepEqual(
+      paramOf(() => applySessionUpdate(BASE, { speed: 0.1 }, 'beta')),
+      ['invalid_parameter', 'session.speed'],
+    );
+  });
 });

@@ -179,7 +179,7 @@ export function applySessionUpdate(current: SessionSettings, session: unknown, s
     next.inputFormat = gaFormat(input.format, 'session.audio.input.format') ?? next.inputFormat;
     next.outputFormat = gaFormat(output.format, 'session.audio.output.format') ?? next.outputFormat;
     next.voice = field(output.voice, 'session.audio.output.voice', isString, 'a voice name') ?? next.voice;
-    next.speed = field(output.speed, 'session.audio.output.speed', isNumber, 'a number from 0.25 to 1.5') ?? next.speed;
+    next.speed = speed(output.speed, 'session.audio.output.speed') ?? next.speed;
     const td = turnDetection(input.turn_detection, 'session.audio.input.turn_detection', current.turnDetection);
     if (td !== 'keep') next.turnDetection = td;
     const tr = transcription(input.transcription, 'session.audio.input.transcription');
@@ -190,7 +190,7 @@ export function applySessionUpdate(current: SessionSettings, session: unknown, s
     next.inputFormat = betaFormat(session.input_audio_format, 'session.input_audio_format') ?? next.inputFormat;
     next.outputFormat = betaFormat(session.output_audio_format, 'session.output_audio_format') ?? next.outputFormat;
     next.voice = field(session.voice, 'session.voice', isString, 'a voice name') ?? next.voice;
-    next.speed = field(session.speed, 'session.speed', isNumber, 'a number from 0.25 to 1.5') ?? next.speed;
+    next.speed = speed(session.speed, 'session.speed') ?? next.speed;
     const td = turnDetection(session.turn_detection, 'session.turn_detection', current.turnDetection);
     if (td !== 'keep') next.turnDetection = td;
     const tr = transcription(session.input_audio_transcription, 'session.input_audio_transcription');
@@ -201,9 +201,14 @@ export function applySessionUpdate(current: SessionSettings, session: unknown, s
   next.instructions = field(session.instructions, 'session.instructions', isString, 'a string') ?? next.instructions;
   next.tools = tools(session.tools, 'session.tools') ?? next.tools;
   next.toolChoice = toolChoice(session.tool_choice, 'session.tool_choice') ?? next.toolChoice;
-  if (next.speed < 0.25 || next.speed > 1.5)
-    throw errors.invalidParameter({ param: 'session.speed', expected: 'a number from 0.25 to 1.5', got: next.speed });
   return next;
+}
+
+/** The speed of the output audio, 0.25 to 1.5, at `param` (the field the client sent). */
+function speed(value: unknown, param: string): number | undefined {
+  const got = field(value, param, isNumber, 'a number from 0.25 to 1.5');
+  if (got !== undefined && (got < 0.25 || got > 1.5)) throw errors.invalidParameter({ param, expected: 'a number from 0.25 to 1.5', got });
+  return got;
 }
 
 const FUNCTION_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
