@@ -356,7 +356,8 @@ export const errors = {
       details: { responseId: p.responseId },
     }),
   responseCancelNotActive: () => make('response_cancel_not_active', 'No response is in progress'),
-  itemNotFound: (p: { itemId: unknown }) => make('item_not_found', `No item ${describe(p.itemId)} in this session`, { param: 'item_id' }),
+  itemNotFound: (p: { itemId: unknown; param?: string }) =>
+    make('item_not_found', `No item ${describe(p.itemId)} in this session`, { param: p.param ?? 'item_id' }),
   tooManySessions: (p: { maxSessions: number; retryAfterMs: number }) =>
     make('too_many_sessions', `The server holds its limit of ${p.maxSessions} realtime sessions`, {
       details: { maxSessions: p.maxSessions },

@@ -680,4 +680,44 @@ describe('realtime session: the response object', () => {
     const completed = h.events.find((e) => e.type === 'conversation.item.input_audio_transcription.completed')!;
     assert.deepEqual(completed.usage, { type: 'duration', seconds: 1.5 });
   });
+
+  it('conversation.item.create with previous_item_id inserts the item after that one (root: first); an unknown one is item_not_found and adds nothing', async () => {
+    const { seen, llm } = recordingLlm();
+    const h = harness({ llm });
+    h.send(NO_VAD({ output_modalities: ['text'] }));
+    const create = (id: string, previous?: string) =>
+      h.send({
+        type: 'conversation.item.create',
+        ...(previous === undefined ? {} : { previous_item_id: previous }),
+        item: { id, type: 'message', role: 'user', content: [{ type: 'input_text', text: id }] },
+      });
+    create('a');
+    create('b');
+    create('c', 'a');
+    create('r', 'root');
+    h.send({
+      type: 'conversation.item.create',
+      event_id: 'bad',
+      previous_item_id: 'nope',
+      item: { id: 'x', type: 'message', role: 'user', content: [{ type: 'input_text', text: 'x' }] },
+    });
+    await h.settle();
+    const added = h.events
+      .filter((e) => e.type === 'conversation.item.added')
+      .map((e) => [(e.item as { id: string }).id, e.previous_item_id]);
+    assert.deepEqual(added, [
+      ['a', null],
+      ['b', 'a'],
+      ['c', 'a'],
+      ['r', null],
+    ]);
+    const error = h.events.find((e) => e.type === 'error')!.error as { code: string; param: string; event_id: string };
+    assert.deepEqual([error.code, error.param, error.event_id], ['item_not_found', 'previous_item_id', 'bad']);
+    h.send({ type: 'response.create' });
+    await h.settle();
+    assert.deepEqual(
+      seen[0]!.slice(1).map((m) => m.content),
+      ['r', 'a', 'c', 'b'],
+    );
+  });
 });

@@ -653,8 +653,9 @@ class Session implements RealtimeSession {
     if (busy !== undefined && this.#deps.instanceGpu(busy.instanceId) !== undefined) this.#gpuMs += this.#deps.clock.nowMs() - busy.atMs;
   }
 
-  #addItem(item: ConversationItem, itemObject: Record<string, unknown>, previous: string | null): void {
-    this.#items.push(item);
+  /** Adds an item after `previous` (null: first), at the end unless `at` says where. */
+  #addItem(item: ConversationItem, itemObject: Record<string, unknown>, previous: string | null, at = this.#items.length): void {
+    this.#items.splice(at, 0, item);
     if (this.#items.length > MAX_ITEMS) {
       const dropped = this.#items.shift()!;
       this.#spoken.delete(dropped.id);
@@ -664,10 +665,25 @@ class Session implements RealtimeSession {
     this.#send({ type: 'conversation.item.done', previous_item_id: previous, item: itemObject });
   }
 
+  /**
+   * Where conversation.item.create puts its item: after previous_item_id (`root`: first), at the
+   * end without one.
+   * @throws item_not_found (previous_item_id names no item)
+   */
+  #insertionPoint(previousItemId: unknown): { at: number; previous: string | null } {
+    if (previousItemId === undefined || previousItemId === null)
+      return { at: this.#items.length, previous: this.#items.at(-1)?.id ?? null };
+    if (previousItemId === 'root') return { at: 0, previous: null };
+    const at = this.#items.findIndex((i) => i.id === previousItemId);
+    if (at < 0) throw errors.itemNotFound({ itemId: previousItemId, param: 'previous_item_id' });
+    return { at: at + 1, previous: this.#items[at]!.id };
+  }
+
   #createItem(event: Record<string, unknown>): void {
     const item = event.item;
     if (!isRecord(item)) throw errors.missingParameter({ param: 'item' });
-    if (item.type === 'function_call_output') return this.#addFunctionOutput(item);
+    const place = this.#insertionPoint(event.previous_item_id);
+    if (item.type === 'function_call_output') return this.#addFunctionOutput(item, place);
     if (item.type !== 'message') {
       throw errors.invalidParameter({ param: 'item.type', expected: "'message' or 'function_call_output'", got: item.type });
     }
@@ -694,14 +710,14 @@ class Session implements RealtimeSession {
       texts.push(part.text);
     }
     const id = typeof item.id === 'string' && item.id !== '' ? item.id : newId('item');
-    const previous = this.#items.at(-1)?.id ?? null;
     const audio = texts.filter((t): t is Int16Array => typeof t !== 'string');
     const conversationItem: ConversationItem = { id, role, text: texts.filter((t) => typeof t === 'string').join(' ') };
     // The audio is not echoed back: its parts are listed with their transcript, null until it is final.
     const shown = content.map((part) =>
       isRecord(part) && part.type === 'input_audio' ? { type: 'input_audio', transcript: part.transcript ?? null } : part,
     );
-    this.#addItem(conversationItem, { id, object: 'realtime.item', type: 'message', status: 'completed', role, content: shown }, previous);
+    const itemObject = { id, object: 'realtime.item', type: 'message', status: 'completed', role, content: shown };
+    this.#addItem(conversationItem, itemObject, place.previous, place.at);
     if (audio.length === 0) return;
     const isReported = this.#settings.kind === 'transcription' || this.#settings.transcriptionModel !== undefined;
     conversationItem.transcript = Promise.all(audio.map((a) => this.#transcribe(a, 'high'))).then(
@@ -737,15 +753,15 @@ class Session implements RealtimeSession {
   }
 
   /** A function's result, for a later response.create to give the LLM. */
-  #addFunctionOutput(item: Record<string, unknown>): void {
+  #addFunctionOutput(item: Record<string, unknown>, place: { at: number; previous: string | null }): void {
     if (typeof item.call_id !== 'string' || item.call_id === '') throw errors.missingParameter({ param: 'item.call_id' });
     if (typeof item.output !== 'string') throw errors.invalidParameter({ param: 'item.output', expected: 'a string', got: item.output });
     const id = typeof item.id === 'string' && item.id !== '' ? item.id : newId('item');
-    const previous = this.#items.at(-1)?.id ?? null;
     this.#addItem(
       { id, role: 'tool', text: item.output, callId: item.call_id },
       { id, object: 'realtime.item', type: 'function_call_output', status: 'completed', call_id: item.call_id, output: item.output },
-      previous,
+      place.previous,
+      place.at,
     );
   }
 
