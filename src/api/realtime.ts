@@ -38,6 +38,7 @@ export const REALTIME_CLIENT_EVENTS = [
   'input_audio_buffer.clear',
   'conversation.item.create',
   'conversation.item.delete',
+  'conversation.item.retrieve',
   'conversation.item.truncate',
   'response.create',
   'response.cancel',

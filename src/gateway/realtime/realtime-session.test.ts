@@ -720,4 +720,54 @@ describe('realtime session: the response object', () => {
       ['r', 'a', 'c', 'b'],
     );
   });
+
+  it('conversation.item.retrieve answers conversation.item.retrieved with the item as it now is; an unknown item is item_not_found', async () => {
+    const h = harness({ llm: recordingLlm().llm });
+    h.send(NO_VAD({ output_modalities: ['text'], audio: { input: { turn_detection: null, transcription: { model: 'whisper-1' } } } }));
+    say(h, 'hello');
+    h.append('speech', 5);
+    h.send({ type: 'input_audio_buffer.commit' });
+    h.send({ type: 'response.create' });
+    await h.settle();
+    const userId = (h.events.find((e) => e.type === 'conversation.item.added')!.item as { id: string }).id;
+    const committedId = String(h.events.find((e) => e.type === 'input_audio_buffer.committed')!.item_id);
+    const assistantId = (h.events.find((e) => e.type === 'response.output_item.added')!.item as { id: string }).id;
+    const retrieve = async (itemId: string) => {
+      h.send({ type: 'conversation.item.retrieve', event_id: `get-${itemId}`, item_id: itemId });
+      await h.settle();
+      return h.events.at(-1)!;
+    };
+    const user = await retrieve(userId);
+    assert.equal(user.type, 'conversation.item.retrieved');
+    assert.deepEqual(user.item, {
+      id: userId,
+      object: 'realtime.item',
+      type: 'message',
+      status: 'completed',
+      role: 'user',
+      content: [{ type: 'input_text', text: 'hello' }],
+    });
+    const committed = await retrieve(committedId);
+    assert.deepEqual((committed.item as { content: unknown[] }).content, [
+      {
+        type: 'input_audio',
+        transcript: h.events.find((e) => e.type === 'conversation.item.input_audio_transcription.completed')!.transcript,
+      },
+    ]);
+    const assistant = await retrieve(assistantId);
+    assert.deepEqual(assistant.item, {
+      id: assistantId,
+      object: 'realtime.item',
+      type: 'message',
+      status: 'completed',
+      role: 'assistant',
+      content: [{ type: 'output_text', text: 'Ok.' }],
+    });
+    const missing = await retrieve('nope');
+    assert.equal(missing.type, 'error');
+    assert.deepEqual(
+      [(missing.error as { code: string }).code, (missing.error as { event_id: string }).event_id],
+      ['item_not_found', 'get-nope'],
+    );
+  });
 });

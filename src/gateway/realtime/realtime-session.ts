@@ -133,6 +133,8 @@ interface ConversationItem {
   toolCall?: ChatToolCall;
   /** A function_call_output item: the call it answers. */
   callId?: string;
+  /** The item as the API shows it, as last sent (conversation.item.retrieve). */
+  shown?: Record<string, unknown>;
 }
 
 /** A function call of a response, as it streams. */
@@ -407,6 +409,8 @@ class Session implements RealtimeSession {
         return this.#createItem(event);
       case 'conversation.item.delete':
         return this.#deleteItem(event.item_id);
+      case 'conversation.item.retrieve':
+        return this.#retrieveItem(event.item_id);
       case 'conversation.item.truncate':
         return this.#truncateByClient(event);
       case 'response.create':
@@ -572,6 +576,7 @@ class Session implements RealtimeSession {
     item.transcript = this.#transcribe(audio, 'high').then(
       (text) => {
         item.text = text;
+        item.shown = { ...itemObject, content: [{ type: 'input_audio', transcript: text }] };
         turn.transcriptMs = this.#deps.clock.nowMs();
         this.#observe('transcript', turn.transcriptMs - context.speechEndMs);
         if (isReported && !this.#isClosed) {
@@ -656,6 +661,7 @@ class Session implements RealtimeSession {
   /** Adds an item after `previous` (null: first), at the end unless `at` says where. */
   #addItem(item: ConversationItem, itemObject: Record<string, unknown>, previous: string | null, at = this.#items.length): void {
     this.#items.splice(at, 0, item);
+    item.shown = itemObject;
     if (this.#items.length > MAX_ITEMS) {
       const dropped = this.#items.shift()!;
       this.#spoken.delete(dropped.id);
@@ -770,6 +776,22 @@ class Session implements RealtimeSession {
     if (at < 0) throw errors.itemNotFound({ itemId });
     this.#items.splice(at, 1);
     this.#send({ type: 'conversation.item.deleted', item_id: itemId });
+  }
+
+  /** conversation.item.retrieve: the item as it now is (an assistant message with the text it kept). */
+  #retrieveItem(itemId: unknown): void {
+    const item = this.#items.find((i) => i.id === itemId);
+    if (item?.shown === undefined) throw errors.itemNotFound({ itemId });
+    let shown = item.shown;
+    if (item.toolCall !== undefined) shown = functionCallObject({ ...item, toolCall: item.toolCall }, String(shown.status));
+    else if (this.#spoken.has(item.id) && Array.isArray(shown.content)) {
+      // A response's message: the text it kept (a truncation keeps the sentences heard).
+      const content = (shown.content as Record<string, unknown>[]).map((part) =>
+        'transcript' in part ? { ...part, transcript: item.text } : { ...part, text: item.text },
+      );
+      shown = { ...shown, content };
+    }
+    this.#send({ type: 'conversation.item.retrieved', item: shown });
   }
 
   #truncateByClient(event: Record<string, unknown>): void {
@@ -918,6 +940,7 @@ class Session implements RealtimeSession {
       output_index: 0,
       item: inProgress,
     });
+    if (response.isAnnounced) assistant.shown = inProgress;
     this.#sendFor(response, { type: 'conversation.item.added', previous_item_id: previous, item: inProgress });
     const partType = response.modality === 'audio' ? 'audio' : 'text';
     this.#sendFor(response, {
@@ -1032,6 +1055,7 @@ class Session implements RealtimeSession {
       send({ type: 'response.content_part.done', ...ids, part: { type: 'text', text: response.text } });
     }
     const done = this.#assistantItem(response, 'completed');
+    assistant.shown = done;
     send({ type: 'response.output_item.done', response_id: response.id, output_index: 0, item: done });
     send({ type: 'conversation.item.done', previous_item_id: previous, item: done });
     for (const { item, outputIndex } of response.calls.values()) {
@@ -1046,6 +1070,7 @@ class Session implements RealtimeSession {
         arguments: call.arguments,
       });
       const object = functionCallObject(item, 'completed');
+      item.shown = object;
       send({ type: 'response.output_item.done', response_id: response.id, output_index: outputIndex, item: object });
       send({ type: 'conversation.item.done', previous_item_id: null, item: object });
     }
@@ -1099,6 +1124,7 @@ class Session implements RealtimeSession {
       response.calls.set(piece.index, call);
       this.#items.push(item);
       const object = functionCallObject(item, 'in_progress');
+      (item as ConversationItem).shown = object;
       this.#sendFor(response, {
         type: 'response.output_item.added',
         response_id: response.id,
@@ -1207,11 +1233,14 @@ class Session implements RealtimeSession {
   #closeItems(response: Response): void {
     if (response.isAnnounced) {
       const item = this.#assistantItem(response, 'incomplete');
+      const assistant = this.#items.find((i) => i.id === response.itemId);
+      if (assistant !== undefined) assistant.shown = item;
       this.#send({ type: 'response.output_item.done', response_id: response.id, output_index: 0, item });
       this.#send({ type: 'conversation.item.done', item });
     }
     for (const { item, outputIndex } of response.calls.values()) {
       const object = functionCallObject(item, 'incomplete');
+      item.shown = object;
       this.#send({ type: 'response.output_item.done', response_id: response.id, output_index: outputIndex, item: object });
       this.#send({ type: 'conversation.item.done', item: object });
     }
