@@ -770,4 +770,23 @@ describe('realtime session: the response object', () => {
       ['item_not_found', 'get-nope'],
     );
   });
+
+  it('speech_stopped: audio_end_ms is the end of the audio committed, the silence that ended the turn included, as OpenAI defines it', async () => {
+    const h = harness();
+    h.send(SERVER_VAD_NO_RESPONSE);
+    h.append('silence', 5);
+    h.append('speech', 6);
+    h.append('silence', 8);
+    await h.settle();
+    const started = h.events.find((e) => e.type === 'input_audio_buffer.speech_started')!;
+    const stopped = h.events.find((e) => e.type === 'input_audio_buffer.speech_stopped')!;
+    const transcribedMs = (h.transcribed.at(-1)!.samples / 16_000) * 1000;
+    // Speech ends at 1100 ms; the turn ends after 500 ms of silence (whole 32 ms frames).
+    assert.ok(Number(stopped.audio_end_ms) >= 1600 && Number(stopped.audio_end_ms) < 1600 + 64, String(stopped.audio_end_ms));
+    assert.ok(
+      // Within the resampler's delay (the 16 kHz timeline runs that much behind the audio sent).
+      Math.abs(Number(stopped.audio_end_ms) - Number(started.audio_start_ms) - transcribedMs) <= 32,
+      `${String(stopped.audio_end_ms)} - ${String(started.audio_start_ms)} vs ${transcribedMs} ms committed`,
+    );
+  });
 });

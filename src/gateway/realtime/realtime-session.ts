@@ -495,10 +495,17 @@ class Session implements RealtimeSession {
       } else if (turn?.type === 'speechStopped') {
         const itemId = this.#speechItemId ?? newId('item');
         this.#speechItemId = undefined;
-        this.#send({ type: 'input_audio_buffer.speech_stopped', audio_end_ms: Math.round(turn.audioEndMs), item_id: itemId });
+        // OpenAI's audio_end_ms is the end of the audio committed, the silence that ended the turn
+        // included (the detector's audioEndMs is where that silence began): this frame's end.
+        const frameEnd = frameStart + frameSamples;
+        this.#send({
+          type: 'input_audio_buffer.speech_stopped',
+          audio_end_ms: Math.round((frameEnd / INPUT_RATE_HZ) * 1000),
+          item_id: itemId,
+        });
         const speechEndMs = this.#deps.clock.nowMs();
         // The frames after this one stay in the buffer for the next turn.
-        const keep = this.#vadSamples - (frameStart + frameSamples);
+        const keep = this.#vadSamples - frameEnd;
         this.#commit(itemId, { speechEndMs, keepSamples: Math.max(0, keep) });
         if (this.#settings.kind === 'realtime' && td.createResponse) {
           const active = this.#response;
