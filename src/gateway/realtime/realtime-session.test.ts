@@ -789,4 +789,27 @@ describe('realtime session: the response object', () => {
       `${String(stopped.audio_end_ms)} - ${String(started.audio_start_ms)} vs ${transcribedMs} ms committed`,
     );
   });
+
+  it('a voice turn: response.created comes at the commit, the final transcript before the response’s first item (the order docs/realtime.md gives)', async () => {
+    const h = harness({ llm: recordingLlm().llm });
+    h.send({ ...CONFIGURE, session: { ...CONFIGURE.session, output_modalities: ['text'] } });
+    h.append('speech', 6);
+    h.append('silence', 8);
+    await h.settle();
+    const order = [
+      'input_audio_buffer.speech_started',
+      'input_audio_buffer.speech_stopped',
+      'input_audio_buffer.committed',
+      'conversation.item.added',
+      'conversation.item.done',
+      'response.created',
+      'conversation.item.input_audio_transcription.completed',
+      'response.output_item.added',
+    ];
+    const firsts = order.map((type) => h.types().indexOf(type));
+    assert.ok(
+      firsts.every((at, i) => at >= 0 && (i === 0 || at > firsts[i - 1]!)),
+      h.types().join(', '),
+    );
+  });
 });
