@@ -145,4 +145,24 @@ describe('ChatClient (OpenAI-compatible chat completions, streamed)', () => {
       { type: 'tool_call', index: 0, arguments: '1}' },
     ]);
   });
+
+  it('a reply the endpoint cut at max_tokens (finish_reason length) yields a cut piece before the usage', async () => {
+    const client = createChatClient(OPTIONS, {
+      fetch: async () =>
+        sse([
+          JSON.stringify({ choices: [{ delta: { content: 'One two' }, finish_reason: null }] }),
+          JSON.stringify({ choices: [{ delta: {}, finish_reason: 'length' }] }),
+          JSON.stringify({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 2 } }),
+          '[DONE]',
+        ]),
+    });
+    const pieces = await collect(
+      client.stream([{ role: 'user', content: 'count' }], { signal: new AbortController().signal, maxOutputTokens: 2 }),
+    );
+    assert.deepEqual(pieces, [
+      { type: 'text', text: 'One two' },
+      { type: 'cut', reason: 'max_output_tokens' },
+      { type: 'usage', usage: { inputTokens: 3, outputTokens: 2 } },
+    ]);
+  });
 });

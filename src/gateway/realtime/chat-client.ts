@@ -23,6 +23,7 @@ interface ChatChunk {
       content?: string | null;
       tool_calls?: { index?: number; id?: string; function?: { name?: string; arguments?: string } }[];
     };
+    finish_reason?: string | null;
   }[];
   usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
 }
@@ -133,6 +134,7 @@ export function createChatClient(options: ChatClientOptions, deps: { fetch?: typ
                 ...(typeof args === 'string' ? { arguments: args } : {}),
               };
             }
+            if (chunk.choices?.[0]?.finish_reason === 'length') yield { type: 'cut', reason: 'max_output_tokens' };
             if (chunk.usage != null) {
               usage = {
                 type: 'usage',

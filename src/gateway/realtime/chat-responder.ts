@@ -36,6 +36,8 @@ export interface ChatUsage {
 export type ChatPiece =
   | { type: 'text'; text: string }
   | { type: 'usage'; usage: ChatUsage }
+  /** The endpoint cut the reply at its token limit (finish_reason length). */
+  | { type: 'cut'; reason: 'max_output_tokens' }
   /** A piece of function call `index` of the reply: its id and name come first, its arguments in pieces. */
   | { type: 'tool_call'; index: number; id?: string; name?: string; arguments?: string };
 

@@ -812,4 +812,30 @@ describe('realtime session: the response object', () => {
       h.types().join(', '),
     );
   });
+
+  it('a reply the LLM cut at max_output_tokens ends incomplete (status_details reason max_output_tokens), its item incomplete', async () => {
+    const llm: ChatResponder = {
+      kind: 'llm',
+      async *stream() {
+        yield { type: 'text', text: 'One two' };
+        yield { type: 'cut', reason: 'max_output_tokens' };
+        yield { type: 'usage', usage: { inputTokens: 3, outputTokens: 2 } };
+      },
+    };
+    const h = harness({ llm });
+    h.send(NO_VAD({ output_modalities: ['text'], max_output_tokens: 2 }));
+    say(h, 'count');
+    h.send({ type: 'response.create' });
+    await h.settle();
+    const done = h.events.find((e) => e.type === 'response.done')!.response as {
+      status: string;
+      status_details: unknown;
+      output: { status: string }[];
+    };
+    assert.deepEqual([done.status, done.status_details], ['incomplete', { type: 'incomplete', reason: 'max_output_tokens' }]);
+    assert.equal(done.output[0]!.status, 'incomplete');
+    const itemDone = h.events.find((e) => e.type === 'response.output_item.done')!.item as { status: string };
+    assert.equal(itemDone.status, 'incomplete');
+    assert.ok(h.types().includes('response.output_text.done'));
+  });
 });

@@ -175,6 +175,8 @@ interface Response {
   calls: Map<number, FunctionCall>;
   /** Its message item was announced (response.output_item.added). */
   isAnnounced: boolean;
+  /** The LLM cut the reply at its token limit: the response ends incomplete. */
+  isCut: boolean;
 }
 
 /** The stages of a turn, timed from the end of the user's speech (metrics and the call line). */
@@ -852,6 +854,7 @@ class Session implements RealtimeSession {
       speaking: undefined,
       calls: new Map(),
       isAnnounced: false,
+      isCut: false,
     };
     this.#pendingTurn = undefined;
     this.#response = response;
@@ -1018,6 +1021,7 @@ class Session implements RealtimeSession {
           if (response.isFinished) break;
           if (piece.type === 'text') addText(piece.text);
           else if (piece.type === 'tool_call') this.#streamFunctionCall(response, piece);
+          else if (piece.type === 'cut') response.isCut = true;
           else {
             response.usage = piece.usage;
             hasUsage = true;
@@ -1061,7 +1065,9 @@ class Session implements RealtimeSession {
       send({ type: 'response.output_text.done', ...ids, text: response.text });
       send({ type: 'response.content_part.done', ...ids, part: { type: 'text', text: response.text } });
     }
-    const done = this.#assistantItem(response, 'completed');
+    // A reply cut at max_output_tokens ends incomplete, as OpenAI's does.
+    const status = response.isCut ? 'incomplete' : 'completed';
+    const done = this.#assistantItem(response, status);
     assistant.shown = done;
     send({ type: 'response.output_item.done', response_id: response.id, output_index: 0, item: done });
     send({ type: 'conversation.item.done', previous_item_id: previous, item: done });
@@ -1076,12 +1082,18 @@ class Session implements RealtimeSession {
         name: call.name,
         arguments: call.arguments,
       });
-      const object = functionCallObject(item, 'completed');
+      const object = functionCallObject(item, status);
       item.shown = object;
       send({ type: 'response.output_item.done', response_id: response.id, output_index: outputIndex, item: object });
       send({ type: 'conversation.item.done', previous_item_id: null, item: object });
     }
-    send({ type: 'response.done', response: this.#responseObject(response, 'completed') });
+    send({
+      type: 'response.done',
+      response: {
+        ...this.#responseObject(response, status),
+        ...(response.isCut ? { status_details: { type: 'incomplete', reason: 'max_output_tokens' } } : {}),
+      },
+    });
     deps.metrics.realtimeTurns.inc({ responder: response.responder, outcome: 'completed' });
     this.#answerWaitingTurn();
   }
