@@ -838,4 +838,21 @@ describe('realtime session: the response object', () => {
     assert.equal(itemDone.status, 'incomplete');
     assert.ok(h.types().includes('response.output_text.done'));
   });
+
+  it('response.create: output_modalities or instructions that are not valid are invalid_parameter, and no response starts', async () => {
+    const h = harness({ llm: recordingLlm().llm });
+    h.send(NO_VAD({ output_modalities: ['text'] }));
+    say(h, 'hi');
+    for (const [response, param] of [
+      [{ output_modalities: ['video'] }, 'response.output_modalities'],
+      [{ output_modalities: 'audio' }, 'response.output_modalities'],
+      [{ instructions: 42 }, 'response.instructions'],
+    ] as const) {
+      h.send({ type: 'response.create', event_id: 'r', response });
+      await h.settle();
+      const error = h.events.at(-1)!.error as { code: string; param: string } | undefined;
+      assert.deepEqual([error?.code, error?.param], ['invalid_parameter', param], JSON.stringify(response));
+    }
+    assert.ok(!h.types().includes('response.created'));
+  });
 });

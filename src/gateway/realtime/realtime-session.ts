@@ -42,7 +42,7 @@ import {
   type InputConverter,
 } from './realtime-audio.js';
 import { createSentenceCutter } from './sentence-cutter.js';
-import { applySessionUpdate, gaFormatObject, toSessionObject, type SessionSettings } from './session-config.js';
+import { applySessionUpdate, gaFormatObject, parseResponseOverrides, toSessionObject, type SessionSettings } from './session-config.js';
 import { createTurnDetector, type TurnDetector } from './turn-detector.js';
 
 export type ServerEvent = { type: string } & Record<string, unknown>;
@@ -823,27 +823,20 @@ class Session implements RealtimeSession {
     if (this.#settings.kind === 'transcription') {
       throw errors.invalidParameter({ param: 'type', expected: 'no response.create in a transcription session', got: 'response.create' });
     }
-    this.#startResponse(isRecord(overrides) ? overrides : {});
+    this.#startResponse(parseResponseOverrides(overrides));
   }
 
-  #startResponse(overrides: Record<string, unknown>): void {
+  #startResponse(overrides: ReturnType<typeof parseResponseOverrides>): void {
     const active = this.#response;
     if (active !== undefined && !active.isFinished) throw errors.conversationAlreadyHasActiveResponse({ responseId: active.id });
-    const modalities = overrides.output_modalities ?? overrides.modalities;
-    const modality: 'audio' | 'text' = Array.isArray(modalities)
-      ? modalities.includes('audio')
-        ? 'audio'
-        : 'text'
-      : this.#settings.outputModalities.includes('audio')
-        ? 'audio'
-        : 'text';
+    const modality: 'audio' | 'text' = (overrides.outputModalities ?? this.#settings.outputModalities).includes('audio') ? 'audio' : 'text';
     const response: Response = {
       id: newId('resp'),
       itemId: newId('item'),
       abort: new AbortController(),
       isFinished: false,
       modality,
-      instructions: typeof overrides.instructions === 'string' ? overrides.instructions : this.#settings.instructions,
+      instructions: overrides.instructions ?? this.#settings.instructions,
       text: '',
       sentences: [],
       sentMs: 0,

@@ -154,6 +154,20 @@ function modalities(value: unknown, param: string): ('audio' | 'text')[] | undef
   return (value as string[]).includes('audio') ? ['audio'] : ['text'];
 }
 
+/**
+ * What a response.create may override of the session: `instructions` and `output_modalities`
+ * (beta `modalities`), checked as session.update checks them.
+ * @throws invalid_parameter
+ */
+export function parseResponseOverrides(response: unknown): { instructions?: string; outputModalities?: readonly ('audio' | 'text')[] } {
+  if (response === undefined || response === null) return {};
+  if (!isRecord(response)) throw errors.invalidParameter({ param: 'response', expected: 'an object', got: response });
+  const instructions = field(response.instructions, 'response.instructions', isString, 'a string');
+  const outputModalities =
+    modalities(response.output_modalities, 'response.output_modalities') ?? modalities(response.modalities, 'response.modalities');
+  return { ...(instructions === undefined ? {} : { instructions }), ...(outputModalities === undefined ? {} : { outputModalities }) };
+}
+
 function maxTokens(value: unknown, param: string): number | 'inf' | undefined {
   if (value === undefined || value === 'inf') return value;
   if (isNumber(value) && Number.isInteger(value) && value >= 1 && value <= 4096) return value;
