@@ -142,4 +142,13 @@ describe('session.update (GA and beta shapes)', () => {
       ['invalid_parameter', 'session.speed'],
     );
   });
+
+  it('GA: audio.output.voice may be a custom voice reference {id}, as on POST /v1/audio/speech', () => {
+    const next = applySessionUpdate(BASE, { type: 'realtime', audio: { output: { voice: { id: 'vits-3' } } } }, 'ga');
+    assert.equal(next.voice, 'vits-3');
+    assert.equal(
+      codeOf(() => applySessionUpdate(BASE, { type: 'realtime', audio: { output: { voice: { name: 'x' } } } }, 'ga')),
+      'invalid_parameter',
+    );
+  });
 });

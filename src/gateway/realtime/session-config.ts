@@ -90,6 +90,12 @@ const isString = (v: unknown): v is string => typeof v === 'string';
 const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
 const isBoolean = (v: unknown): v is boolean => typeof v === 'boolean';
 
+/** GA audio.output.voice: a voice name, or a custom voice reference `{id}` (its name). */
+function gaVoice(value: unknown): string | undefined {
+  if (isRecord(value) && typeof value.id === 'string') return value.id;
+  return field(value, 'session.audio.output.voice', isString, 'a voice name or {"id": name}');
+}
+
 function betaFormat(value: unknown, param: string): RealtimeAudioFormat | undefined {
   if (value === undefined) return undefined;
   if (typeof value === 'string' && (REALTIME_AUDIO_FORMATS as readonly string[]).includes(value)) return value as RealtimeAudioFormat;
@@ -192,7 +198,7 @@ export function applySessionUpdate(current: SessionSettings, session: unknown, s
     const output = field(audio.output, 'session.audio.output', isRecord, 'an object') ?? {};
     next.inputFormat = gaFormat(input.format, 'session.audio.input.format') ?? next.inputFormat;
     next.outputFormat = gaFormat(output.format, 'session.audio.output.format') ?? next.outputFormat;
-    next.voice = field(output.voice, 'session.audio.output.voice', isString, 'a voice name') ?? next.voice;
+    next.voice = gaVoice(output.voice) ?? next.voice;
     next.speed = speed(output.speed, 'session.audio.output.speed') ?? next.speed;
     const td = turnDetection(input.turn_detection, 'session.audio.input.turn_detection', current.turnDetection);
     if (td !== 'keep') next.turnDetection = td;
