@@ -277,9 +277,9 @@ export const errors = {
       details: { bodyTimeoutMs: p.bodyTimeoutMs },
     }),
   // gateway: a language the model does not recognise (GET /v1/models lists each model's)
-  unsupportedLanguage: (p: { model: string; language: string; languages: readonly string[] }) =>
+  unsupportedLanguage: (p: { model: string; language: string; languages: readonly string[]; param?: string }) =>
     make('unsupported_option', `Model '${p.model}' recognises ${p.languages.join(', ')} only: got language ${describe(p.language)}`, {
-      param: 'language',
+      param: p.param ?? 'language',
       details: { model: p.model, languages: p.languages },
     }),
   // scheduler: admission by predicted completion

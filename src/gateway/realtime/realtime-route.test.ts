@@ -11,7 +11,7 @@ import { buildGateway, createEnergyDetector, type ModelCatalog, type ModelEntry,
 import type { RealtimeOptions } from './realtime-route.js';
 
 const ENTRIES: ModelEntry[] = [
-  { id: 'asr', created: 1, ownedBy: 'voxmux', task: 'transcription' },
+  { id: 'asr', created: 1, ownedBy: 'voxmux', task: 'transcription', languages: ['en', 'de'] },
   // OpenAI's names follow the catalogue (vits' defaults); 'cold' declares its voices once woken.
   {
     id: 'cold',
@@ -146,39 +146,71 @@ function listen(ws: WebSocket) {
 }
 
 describe('GET /v1/realtime', () => {
-  it('wakes a speech model that has declared no voices yet, and waits for it, before a reply speaks in an OpenAI voice', async () => {
-    const catalogs: Record<string, CatalogEntry[]> = { cold: [] };
-    const woken: string[] = [];
-    const lifecycle: ModelLifecycleControl = {
-      state: () => 'ready',
-      wake: async (model, { isWaiting }) => {
-        woken.push(`${model} waiting=${isWaiting}`);
-        await settle();
-        catalogs[model] = [VOICE(`${model}-0`), VOICE(`${model}-1`)];
-        return 'ready';
-      },
-      sleep: async () => 'stopped',
-    };
-    const { dial, opened } = await setup({ catalogs, lifecycle });
-    const client = await dial('/v1/realtime?model=gpt-realtime');
-    await client.next('session.created');
-    client.send({ type: 'session.update', session: { type: 'realtime', audio: { output: { voice: 'ash' } } } });
-    await client.next('session.updated');
-    client.send({
-      type: 'conversation.item.create',
-      item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Hello.' }] },
-    });
-    client.send({ type: 'response.create' });
-    const done = await client.next('response.done');
-    client.ws.terminate();
-    assert.equal(
-      (done.response as { status: string }).status,
-      'completed',
-      JSON.stringify(client.events.filter((e) => e.type === 'error')),
-    );
-    assert.deepEqual(woken, ['cold waiting=true']);
-    assert.ok(opened.length > 0);
-    assert.ok(opened.every((input) => input.resource === 'cold-1' && (input.params as { voice: string }).voice === 'cold-1'));
-    assert.ok(client.events.some((e) => e.type === 'response.output_audio.delta'));
-  });
+  it(
+    'wakes a speech model that has declared no voices yet, and waits for it, before a reply speaks in an OpenAI voice',
+    { timeout: 10_000 },
+    async () => {
+      const catalogs: Record<string, CatalogEntry[]> = { cold: [] };
+      const woken: string[] = [];
+      const lifecycle: ModelLifecycleControl = {
+        state: () => 'ready',
+        wake: async (model, { isWaiting }) => {
+          woken.push(`${model} waiting=${isWaiting}`);
+          await settle();
+          catalogs[model] = [VOICE(`${model}-0`), VOICE(`${model}-1`)];
+          return 'ready';
+        },
+        sleep: async () => 'stopped',
+      };
+      const { dial, opened } = await setup({ catalogs, lifecycle });
+      const client = await dial('/v1/realtime?model=gpt-realtime');
+      await client.next('session.created');
+      client.send({ type: 'session.update', session: { type: 'realtime', audio: { output: { voice: 'ash' } } } });
+      await client.next('session.updated');
+      client.send({
+        type: 'conversation.item.create',
+        item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Hello.' }] },
+      });
+      client.send({ type: 'response.create' });
+      const done = await client.next('response.done');
+      client.ws.terminate();
+      assert.equal(
+        (done.response as { status: string }).status,
+        'completed',
+        JSON.stringify(client.events.filter((e) => e.type === 'error')),
+      );
+      assert.deepEqual(woken, ['cold waiting=true']);
+      assert.ok(opened.length > 0);
+      assert.ok(opened.every((input) => input.resource === 'cold-1' && (input.params as { voice: string }).voice === 'cold-1'));
+      assert.ok(client.events.some((e) => e.type === 'response.output_audio.delta'));
+    },
+  );
+
+  it(
+    'session.update: an input transcription language the transcription model does not recognise is unsupported_option, the session unchanged',
+    { timeout: 10_000 },
+    async () => {
+      const { dial } = await setup({ catalogs: { cold: [VOICE('cold-0')] } });
+      const client = await dial('/v1/realtime?model=gpt-realtime');
+      await client.next('session.created');
+      const update = (language: string) =>
+        client.send({
+          type: 'session.update',
+          event_id: `lang-${language}`,
+          session: { type: 'realtime', audio: { input: { transcription: { model: 'whisper-1', language } } } },
+        });
+      update('fr');
+      const error = (await client.next('error')).error as { code: string; param: string; event_id: string };
+      assert.deepEqual(
+        [error.code, error.param, error.event_id],
+        ['unsupported_option', 'session.audio.input.transcription.language', 'lang-fr'],
+      );
+      update('de');
+      const updated = await client.next('session.updated');
+      client.ws.terminate();
+      const transcription = (updated.session as { audio: { input: { transcription: unknown } } }).audio.input.transcription;
+      assert.deepEqual(transcription, { model: 'whisper-1', language: 'de' });
+      assert.equal(client.events.filter((e) => e.type === 'session.updated').length, 1);
+    },
+  );
 });

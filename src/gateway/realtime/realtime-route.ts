@@ -153,7 +153,7 @@ export function registerRealtimeRoutes(app: FastifyInstance, options: GatewayOpt
         transcribe: async (audio, work) => {
           const result = await deps.transcribe(
             transcription.id,
-            { audio, language: null, prompt: null, wordTimestamps: false },
+            { audio, language: work.language, prompt: null, wordTimestamps: false },
             {
               priority: work.priority,
               signal: work.signal,
@@ -186,6 +186,11 @@ export function registerRealtimeRoutes(app: FastifyInstance, options: GatewayOpt
           // A model that lists no voices yet (stopped until a call wakes it) is asked at the first reply.
           if (speech === undefined || catalog.length === 0) return;
           resolveVoice(voice, { model: speech.id, settings: speech.speech ?? { voiceAliases: {}, hasVoiceResources: false }, catalog });
+        },
+        checkLanguage: (language, param) => {
+          const languages = transcription.languages;
+          if (languages !== undefined && !languages.includes(language))
+            throw errors.unsupportedLanguage({ model: transcription.id, language, languages, param });
         },
         llm,
         demo,

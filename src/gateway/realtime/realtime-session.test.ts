@@ -855,4 +855,33 @@ describe('realtime session: the response object', () => {
     }
     assert.ok(!h.types().includes('response.created'));
   });
+
+  it('the input transcription’s language (audio.input.transcription.language) reaches the recogniser, for turns and partials', async () => {
+    const languages: (string | null | undefined)[] = [];
+    const h = harness({
+      partialIntervalMs: 300,
+      transcribe: async (_audio, work) => {
+        languages.push((work as { language?: string | null }).language);
+        return 'hallo';
+      },
+    });
+    h.send({
+      type: 'session.update',
+      session: {
+        type: 'realtime',
+        audio: {
+          input: { transcription: { model: 'whisper-1', language: 'de' }, turn_detection: { type: 'server_vad', create_response: false } },
+        },
+      },
+    });
+    h.append('speech', 6);
+    await h.settle();
+    h.append('silence', 8);
+    await h.settle();
+    assert.ok(languages.length >= 2, String(languages.length));
+    assert.ok(
+      languages.every((l) => l === 'de'),
+      JSON.stringify(languages),
+    );
+  });
 });

@@ -66,8 +66,8 @@ export interface RealtimeSessionOptions {
 export interface RealtimeSessionDeps {
   /** Sends one server event (GA name; the route renames it for beta clients). */
   send(event: ServerEvent): void;
-  /** Transcribes 16 kHz PCM through the scheduler. */
-  transcribe(audio: Int16Array, options: WorkOptions & { priority: 'high' | 'normal' }): Promise<string>;
+  /** Transcribes 16 kHz PCM through the scheduler; `language`: the session's (null: detected). */
+  transcribe(audio: Int16Array, options: WorkOptions & { priority: 'high' | 'normal'; language: string | null }): Promise<string>;
   /**
    * Opens a speech stream for one sentence in the session's voice (after the speech model's wake,
    * when the voice waits for its catalogue).
@@ -79,6 +79,12 @@ export interface RealtimeSessionDeps {
    * @throws unknown_voice
    */
   checkVoice?(voice: string): void;
+  /**
+   * Checks an input transcription language a session.update asks for (the transcription model's
+   * languages); `param` names the field the client sent.
+   * @throws unsupported_option
+   */
+  checkLanguage?(language: string, param: string): void;
   /** The configured LLM; undefined: the demo responder answers. */
   llm: ChatResponder | undefined;
   demo: ChatResponder;
@@ -433,6 +439,11 @@ class Session implements RealtimeSession {
     if (isBetaTranscription) next.kind = 'transcription';
     // An unknown voice is refused here, with the session unchanged, not at the first reply.
     if (next.voice !== this.#settings.voice) this.#deps.checkVoice?.(next.voice);
+    if (next.language !== undefined && next.language !== this.#settings.language) {
+      const shape = isBetaTranscription ? 'beta' : this.#options.shape;
+      const param = shape === 'ga' ? 'session.audio.input.transcription.language' : 'session.input_audio_transcription.language';
+      this.#deps.checkLanguage?.(next.language, param);
+    }
     const isTurnChanged = JSON.stringify(next.turnDetection) !== JSON.stringify(this.#settings.turnDetection);
     this.#settings = next;
     this.#isConfigured = true;
@@ -653,6 +664,7 @@ class Session implements RealtimeSession {
     try {
       return await this.#deps.transcribe(audio, {
         priority,
+        language: this.#settings.language ?? null,
         signal: this.#closed.signal,
         timeoutMs: this.#options.turnTimeoutMs,
         requestId,
