@@ -44,6 +44,21 @@ describe('MPS controller', () => {
     assert.equal(fake.calls.length, 2, 'a second stop sends nothing');
   });
 
+  it("starts the daemon without the environment's CUDA_VISIBLE_DEVICES, so that instances' GPU indices are not remapped", async () => {
+    // The daemon renumbers the GPUs its CUDA_VISIBLE_DEVICES lists from 0, and its clients'
+    // CUDA_VISIBLE_DEVICES is read in that numbering: an instance pinned to GPU 2 (nvidia-smi's
+    // index) under a daemon started with "2,3" would ask for the daemon's third GPU, which it lacks.
+    const fake = fakeRun([]);
+    const mps = createMpsController(
+      { controlPath: 'mps-control', directory: mkdtempSync(join(tmpdir(), 'voxmux-mps-test-')) },
+      { runCommand: fake.runCommand, baseEnv: { PATH: '/bin', CUDA_VISIBLE_DEVICES: '2,3' }, log },
+    );
+    await mps.start();
+    assert.equal(fake.calls[0]!.env.CUDA_VISIBLE_DEVICES, undefined);
+    assert.equal(fake.calls[0]!.env.PATH, '/bin');
+    await mps.stop();
+  });
+
   it('fails start with the daemon output when it cannot start, and then stops nothing', async () => {
     const fake = fakeRun([{ exitCode: 1, stdout: '', stderr: 'An instance of this daemon is already running\n' }]);
     const mps = createMpsController({ controlPath: 'mps-control', directory: '' }, { runCommand: fake.runCommand, baseEnv: {}, log });

@@ -2,6 +2,11 @@
  * The NVIDIA MPS control daemon, started with private pipe and log directories so voxmux never
  * touches a daemon someone else runs, and stopped on close. Instances reach it through
  * CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY.
+ *
+ * The daemon starts without the environment's CUDA_VISIBLE_DEVICES: MPS renumbers the GPUs that
+ * variable lists from 0 and reads its clients' CUDA_VISIBLE_DEVICES in that numbering, while each
+ * instance names its GPU by nvidia-smi's index (an instance pinned to GPU 2 under a daemon started
+ * with "2,3" would ask for a third GPU the daemon does not have).
  */
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -33,6 +38,8 @@ const COMMAND_TIMEOUT_MS = 15_000;
 export function createMpsController(options: MpsOptions, deps: MpsDeps): MpsController {
   const root = options.directory !== '' ? options.directory : mkdtempSync(join(tmpdir(), 'voxmux-mps-'));
   const env = { CUDA_MPS_PIPE_DIRECTORY: join(root, 'pipe'), CUDA_MPS_LOG_DIRECTORY: join(root, 'log') };
+  const daemonEnv: Record<string, string> = { ...deps.baseEnv, ...env };
+  delete daemonEnv.CUDA_VISIBLE_DEVICES;
   let isRunning = false;
   return {
     async start() {
@@ -41,7 +48,7 @@ export function createMpsController(options: MpsOptions, deps: MpsDeps): MpsCont
       const result = await deps.runCommand({
         command: options.controlPath,
         args: ['-d'],
-        env: { ...deps.baseEnv, ...env },
+        env: daemonEnv,
         timeoutMs: COMMAND_TIMEOUT_MS,
       });
       if (result.exitCode !== 0) {
@@ -58,7 +65,7 @@ export function createMpsController(options: MpsOptions, deps: MpsDeps): MpsCont
         command: options.controlPath,
         args: [],
         input: 'quit\n',
-        env: { ...deps.baseEnv, ...env },
+        env: daemonEnv,
         timeoutMs: COMMAND_TIMEOUT_MS,
       });
       if (result.exitCode !== 0) deps.log.warn({ exitCode: result.exitCode, stderr: result.stderr.trim() }, 'mps daemon stop failed');
