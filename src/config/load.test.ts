@@ -472,6 +472,19 @@ describe('loadConfig refuses settings the server cannot run with', () => {
     onlyProblem(problemsOf({ env: { VOXMUX_SCHEDULER_LENGTH_BUCKETS_MS: '' } }), 'scheduler.lengthBucketsMs');
   });
 
+  it("refuses a GPU listed twice, in supervisor.gpus or in a model's gpus", () => {
+    // Placement counts a GPU once per entry: models.a.gpus [0, 0] with instancesPerGpu 1 would put
+    // two instances on GPU 0, both at index 0 there (the same MPS share).
+    const model = onlyProblem(problemsOf({ file: { models: { a: testModel({ gpus: [0, 1, 0] }) } } }), 'models.a.gpus');
+    assert.match(model, /GPU 0 is listed twice/);
+    const node = onlyProblem(problemsOf({ file: { supervisor: { gpus: [2, 2] }, models: { a: testModel() } } }), 'supervisor.gpus');
+    assert.match(node, /GPU 2 is listed twice/);
+    assert.deepEqual(
+      loadConfig({ file: { supervisor: { gpus: [0, 1] }, models: { a: testModel({ gpus: [1] }) } } }).supervisor.gpus,
+      [0, 1],
+    );
+  });
+
   it('refuses a supervisor.restartMaxBackoffMs under one second, which would let a crash loop spin', () => {
     // docs/operations.md: a crash loop restarts "at supervisor.restartMaxBackoffMs, never spinning".
     const backoff = (ms: number) => ({ file: { supervisor: { restartInitialBackoffMs: 0, restartMaxBackoffMs: ms } } });

@@ -229,6 +229,11 @@ export function checkLlmBaseUrl(llm: { baseUrl: string; allowedBaseUrls: readonl
   return [];
 }
 
+/** A GPU listed twice: placement would count it twice (two instances at one index on it, the same MPS share). */
+function repeatedGpus(path: string, gpus: readonly number[]): string[] {
+  return [...new Set(gpus.filter((g, i) => gpus.indexOf(g) !== i))].map((g) => `${path}: GPU ${g} is listed twice`);
+}
+
 export function crossCheck(config: Config, problems: string[]): void {
   const names = new Map<string, string>();
   if (Object.keys(config.models).length === 0) problems.push('models: expected at least one model');
@@ -253,6 +258,7 @@ export function crossCheck(config: Config, problems: string[]): void {
         problems.push(`models.${name}.diarizationModel: expected the name of a diarization model: got '${model.diarizationModel}'`);
       }
     }
+    problems.push(...repeatedGpus(`models.${name}.gpus`, model.gpus));
     for (const id of [name, ...model.aliases]) {
       const owner = names.get(id);
       if (owner !== undefined) problems.push(`models.${name}.aliases: '${id}' is already a name of model '${owner}'`);
@@ -263,6 +269,7 @@ export function crossCheck(config: Config, problems: string[]): void {
     problems.push(`defaultModel: expected one of ${Object.keys(config.models).join(', ')}: got '${config.defaultModel}'`);
   }
   const s = config.supervisor;
+  problems.push(...repeatedGpus('supervisor.gpus', s.gpus));
   if (s.restartInitialBackoffMs > s.restartMaxBackoffMs) {
     problems.push('supervisor.restartInitialBackoffMs: expected at most supervisor.restartMaxBackoffMs');
   }
