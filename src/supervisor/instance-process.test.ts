@@ -566,6 +566,30 @@ describe('InstanceProcess close and destroy', () => {
     assert.deepEqual(child.received('WarmupRequest'), [], 'no warmup is asked of a closing instance');
   });
 
+  it('close() during the warmup does not make the instance ready when the warmup it holds answers', async () => {
+    const { child, instance, states, ends } = setup();
+    const started = track(instance.start());
+    child.hello();
+    await settle();
+    child.reply(child.expect('LoadRequest'), { type: 'LoadResult' });
+    await settle();
+    const warmup = child.expect('WarmupRequest');
+    const closed = instance.close();
+    child.expect('Close');
+    // The host finishes the warmup it holds, then answers Close and exits.
+    child.reply(warmup, { type: 'WarmupResult' });
+    await settle();
+    assert.notEqual(instance.state, 'ready', 'a closing instance is not offered for work');
+    await assert.rejects(instance.runBatch(batch('b1', ['r1'])), { code: 'instance_crashed' });
+    child.send({ type: 'Closed' });
+    child.exit(0);
+    await closed;
+    assert.equal(instance.state, 'closed');
+    assert.ok(!states.includes('ready'), `states: ${states.join(', ')}`);
+    assert.deepEqual(ends, [{ reason: 'closed', exitCode: 0, signal: null, error: undefined }]);
+    assert.equal(started.error?.code, 'shutting_down');
+  });
+
   it('close() of an instance that has ended resolves at once and sends nothing', async () => {
     const { child, instance } = await setupReady();
     child.exit(1);

@@ -276,6 +276,8 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
       } finally {
         release();
       }
+      // A close that came during the warmup cuts the start short: the closing instance is never ready.
+      if (this.#isCloseRequested) throw errors.shuttingDown();
       const warmedMs = clock.nowMs();
       if (warmed.type === 'WarmupResult') {
         Object.assign(this.#facts, { warmupMs: warmed.warmupMs, graphsCaptured: warmed.graphsCaptured });
