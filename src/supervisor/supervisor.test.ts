@@ -793,6 +793,34 @@ describe('Supervisor exclusive warmup', () => {
     assert.deepEqual(ids(supervisor.readyInstances('m')), ['m-0-g2', 'm-1-g1']);
     supervisor.destroy();
   });
+  it('lets an instance that died waiting for the gate pass it by, without holding dispatch for running batches', async () => {
+    const { spawner, supervisor } = setup({ m: { instances: 2, exclusiveWarmup: true } });
+    const started = track(supervisor.start());
+    const [a, b] = spawner.children as [ScriptedChild, ScriptedChild];
+    for (const child of [a, b]) {
+      child.hello();
+      await settle();
+      child.reply(child.expect('LoadRequest'), { type: 'LoadResult' });
+      await settle();
+    }
+    const warmupA = a.expect('WarmupRequest');
+    b.exit(1); // dies while it waits for a's warmup to release the gate
+    await settle();
+    // As the scheduler does: a batch goes to a as soon as a is offered.
+    let running: ReturnType<typeof track<readonly BatchItemOutcome[]>> | undefined;
+    supervisor.onInstancesChanged(() => {
+      if (running === undefined && supervisor.readyInstances('m').length > 0) running = track(supervisor.runBatch('m-0-g1', batch('b1')));
+    });
+    a.reply(warmupA, { type: 'WarmupResult' });
+    await settle();
+    assert.ok(running !== undefined, 'a was offered once its warmup ended');
+    const sent = a.expect('RunBatch');
+    assert.deepEqual(ids(supervisor.readyInstances('m')), ['m-0-g1'], 'the dead instance holds no gate');
+    a.reply(sent, { type: 'BatchResult' });
+    await settle();
+    assert.equal(started.isSettled, true);
+    supervisor.destroy();
+  });
 });
 
 describe('Supervisor stats', () => {

@@ -490,13 +490,18 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
 
   /**
    * Takes the warmup gate for one instance: waits for earlier holders, stops dispatch to every
-   * instance, waits until no batch is running anywhere, then lets the capture start.
+   * instance, waits until no batch is running anywhere, then lets the capture start. An instance
+   * that ended while it waited for earlier holders passes the gate on without holding it.
    */
   function acquireWarmupGate(instanceId: string): Promise<() => void> {
     let release!: () => void;
     const previous = gateTail;
     gateTail = new Promise<void>((resolve) => (release = resolve));
     return previous.then(async () => {
+      if (!byId.has(instanceId)) {
+        release();
+        return () => undefined;
+      }
       isGateHeld = true;
       notify();
       log.info({ instanceId }, 'warmup gate held');
