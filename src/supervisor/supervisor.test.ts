@@ -793,6 +793,33 @@ describe('Supervisor exclusive warmup', () => {
     assert.deepEqual(ids(supervisor.readyInstances('m')), ['m-0-g2', 'm-1-g1']);
     supervisor.destroy();
   });
+  it('releases the gate at once when its holder dies while it waits for running batches to end', async () => {
+    const { clock, spawner, supervisor } = setup({ m: { instances: 2, exclusiveWarmup: true } }, (_request, index) => ({
+      shouldStartByItself: index < 2,
+    }));
+    await supervisor.start();
+    const [a, b] = spawner.children as [ScriptedChild, ScriptedChild];
+    const running = track(supervisor.runBatch('m-0-g1', batch('slow')));
+    const sent = a.expect('RunBatch');
+    b.exit(1);
+    await settle();
+    clock.advance(100);
+    await settle();
+    const replacement = spawner.last();
+    replacement.hello();
+    await settle();
+    replacement.reply(replacement.expect('LoadRequest'), { type: 'LoadResult' });
+    await settle();
+    assert.deepEqual(supervisor.readyInstances('m'), [], 'the replacement holds the gate, waiting for the slow batch');
+    replacement.exit(1);
+    await advanceSettling(clock, 50, 10);
+    assert.deepEqual(ids(supervisor.readyInstances('m')), ['m-0-g1'], 'a dead holder waits for no batch');
+    a.reply(sent, { type: 'BatchResult' });
+    await settle();
+    assert.deepEqual(codes(running.value!), ['ok']);
+    supervisor.destroy();
+  });
+
   it('lets an instance that died waiting for the gate pass it by, without holding dispatch for running batches', async () => {
     const { spawner, supervisor } = setup({ m: { instances: 2, exclusiveWarmup: true } });
     const started = track(supervisor.start());

@@ -490,8 +490,9 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
 
   /**
    * Takes the warmup gate for one instance: waits for earlier holders, stops dispatch to every
-   * instance, waits until no batch is running anywhere, then lets the capture start. An instance
-   * that ended while it waited for earlier holders passes the gate on without holding it.
+   * instance, waits until no batch is running anywhere (or until it ends), then lets the capture
+   * start. An instance that ended while it waited for earlier holders passes the gate on without
+   * holding it.
    */
   function acquireWarmupGate(instanceId: string): Promise<() => void> {
     let release!: () => void;
@@ -505,7 +506,8 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
       isGateHeld = true;
       notify();
       log.info({ instanceId }, 'warmup gate held');
-      while (slots.some((s) => (s.current?.facts.runningBatches ?? 0) > 0)) {
+      // A holder that dies meanwhile stops waiting: its start ends at once and releases the gate.
+      while (byId.has(instanceId) && slots.some((s) => (s.current?.facts.runningBatches ?? 0) > 0)) {
         await new Promise<void>((resolve) => clock.setTimeout(resolve, 10));
       }
       return () => {
