@@ -19,6 +19,20 @@ describe('placeInstances', () => {
     );
   });
 
+  it('gives MPS shares by the index on the GPU, not over all the instances (docs/operations.md)', () => {
+    const placed = placeInstances({ ...base, instances: 5, mpsActiveThreadPercentages: [25, 75] }, [0, 1]);
+    assert.deepEqual(
+      placed.map((p) => [p.gpu, p.mpsActiveThreadPercentage]),
+      [
+        [0, 25],
+        [1, 25],
+        [0, 75],
+        [1, 75],
+        [0, 25],
+      ],
+    );
+  });
+
   it('places instancesPerGpu on each of the model GPUs with MPS shares by index on the GPU', () => {
     const placed = placeInstances({ ...base, instancesPerGpu: 4, gpus: [2, 3], mpsActiveThreadPercentages: [25] }, [0, 1, 2, 3]);
     assert.equal(placed.length, 8);
