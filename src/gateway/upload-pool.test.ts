@@ -126,4 +126,14 @@ describe('readIntoPool', () => {
     assert.equal(pool.pooledBytes, 128 * 1024);
     assert.notEqual(pool.take(70_000).buffer, read.buffer);
   });
+
+  it('gives the pooled buffer back when the chunks fail part way (a client that left mid-upload)', async () => {
+    const pool = new UploadPool({ maxPooledBytes: 1024 * 1024 });
+    async function* cut(): AsyncIterable<Buffer> {
+      yield Buffer.from([1, 2, 3]);
+      throw new Error('premature close');
+    }
+    await assert.rejects(readIntoPool(cut(), 100, pool), /premature close/);
+    assert.equal(pool.pooledBytes, 64 * 1024);
+  });
 });

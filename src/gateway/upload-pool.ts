@@ -148,19 +148,25 @@ function classBytes(bytes: number): number {
  * Reads `chunks` into one buffer from `pool`, taken at `capacity` bytes (an upper bound, such as
  * the request's Content-Length). Returns a view of the bytes read, to give back to the pool when
  * done. Should more arrive than `capacity`, the bytes are gathered in a fresh buffer instead and
- * the pooled one goes back at once.
+ * the pooled one goes back at once; so does it when reading `chunks` fails.
  */
 export async function readIntoPool(chunks: AsyncIterable<Buffer>, capacity: number, pool: UploadPool): Promise<Buffer> {
   const target = pool.take(capacity);
   let filled = 0;
   const overflow: Buffer[] = [];
-  for await (const chunk of chunks) {
-    if (overflow.length === 0 && filled + chunk.length <= target.length) {
-      chunk.copy(target, filled);
-      filled += chunk.length;
-    } else {
-      overflow.push(chunk);
+  try {
+    for await (const chunk of chunks) {
+      if (overflow.length === 0 && filled + chunk.length <= target.length) {
+        chunk.copy(target, filled);
+        filled += chunk.length;
+      } else {
+        overflow.push(chunk);
+      }
     }
+  } catch (err) {
+    // A read that failed part way (the client left, the body broke off): nothing else holds it.
+    pool.giveBack(target);
+    throw err;
   }
   if (overflow.length === 0) return target.subarray(0, filled);
   const whole = Buffer.concat([target.subarray(0, filled), ...overflow]);
