@@ -743,6 +743,21 @@ describe('POST /v1/audio/transcriptions: upload memory', () => {
     assert.deepEqual(damaged, []);
   });
 
+  it('gives the upload back when the form fails after its file part: a second file, a text field named file', async () => {
+    const { app, metrics } = await setup({ decode: viewDecode });
+    const pooled = async () => (await metrics.uploadPoolBytes.get()).values[0]?.value;
+    const twice = await post(app, [['model', 'echo'], audioFile(3200, 1), audioFile(3200, 2)]);
+    assert.equal(twice.statusCode, 400, twice.body);
+    assert.equal(await pooled(), 64 * 1024, 'the first file went back to the pool');
+    const textAfter = await post(app, [audioFile(3200, 1), ['file', 'abc'], ['model', 'echo']]);
+    assert.equal(errorOf(textAfter).param, 'file');
+    assert.equal(await pooled(), 64 * 1024);
+    assert.equal((await metrics.uploadAllocatedBytes.get()).values[0]?.value, 64 * 1024, 'the second call reused the memory');
+    const tooLarge = await post(app, [['model', 'echo'], audioFile(70_000, 1)]);
+    assert.equal(errorOf(tooLarge).code, 'body_too_large');
+    assert.equal(await pooled(), 64 * 1024 + 128 * 1024);
+  });
+
   it('takes fresh memory for every upload with a pool of 0 bytes', async () => {
     const seen: ArrayBufferLike[] = [];
     const { app } = await setup({

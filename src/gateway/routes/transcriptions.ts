@@ -74,35 +74,39 @@ async function readForm(request: FastifyRequest, uploads: UploadPool, maxBodyByt
   checkBoundary(request.headers['content-type']);
   const fields = new Map<string, string[]>();
   let file: Buffer | undefined;
-  for await (const part of request.parts()) {
-    if (typeof part.fieldname !== 'string' || part.fieldname === '') {
-      if (part.type === 'file') await part.toBuffer();
-      throw errors.invalidParameter({
-        param: 'body',
-        expected: 'a name in each part (Content-Disposition: form-data; name="...")',
-        got: 'a part without one',
-      });
-    }
-    if (part.type === 'file') {
-      if (part.fieldname !== 'file') {
-        await part.toBuffer();
-        throw errors.invalidParameter({ param: part.fieldname, expected: 'no file field other than file', got: part.fieldname });
+  try {
+    for await (const part of request.parts()) {
+      if (typeof part.fieldname !== 'string' || part.fieldname === '') {
+        if (part.type === 'file') await part.toBuffer();
+        throw errors.invalidParameter({
+          param: 'body',
+          expected: 'a name in each part (Content-Disposition: form-data; name="...")',
+          got: 'a part without one',
+        });
       }
-      const declared = Number(request.headers['content-length']);
-      // The file is part of the body, so the body's declared length bounds it.
-      file = Number.isSafeInteger(declared) && declared > 0 ? await readIntoPool(part.file, declared, uploads) : await part.toBuffer();
-      if (part.file.truncated) {
-        uploads.giveBack(file);
-        throw errors.bodyTooLarge({ maxBodyBytes });
+      if (part.type === 'file') {
+        if (part.fieldname !== 'file') {
+          await part.toBuffer();
+          throw errors.invalidParameter({ param: part.fieldname, expected: 'no file field other than file', got: part.fieldname });
+        }
+        const declared = Number(request.headers['content-length']);
+        // The file is part of the body, so the body's declared length bounds it.
+        file = Number.isSafeInteger(declared) && declared > 0 ? await readIntoPool(part.file, declared, uploads) : await part.toBuffer();
+        if (part.file.truncated) throw errors.bodyTooLarge({ maxBodyBytes });
+      } else if (part.fieldname === 'file') {
+        throw errors.invalidParameter({ param: 'file', expected: 'a file upload', got: 'a text field' });
+      } else {
+        const name = part.fieldname.endsWith('[]') && part.fieldname !== 'include[]' ? part.fieldname.slice(0, -2) : part.fieldname;
+        const list = fields.get(name) ?? [];
+        list.push(String(part.value));
+        fields.set(name, list);
       }
-    } else if (part.fieldname === 'file') {
-      throw errors.invalidParameter({ param: 'file', expected: 'a file upload', got: 'a text field' });
-    } else {
-      const name = part.fieldname.endsWith('[]') && part.fieldname !== 'include[]' ? part.fieldname.slice(0, -2) : part.fieldname;
-      const list = fields.get(name) ?? [];
-      list.push(String(part.value));
-      fields.set(name, list);
     }
+  } catch (err) {
+    // The form failed once its file was read (too large, a second file, a malformed part after
+    // it): nothing will read the file.
+    if (file !== undefined) uploads.giveBack(file);
+    throw err;
   }
   return { file, fields };
 }
