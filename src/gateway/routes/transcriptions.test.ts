@@ -758,6 +758,27 @@ describe('POST /v1/audio/transcriptions: upload memory', () => {
     assert.equal(await pooled(), 64 * 1024 + 128 * 1024);
   });
 
+  it('gives the upload back when the call is refused before anything reads it: a bad field, an unknown model, undecodable audio', async () => {
+    let shouldDecode = false;
+    const { app, metrics, calls } = await setup({
+      decode: async (bytes) => {
+        if (!shouldDecode) throw errors.invalidAudio({ reason: 'the test says so' });
+        return viewDecode(bytes);
+      },
+    });
+    const pooled = async () => (await metrics.uploadPoolBytes.get()).values[0]?.value;
+    assert.equal(errorOf(await post(app, [['model', 'echo'], ['temperature', '7'], audioFile()])).param, 'temperature');
+    assert.equal(await pooled(), 64 * 1024);
+    assert.equal(errorOf(await post(app, [['model', 'nope'], audioFile()])).code, 'model_not_found');
+    assert.equal(await pooled(), 64 * 1024);
+    assert.equal(errorOf(await post(app, [['model', 'echo'], audioFile()])).code, 'invalid_audio');
+    assert.equal(await pooled(), 64 * 1024);
+    shouldDecode = true;
+    assert.equal((await post(app, [['model', 'echo'], audioFile()])).statusCode, 200);
+    assert.equal(calls.length, 1);
+    assert.equal((await metrics.uploadAllocatedBytes.get()).values[0]?.value, 64 * 1024, "every call reused the first one's memory");
+  });
+
   it('takes fresh memory for every upload with a pool of 0 bytes', async () => {
     const seen: ArrayBufferLike[] = [];
     const { app } = await setup({

@@ -17,7 +17,8 @@ import { toHttpError, toServiceError } from '../error-mapping.js';
 import { DEFAULT_MIN_PAUSE_MS, DEFAULT_SPEECH_THRESHOLD, planCuts, toPieceRanges } from '../pieces/split-policy.js';
 import { transcribeInPieces, type PieceRange } from '../pieces/transcribe-in-pieces.js';
 import { readIntoPool, type UploadPool } from '../upload-pool.js';
-import { createCallRecord, noteDispatch } from '../call-record.js';
+import { createCallRecord, noteDispatch, type CallRecord } from '../call-record.js';
+import type { DecodedAudio } from '../audio/index.js';
 import { openCall } from './call-context.js';
 
 const KNOWN_FIELDS: ReadonlySet<string> = new Set([
@@ -299,6 +300,53 @@ function diarizerOf(model: string, entry: ModelEntry | undefined, deps: GatewayD
   return { model: name, wantsSpeechRegions: settings.wantsSpeechRegions };
 }
 
+interface AcceptedUpload {
+  fields: TranscriptionFields;
+  model: string;
+  entry: ModelEntry | undefined;
+  /** Set for diarized_json. */
+  diarizer: { model: string; wantsSpeechRegions: boolean } | undefined;
+  file: Buffer;
+  audio: DecodedAudio;
+}
+
+/** Checks a call's fields and model, then decodes its upload. @throws what the call is refused with */
+async function acceptUpload(
+  form: ParsedForm,
+  context: { endpoint: SpeechToTextEndpoint; deps: GatewayDeps; record: CallRecord; signal: AbortSignal },
+): Promise<AcceptedUpload> {
+  const { endpoint, deps, record } = context;
+  const isTranslation = endpoint.task === 'translate';
+  const fields = parseFields(form.fields, endpoint.knownFields);
+  if (!endpoint.responseFormats.includes(fields.response_format)) {
+    const formats = endpoint.responseFormats;
+    throw errors.invalidParameter({
+      param: 'response_format',
+      expected: `one of ${formats.slice(0, -1).join(', ')} or ${formats.at(-1)!}`,
+      got: fields.response_format,
+    });
+  }
+  record.model = fields.model;
+  const model = deps.models.resolve(fields.model);
+  if (model === undefined) throw errors.modelNotFound({ model: fields.model });
+  record.model = model;
+  const entry = deps.models.list().find((m) => m.id === model);
+  if ((entry?.task ?? 'transcription') !== 'transcription' || (isTranslation && entry?.translates !== true)) {
+    throw errors.modelTaskMismatch({ model, task: entry?.task ?? 'transcription', endpoint: `POST ${endpoint.path}` });
+  }
+  const isDiarized = fields.response_format === 'diarized_json';
+  const diarizer = isDiarized ? diarizerOf(model, entry, deps) : undefined;
+  const languages = entry?.languages;
+  if (fields.language !== undefined && languages !== undefined && !languages.includes(fields.language)) {
+    throw errors.unsupportedLanguage({ model, language: fields.language, languages });
+  }
+  if (form.file === undefined) throw errors.missingParameter({ param: 'file' });
+  const decodeStartMs = deps.clock.nowMs();
+  const audio = await deps.decoder.decode(form.file, context.signal);
+  deps.metrics.gatewayDecodeDuration.observe({ format: audio.format }, (deps.clock.nowMs() - decodeStartMs) / 1000);
+  return { fields, model, entry, diarizer, file: form.file, audio };
+}
+
 export function registerTranscriptionRoute(app: FastifyInstance, options: GatewayOptions, deps: GatewayDeps, uploads: UploadPool): void {
   registerSpeechToTextRoute(app, options, deps, TRANSCRIPTIONS, uploads);
 }
@@ -318,33 +366,18 @@ export function registerSpeechToTextRoute(
     request.voxmuxCall = record;
     const { abort, arrivedMs, priority, deadlineMs } = openCall(request, reply, deps, options);
     const form = await readFormWithin(request, { uploads, options, clock: deps.clock, arrivedMs });
-    const fields = parseFields(form.fields, endpoint.knownFields);
-    if (!endpoint.responseFormats.includes(fields.response_format)) {
-      const formats = endpoint.responseFormats;
-      throw errors.invalidParameter({
-        param: 'response_format',
-        expected: `one of ${formats.slice(0, -1).join(', ')} or ${formats.at(-1)!}`,
-        got: fields.response_format,
-      });
-    }
-    record.model = fields.model;
-    const model = deps.models.resolve(fields.model);
-    if (model === undefined) throw errors.modelNotFound({ model: fields.model });
-    record.model = model;
-    const entry = deps.models.list().find((m) => m.id === model);
-    if ((entry?.task ?? 'transcription') !== 'transcription' || (isTranslation && entry?.translates !== true)) {
-      throw errors.modelTaskMismatch({ model, task: entry?.task ?? 'transcription', endpoint: `POST ${endpoint.path}` });
-    }
-    const isDiarized = fields.response_format === 'diarized_json';
-    const diarizer = isDiarized ? diarizerOf(model, entry, deps) : undefined;
+    // Until the audio is decoded nothing else reads the upload: a call refused by then gives it back.
+    const { fields, model, entry, diarizer, file, audio } = await acceptUpload(form, {
+      endpoint,
+      deps,
+      record,
+      signal: abort.signal,
+    }).catch((err: unknown) => {
+      if (form.file !== undefined) uploads.giveBack(form.file);
+      throw err;
+    });
+    const isDiarized = diarizer !== undefined;
     const languages = entry?.languages;
-    if (fields.language !== undefined && languages !== undefined && !languages.includes(fields.language)) {
-      throw errors.unsupportedLanguage({ model, language: fields.language, languages });
-    }
-    if (form.file === undefined) throw errors.missingParameter({ param: 'file' });
-    const decodeStartMs = deps.clock.nowMs();
-    const audio = await deps.decoder.decode(form.file, abort.signal);
-    deps.metrics.gatewayDecodeDuration.observe({ format: audio.format }, (deps.clock.nowMs() - decodeStartMs) / 1000);
     record.audioInSeconds = audio.samples.length / SAMPLE_RATE_HZ;
     // Word timestamps cost the engine a pass of their own (whisper's alignment), and only
     // verbose_json carries them: OpenAI reads timestamp_granularities with verbose_json alone.
@@ -402,7 +435,7 @@ export function registerSpeechToTextRoute(
         })
         .finally(() => abort.signal.removeEventListener('abort', onCallAbort));
       record.resultMs = deps.clock.nowMs();
-      uploads.giveBack(form.file);
+      uploads.giveBack(file);
       const body = toDiarizedTranscription(result, diarization.segments);
       if (fields.stream) {
         openStream();
@@ -417,7 +450,7 @@ export function registerSpeechToTextRoute(
       if (fields.stream) {
         // Given back only when every piece answered: after an error the others' batches may still read it.
         if (await streamPieces({ ranges, transcription, submitOptions, model, openStream, writeEvent, deps, request, reply }))
-          uploads.giveBack(form.file);
+          uploads.giveBack(file);
         return reply;
       }
     }
@@ -433,8 +466,9 @@ export function registerSpeechToTextRoute(
         : await deps.transcribe(model, transcription, submitOptions);
     record.resultMs = deps.clock.nowMs();
     // The result is in, so the host has read the audio: nothing reads the upload any more. (A call
-    // that fails leaves its upload to the garbage collector: its batch may still be on its way.)
-    uploads.giveBack(form.file);
+    // that fails once submitted leaves its upload to the garbage collector: its batch may still be
+    // on its way.)
+    uploads.giveBack(file);
     // NOTE: a truncated WAV is decoded up to its last whole frame (wav-parser.ts); the caller learns
     // it from the voxmux-audio-truncated header, on every response format.
     if (fields.stream) {
