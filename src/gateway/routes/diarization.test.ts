@@ -385,6 +385,24 @@ describe('diarization uploads (#17)', () => {
   });
 });
 
+describe('diarization uploads refused before they are submitted', () => {
+  it('give their memory back: an unknown format, undecodable audio, a malformed chunk number', async () => {
+    const { app, metrics } = await setup({ uploadPoolBytes: 16 * 1024 * 1024 });
+    const pooled = async () => (await metrics.uploadPoolBytes.get()).values[0]?.value;
+    const post = (fields: Record<string, string>, file: Buffer) =>
+      app.inject({ method: 'POST', url: '/v1/audio/diarization', ...multipart(fields, file) });
+    assert.equal((await post({ model: 'diar', response_format: 'mp3' }, chunkWav(1))).statusCode, 400);
+    assert.equal(await pooled(), 64 * 1024);
+    const undecodable = await post({ model: 'diar' }, Buffer.from('RIFF\0\0\0\0WAVE'));
+    assert.equal(undecodable.json<{ error: { code: string } }>().error.code, 'invalid_audio');
+    assert.equal(await pooled(), 64 * 1024);
+    const id = (await createSession(app)).json<DiarizationSessionCreated>().id;
+    assert.equal((await sendChunk(app, id, { seq: 'one' }, chunkWav(1))).statusCode, 400);
+    assert.equal(await pooled(), 64 * 1024);
+    assert.equal((await metrics.uploadAllocatedBytes.get()).values[0]?.value, 64 * 1024, 'each call reused the memory');
+  });
+});
+
 describe('closing a diarization session', () => {
   it("runs the engine's final step when no chunk was is_last: an empty is_last item after the last number, at the end of the audio", async () => {
     const { app, sequences } = await setup();
