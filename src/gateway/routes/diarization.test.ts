@@ -403,6 +403,27 @@ describe('diarization uploads refused before they are submitted', () => {
   });
 });
 
+describe('truncated WAV uploads', () => {
+  it('answer with voxmux-audio-truncated: true, for a whole file and for a chunk, as transcriptions do', async () => {
+    const { app } = await setup();
+    const truncated = chunkWav(1);
+    truncated.writeUInt32LE(truncated.readUInt32LE(40) * 2, 40); // the data chunk declares twice what it holds
+    const post = (fields: Record<string, string>, file: Buffer) =>
+      app.inject({ method: 'POST', url: '/v1/audio/diarization', ...multipart(fields, file) });
+    const whole = await post({ model: 'diar' }, truncated);
+    assert.equal(whole.statusCode, 200, whole.body);
+    assert.equal(whole.headers['voxmux-audio-truncated'], 'true');
+    const rttm = await post({ model: 'diar', response_format: 'rttm' }, truncated);
+    assert.equal(rttm.headers['voxmux-audio-truncated'], 'true');
+    assert.equal((await post({ model: 'diar' }, chunkWav(1))).headers['voxmux-audio-truncated'], undefined);
+    const id = (await createSession(app)).json<DiarizationSessionCreated>().id;
+    const chunk = await sendChunk(app, id, { seq: '0' }, truncated);
+    assert.equal(chunk.statusCode, 200, chunk.body);
+    assert.equal(chunk.headers['voxmux-audio-truncated'], 'true');
+    assert.equal((await sendChunk(app, id, { seq: '1' }, chunkWav(1))).headers['voxmux-audio-truncated'], undefined);
+  });
+});
+
 describe('closing a diarization session', () => {
   it("runs the engine's final step when no chunk was is_last: an empty is_last item after the last number, at the end of the audio", async () => {
     const { app, sequences } = await setup();

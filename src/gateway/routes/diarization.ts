@@ -25,7 +25,7 @@ import type { DecodedAudio } from '../audio/index.js';
 import { createCallRecord, noteDispatch } from '../call-record.js';
 import type { UploadPool } from '../upload-pool.js';
 import { openCall } from './call-context.js';
-import { readFormWithin } from './transcriptions.js';
+import { AUDIO_TRUNCATED_HEADER, readFormWithin } from './transcriptions.js';
 
 /** Client-chosen session ids: letters, digits and `._:-`, as in a URL path segment. */
 const SESSION_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -173,6 +173,7 @@ export function registerDiarizationRoutes(
     // The result is in, so the hosts have read the audio (it may be a view of the upload).
     uploads.giveBack(form.file);
     const duration = Math.round((audio.samples.length / SAMPLE_RATE_HZ) * 1000) / 1000;
+    if (audio.isTruncated) reply.header(AUDIO_TRUNCATED_HEADER, 'true');
     return sendTimeline(reply, format, { fileId: 'audio', json: { duration, speakers, segments } });
   });
 
@@ -258,6 +259,7 @@ export function registerDiarizationRoutes(
     // 16-bit WAV): the upload's memory serves the next one. (A failed chunk leaves it to the
     // garbage collector: it may be on its way to an instance still.)
     if (form.file !== undefined) uploads.giveBack(form.file);
+    if (decoded?.isTruncated === true) reply.header(AUDIO_TRUNCATED_HEADER, 'true');
     return reply.type('application/json; charset=utf-8').send(body);
   });
 
@@ -270,7 +272,7 @@ export function registerDiarizationRoutes(
       { wantsSpeechRegions: p.model.diarization.wantsSpeechRegions, signal: p.signal },
       deps,
     );
-    return { samples: audio.samples, speech };
+    return { samples: audio.samples, speech, isTruncated: audio.isTruncated };
   }
 
   app.get('/v1/audio/diarization/sessions/:id', async (request: FastifyRequest, reply: FastifyReply) => {
