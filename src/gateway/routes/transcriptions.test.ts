@@ -822,6 +822,19 @@ describe('transcription route edges', () => {
     const res = await raw(app, '--XX\r\nContent-Disposition: form-data\r\n\r\necho\r\n--XX--\r\n');
     assert.equal(res.statusCode, 400, res.body);
   });
+  it('a second file part is 400 invalid_parameter naming file, whatever its field name', async () => {
+    const { app, calls } = await setup();
+    for (const second of ['file', 'audio']) {
+      const res = await post(app, [['model', 'echo'], audioFile(), [second, new Blob([new Uint8Array(10)])]]);
+      assert.equal(res.statusCode, 400, res.body);
+      assert.deepEqual(
+        { ...errorOf(res), message: undefined },
+        { message: undefined, type: 'invalid_request_error', param: 'file', code: 'invalid_parameter' },
+      );
+      assert.match(errorOf(res).message, /one file/);
+    }
+    assert.equal(calls.length, 0);
+  });
   it('a body that ends inside the file part (no closing boundary) is 400, not 500', async () => {
     const { app, calls } = await setup();
     const res = await raw(

@@ -107,6 +107,10 @@ async function readForm(request: FastifyRequest, uploads: UploadPool, maxBodyByt
     // The form failed once its file was read (too large, a second file, a malformed part after
     // it): nothing will read the file.
     if (file !== undefined) uploads.giveBack(file);
+    // The multipart limits allow one file: a second file part, whatever its name, ends the form here.
+    if (err instanceof Error && (err as { code?: unknown }).code === 'FST_FILES_LIMIT') {
+      throw errors.invalidParameter({ param: 'file', expected: 'one file part', got: 'more than one' });
+    }
     throw err;
   }
   return { file, fields };
