@@ -125,6 +125,16 @@ describe('aggregateStep', () => {
     assert.equal(step.reps.length, 2);
   });
 
+  it('pools audio seconds per second over every rep, a rep without successes adding none', () => {
+    const a = summarizeRep(samples([ok(0, 100), ok(0, 200)]), { rep: 1, client });
+    const b = summarizeRep(samples([{ startMs: 0, endMs: 300, status: 500, errorCode: 'internal_error' }]), { rep: 2, client });
+    const step = aggregateStep([a, b], { step: 1, mode: 'closed', level: 2, cost });
+    // 2 requests of 2 s audio over two 1 s windows, as requestsPerSecond pools them.
+    assert.equal(step.requestsPerSecond, 1);
+    assert.equal(step.audioSecondsPerSecond, 2);
+    assert.deepEqual(step.cost, { perRequestUsd: 0.001, perAudioHourUsd: 1.8, perCallMinuteUsd: 0.03 });
+  });
+
   it('marks a step without any request as failing everything', () => {
     const step = aggregateStep([summarizeRep(samples([]), { rep: 1, client })], { step: 1, mode: 'open', level: 5, slo, cost });
     assert.equal(step.rateRps, 5);

@@ -370,7 +370,10 @@ export function aggregateStep(reps: readonly RepMeasurement[], options: Aggregat
   const ok = sum(results.map((rep) => rep.ok));
   const errorsByCode: Record<string, number> = {};
   for (const rep of results) for (const [code, count] of Object.entries(rep.errorsByCode)) increment(errorsByCode, code, count);
-  const hasAudioSeconds = reps.length > 0 && reps.every((rep) => rep.hasAudioSeconds);
+  // A rep without successes returned no audio: it adds nothing, as it adds nothing to requestsPerSecond,
+  // and says nothing of whether the inputs' durations are known.
+  const answered = reps.filter((rep) => rep.result.ok > 0);
+  const hasAudioSeconds = answered.length > 0 && answered.every((rep) => rep.hasAudioSeconds);
   const audioSeconds = sum(reps.map((rep) => rep.audioSeconds));
   const latencyMs = toLatencyStats(reps.flatMap((rep) => rep.latenciesMs));
   const ttfbMs = toLatencyStats(reps.flatMap((rep) => rep.ttfbsMs));
