@@ -301,6 +301,25 @@ describe('CSV and summaries', () => {
     assert.doesNotMatch(formatStepTable(results), /srv loop/);
   });
 
+  it("pools the server's load times over all the reps' loads, not rep by rep", () => {
+    const server = (loads: number, loadMs: number) => ({
+      scrapes: 3,
+      resourceLoadsFromDisk: loads,
+      resourceDiskLoadMsMean: loadMs,
+      resourceLoadsFromHost: loads,
+      resourceHostLoadMsMean: loadMs / 10,
+    });
+    const reps = [
+      summarizeRep(samples([ok(0, 100)]), { rep: 1, client, server: server(1, 100) }),
+      summarizeRep(samples([ok(0, 100)]), { rep: 2, client, server: server(9, 10) }),
+    ];
+    const step = aggregateStep(reps, { step: 1, mode: 'closed', level: 3, cost: { gpus: 1 } });
+    // (1 x 100 ms + 9 x 10 ms) over 10 loads.
+    assert.equal(step.server?.resourceLoadsFromDisk, 10);
+    assert.equal(step.server?.resourceDiskLoadMsMean, 19);
+    assert.equal(step.server?.resourceHostLoadMsMean, 1.9);
+  });
+
   it('notes a saturated client, and the markdown summary carries the table and the errors', () => {
     assert.match(results.notes[0] ?? '', /client used 97% of a CPU core at level 3/);
     const markdown = toMarkdownSummary(results);

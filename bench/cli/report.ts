@@ -1026,21 +1026,39 @@ function mergeServer(list: ReadonlyArray<ServerStepMetrics | undefined>): StepRe
   if (cpuPercent !== undefined) out.cpuPercent = cpuPercent;
   const batchSendMsMean = pick('batchSendMsMean');
   if (batchSendMsMean !== undefined) out.batchSendMsMean = batchSendMsMean;
-  // Counts over the window add up over reps; load times are averaged; resident bytes keep the maximum.
+  // Counts over the window add up over reps; load times are over all the reps' loads; resident bytes keep the maximum.
   const counts = ['resourceLoadsFromDisk', 'resourceLoadsFromHost', 'resourceHits', 'resourceMisses', 'resourceEvictions'] as const;
   for (const key of counts) {
     const values = present.map((s) => s[key]).filter((v): v is number => v !== undefined);
     if (values.length > 0) out[key] = sum(values);
   }
-  const diskLoadMs = pick('resourceDiskLoadMsMean');
+  const diskLoadMs = loadMsMean(present, 'resourceLoadsFromDisk', 'resourceDiskLoadMsMean');
   if (diskLoadMs !== undefined) out.resourceDiskLoadMsMean = diskLoadMs;
-  const hostLoadMs = pick('resourceHostLoadMsMean');
+  const hostLoadMs = loadMsMean(present, 'resourceLoadsFromHost', 'resourceHostLoadMsMean');
   if (hostLoadMs !== undefined) out.resourceHostLoadMsMean = hostLoadMs;
   for (const key of ['resourceResidentBytesMax', 'resourceBudgetBytes'] as const) {
     const values = present.map((s) => s[key]).filter((v): v is number => v !== undefined);
     if (values.length > 0) out[key] = Math.max(...values);
   }
   return out;
+}
+
+/** A load time's mean over every rep's loads: each rep's mean weighted by its load count. */
+function loadMsMean(
+  present: readonly ServerStepMetrics[],
+  countKey: 'resourceLoadsFromDisk' | 'resourceLoadsFromHost',
+  meanKey: 'resourceDiskLoadMsMean' | 'resourceHostLoadMsMean',
+): number | undefined {
+  let loads = 0;
+  let totalMs = 0;
+  for (const server of present) {
+    const count = server[countKey];
+    const mean = server[meanKey];
+    if (count === undefined || mean === undefined || count <= 0) continue;
+    loads += count;
+    totalMs += count * mean;
+  }
+  return loads > 0 ? round1(totalMs / loads) : undefined;
 }
 
 function mergeGpu(list: ReadonlyArray<GpuStepMetrics[] | undefined>): GpuStepMetrics[] | undefined {
