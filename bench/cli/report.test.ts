@@ -18,6 +18,7 @@ import {
   toCsv,
   toLatencyStats,
   toMarkdownSummary,
+  toPlaybackStats,
   type BenchResults,
   type StepResult,
 } from './report.js';
@@ -150,6 +151,28 @@ describe('checkSlo', () => {
     assert.deepEqual(checkSlo(parseSlo('p95<=100ms,errors<=5%'), step), []);
     assert.deepEqual(checkSlo(parseSlo('p95<100ms'), step), ['p95<100ms: got 100ms', 'errors<=1%: got 2%']);
     assert.deepEqual(checkSlo(parseSlo('ttfb_p95<=50ms,errors<=3%'), step), ['ttfb_p95<=50ms: no measurement']);
+  });
+
+  it('judges error and stall shares on their counts, not on the rounded shares', () => {
+    // 1 in 20,001 rounds to a share of 0 at four decimals, but it is not "no errors" / "no stalls".
+    const outcomes = Array.from({ length: 20_000 }, () => ok(0, 100));
+    outcomes.push({ startMs: 0, endMs: 100, status: 500, errorCode: 'internal_error' });
+    const step = aggregateStep([summarizeRep(samples(outcomes), { rep: 1, client })], {
+      step: 1,
+      mode: 'closed',
+      level: 1,
+      slo: parseSlo('p95<=1000ms,errors<=0%'),
+      cost: { gpus: 1 },
+    });
+    assert.equal(step.errorRate, 0);
+    assert.equal(step.meetsSlo, false);
+    assert.deepEqual(step.sloFailures, ['errors<=0%: got 0.005%']);
+    const playback = toPlaybackStats([
+      { stalls: 1, stalledMs: 10, audioSeconds: 1 },
+      ...Array.from({ length: 20_000 }, () => ({ stalls: 0, stalledMs: 0, audioSeconds: 1 })),
+    ]);
+    assert.equal(playback?.stallShare, 0);
+    assert.deepEqual(checkSlo(parseSlo('stalls<=0%'), { errorRate: 0, playback }), ['stalls<=0%: got 0.005%']);
   });
 });
 

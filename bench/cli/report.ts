@@ -436,7 +436,7 @@ function toLoadsPerCall(server: StepResult['server'], requests: number): Resourc
   return { fromDisk: roundRatio((disk ?? 0) / requests), fromHost: roundRatio((host ?? 0) / requests) };
 }
 
-type SloStep = Pick<StepResult, 'latencyMs' | 'ttfbMs' | 'errorRate' | 'playback'>;
+type SloStep = Pick<StepResult, 'latencyMs' | 'ttfbMs' | 'errorRate' | 'playback'> & Partial<Pick<StepResult, 'requests' | 'errors'>>;
 
 /** The SLO clauses a step misses, as readable phrases; empty when it meets them all. */
 export function checkSlo(clauses: readonly SloClause[], step: SloStep): string[] {
@@ -462,10 +462,11 @@ function isShareMetric(metric: SloClause['metric']): boolean {
 
 function sloValue(clause: SloClause, step: SloStep): number | undefined {
   switch (clause.metric) {
+    // The shares from their counts: the recorded shares are rounded, and a 1-in-20,001 share rounds to 0.
     case 'error_rate':
-      return step.errorRate;
+      return step.requests !== undefined && step.errors !== undefined && step.requests > 0 ? step.errors / step.requests : step.errorRate;
     case 'stalls':
-      return step.playback?.stallShare;
+      return step.playback === undefined ? undefined : step.playback.callsWithStall / step.playback.calls;
     case 'mean':
     case 'p50':
     case 'p90':
