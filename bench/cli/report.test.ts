@@ -253,6 +253,12 @@ describe('cost and capacity', () => {
     assert.equal(findPeak([step(4, 40, false, 0.3)], { cost: { gpus: 1 } })?.level, 4);
     assert.equal(findPeak([], { cost: { gpus: 1 } }), undefined);
   });
+
+  it('bounds the peak by the errors over the requests, not by the rounded error rate', () => {
+    // 201 errors in 20,001 requests is 1.005 %, over the 1 % bound, though its rate rounds to 0.01.
+    const over = { ...step(4, 40, false), requests: 20_001, ok: 19_800, errors: 201, errorRate: 0.01 };
+    assert.equal(findPeak([step(1, 10, true), over], { cost: { gpus: 1 } })?.level, 1);
+  });
 });
 
 describe('CSV and summaries', () => {

@@ -519,7 +519,8 @@ export interface CapacityOptions {
 /** The step with the highest throughput among those within the default error bound (or all, if none is). */
 export function findPeak(steps: readonly StepResult[], options: CapacityOptions): Capacity | undefined {
   if (steps.length === 0) return undefined;
-  const healthy = steps.filter((step) => step.errorRate <= DEFAULT_MAX_ERROR_RATE && step.ok > 0);
+  // From the counts: the recorded errorRate is rounded, and 1.005 % rounds to 1 %.
+  const healthy = steps.filter((step) => step.ok > 0 && step.errors / step.requests <= DEFAULT_MAX_ERROR_RATE);
   const pool = healthy.length > 0 ? healthy : steps.filter((step) => step.ok > 0);
   if (pool.length === 0) return undefined;
   const best = pool.reduce((a, b) => (b.requestsPerSecond > a.requestsPerSecond ? b : a));
