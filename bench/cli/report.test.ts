@@ -6,6 +6,7 @@ import { parseSlo } from './ramp-plan.js';
 import {
   CSV_COLUMNS,
   aggregateStep,
+  capacityLines,
   checkSlo,
   collectNotes,
   computeCost,
@@ -479,5 +480,39 @@ describe('speech figures', () => {
     assert.equal(cell('disk_loads_per_call'), '1.5');
     assert.equal(cell('rtf_p50'), '0.25');
     assert.match(toMarkdownSummary(results), /Capacity: no step met the SLO stalls<=0%, errors<=1%/);
+  });
+
+  it('prices the capacity of streams ranked by level, as it prices every other capacity', () => {
+    const priced = { gpuHourUsd: 3.6, gpus: 1 };
+    const slo = parseSlo('stalls<=0');
+    const step = aggregateStep([summarizeRep(samples([call(500, 0, 0), call(500, 0, 0)]), { rep: 1, client })], {
+      step: 1,
+      mode: 'closed',
+      level: 2,
+      cost: priced,
+      slo,
+    });
+    const capacity = decideCapacity([step], { slo, cost: priced, rankedBy: 'level', targetRps: 4 })!;
+    assert.equal(capacity.rankedBy, 'level');
+    assert.ok(capacity.cost?.perCallMinuteUsd !== undefined);
+    const lines = capacityLines({
+      schema: 'voxmux.bench.results/v1',
+      label: 'speech',
+      mode: 'closed',
+      workload: { kind: 'speech', endpoint: 'http://x/v1/audio/speech', model: 'm', isStreaming: true, inputCount: 1, settings: {} },
+      command: ['voxmux', 'bench', 'speech'],
+      machine: { platform: 'linux', release: '6', arch: 'x64', cpuModel: 'cpu', cpuCores: 2, memoryBytes: 2 ** 31, nodeVersion: 'v20' },
+      startedAt: '2026-01-01T00:00:00.000Z',
+      endedAt: '2026-01-01T00:01:00.000Z',
+      options: { levels: [2], reps: 1, durationMs: 1000, warmupMs: 0, timeoutMs: 1000, maxRequestsPerStep: 10, gpus: 1, gpuHourUsd: 3.6 },
+      serverMetrics: { state: 'ok' },
+      gpuMetrics: { state: 'off' },
+      steps: [step],
+      capacity,
+      notes: [],
+    });
+    assert.match(lines[0] ?? '', /^Capacity: 2 concurrent streams meeting stalls<=0%, errors<=1%/);
+    assert.match(lines[1] ?? '', /^ {2}cost at \$3\.6\/GPU-hour: .* per call minute$/);
+    assert.match(lines[2] ?? '', /^ {2}GPUs for 4 req\/s: /);
   });
 });

@@ -903,14 +903,10 @@ export function capacityLines(results: BenchResults): string[] {
     }
     const rtfx = capacity.audioSecondsPerSecond === undefined ? '' : `, ${formatNumber(capacity.audioSecondsPerSecond, 1)} audio s/s`;
     const slo = capacity.basis === 'slo' ? ` meeting ${capacity.slo?.join(', ')}` : '';
-    if (capacity.rankedBy === 'level') {
-      lines.push(
-        `${title}: ${capacity.level} ${results.mode === 'open' ? 'calls/s offered' : 'concurrent streams'}${slo} (first byte p95 ${formatNumber(capacity.ttfbP95Ms, 0)} ms, ${formatNumber(capacity.requestsPerSecond, 2)} calls/s${rtfx}) on ${capacity.gpus} GPU(s)`,
-      );
-      return;
-    }
     lines.push(
-      `${title}: ${formatNumber(capacity.requestsPerSecond, 2)} req/s${rtfx} at ${unit} ${capacity.level}${slo} (p95 ${formatNumber(capacity.latencyP95Ms, 0)} ms) on ${capacity.gpus} GPU(s)`,
+      capacity.rankedBy === 'level'
+        ? `${title}: ${capacity.level} ${results.mode === 'open' ? 'calls/s offered' : 'concurrent streams'}${slo} (first byte p95 ${formatNumber(capacity.ttfbP95Ms, 0)} ms, ${formatNumber(capacity.requestsPerSecond, 2)} calls/s${rtfx}) on ${capacity.gpus} GPU(s)`
+        : `${title}: ${formatNumber(capacity.requestsPerSecond, 2)} req/s${rtfx} at ${unit} ${capacity.level}${slo} (p95 ${formatNumber(capacity.latencyP95Ms, 0)} ms) on ${capacity.gpus} GPU(s)`,
     );
     if (capacity.cost !== undefined) {
       lines.push(
