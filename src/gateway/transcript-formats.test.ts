@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { TranscriptResult } from '../scheduler/index.js';
+import { WHISPER_LANGUAGES } from '../app/whisper-languages.js';
+import { languageName } from './language-names.js';
 import { renderTranscript, timestamp, toStreamEvents } from './transcript-formats.js';
 
 const SEGMENTS_ONLY = { includeWords: false, includeSegments: true };
@@ -129,6 +131,11 @@ describe('renderTranscript', () => {
       unknown
     >;
     assert.equal(body.language, 'tlh');
+  });
+
+  it('has a name for every language the whisper adapter declares (the two tables stay in step)', () => {
+    const unnamed = WHISPER_LANGUAGES.filter((code) => languageName(code) === code);
+    assert.deepEqual(unnamed, []);
   });
 
   it('names every Whisper language in verbose_json as OpenAI does, not only the first few (its lowercase English name)', () => {
