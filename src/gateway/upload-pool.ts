@@ -100,6 +100,19 @@ export class UploadPool {
   }
 
   /**
+   * Runs what comes before an upload is handed on (its checks and decoding): when that throws,
+   * nothing else has read the upload, so it goes back to the pool before the error does.
+   */
+  async giveBackOnFailure<T>(upload: Uint8Array | undefined, accept: () => Promise<T>): Promise<T> {
+    try {
+      return await accept();
+    } catch (err) {
+      if (upload !== undefined) this.giveBack(upload);
+      throw err;
+    }
+  }
+
+  /**
    * Takes memory back that left this thread: a buffer from take() whose memory was transferred to
    * another thread (which detached it here) and has now come back as a new ArrayBuffer. Memory of
    * a size take() never hands out is ignored.

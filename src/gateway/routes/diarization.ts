@@ -21,7 +21,6 @@ import { DiarizationSessionService, type DiarizationSessions } from '../diarizat
 import type { SpeakerBounds } from '../diarization/session-store.js';
 import { diarizeRecording, SAMPLE_RATE_HZ, speechRegionsOf } from '../diarization/diarize-recording.js';
 import { toRttm } from '../diarization/timeline.js';
-import type { DecodedAudio } from '../audio/index.js';
 import { createCallRecord, noteDispatch } from '../call-record.js';
 import type { UploadPool } from '../upload-pool.js';
 import { openCall } from './call-context.js';
@@ -133,25 +132,20 @@ export function registerDiarizationRoutes(
     request.voxmuxCall = record;
     const { abort, arrivedMs, priority, deadlineMs } = openCall(request, reply, deps, options);
     const form = await readFormWithin(request, { uploads, options, clock, arrivedMs });
-    let model: DiarizationModel;
-    let bounds: SpeakerBounds;
-    let format: DiarizationResponseFormat;
-    let audio: DecodedAudio;
     // Until the audio is decoded nothing else reads the upload: a call refused by then gives it back.
-    try {
+    const { model, bounds, format, file, audio } = await uploads.giveBackOnFailure(form.file, async () => {
       const fields = singleFields(form.fields, ['model', 'min_speakers', 'max_speakers', 'response_format']);
       record.model = fields.model ?? '';
-      model = resolveDiarizationModel(fields.model, deps, 'POST /v1/audio/diarization');
+      const model = resolveDiarizationModel(fields.model, deps, 'POST /v1/audio/diarization');
       record.model = model.id;
-      bounds = parseSpeakerBounds(fields);
-      format = parseResponseFormat(fields.response_format);
-      if (form.file === undefined) throw errors.missingParameter({ param: 'file' });
-      audio = await deps.decoder.decode(form.file, abort.signal);
+      const bounds = parseSpeakerBounds(fields);
+      const format = parseResponseFormat(fields.response_format);
+      const file = form.file;
+      if (file === undefined) throw errors.missingParameter({ param: 'file' });
+      const audio = await deps.decoder.decode(file, abort.signal);
       if (audio.samples.length === 0) throw errors.emptyAudio();
-    } catch (err) {
-      if (form.file !== undefined) uploads.giveBack(form.file);
-      throw err;
-    }
+      return { model, bounds, format, file, audio };
+    });
     record.audioInSeconds = audio.samples.length / SAMPLE_RATE_HZ;
     const { segments, speakers } = await diarizeRecording(
       {
@@ -171,7 +165,7 @@ export function registerDiarizationRoutes(
     );
     record.resultMs = clock.nowMs();
     // The result is in, so the hosts have read the audio (it may be a view of the upload).
-    uploads.giveBack(form.file);
+    uploads.giveBack(file);
     const duration = Math.round((audio.samples.length / SAMPLE_RATE_HZ) * 1000) / 1000;
     if (audio.isTruncated) reply.header(AUDIO_TRUNCATED_HEADER, 'true');
     return sendTimeline(reply, format, { fileId: 'audio', json: { duration, speakers, segments } });
@@ -224,20 +218,15 @@ export function registerDiarizationRoutes(
     // An unknown or expired session is answered before its upload is read.
     record.model = await service.modelOf(id);
     const form = await readFormWithin(request, { uploads, options, clock, arrivedMs });
-    let seq: number;
-    let isLast: boolean;
-    let decoded: Awaited<ReturnType<typeof decodeChunk>> | undefined;
     // As for a whole file: a chunk refused before it is submitted gives its upload back.
-    try {
+    const { seq, isLast, decoded } = await uploads.giveBackOnFailure(form.file, async () => {
       const fields = singleFields(form.fields, ['seq', 'is_last']);
-      seq = parseSeq(fields.seq);
-      isLast = parseFlag('is_last', fields.is_last);
+      const seq = parseSeq(fields.seq);
+      const isLast = parseFlag('is_last', fields.is_last);
       const model = resolveDiarizationModel(record.model, deps, 'POST /v1/audio/diarization/sessions/{id}/chunks');
-      decoded = form.file === undefined ? undefined : await decodeChunk(form.file, { model, signal: abort.signal });
-    } catch (err) {
-      if (form.file !== undefined) uploads.giveBack(form.file);
-      throw err;
-    }
+      const decoded = form.file === undefined ? undefined : await decodeChunk(form.file, { model, signal: abort.signal });
+      return { seq, isLast, decoded };
+    });
     if (decoded !== undefined) record.audioInSeconds = decoded.samples.length / SAMPLE_RATE_HZ;
     const body = await service.chunk(
       {

@@ -371,15 +371,9 @@ export function registerSpeechToTextRoute(
     const { abort, arrivedMs, priority, deadlineMs } = openCall(request, reply, deps, options);
     const form = await readFormWithin(request, { uploads, options, clock: deps.clock, arrivedMs });
     // Until the audio is decoded nothing else reads the upload: a call refused by then gives it back.
-    const { fields, model, entry, diarizer, file, audio } = await acceptUpload(form, {
-      endpoint,
-      deps,
-      record,
-      signal: abort.signal,
-    }).catch((err: unknown) => {
-      if (form.file !== undefined) uploads.giveBack(form.file);
-      throw err;
-    });
+    const { fields, model, entry, diarizer, file, audio } = await uploads.giveBackOnFailure(form.file, () =>
+      acceptUpload(form, { endpoint, deps, record, signal: abort.signal }),
+    );
     const isDiarized = diarizer !== undefined;
     const languages = entry?.languages;
     record.audioInSeconds = audio.samples.length / SAMPLE_RATE_HZ;
