@@ -45,6 +45,7 @@ from voxmux_host.messages import (
     RunBatch,
     RunSequenceBatch,
     Segment,
+    SegmentDecoding,
     SequenceItem,
     SequenceItemResult,
     SequenceResult,
@@ -164,7 +165,7 @@ def test_sequence_goldens_split_into_audio_and_states() -> None:
 
 
 def test_encode_writes_the_documented_header_and_compact_meta() -> None:
-    expected = b'VXMX' + struct.pack('<HHIIII', 5, TAG_HEARTBEAT, 0, 9, 9, 0) + b'{"seq":5}'
+    expected = b'VXMX' + struct.pack('<HHIIII', 6, TAG_HEARTBEAT, 0, 9, 9, 0) + b'{"seq":5}'
     assert encode_message(Heartbeat(5), 9) == expected
 
 
@@ -226,7 +227,8 @@ MESSAGES: List[Message] = [
     WarmupResult(0, 0, ()),
     WarmupResult(1, 2, (BootStage('graph_capture', 0.125, 0),)),
     BatchResult('b', (ItemResult('r1', None, Transcript('', 'en', 0.0, None, None)),
-                      ItemResult('r2', None, Transcript('a b', 'en', 1.5, (Segment(0, 1.5, 'a b'),),
+                      ItemResult('r2', None, Transcript('a b', 'en', 1.5, (Segment(0, 1.5, 'a b', SegmentDecoding(3000, (50365, 7, 50400), 0.2, -0.31, 1.7, 0.01)),
+                                                         Segment(1.5, 1.5, '', None)),
                                                         (Word('a', 0, 0.75), Word('b', 0.75, 1.5)))),
                       ItemResult('r3', WireError('out_of_memory', 'x'), None)), 0.125),
     HeartbeatAck(1, 'wedged', 5, 2, 3, 4, 5, 6, 7, (ResourceInfo('v', 'voice', 'host', 9),),
@@ -274,7 +276,7 @@ BAD_HEADERS = {
         header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=3) + HEARTBEAT_META,
     'version 4 (no boot stages, no task or temperature in batch items)':
         header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=4) + HEARTBEAT_META,
-    'version 6': header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=6) + HEARTBEAT_META,
+    'version 7': header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=7) + HEARTBEAT_META,
     'flags 1': header(TAG_HEARTBEAT, len(HEARTBEAT_META), flags=1) + HEARTBEAT_META,
     'flags high bit': header(TAG_HEARTBEAT, len(HEARTBEAT_META), flags=0x80000000) + HEARTBEAT_META,
     'type 0x00': header(0x00, len(HEARTBEAT_META)) + HEARTBEAT_META,

@@ -110,6 +110,7 @@ def test_timestamp_tokens_become_segments(model: WhisperModel) -> None:
     tokens = [ts, *words, ts + 50, ts + 75, *more, ts + 100]
     segments, advance, single = engine._segments(tokens, window, forced=False)
     assert [(s.start, s.end, s.text) for s in segments] == [(10.0, 11.0, " the cat"), (11.5, 12.0, " sat")]
+    assert [(s.seek, s.tokens) for s in segments] == [(1000, [ts, *words, ts + 50]), (1000, [ts + 75, *more, ts + 100])]
     assert advance == N_FRAMES and single  # single timestamp ending: the whole window was read
     # ending on a pair: seek moves to the last timestamp (in mel frames: 2 per timestamp step)
     segments, advance, single = engine._segments([ts, *words, ts + 50, ts + 75, *more, ts + 100, ts + 100],
@@ -210,6 +211,25 @@ def test_adapter_transcribes_and_fails_requests_alone() -> None:
     assert isinstance(outputs[7], Transcript)
     stats = adapter.stats()
     assert stats.clips == 5 and adapter.probe()  # type: ignore[attr-defined]
+    adapter.close()
+
+
+def test_adapter_segments_say_how_they_were_decoded() -> None:
+    """verbose_json's segment fields: the window's start in frames, the tokens, the window's temperature and
+    scores, as the engine decoded them."""
+    adapter = _adapter({"config": "tiny", "seed": 5, "maxTokensPerAudioSecond": 1})
+    [output] = adapter.run_batch([BatchInput("a", _pcm(35.0, 8), language="en", temperature=0.0)])
+    assert isinstance(output, Transcript) and output.segments
+    decodings = [s.decoding for s in output.segments]
+    assert all(d is not None for d in decodings)
+    seeks = [d.seek for d in decodings if d is not None]
+    assert seeks[0] == 0 and seeks == sorted(seeks) and 0 < seeks[-1] < 3500  # both windows
+    engine = adapter._engine
+    assert engine is not None
+    for segment, d in zip(output.segments, decodings):
+        assert d is not None and d.tokens and engine.tokenizer.decode(list(d.tokens)) == segment.text
+        assert d.temperature == 0.0 and d.avg_logprob <= 0.0 and d.compression_ratio > 0.0
+        assert 0.0 <= d.no_speech_prob <= 1.0
     adapter.close()
 
 

@@ -29,7 +29,7 @@ EOT = 100  # text tokens below it, timestamps above it, in the hand-made segment
 
 
 def _segment(start: float, end: float, tokens: Sequence[int]) -> DecodedSegment:
-    return DecodedSegment(start, end, "", list(tokens), 0.0, 0.0, 0.0, 0.0)
+    return DecodedSegment(start, end, "", list(tokens), 0.0, 0.0, 0.0, 0.0, 0)
 
 
 def _times(words: Sequence[WordTiming]) -> List[Tuple[str, float, float]]:

@@ -1,5 +1,5 @@
 # Generated from src/protocol/message-table.ts by `npm run docs`: do not edit.
-"""The messages of the instance protocol, version 5 (docs/protocol.md).
+"""The messages of the instance protocol, version 6 (docs/protocol.md).
 
 One frozen dataclass per named struct and per message, fields in wire order with snake_case names;
 ``FIELDS`` pairs each wire key with its parser, and a message's ``WIRE`` gives its tag, name,
@@ -192,14 +192,41 @@ class WireError(Record):
 
 
 @dataclass(frozen=True)
+class SegmentDecoding(Record):
+    """Struct SegmentDecoding (docs/protocol.md)."""
+
+    FIELDS: ClassVar[Fields] = (
+        ('seek', read_integer),
+        ('tokens', read_array(read_integer)),
+        ('temperature', read_number),
+        ('avgLogprob', read_number),
+        ('compressionRatio', read_number),
+        ('noSpeechProb', read_number),
+    )
+
+    seek: int
+    tokens: Tuple[int, ...]
+    temperature: float
+    avg_logprob: float
+    compression_ratio: float
+    no_speech_prob: float
+
+
+@dataclass(frozen=True)
 class Segment(Record):
     """Struct Segment (docs/protocol.md)."""
 
-    FIELDS: ClassVar[Fields] = (('start', read_number), ('end', read_number), ('text', read_string))
+    FIELDS: ClassVar[Fields] = (
+        ('start', read_number),
+        ('end', read_number),
+        ('text', read_string),
+        ('decoding', read_optional(SegmentDecoding.from_meta)),
+    )
 
     start: float
     end: float
     text: str
+    decoding: Optional[SegmentDecoding]
 
 
 @dataclass(frozen=True)
@@ -780,6 +807,7 @@ STRUCT_CLASSES: Tuple[Type[Any], ...] = (
     CatalogEntry,
     BootStage,
     WireError,
+    SegmentDecoding,
     Segment,
     Word,
     Transcript,

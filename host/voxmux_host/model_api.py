@@ -44,7 +44,9 @@ call with its code; any other exception fails them with ``model_failed`` (``out_
 
 Transcripts are the protocol's own :class:`~voxmux_host.messages.Transcript` (with ``Word`` and
 ``Segment``), which the host sends as they are: times in seconds, rounded to the millisecond
-(:func:`seconds`), ``words`` only for a request that asked for them (``word_timestamps``).
+(:func:`seconds`), ``words`` only for a request that asked for them (``word_timestamps``); a segment's
+``decoding`` (``SegmentDecoding``: its window's start, tokens, temperature, log-probability, compression ratio,
+no-speech probability) from engines that decode Whisper's way, else None.
 """
 from __future__ import annotations
 
@@ -58,12 +60,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .errors import InstanceError
-from .messages import BootStage, CatalogEntry, ResourceCounters, ResourceInfo, Segment, Transcript, Word
+from .messages import BootStage, CatalogEntry, ResourceCounters, ResourceInfo, Segment, SegmentDecoding, Transcript, Word
 
 __all__ = [
     'Adapter', 'AdapterStats', 'BatchAdapter', 'BatchFinish', 'BatchInput', 'BatchOutput', 'CatalogEntry',
     'ItemFailure', 'LoadContext', 'LoadInfo', 'RESOURCE_COUNTER_KEYS', 'ResourceAdapter', 'ResourceCounters',
-    'ResourceInfo', 'ResourceLoad', 'Segment', 'SequenceAdapter', 'SequenceFinish', 'SequenceInput',
+    'ResourceInfo', 'ResourceLoad', 'Segment', 'SegmentDecoding', 'SequenceAdapter', 'SequenceFinish', 'SequenceInput',
     'SequenceOutput', 'SequenceResultItem', 'SimpleBatchAdapter', 'SimpleSequenceAdapter', 'StagedBatch',
     'StreamAdapter', 'StreamPiece', 'StreamRequest', 'Transcript', 'WORK_KINDS', 'WarmupInfo', 'Word', 'seconds',
     'to_catalog', 'to_resource_counters',

@@ -13,9 +13,9 @@ const result: TranscriptResult = {
   language: 'en',
   durationS: 3661.5,
   segments: [
-    { start: 0, end: 1.234, text: ' Hello there.' },
-    { start: 1.5, end: 2, text: '   ' },
-    { start: 1.234, end: 3661.5, text: 'General Kenobi.' },
+    { start: 0, end: 1.234, text: ' Hello there.', decoding: null },
+    { start: 1.5, end: 2, text: '   ', decoding: null },
+    { start: 1.234, end: 3661.5, text: 'General Kenobi.', decoding: null },
   ],
   words: [
     { word: 'Hello', start: 0.1, end: 0.4567 },
@@ -79,6 +79,33 @@ describe('renderTranscript', () => {
       renderTranscript(noSegments, 'vtt', SEGMENTS_ONLY).body,
       'WEBVTT\n\n00:00:00.000 --> 00:00:02.500\nHello there. General Kenobi.\n',
     );
+  });
+
+  it("renders a Whisper segment's decoding (window, tokens, temperature, log-probability, ratios) in verbose_json", () => {
+    const decoding = {
+      seek: 3000,
+      tokens: [50365, 7, 50400],
+      temperature: 0.2,
+      avgLogprob: -0.31,
+      compressionRatio: 1.7,
+      noSpeechProb: 0.01,
+    };
+    const whisper: TranscriptResult = { ...result, segments: [{ start: 30, end: 30.7, text: ' Hi.', decoding }] };
+    const body = JSON.parse(renderTranscript(whisper, 'verbose_json', SEGMENTS_ONLY).body) as { segments: unknown[] };
+    assert.deepEqual(body.segments, [
+      {
+        id: 0,
+        seek: 3000,
+        start: 30,
+        end: 30.7,
+        text: 'Hi.',
+        tokens: [50365, 7, 50400],
+        temperature: 0.2,
+        avg_logprob: -0.31,
+        compression_ratio: 1.7,
+        no_speech_prob: 0.01,
+      },
+    ]);
   });
 
   it('renders verbose_json with the language name, duration, segments and usage, and no words unless asked', () => {
@@ -208,7 +235,7 @@ describe('toStreamEvents', () => {
 
   it('sends only done, with empty text, for an empty transcript', () => {
     assert.deepEqual(toStreamEvents(empty), [{ type: 'transcript.text.done', text: '', usage: { type: 'duration', seconds: 1 } }]);
-    assert.deepEqual(toStreamEvents({ ...empty, segments: [{ start: 0, end: 1, text: 'ghost' }] }), [
+    assert.deepEqual(toStreamEvents({ ...empty, segments: [{ start: 0, end: 1, text: 'ghost', decoding: null }] }), [
       { type: 'transcript.text.done', text: '', usage: { type: 'duration', seconds: 1 } },
     ]);
   });

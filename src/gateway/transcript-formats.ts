@@ -1,6 +1,6 @@
 /** Renders a transcript in each OpenAI response_format (pure). */
 import type { ResponseFormat, TranscriptStreamEvent, VerboseTranscription } from '../api/transcription.js';
-import type { TranscriptResult } from '../scheduler/index.js';
+import type { Segment, TranscriptResult } from '../scheduler/index.js';
 import { languageName } from './language-names.js';
 
 /** verbose_json's `voxmux.language_source`: see languageSourceOf in routes/transcriptions.ts and docs/adapters.md. */
@@ -36,15 +36,17 @@ export function renderTranscript(
         segments: options.includeSegments
           ? segmentsOf(result).map((s, id) => ({
               id,
-              seek: 0,
+              seek: s.decoding?.seek ?? 0,
               start: round3(s.start),
               end: round3(s.end),
               text: s.text,
-              tokens: [],
-              temperature: 0,
-              avg_logprob: 0,
-              compression_ratio: 0,
-              no_speech_prob: 0,
+              // Engines that do not decode Whisper's way have no tokens or scores to give: OpenAI's fields
+              // are kept, with empty values (docs/adapters.md).
+              tokens: s.decoding?.tokens ?? [],
+              temperature: s.decoding?.temperature ?? 0,
+              avg_logprob: s.decoding?.avgLogprob ?? 0,
+              compression_ratio: s.decoding?.compressionRatio ?? 0,
+              no_speech_prob: s.decoding?.noSpeechProb ?? 0,
             }))
           : [],
         usage,
@@ -70,11 +72,11 @@ export function toStreamEvents(result: TranscriptResult): TranscriptStreamEvent[
   return events;
 }
 
-function segmentsOf(result: TranscriptResult): { start: number; end: number; text: string }[] {
+function segmentsOf(result: TranscriptResult): Segment[] {
   const segments = (result.segments ?? []).map((s) => ({ ...s, text: s.text.trim() })).filter((s) => s.text !== '');
   if (segments.length > 0) return segments;
   const text = result.text.trim();
-  return text === '' ? [] : [{ start: 0, end: result.durationS, text }];
+  return text === '' ? [] : [{ start: 0, end: result.durationS, text, decoding: null }];
 }
 
 function toSrt(segments: { start: number; end: number; text: string }[]): string {

@@ -21,8 +21,29 @@ export const WordSchema = Type.Object(
   { word: Type.String(), start: Type.Number(), end: Type.Number() },
   { $id: 'Word', additionalProperties: false },
 );
+/** `SegmentDecoding.seek` counts frames of 10 ms. */
+export const SEEK_FRAMES_PER_SECOND = 100;
+/**
+ * How an autoregressive engine (Whisper) decoded a segment, what OpenAI's verbose_json segments report:
+ * `seek` is the start of the segment's 30 s window in 10 ms frames from the start of the audio; `tokens`
+ * the segment's token ids, timestamps included; `temperature` the one its window was decoded at (after any
+ * fallback); `avgLogprob` the window's mean token log-probability; `compressionRatio` the gzip ratio of the
+ * window's text; `noSpeechProb` the window's probability of `<|nospeech|>`.
+ */
+export const SegmentDecodingSchema = Type.Object(
+  {
+    seek: Type.Integer({ minimum: 0 }),
+    tokens: Type.Array(Type.Integer({ minimum: 0 })),
+    temperature: Type.Number(),
+    avgLogprob: Type.Number(),
+    compressionRatio: Type.Number(),
+    noSpeechProb: Type.Number(),
+  },
+  { $id: 'SegmentDecoding', additionalProperties: false },
+);
+/** A stretch of a transcript; `decoding` is null from engines that do not decode Whisper's way. */
 export const SegmentSchema = Type.Object(
-  { start: Type.Number(), end: Type.Number(), text: Type.String() },
+  { start: Type.Number(), end: Type.Number(), text: Type.String(), decoding: Type.Union([SegmentDecodingSchema, Type.Null()]) },
   { $id: 'Segment', additionalProperties: false },
 );
 /** What a transcription returns; times in seconds. */
@@ -55,6 +76,7 @@ export const CatalogEntrySchema = Type.Object(
 
 export type Word = Static<typeof WordSchema>;
 export type Segment = Static<typeof SegmentSchema>;
+export type SegmentDecoding = Static<typeof SegmentDecodingSchema>;
 export type TranscriptResult = Static<typeof TranscriptSchema>;
 export type CatalogEntry = Static<typeof CatalogEntrySchema>;
 

@@ -20,6 +20,7 @@ export type {
 export { SEQUENCE_NOT_TAKEN_CODES } from './sequence-batcher/sequence-batcher.js';
 export type { SequenceItem, SequenceResult } from './sequence-batcher/sequence-batcher.js';
 export { StreamCallImpl } from './stream-call.js';
+export { SEEK_FRAMES_PER_SECOND } from '../protocol/work.js';
 export type { StreamCall, StreamSummary } from './stream-call.js';
 export type { Dispatch, StreamOpenInput } from './stream-dispatcher.js';
 export type { Executor } from './executor.js';
@@ -35,6 +36,7 @@ export type {
   SequenceItemOutcome,
   SequenceStateIn,
   Segment,
+  SegmentDecoding,
   StreamChunk,
   StreamControl,
   StreamEnd,

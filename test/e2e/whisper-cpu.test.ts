@@ -59,10 +59,19 @@ describe('whisper adapter behind the server, through the openai SDK', () => {
     assert.equal(typeof text, 'string');
     assert.match(srt as unknown as string, /^(1\n00:00:\d\d,\d{3} --> 00:00:\d\d,\d{3}\n|$)/);
     assert.match(vtt as unknown as string, /^WEBVTT/);
-    const body = verbose as unknown as { language: string; duration: number; segments: { start: number; end: number }[] };
+    const body = verbose as unknown as { language: string; duration: number; segments: OpenAI.Audio.TranscriptionSegment[] };
     assert.equal(body.language, 'german');
     assert.ok(body.duration > 1 && body.duration < 5, String(body.duration));
-    for (const segment of body.segments) assert.ok(0 <= segment.start && segment.start <= segment.end && segment.end <= body.duration);
+    assert.ok(body.segments.length > 0);
+    for (const segment of body.segments) {
+      assert.ok(0 <= segment.start && segment.start <= segment.end && segment.end <= body.duration);
+      // How the segment was decoded, as OpenAI reports it: one window, from the start.
+      assert.equal(segment.seek, 0);
+      assert.equal(segment.temperature, 0);
+      assert.ok(segment.tokens.length > 0 && segment.tokens.every((t) => Number.isInteger(t) && t >= 0));
+      assert.ok(segment.avg_logprob < 0 && segment.compression_ratio > 0, JSON.stringify(segment));
+      assert.ok(segment.no_speech_prob >= 0 && segment.no_speech_prob <= 1);
+    }
   });
 
   it('translates through /v1/audio/translations in json, verbose_json and srt', async () => {

@@ -316,7 +316,7 @@ class TestEngineAdapter(SimpleSequenceAdapter):
         tokens = text.split(' ')
         step = duration_s / len(tokens)
         words = tuple(Word(token, seconds(i * step), seconds((i + 1) * step)) for i, token in enumerate(tokens))
-        return Transcript(text, request.language or 'en', seconds(duration_s), (Segment(0.0, seconds(duration_s), text),),
+        return Transcript(text, request.language or 'en', seconds(duration_s), (Segment(0.0, seconds(duration_s), text, None),),
                           words if request.word_timestamps else None)
 
     # -- sequence --------------------------------------------------------------------------

@@ -94,7 +94,7 @@ def split_segments(words: Sequence[_TimedWord], pause_s: float = SEGMENT_PAUSE_S
 
 
 def _segment(words: Sequence[_TimedWord]) -> Segment:
-    return Segment(seconds(words[0].start_s), seconds(words[-1].end_s), ' '.join(w.word for w in words))
+    return Segment(seconds(words[0].start_s), seconds(words[-1].end_s), ' '.join(w.word for w in words), None)
 
 
 class PocketsphinxAdapter(SimpleBatchAdapter):

@@ -1,9 +1,9 @@
 /**
  * Stitching the pieces of a recording back into one transcript (pure): texts joined with one
- * space, segments and words moved by their piece's offset. A piece without segments gives one
+ * space, segments and words moved by their piece's offset (a Whisper segment's window start too). A piece without segments gives one
  * segment spanning the piece, so `verbose_json`, srt and vtt follow the pieces.
  */
-import type { Segment, TranscriptResult, Word } from '../../scheduler/index.js';
+import { SEEK_FRAMES_PER_SECOND, type Segment, type TranscriptResult, type Word } from '../../scheduler/index.js';
 
 export interface PieceResult {
   /** Where the piece starts in the recording, in seconds. */
@@ -22,10 +22,15 @@ export function shiftPiece(piece: PieceResult): { text: string; segments: Segmen
   const own = (result.segments ?? []).filter((s) => s.text.trim() !== '');
   const segments =
     own.length > 0
-      ? own.map((s) => ({ start: round6(s.start + offsetS), end: round6(s.end + offsetS), text: s.text.trim() }))
+      ? own.map((s) => ({
+          start: round6(s.start + offsetS),
+          end: round6(s.end + offsetS),
+          text: s.text.trim(),
+          decoding: s.decoding === null ? null : { ...s.decoding, seek: s.decoding.seek + Math.round(offsetS * SEEK_FRAMES_PER_SECOND) },
+        }))
       : text === ''
         ? []
-        : [{ start: round6(offsetS), end: round6(offsetS + piece.durationS), text }];
+        : [{ start: round6(offsetS), end: round6(offsetS + piece.durationS), text, decoding: null }];
   const words =
     result.words === null ? null : result.words.map((w) => ({ ...w, start: round6(w.start + offsetS), end: round6(w.end + offsetS) }));
   return { text, segments, words };

@@ -12,7 +12,7 @@ function result(text: string, durationS: number, words = true): TranscriptResult
     text,
     language: 'en',
     durationS,
-    segments: text === '' ? [] : [{ start: 0.1, end: durationS - 0.1, text }],
+    segments: text === '' ? [] : [{ start: 0.1, end: durationS - 0.1, text, decoding: null }],
     words: words ? tokens.map((word, i) => ({ word, start: i * 0.5, end: i * 0.5 + 0.4 })) : null,
   };
 }
@@ -88,8 +88,8 @@ describe('transcribeInPieces', () => {
     assert.equal(ready.map((r) => r.delta).join(''), stitched.text);
     assert.equal(stitched.durationS, 3);
     assert.deepEqual(stitched.segments, [
-      { start: 1.1, end: 2.4, text: 'two words' },
-      { start: 2.6, end: 2.9, text: 'three' },
+      { start: 1.1, end: 2.4, text: 'two words', decoding: null },
+      { start: 2.6, end: 2.9, text: 'three', decoding: null },
     ]);
     assert.deepEqual(
       stitched.words?.map((w) => [w.word, w.start]),
@@ -132,8 +132,15 @@ describe('stitchPieces', () => {
   it('gives a piece without segments one segment spanning it, and keeps words null when no piece has any', () => {
     const r = { ...result('hello', 2, false), segments: null };
     const stitched = stitchPieces([{ offsetS: 30, durationS: 2, result: r }], 32);
-    assert.deepEqual(stitched.segments, [{ start: 30, end: 32, text: 'hello' }]);
+    assert.deepEqual(stitched.segments, [{ start: 30, end: 32, text: 'hello', decoding: null }]);
     assert.equal(stitched.words, null);
+  });
+
+  it("moves a Whisper segment's window start (seek, 10 ms frames) by its piece's offset", () => {
+    const decoding = { seek: 250, tokens: [1, 2], temperature: 0, avgLogprob: -0.5, compressionRatio: 1.5, noSpeechProb: 0.25 };
+    const r = { ...result('hello', 2, false), segments: [{ start: 2.5, end: 3, text: ' hello', decoding }] };
+    const stitched = stitchPieces([{ offsetS: 22.52, durationS: 3, result: r }], 25.52);
+    assert.deepEqual(stitched.segments, [{ start: 25.02, end: 25.52, text: 'hello', decoding: { ...decoding, seek: 2502 } }]);
   });
 });
 

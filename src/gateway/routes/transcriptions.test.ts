@@ -16,8 +16,8 @@ const RESULT: TranscriptResult = {
   language: 'en',
   durationS: 2.5,
   segments: [
-    { start: 0, end: 1.2, text: 'Hello there.' },
-    { start: 1.2, end: 2.5, text: 'General Kenobi.' },
+    { start: 0, end: 1.2, text: 'Hello there.', decoding: null },
+    { start: 1.2, end: 2.5, text: 'General Kenobi.', decoding: null },
   ],
   words: [
     { word: 'Hello', start: 0, end: 0.5 },
@@ -395,7 +395,7 @@ describe('POST /v1/audio/transcriptions', () => {
         text: `piece ${n}`,
         language: 'en',
         durationS: n / 16000,
-        segments: [{ start: 0, end: n / 16000, text: `piece ${n}` }],
+        segments: [{ start: 0, end: n / 16000, text: `piece ${n}`, decoding: null }],
         words: null,
       };
     };

@@ -11,7 +11,7 @@ const RESULT: TranscriptResult = {
   text: 'Good morning.',
   language: 'en',
   durationS: 1.5,
-  segments: [{ start: 0, end: 1.5, text: 'Good morning.' }],
+  segments: [{ start: 0, end: 1.5, text: 'Good morning.', decoding: null }],
   words: null,
 };
 

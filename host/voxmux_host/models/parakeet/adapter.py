@@ -547,12 +547,13 @@ def words_from_tokens(tokenizer: Tokenizer, item: DecodedItem, frame_s: float, d
 def segments_from_words(words: Sequence[Word], text: str, duration_s: float) -> List[Segment]:
     """Sentences (split after words ending in . ? !) with their word span; one segment if none."""
     if not words:
-        return [Segment(start=0.0, end=round(duration_s, 3), text=text)] if text else []
+        return [Segment(start=0.0, end=round(duration_s, 3), text=text, decoding=None)] if text else []
     segments: List[Segment] = []
     current: List[Word] = []
 
     def close_segment() -> None:
-        segments.append(Segment(start=current[0].start, end=current[-1].end, text=" ".join(w.word for w in current)))
+        segments.append(Segment(start=current[0].start, end=current[-1].end, text=" ".join(w.word for w in current),
+                                    decoding=None))
 
     for word in words:
         current.append(word)

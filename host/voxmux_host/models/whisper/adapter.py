@@ -51,11 +51,12 @@ from voxmux_host.errors import InstanceError
 from voxmux_host.fp8 import fp8_option_problems
 from voxmux_host.load_options import is_int, is_number, resolve_device, with_defaults
 from voxmux_host.model_api import (AdapterStats, BatchFinish, BatchInput, BatchOutput, ItemFailure, LoadContext,
-                                   LoadInfo, Segment, StagedBatch, Transcript, WarmupInfo, Word, seconds)
+                                   LoadInfo, Segment, SegmentDecoding, StagedBatch, Transcript, WarmupInfo, Word,
+                                   seconds)
 
 from .checkpoints import CheckpointError, load_hf_directory, load_openai_checkpoint
 from .config import N_FRAMES, PRESETS, count_parameters
-from .decoding import TASKS, EngineOptions, RequestOptions, Transcription, WhisperEngine
+from .decoding import TASKS, DecodedSegment, EngineOptions, RequestOptions, Transcription, WhisperEngine
 from .features import pcm_to_float
 from .model import COMPILED_MIN_WINDOWS, WhisperModel, build_model
 from .service import DecodeService
@@ -408,12 +409,21 @@ class WhisperAdapter:
 
 def _to_transcript(transcription: Transcription, request: BatchInput) -> Transcript:
     """The protocol's transcript; a translation's language is its text's, English."""
-    segments = tuple(Segment(start=seconds(s.start), end=seconds(s.end), text=s.text)
+    segments = tuple(Segment(start=seconds(s.start), end=seconds(s.end), text=s.text, decoding=_decoding(s))
                      for s in transcription.segments)
     language = "en" if request.task == "translate" else transcription.language
     words = tuple(Word(word=w, start=seconds(start), end=seconds(end)) for w, start, end in transcription.words)
     return Transcript(text=transcription.text, language=language, duration_s=seconds(transcription.duration_s),
                       segments=segments, words=words if request.word_timestamps else None)
+
+
+def _decoding(segment: DecodedSegment) -> SegmentDecoding:
+    """How the segment was decoded, as verbose_json reports it (log-probabilities and ratios rounded to 6
+    digits: the wire carries them as JSON numbers)."""
+    return SegmentDecoding(seek=segment.seek, tokens=tuple(segment.tokens), temperature=round(segment.temperature, 6),
+                           avg_logprob=round(segment.avg_logprob, 6),
+                           compression_ratio=round(segment.compression_ratio, 6),
+                           no_speech_prob=round(segment.no_speech_prob, 6))
 
 
 def _is_oom(exc: BaseException) -> bool:

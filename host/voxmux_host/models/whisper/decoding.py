@@ -114,6 +114,8 @@ class DecodedSegment:
     avg_logprob: float
     compression_ratio: float
     no_speech_prob: float
+    #: The start of the segment's window, in frames (10 ms) from the start of the audio (OpenAI's ``seek``).
+    seek: int
 
 
 @dataclass
@@ -765,7 +767,7 @@ class WhisperEngine:
         segments: List[DecodedSegment] = []
 
         def make(start: float, end: float, piece: List[int]) -> DecodedSegment:
-            return DecodedSegment(round(start, 3), round(end, 3), t.decode(piece), piece, 0.0, 0.0, 0.0, 0.0)
+            return DecodedSegment(round(start, 3), round(end, 3), t.decode(piece), piece, 0.0, 0.0, 0.0, 0.0, window.seek)
 
         if consecutive:
             slices = consecutive + ([len(tokens)] if single_ending else [])
