@@ -32,7 +32,11 @@
 //                     decoding go on while a join is encoded instead of waiting for it;
 //   whisper-b12-one-pieces-ahead: (b10) with each decode step launched before the previous step's
 //                     tokens are read (stepAhead): the host's work on them (ending windows, joins)
-//                     overlaps a step on the GPU instead of leaving it idle.
+//                     overlaps a step on the GPU instead of leaving it idle;
+//   whisper-b13-one-pieces-window: (b10) with each piece's language detected on its own decode window
+//                     (languageDetection: window): the pieces are shorter than 30 s and the clients send no
+//                     language, so (b8) to (b12) encode a second input per piece to detect its language as
+//                     OpenAI's transcribe() does (four encoder windows per clip instead of two).
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
 // lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
 // 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
@@ -133,6 +137,12 @@ export const CONFIGS = {
     instances: 1,
     mps: false,
     variant: { ...B6.variant, compileEncoder: true, stepAhead: true },
+  }),
+  'whisper-b13-one-pieces-window': config({
+    ...B8,
+    instances: 1,
+    mps: false,
+    variant: { ...B6.variant, compileEncoder: true, languageDetection: 'window' },
   }),
 };
 

@@ -233,6 +233,17 @@ def test_adapter_segments_say_how_they_were_decoded() -> None:
     adapter.close()
 
 
+@pytest.mark.parametrize("detection, windows", [("reference", 2), ("window", 1)])
+def test_adapter_language_detection_option_sets_the_encoder_inputs_of_a_short_clip(detection: str,
+                                                                                   windows: int) -> None:
+    adapter = _adapter({"config": "tiny", "seed": 5, "languageDetection": detection})
+    [output] = adapter.run_batch([BatchInput("a", _pcm(2.0, 1))])
+    assert isinstance(output, Transcript)
+    engine = adapter._engine
+    assert engine is not None and engine.counters.encoder_windows == windows
+    adapter.close()
+
+
 @pytest.mark.parametrize("options, message", [
     ({"config": "huge"}, "Expected config"), ({"nope": 1}, "Unknown whisper option"),
 ({"batchSizes": []}, "Expected batchSizes"),
@@ -246,6 +257,7 @@ def test_adapter_segments_say_how_they_were_decoded() -> None:
     ({"matmul": "fp8", "device": "cpu"}, "matmul fp8 needs compileEncoder: true"),
     ({"matmul": "fp8", "device": "cpu", "compileEncoder": False}, "matmul fp8 needs a CUDA device: got device 'cpu'"),
     ({"compileEncoder": 1}, "Expected compileEncoder to be true or false"),
+    ({"languageDetection": "fast"}, "Expected languageDetection to be reference or window: got 'fast'"),
 ])
 def test_adapter_options_fail_the_load(options: Dict[str, Any], message: str) -> None:
     with pytest.raises(InstanceError, match=message) as info:

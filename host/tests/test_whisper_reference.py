@@ -384,6 +384,19 @@ def test_the_language_is_detected_on_the_first_30_s_of_the_padded_spectrogram() 
                            EngineOptions(slots=1, batch_sizes=(1,), max_tokens_per_audio_second=2.0,
                                          temperature_increment=0.0, no_speech_threshold=None))
     assert engine.transcribe([audio], [RequestOptions()])[0].language == expected
+    assert engine.counters.encoder_windows == 2  # the decode window and the detection input, in one call
+    assert engine.counters.encoder_calls == 1
+    # detect_on_window: the decode window alone, which this model reads as en.
+    on_window = WhisperEngine(model, t, torch.device("cpu"), torch.float64,
+                              EngineOptions(slots=1, batch_sizes=(1,), max_tokens_per_audio_second=2.0,
+                                            temperature_increment=0.0, no_speech_threshold=None,
+                                            detect_on_window=True))
+    assert on_window.transcribe([audio], [RequestOptions()])[0].language == "en"
+    assert on_window.counters.encoder_windows == 1
+    # Given the language, both read the same one window.
+    given = engine.transcribe([audio], [RequestOptions(language="en")])[0]
+    assert engine.counters.encoder_windows == 3
+    assert on_window.transcribe([audio], [RequestOptions(language="en")])[0] == given
 
 
 def test_words_of_languages_without_spaces_are_split_at_each_character(model: WhisperModel) -> None:

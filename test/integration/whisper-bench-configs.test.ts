@@ -35,6 +35,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b10-one-pieces-compiled',
       'whisper-b11-one-pieces-overlap',
       'whisper-b12-one-pieces-ahead',
+      'whisper-b13-one-pieces-window',
     ]);
     const cut = new Set([
       'whisper-b8-pieces',
@@ -42,6 +43,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b10-one-pieces-compiled',
       'whisper-b11-one-pieces-overlap',
       'whisper-b12-one-pieces-ahead',
+      'whisper-b13-one-pieces-window',
     ]);
     for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
@@ -126,6 +128,11 @@ describe('whisper benchmark configs', () => {
       ...side('whisper-b10-one-pieces-compiled'),
       models: { whisper: { ...b10Whisper, options: { ...b10Whisper.options, stepAhead: true } } },
     });
+    // b13: b10 with each piece's language detected on its own window.
+    assert.deepEqual(configs['whisper-b13-one-pieces-window'], {
+      ...side('whisper-b10-one-pieces-compiled'),
+      models: { whisper: { ...b10Whisper, options: { ...b10Whisper.options, languageDetection: 'window' } } },
+    });
   });
 
   it('writes one file per side', () => {
@@ -138,6 +145,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b10-one-pieces-compiled.json',
       'whisper-b11-one-pieces-overlap.json',
       'whisper-b12-one-pieces-ahead.json',
+      'whisper-b13-one-pieces-window.json',
       'whisper-b2-group-join.json',
       'whisper-b3-overlap.json',
       'whisper-b4-group-overlap.json',

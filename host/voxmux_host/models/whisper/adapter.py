@@ -26,6 +26,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``joinMaxWaitMs`` | 0 | ... unless the oldest waiting window has waited this long |
 | ``overlapEncoder`` | false | a group that joins while slots decode is encoded on a CUDA stream of its own, the decode steps going on meanwhile; it enters at the first step after (decoding.py) |
 | ``stepAhead`` | false | each decode step is launched before the previous step's tokens are read, so that the host's work on them (ending windows, joins) overlaps a step on the GPU; a window's end is seen one step later (decoding.py) |
+| ``languageDetection`` | ``"reference"`` | where a request names no language, a clip shorter than 30 s is detected on ``"reference"``: OpenAI's input, the clip followed by silence, one more window in its encoder call; ``"window"``: its own decode window (padded with 0.0), no extra window, as faster-whisper does (the language may differ where the two disagree) |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel |
 
 Per request: ``language`` (an ISO 639-1 code the model knows; detected from the first 30 s when absent),
@@ -86,10 +87,12 @@ DEFAULT_OPTIONS: Dict[str, Any] = {
     "joinMaxWaitMs": 0,
     "overlapEncoder": False,
     "stepAhead": False,
+    "languageDetection": "reference",
     "probeTimeoutMs": 1500,
 }
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp64": torch.float64}
 MATMUL_KINDS = ("bf16", "fp8")
+LANGUAGE_DETECTIONS = ("reference", "window")
 
 
 @dataclass
@@ -153,6 +156,8 @@ def parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
             problems.append(f"Expected {key} to be true or false: got {options[key]!r}")
     if options["compileEncoder"] is True and not hasattr(torch.nn.Module, "compile"):
         problems.append(f"compileEncoder needs torch >= 2.2: this is torch {torch.__version__}")
+    if options["languageDetection"] not in LANGUAGE_DETECTIONS:
+        problems.append(f"Expected languageDetection to be reference or window: got {options['languageDetection']!r}")
     if options["matmul"] not in MATMUL_KINDS:
         problems.append(f"Expected matmul to be bf16 or fp8: got {options['matmul']!r}")
     elif options["matmul"] == "fp8":
@@ -250,7 +255,8 @@ class WhisperAdapter:
             max_tokens_per_audio_second=options["maxTokensPerAudioSecond"],
             condition_on_previous_text=bool(options["conditionOnPreviousText"]), seed=int(options["seed"]),
             join_min_windows=int(options["joinMinWindows"]), join_max_wait_s=int(options["joinMaxWaitMs"]) / 1000,
-            overlap_encoder=bool(options["overlapEncoder"]), step_ahead=bool(options["stepAhead"]))
+            overlap_encoder=bool(options["overlapEncoder"]), step_ahead=bool(options["stepAhead"]),
+            detect_on_window=options["languageDetection"] == "window")
         self._engine = WhisperEngine(model, tokenizer, device, _DTYPES[dtype_name], engine_options)
         return WhisperLoadInfo(
             device=str(device), parameters=count_parameters(model.config), memory_bytes=self._memory_bytes(),

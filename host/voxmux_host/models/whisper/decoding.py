@@ -102,6 +102,10 @@ class EngineOptions:
     overlap_encoder: bool = False
     #: Launch each decode step before reading the previous step's tokens (see the module docstring).
     step_ahead: bool = False
+    #: Detect a clip shorter than 30 s on its own decode window (padded with 0.0) instead of OpenAI's input
+    #: of the clip followed by silence: no second window in the encoder call, as faster-whisper does; the
+    #: detected language may differ from OpenAI's where the two inputs disagree.
+    detect_on_window: bool = False
 
 
 @dataclass
@@ -137,6 +141,8 @@ class EngineCounters:
     graph_replays: int = 0
     eager_steps: int = 0
     encoder_calls: int = 0
+    #: The 30 s inputs the encoder ran: decode windows, and the detection inputs of short clips.
+    encoder_windows: int = 0
 
 
 @dataclass
@@ -523,12 +529,12 @@ class WhisperEngine:
             mels.append(torch.nn.functional.pad(mel, (0, N_FRAMES - mel.shape[-1])))
         return torch.stack(mels).to(self.dtype)
 
-    @staticmethod
-    def _detects_apart(window: _Window) -> bool:
+    def _detects_apart(self, window: _Window) -> bool:
         """Whether the window's language is detected on an input of its own. OpenAI detects on the first 30 s
         of the spectrogram of the audio followed by 30 s of zeros, whose frames past a short clip's end are
-        the log-mel of that silence; the clip's window is padded with 0.0 there."""
-        return window.job.language is None and window.segment_size < N_FRAMES
+        the log-mel of that silence; the clip's window is padded with 0.0 there (``detect_on_window``: it is
+        detected on the window itself)."""
+        return window.job.language is None and window.segment_size < N_FRAMES and not self.options.detect_on_window
 
     def _encoder_input(self, windows: List[_Window]) -> Tuple[torch.Tensor, List[_Window]]:
         """The windows' spectrograms (:meth:`_mels`), then the detection inputs of those that need their own
@@ -546,13 +552,18 @@ class WhisperEngine:
         for w, f in zip(detecting, features[len(windows):]):
             w.detection_features = f
 
+    def _run_encoder(self, mels: torch.Tensor) -> torch.Tensor:
+        self.counters.encoder_calls += 1
+        self.counters.encoder_windows += int(mels.shape[0])
+        features: torch.Tensor = self.model.encoder(mels)
+        return features
+
     def _encode(self, group: List[_Window]) -> None:
         """The encoder's output for each window of the group that has none yet (a fallback keeps its own)."""
         to_encode = [w for w in group if w.features is None]
         if to_encode:
             mels, detecting = self._encoder_input(to_encode)
-            features = self.model.encoder(mels)
-            self.counters.encoder_calls += 1
+            features = self._run_encoder(mels)
             self._keep_features(to_encode, detecting, features)
 
     def _encode_beside(self, group: List[_Window], slots: List[int]) -> _Encoding:
@@ -568,11 +579,10 @@ class WhisperEngine:
         done = torch.cuda.Event()  # type: ignore[no-untyped-call]
         with torch.cuda.stream(side):
             if mels is not None:
-                features = self.model.encoder(mels)
-                self.counters.encoder_calls += 1
+                features = self._run_encoder(mels)
                 # Made on one stream, used on the other: the allocator must not reuse either too soon.
                 mels.record_stream(side)  # type: ignore[arg-type]
-                features.record_stream(main)
+                features.record_stream(main)  # type: ignore[arg-type]
                 self._keep_features(to_encode, detecting, features)
             done.record(side)  # type: ignore[no-untyped-call]
 
