@@ -31,6 +31,15 @@ describe('decideAdmission', () => {
     assert.deepEqual(decideAdmission(snapshot(), NOW), { kind: 'admit', predictedDoneMs: NOW + 10 + 300 });
   });
 
+  it('with dispatchWhenIdle, starts a short batch as soon as an instance is free, without the batch delay', () => {
+    assert.deepEqual(decideAdmission(snapshot({ dispatchWhenIdle: true }), NOW), { kind: 'admit', predictedDoneMs: NOW + 300 });
+    // Behind a busy instance: the short batch starts when the instance frees up.
+    const busy = decideAdmission(snapshot({ dispatchWhenIdle: true, instanceFreeAtMs: [NOW + 5] }), NOW);
+    assert.deepEqual(busy, { kind: 'admit', predictedDoneMs: NOW + 5 + 300 });
+    // Without it, the same short batch waits its 10 ms for more requests.
+    assert.deepEqual(decideAdmission(snapshot({ instanceFreeAtMs: [NOW + 5] }), NOW), { kind: 'admit', predictedDoneMs: NOW + 10 + 300 });
+  });
+
   it('admits a request that runs at once even when its service time alone exceeds its deadline', () => {
     const decision = decideAdmission(snapshot({ service: { perBatchMs: 5000, perAudioSecondMs: 0 } }), NOW);
     assert.equal(decision.kind, 'admit');

@@ -43,8 +43,10 @@ export interface AdmissionSnapshot {
   hasIdleInstance?: boolean;
   service: ServiceTimeModel;
   maxBatchSize: number;
-  /** A batch short of maxBatchSize waits this long for more requests, in milliseconds. */
+  /** A batch short of maxBatchSize waits this long for more requests, in milliseconds... */
   maxQueueDelayMs: number;
+  /** ... unless an instance is idle and the model dispatches to idle instances at once. @default false */
+  dispatchWhenIdle?: boolean;
   /** Share of the deadline kept in reserve for what the prediction cannot see, in percent. */
   marginPercent: number;
 }
@@ -112,9 +114,10 @@ function replay(
   for (const batch of batches) {
     let i = 0;
     for (let j = 1; j < freeAt.length; j++) if (freeAt[j]! < freeAt[i]!) i = j;
-    // A batch short of maxBatchSize that meets an idle instance still waits for more requests.
-    const isShort = batch.size < snapshot.maxBatchSize;
-    const startMs = Math.max(freeAt[i]!, isShort ? nowMs + snapshot.maxQueueDelayMs : nowMs);
+    // A batch short of maxBatchSize that meets an idle instance still waits for more requests,
+    // unless the model dispatches to an idle instance at once.
+    const waitsForMore = batch.size < snapshot.maxBatchSize && snapshot.dispatchWhenIdle !== true;
+    const startMs = Math.max(freeAt[i]!, waitsForMore ? nowMs + snapshot.maxQueueDelayMs : nowMs);
     lastDoneMs = startMs + batchMs(snapshot.service, batch.audioS);
     freeAt[i] = lastDoneMs;
   }

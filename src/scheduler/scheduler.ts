@@ -582,6 +582,7 @@ export function createScheduler(options: SchedulerOptions, deps: SchedulerDeps):
                 service: serviceTimeModel(serviceTimes.get(model) ?? EMPTY_SERVICE_TIME, prior),
                 maxBatchSize: policy.maxBatchSize,
                 maxQueueDelayMs: policy.maxQueueDelayMs,
+                dispatchWhenIdle: policy.dispatchWhenIdle,
                 marginPercent,
               },
               nowMs,
