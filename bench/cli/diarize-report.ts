@@ -23,7 +23,13 @@ export interface DiarizeLoadTotals {
   realTimeFactor: number | undefined;
   chunksPerSecond: number;
   wallS: number;
+  /** Chunks sent LATE_SEND_MS or more after their time in the schedule, and the latest (realtime pacing). */
+  sentLate: number;
+  maxLateMs: number;
 }
+
+/** A chunk sent this long after its time counts as late (timers alone are a few ms off). */
+export const LATE_SEND_MS = 50;
 
 const round = (value: number, digits: number) => Math.round(value * 10 ** digits) / 10 ** digits;
 
@@ -44,6 +50,11 @@ export function summarizeDiarizeLoad(run: DiarizeLoadRun, sessions: number): Dia
     realTimeFactor: audioS > 0 ? round(latencyS / audioS, 4) : undefined,
     chunksPerSecond: run.wallS > 0 ? round(run.chunks.length / run.wallS, 2) : 0,
     wallS: round(run.wallS, 3),
+    sentLate: run.chunks.filter((c) => c.lateMs >= LATE_SEND_MS).length,
+    maxLateMs: round(
+      run.chunks.reduce((a, c) => Math.max(a, c.lateMs), 0),
+      1,
+    ),
   };
 }
 
@@ -58,12 +69,15 @@ export function diarizeLoadLines(t: DiarizeLoadTotals): string[] {
       ? 'Latency per chunk: none succeeded'
       : `Latency per chunk (ms): p50 ${l.p50}, p95 ${l.p95}, p99 ${l.p99}, mean ${l.mean}, max ${l.max}`,
     `Real-time factor: ${t.realTimeFactor ?? 'n/a'}; ${t.chunksPerSecond} chunks/s over ${t.wallS} s`,
+    `Pacing: ${t.sentLate} of ${t.chunks} chunks sent late (>= ${LATE_SEND_MS} ms after their time), at most ${t.maxLateMs} ms late`,
   ];
 }
 
 export function diarizeLoadCsv(run: DiarizeLoadRun): string {
-  const rows = run.chunks.map((c) => [c.session, c.seq, round(c.latencyMs, 2), round(c.audioS, 3), c.errorCode ?? ''].join(','));
-  return ['session,seq,latency_ms,audio_s,error_code', ...rows].join('\n') + '\n';
+  const rows = run.chunks.map((c) =>
+    [c.session, c.seq, round(c.latencyMs, 2), round(c.lateMs, 2), round(c.audioS, 3), c.errorCode ?? ''].join(','),
+  );
+  return ['session,seq,latency_ms,late_ms,audio_s,error_code', ...rows].join('\n') + '\n';
 }
 
 export type PooledDer = ReturnType<typeof pooledDer>;

@@ -6,7 +6,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { mergeDiarizeLoadRuns, runDiarizeAccuracy, runDiarizeLoad, splitWav, type DiarizeLoadRun } from './diarize-run.js';
-import { summarizeDiarizeLoad } from './diarize-report.js';
+import { diarizeLoadLines, summarizeDiarizeLoad } from './diarize-report.js';
 
 describe('splitWav (#17)', () => {
   it('cuts a 16-bit WAV into WAV chunks of the given length, the last one shorter', () => {
@@ -86,6 +86,37 @@ describe('runDiarizeLoad (#17)', () => {
     assert.equal(sent.filter((s) => s.url.endsWith('/s2')).length, 0, 'an expired one is not');
   });
 
+  it('records how late each chunk left its schedule: a slow answer delays the next chunk of its session', async () => {
+    const clock = new FakeClock();
+    let chunkCalls = 0;
+    const fetch = (async (url: string | URL) => {
+      const u = String(url);
+      if (u.endsWith('/sessions')) return new Response(JSON.stringify({ id: 's1' }), { status: 201 });
+      // The first chunk's answer takes 1.5 s: longer than the 1 s chunk.
+      if (u.endsWith('/chunks') && (chunkCalls += 1) === 1) await new Promise<void>((resolve) => clock.setTimeout(resolve, 1500));
+      return new Response('{}', { status: 200 });
+    }) as typeof globalThis.fetch;
+    const recording = splitWav(new Uint8Array(pcm16Wav(new Int16Array(48_000))), 1);
+    const done = runDiarizeLoad(
+      { sessionsUrl: 'http://h/v1/audio/diarization/sessions', model: 'm', sessions: 1, recording, pacing: 'realtime', timeoutMs: 10_000 },
+      { fetch, clock },
+    );
+    await settle();
+    await advanceSettling(clock, 4000, 50);
+    const run = await done;
+    assert.deepEqual(
+      run.chunks.map((c) => [c.seq, c.lateMs]),
+      [
+        [0, 0],
+        [1, 500],
+        [2, 0],
+      ],
+    );
+    const totals = summarizeDiarizeLoad(run, 1);
+    assert.deepEqual([totals.sentLate, totals.maxLateMs], [1, 500]);
+    assert.match(diarizeLoadLines(totals).join('\n'), /Pacing: 1 of 3 chunks sent late \(>= 50 ms after their time\), at most 500 ms late/);
+  });
+
   it("runs only its share of a spread run's sessions, each at its start in the whole run, after the common start", async () => {
     const clock = new FakeClock();
     const chunkAt: { session: string; atMs: number }[] = [];
@@ -135,7 +166,7 @@ describe('runDiarizeLoad (#17)', () => {
 describe('mergeDiarizeLoadRuns (#17)', () => {
   it('joins the parts of a spread run: samples in session order, create errors summed, the longest wall time', () => {
     const part = (sessions: number[], wallS: number, createErrors: Record<string, number>): DiarizeLoadRun => ({
-      chunks: sessions.map((session) => ({ session, seq: 0, latencyMs: session, audioS: 1 })),
+      chunks: sessions.map((session) => ({ session, seq: 0, latencyMs: session, lateMs: 0, audioS: 1 })),
       createErrors,
       wallS,
       isInterrupted: false,

@@ -318,6 +318,9 @@ export interface DiarizeChunkSample {
   session: number;
   seq: number;
   latencyMs: number;
+  /** How long after its time in the schedule the chunk was sent (realtime pacing: a session sends its
+   * next chunk only once the last is answered, so a slow answer delays it); 0 with asap pacing. */
+  lateMs: number;
   audioS: number;
   errorCode?: string;
 }
@@ -363,7 +366,9 @@ export async function runDiarizeLoad(options: DiarizeLoadOptions, deps: DiarizeR
     }
     const sessionUrl = `${options.sessionsUrl}/${encodeURIComponent(id)}`;
     for (let seq = 0; seq < chunks.length && !isAborted(); seq++) {
-      if (options.pacing === 'realtime') await sleepUntil(startMs + offsetMs + seq * chunkMs);
+      const dueMs = startMs + offsetMs + seq * chunkMs;
+      if (options.pacing === 'realtime') await sleepUntil(dueMs);
+      const lateMs = options.pacing === 'realtime' ? Math.max(0, deps.clock.nowMs() - dueMs) : 0;
       const fields: [string, string][] = [['seq', String(seq)]];
       if (seq === chunks.length - 1) fields.push(['is_last', 'true']);
       const multipart = buildMultipartBody(
@@ -379,6 +384,7 @@ export async function runDiarizeLoad(options: DiarizeLoadOptions, deps: DiarizeR
         session: index,
         seq,
         latencyMs: result.latencyMs,
+        lateMs,
         audioS: chunkSeconds[seq]!,
         ...(result.errorCode === undefined ? {} : { errorCode: result.errorCode }),
       });

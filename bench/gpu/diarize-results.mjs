@@ -81,10 +81,12 @@ export function summaryMarkdown(results) {
       const l = t.latencyMs ?? {};
       const cpu = p.clientCpuPercent === undefined ? '' : `, bench client CPU ${fmt(p.clientCpuPercent)} %`;
       const gw = p.serverCpuPercent === undefined ? '' : `, server (gateway) CPU ${fmt(p.serverCpuPercent)} %`;
+      // Runs written before the bench recorded its pacing have no sentLate.
+      const late = t.sentLate === undefined ? '' : `, sent late ${t.sentLate} (at most ${fmt(t.maxLateMs)} ms)`;
       lines.push(
         `| ${name} | ${t.sessions} session(s), ${p.options?.pacing} | chunks ${t.chunks} (ok ${t.ok}), p50 ${fmt(l.p50)} ms, p95 ${fmt(l.p95)} ms, ` +
           `p99 ${fmt(l.p99)} ms, ${fmt(t.chunksPerSecond, 1)} chunks/s, RTF ${t.realTimeFactor}, errors ${JSON.stringify(t.errors)}, ` +
-          `expiries ${t.expiries}, sessions failed ${t.sessionsFailed}${cpu}${gw} |`,
+          `expiries ${t.expiries}, sessions failed ${t.sessionsFailed}${late}${cpu}${gw} |`,
       );
     } else {
       const steps = (p.steps ?? []).map((s) => `c${s.concurrency}: ${fmt(s.requestsPerSecond)} req/s p95 ${s.p95Ms} ms`).join('; ');

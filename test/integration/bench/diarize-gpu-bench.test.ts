@@ -150,6 +150,8 @@ describe('diarize-results.mjs', () => {
         chunksPerSecond: 33.3,
         realTimeFactor: 0.002,
         sessionsFailed: 0,
+        sentLate: 2,
+        maxLateMs: 120,
       },
       chunks: [{ session: 0, seq: 0, latencyMs: 30 }],
     });
@@ -179,7 +181,7 @@ describe('diarize-results.mjs', () => {
 
     const summary = readFileSync(join(dir, 'results', 'summary.md'), 'utf8');
     assert.match(summary, /\| a2-rt-500 \| 500 session\(s\), realtime \| chunks 1000 \(ok 1000\), p50 30\.0 ms, p95 80\.0 ms/);
-    assert.match(summary, /bench client CPU 41\.5 %/);
+    assert.match(summary, /sessions failed 0, sent late 2 \(at most 120\.0 ms\), bench client CPU 41\.5 %/);
     assert.match(summary, /drop 16\.7 % \(target <= 15 %: not met\)/);
     assert.match(summary, /\| a2-rt-5000 \| skipped \| needs ~42 s \|/);
   });
