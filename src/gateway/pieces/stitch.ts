@@ -1,7 +1,8 @@
 /**
  * Stitching the pieces of a recording back into one transcript (pure): texts joined with one
- * space, segments and words moved by their piece's offset (a Whisper segment's window start too). A piece without segments gives one
- * segment spanning the piece, so `verbose_json`, srt and vtt follow the pieces.
+ * space, segments and words moved by their piece's offset (a Whisper segment's window start too).
+ * A piece without segments gives one segment spanning the piece, so `verbose_json`, srt and vtt
+ * follow the pieces.
  */
 import { SEEK_FRAMES_PER_SECOND, type Segment, type TranscriptResult, type Word } from '../../scheduler/index.js';
 
