@@ -4,10 +4,17 @@ import type { FastifyInstance } from 'fastify';
 import type { AddressInfo } from 'node:net';
 import { WebSocket } from 'ws';
 import { FakeClock, settle } from '../../../test/support/fake-clock.js';
-import type { CatalogEntry, StreamCall, StreamOpenInput } from '../../scheduler/index.js';
+import type { CatalogEntry, StreamCall, StreamOpenInput, TranscriptionRequest } from '../../scheduler/index.js';
 import { createLogger } from '../../telemetry/logger.js';
 import { createMetrics } from '../../telemetry/metrics.js';
-import { buildGateway, createEnergyDetector, type ModelCatalog, type ModelEntry, type ModelLifecycleControl } from '../index.js';
+import {
+  buildGateway,
+  createEnergyDetector,
+  type GatewayDeps,
+  type ModelCatalog,
+  type ModelEntry,
+  type ModelLifecycleControl,
+} from '../index.js';
 import type { RealtimeOptions } from './realtime-route.js';
 
 const ENTRIES: ModelEntry[] = [
@@ -73,7 +80,11 @@ afterEach(async () => {
   current = undefined;
 });
 
-async function setup(options: { catalogs: Record<string, CatalogEntry[]>; lifecycle?: ModelLifecycleControl }) {
+async function setup(options: {
+  catalogs: Record<string, CatalogEntry[]>;
+  lifecycle?: ModelLifecycleControl;
+  transcribe?: GatewayDeps['transcribe'];
+}) {
   const clock = new FakeClock();
   const metrics = createMetrics();
   const opened: StreamOpenInput[] = [];
@@ -91,7 +102,7 @@ async function setup(options: { catalogs: Record<string, CatalogEntry[]>; lifecy
       realtime: REALTIME,
     },
     {
-      transcribe: () => assert.fail('These tests transcribe nothing'),
+      transcribe: options.transcribe ?? (() => assert.fail('This test transcribes nothing')),
       openStream: (_model, input) => {
         opened.push(input);
         return oneChunkStream();
@@ -211,6 +222,40 @@ describe('GET /v1/realtime', () => {
       const transcription = (updated.session as { audio: { input: { transcription: unknown } } }).audio.input.transcription;
       assert.deepEqual(transcription, { model: 'whisper-1', language: 'de' });
       assert.equal(client.events.filter((e) => e.type === 'session.updated').length, 1);
+    },
+  );
+
+  it(
+    'the transcription request of a committed turn carries the session’s input transcription language and prompt',
+    { timeout: 10_000 },
+    async () => {
+      const requests: TranscriptionRequest[] = [];
+      const { dial } = await setup({
+        catalogs: { cold: [VOICE('cold-0')] },
+        transcribe: async (_model, request) => {
+          requests.push(request);
+          return { text: ' hallo ' } as Awaited<ReturnType<GatewayDeps['transcribe']>>;
+        },
+      });
+      const client = await dial('/v1/realtime?intent=transcription');
+      await client.next('session.created');
+      client.send({
+        type: 'session.update',
+        session: {
+          type: 'transcription',
+          audio: { input: { turn_detection: null, transcription: { model: 'whisper-1', language: 'de', prompt: 'Grüezi, voxmux' } } },
+        },
+      });
+      await client.next('session.updated');
+      client.send({ type: 'input_audio_buffer.append', audio: Buffer.alloc(9600).toString('base64') });
+      client.send({ type: 'input_audio_buffer.commit' });
+      const completed = await client.next('conversation.item.input_audio_transcription.completed');
+      client.ws.terminate();
+      assert.equal(completed.transcript, 'hallo');
+      assert.deepEqual(
+        requests.map((r) => [r.language, r.prompt]),
+        [['de', 'Grüezi, voxmux']],
+      );
     },
   );
 });

@@ -153,7 +153,7 @@ export function registerRealtimeRoutes(app: FastifyInstance, options: GatewayOpt
         transcribe: async (audio, work) => {
           const result = await deps.transcribe(
             transcription.id,
-            { audio, language: work.language, prompt: null, wordTimestamps: false },
+            { audio, language: work.language, prompt: work.prompt, wordTimestamps: false },
             {
               priority: work.priority,
               signal: work.signal,

@@ -885,3 +885,85 @@ describe('realtime session: the response object', () => {
     );
   });
 });
+
+/** `ms` of a 24 kHz tone, as one append. */
+function appendTone(h: ReturnType<typeof harness>, ms: number, kind: 'speech' | 'silence' = 'speech'): void {
+  const samples = new Int16Array((ms * 24_000) / 1000);
+  if (kind === 'speech') for (let j = 0; j < samples.length; j++) samples[j] = Math.round(Math.sin(j / 3) * 8000);
+  h.send({ type: 'input_audio_buffer.append', audio: Buffer.from(samples.buffer).toString('base64') });
+}
+
+describe('realtime session: input transcription prompt', () => {
+  it('the input transcription’s prompt (audio.input.transcription.prompt) reaches the recogniser, for turns and partials, and the session shows it', async () => {
+    const prompts: unknown[] = [];
+    const h = harness({
+      partialIntervalMs: 300,
+      transcribe: async (_audio, work) => {
+        prompts.push((work as { prompt?: unknown }).prompt);
+        return 'voxmux';
+      },
+    });
+    h.send({
+      type: 'session.update',
+      session: {
+        type: 'realtime',
+        audio: {
+          input: {
+            transcription: { model: 'whisper-1', language: 'en', prompt: 'voxmux, Silero' },
+            turn_detection: { type: 'server_vad', create_response: false },
+          },
+        },
+      },
+    });
+    h.append('speech', 6);
+    await h.settle();
+    h.append('silence', 8);
+    await h.settle();
+    assert.ok(prompts.length >= 2, String(prompts.length));
+    assert.ok(
+      prompts.every((p) => p === 'voxmux, Silero'),
+      JSON.stringify(prompts),
+    );
+    const session = h.events.find((e) => e.type === 'session.updated')!.session as { audio: { input: { transcription: unknown } } };
+    assert.deepEqual(session.audio.input.transcription, { model: 'whisper-1', language: 'en', prompt: 'voxmux, Silero' });
+  });
+
+  it('beta: input_audio_transcription.prompt reaches the recogniser; without a prompt the recogniser gets none', async () => {
+    const prompts: unknown[] = [];
+    const h = harness({
+      shape: 'beta',
+      transcribe: async (_audio, work) => {
+        prompts.push((work as { prompt?: unknown }).prompt);
+        return 'hello';
+      },
+    });
+    h.send({
+      type: 'session.update',
+      session: { turn_detection: null, input_audio_transcription: { model: 'whisper-1', prompt: 'Zürich' } },
+    });
+    appendTone(h, 200);
+    h.send({ type: 'input_audio_buffer.commit' });
+    await h.settle();
+    h.send({ type: 'session.update', session: { input_audio_transcription: { model: 'whisper-1' } } });
+    appendTone(h, 200);
+    h.send({ type: 'input_audio_buffer.commit' });
+    await h.settle();
+    assert.deepEqual(prompts, ['Zürich', null]);
+    const sessions = h.events
+      .filter((e) => e.type === 'session.updated')
+      .map((e) => (e.session as { input_audio_transcription: unknown }).input_audio_transcription);
+    assert.deepEqual(sessions, [{ model: 'whisper-1', prompt: 'Zürich' }, { model: 'whisper-1' }]);
+  });
+
+  it('a prompt that is not a string is invalid_parameter, the session unchanged', async () => {
+    const h = harness();
+    h.send({
+      type: 'session.update',
+      event_id: 'p',
+      session: { type: 'realtime', audio: { input: { transcription: { model: 'whisper-1', prompt: 7 } } } },
+    });
+    await h.settle();
+    const error = h.events.at(-1)!.error as { code: string; param: string };
+    assert.deepEqual([error.code, error.param], ['invalid_parameter', 'session.audio.input.transcription.prompt']);
+  });
+});

@@ -66,8 +66,14 @@ export interface RealtimeSessionOptions {
 export interface RealtimeSessionDeps {
   /** Sends one server event (GA name; the route renames it for beta clients). */
   send(event: ServerEvent): void;
-  /** Transcribes 16 kHz PCM through the scheduler; `language`: the session's (null: detected). */
-  transcribe(audio: Int16Array, options: WorkOptions & { priority: 'high' | 'normal'; language: string | null }): Promise<string>;
+  /**
+   * Transcribes 16 kHz PCM through the scheduler; `language`: the session's (null: detected);
+   * `prompt`: the session's input transcription prompt (null: none).
+   */
+  transcribe(
+    audio: Int16Array,
+    options: WorkOptions & { priority: 'high' | 'normal'; language: string | null; prompt: string | null },
+  ): Promise<string>;
   /**
    * Opens a speech stream for one sentence in the session's voice (after the speech model's wake,
    * when the voice waits for its catalogue).
@@ -665,6 +671,7 @@ class Session implements RealtimeSession {
       return await this.#deps.transcribe(audio, {
         priority,
         language: this.#settings.language ?? null,
+        prompt: this.#settings.transcriptionPrompt ?? null,
         signal: this.#closed.signal,
         timeoutMs: this.#options.turnTimeoutMs,
         requestId,

@@ -37,6 +37,8 @@ export interface SessionSettings {
   /** The model clients named for input transcription (events are sent only when set). */
   transcriptionModel: string | undefined;
   language: string | undefined;
+  /** Text that guides the recogniser (vocabulary, spelling, style), as the transcription API's prompt. */
+  transcriptionPrompt: string | undefined;
   /** Undefined: turn_detection null, the client commits. */
   turnDetection: TurnDetectionSettings | undefined;
   maxOutputTokens: number | 'inf';
@@ -67,6 +69,7 @@ export function newSessionSettings(p: { kind: SessionSettings['kind']; model: st
     speed: 1,
     transcriptionModel: undefined,
     language: undefined,
+    transcriptionPrompt: undefined,
     turnDetection: { ...DEFAULT_TURN_DETECTION },
     maxOutputTokens: 'inf',
     tools: [],
@@ -142,13 +145,16 @@ function turnDetection(
   };
 }
 
-function transcription(value: unknown, param: string): { model: string | undefined; language: string | undefined } | 'keep' {
+type TranscriptionSettings = Pick<SessionSettings, 'transcriptionModel' | 'language' | 'transcriptionPrompt'>;
+
+function transcription(value: unknown, param: string): TranscriptionSettings | 'keep' {
   if (value === undefined) return 'keep';
-  if (value === null) return { model: undefined, language: undefined };
+  if (value === null) return { transcriptionModel: undefined, language: undefined, transcriptionPrompt: undefined };
   if (!isRecord(value)) throw errors.invalidParameter({ param, expected: 'an object or null', got: value });
   return {
-    model: field(value.model, `${param}.model`, isString, 'a string') ?? 'whisper-1',
+    transcriptionModel: field(value.model, `${param}.model`, isString, 'a string') ?? 'whisper-1',
     language: field(value.language, `${param}.language`, isString, 'a language code'),
+    transcriptionPrompt: field(value.prompt, `${param}.prompt`, isString, 'a string'),
   };
 }
 
@@ -203,7 +209,7 @@ export function applySessionUpdate(current: SessionSettings, session: unknown, s
     const td = turnDetection(input.turn_detection, 'session.audio.input.turn_detection', current.turnDetection);
     if (td !== 'keep') next.turnDetection = td;
     const tr = transcription(input.transcription, 'session.audio.input.transcription');
-    if (tr !== 'keep') [next.transcriptionModel, next.language] = [tr.model, tr.language];
+    if (tr !== 'keep') Object.assign(next, tr);
     next.outputModalities = modalities(session.output_modalities, 'session.output_modalities') ?? next.outputModalities;
     next.maxOutputTokens = maxTokens(session.max_output_tokens, 'session.max_output_tokens') ?? next.maxOutputTokens;
   } else {
@@ -214,7 +220,7 @@ export function applySessionUpdate(current: SessionSettings, session: unknown, s
     const td = turnDetection(session.turn_detection, 'session.turn_detection', current.turnDetection);
     if (td !== 'keep') next.turnDetection = td;
     const tr = transcription(session.input_audio_transcription, 'session.input_audio_transcription');
-    if (tr !== 'keep') [next.transcriptionModel, next.language] = [tr.model, tr.language];
+    if (tr !== 'keep') Object.assign(next, tr);
     next.outputModalities = modalities(session.modalities, 'session.modalities') ?? next.outputModalities;
     next.maxOutputTokens = maxTokens(session.max_response_output_tokens, 'session.max_response_output_tokens') ?? next.maxOutputTokens;
   }
@@ -293,7 +299,11 @@ export function toSessionObject(settings: SessionSettings, context: { sessionId:
   const transcriptionObject =
     settings.transcriptionModel === undefined
       ? null
-      : { model: settings.transcriptionModel, ...(settings.language === undefined ? {} : { language: settings.language }) };
+      : {
+          model: settings.transcriptionModel,
+          ...(settings.language === undefined ? {} : { language: settings.language }),
+          ...(settings.transcriptionPrompt === undefined ? {} : { prompt: settings.transcriptionPrompt }),
+        };
   if (context.shape === 'beta') {
     return {
       id: context.sessionId,
