@@ -52,6 +52,9 @@ export const REALTIME_KEY_SUBPROTOCOL_PREFIX = 'openai-insecure-api-key.';
 export const REALTIME_BETA_HEADER_VALUE = 'realtime=v1';
 export const REALTIME_BETA_SUBPROTOCOL = 'openai-beta.realtime-v1';
 
+/** The least audio an input_audio_buffer.commit of the client's takes, in milliseconds (OpenAI's rule; server VAD commits are not held to it). */
+export const MIN_COMMIT_MS = 100;
+
 /** Server VAD settings OpenAI documents as defaults. */
 export const DEFAULT_VAD_THRESHOLD = 0.5;
 export const DEFAULT_VAD_PREFIX_PADDING_MS = 300;

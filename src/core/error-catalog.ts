@@ -115,7 +115,7 @@ export const ERROR_CATALOG = {
     remedy: 'Send base64 audio in the session input format (whole 16-bit samples for pcm16).',
   },
   session_not_configured: { kind: 'invalid_argument', remedy: 'Send session.update before the first input_audio_buffer.append.' },
-  input_audio_buffer_commit_empty: { kind: 'invalid_argument', remedy: 'Append audio before committing the buffer.' },
+  input_audio_buffer_commit_empty: { kind: 'invalid_argument', remedy: 'Append at least 100 ms of audio before committing the buffer.' },
   conversation_already_has_active_response: { kind: 'invalid_argument', remedy: 'Wait for response.done, or send response.cancel first.' },
   response_cancel_not_active: { kind: 'invalid_argument', remedy: 'Send response.cancel only while a response is in progress.' },
   item_not_found: { kind: 'invalid_argument', remedy: 'Name an item of this session.' },
@@ -350,7 +350,12 @@ export const errors = {
   invalidAudioData: (p: { reason: string }) =>
     make('invalid_audio_data', `The appended audio is not valid: ${p.reason}`, { param: 'audio' }),
   sessionNotConfigured: () => make('session_not_configured', 'Expected session.update before the first audio'),
-  inputAudioBufferCommitEmpty: () => make('input_audio_buffer_commit_empty', 'The input audio buffer holds no audio to commit'),
+  /** OpenAI's words, so clients that match them keep working. */
+  inputAudioBufferCommitEmpty: (p: { bufferMs: number; minMs: number }) =>
+    make(
+      'input_audio_buffer_commit_empty',
+      `Error committing input audio buffer: buffer too small. Expected at least ${p.minMs}ms of audio, but buffer only has ${p.bufferMs.toFixed(2)}ms of audio.`,
+    ),
   conversationAlreadyHasActiveResponse: (p: { responseId: string }) =>
     make('conversation_already_has_active_response', `Response ${p.responseId} is still in progress`, {
       details: { responseId: p.responseId },

@@ -55,12 +55,29 @@ function fromPcm16(samples: Int16Array, format: RealtimeAudioFormat): Uint8Array
 /** Client audio in one format to 16 kHz PCM. */
 export interface InputConverter {
   readonly format: RealtimeAudioFormat;
+  /** Audio pushed that the resampler still holds (its filter waits for what follows), in 16 kHz samples. */
+  readonly heldSamples: number;
   push(bytes: Uint8Array): Int16Array;
 }
 
 export function createInputConverter(format: RealtimeAudioFormat, kernel: FirKernel): InputConverter {
-  const resampler = createStreamResampler({ fromRateHz: REALTIME_FORMAT_RATE_HZ[format], toRateHz: INPUT_RATE_HZ, kernel });
-  return { format, push: (bytes) => floatToPcm16(resampler.push(toFloat(toPcm16(bytes, format)))) };
+  const fromRateHz = REALTIME_FORMAT_RATE_HZ[format];
+  const resampler = createStreamResampler({ fromRateHz, toRateHz: INPUT_RATE_HZ, kernel });
+  let framesIn = 0;
+  let samplesOut = 0;
+  return {
+    format,
+    get heldSamples() {
+      return Math.max(0, (framesIn * INPUT_RATE_HZ) / fromRateHz - samplesOut);
+    },
+    push(bytes) {
+      const samples = toPcm16(bytes, format);
+      framesIn += samples.length;
+      const out = floatToPcm16(resampler.push(toFloat(samples)));
+      samplesOut += out.length;
+      return out;
+    },
+  };
 }
 
 /** Synthesized 16-bit PCM at the engine's rate to the output format; `samples` counts what it produced, at the output rate. */

@@ -967,3 +967,52 @@ describe('realtime session: input transcription prompt', () => {
     assert.deepEqual([error.code, error.param], ['invalid_parameter', 'session.audio.input.transcription.prompt']);
   });
 });
+
+describe('realtime session: input_audio_buffer.commit needs 100 ms of audio', () => {
+  it('input_audio_buffer.commit of less than 100 ms of audio is input_audio_buffer_commit_empty, in OpenAI’s words, and commits nothing; 100 ms commits', async () => {
+    const h = harness();
+    h.send(NO_VAD());
+    h.send({ type: 'input_audio_buffer.commit', event_id: 'c0' });
+    appendTone(h, 50);
+    h.send({ type: 'input_audio_buffer.commit', event_id: 'c1' });
+    await h.settle();
+    const refused = h.events.filter((e) => e.type === 'error').map((e) => e.error);
+    const message = (ms: string) =>
+      `Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but buffer only has ${ms}ms of audio.`;
+    assert.deepEqual(refused, [
+      { type: 'invalid_request_error', code: 'input_audio_buffer_commit_empty', message: message('0.00'), param: null, event_id: 'c0' },
+      { type: 'invalid_request_error', code: 'input_audio_buffer_commit_empty', message: message('50.00'), param: null, event_id: 'c1' },
+    ]);
+    assert.ok(!h.types().includes('input_audio_buffer.committed'));
+    // The refused commit kept the buffer: 50 ms more make the 100 ms a commit needs.
+    appendTone(h, 50);
+    h.send({ type: 'input_audio_buffer.commit', event_id: 'c2' });
+    await h.settle();
+    assert.equal(h.events.filter((e) => e.type === 'error').length, 2);
+    assert.ok(h.types().includes('input_audio_buffer.committed'));
+    assert.ok(Math.abs(h.transcribed.at(-1)!.samples - 1600) <= 64, String(h.transcribed.at(-1)!.samples));
+  });
+
+  it('server VAD commits a turn shorter than 100 ms: the 100 ms rule is the client commit’s', async () => {
+    const h = harness();
+    h.send({
+      ...CONFIGURE,
+      session: {
+        type: 'realtime',
+        audio: {
+          input: {
+            transcription: { model: 'whisper-1' },
+            turn_detection: { type: 'server_vad', create_response: false, prefix_padding_ms: 0, silence_duration_ms: 0 },
+          },
+        },
+      },
+    });
+    appendTone(h, 100, 'silence');
+    appendTone(h, 40);
+    appendTone(h, 200, 'silence');
+    await h.settle();
+    assert.ok(h.types().includes('input_audio_buffer.committed'), h.types().join(', '));
+    assert.ok(!h.types().includes('error'), h.types().join(', '));
+    assert.ok(h.transcribed.at(-1)!.samples < 1600, String(h.transcribed.at(-1)!.samples));
+  });
+});

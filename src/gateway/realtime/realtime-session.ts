@@ -15,6 +15,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import {
+  MIN_COMMIT_MS,
   REALTIME_CLIENT_EVENTS,
   REALTIME_FORMAT_RATE_HZ,
   REALTIME_FORMAT_SAMPLE_BYTES,
@@ -568,8 +569,11 @@ class Session implements RealtimeSession {
     this.#speechItemId = undefined;
   }
 
+  /** A client commit: refused below MIN_COMMIT_MS of audio, as OpenAI's is (server VAD commits are not held to it). */
   #commitByClient(): void {
-    if (this.#bufferSamples === 0) throw errors.inputAudioBufferCommitEmpty();
+    // The audio the resampler still holds is the client's too: 100 ms appended are 100 ms here.
+    const bufferMs = ((this.#bufferSamples + (this.#converter?.heldSamples ?? 0)) * 1000) / INPUT_RATE_HZ;
+    if (bufferMs < MIN_COMMIT_MS) throw errors.inputAudioBufferCommitEmpty({ bufferMs, minMs: MIN_COMMIT_MS });
     this.#detector?.reset();
     const itemId = this.#speechItemId ?? newId('item');
     this.#speechItemId = undefined;
