@@ -116,6 +116,10 @@ export const ERROR_CATALOG = {
   },
   session_not_configured: { kind: 'invalid_argument', remedy: 'Send session.update before the first input_audio_buffer.append.' },
   input_audio_buffer_commit_empty: { kind: 'invalid_argument', remedy: 'Append at least 100 ms of audio before committing the buffer.' },
+  cannot_update_voice: {
+    kind: 'invalid_argument',
+    remedy: 'Choose the voice before the first audio reply; a session keeps it after that (open a new session for another voice).',
+  },
   conversation_already_has_active_response: { kind: 'invalid_argument', remedy: 'Wait for response.done, or send response.cancel first.' },
   response_cancel_not_active: { kind: 'invalid_argument', remedy: 'Send response.cancel only while a response is in progress.' },
   item_not_found: { kind: 'invalid_argument', remedy: 'Name an item of this session.' },
@@ -356,6 +360,8 @@ export const errors = {
       'input_audio_buffer_commit_empty',
       `Error committing input audio buffer: buffer too small. Expected at least ${p.minMs}ms of audio, but buffer only has ${p.bufferMs.toFixed(2)}ms of audio.`,
     ),
+  /** OpenAI's words, so clients that match them keep working. */
+  cannotUpdateVoice: () => make('cannot_update_voice', "Cannot update a conversation's voice if assistant audio is present."),
   conversationAlreadyHasActiveResponse: (p: { responseId: string }) =>
     make('conversation_already_has_active_response', `Response ${p.responseId} is still in progress`, {
       details: { responseId: p.responseId },

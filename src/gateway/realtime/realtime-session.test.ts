@@ -1016,3 +1016,68 @@ describe('realtime session: input_audio_buffer.commit needs 100 ms of audio', ()
     assert.ok(h.transcribed.at(-1)!.samples < 1600, String(h.transcribed.at(-1)!.samples));
   });
 });
+
+/** Ends every speech stream opened so far, each after `samples` of 24 kHz audio, until the response is done. */
+async function playOut(h: ReturnType<typeof harness>, samples = 2400): Promise<void> {
+  const ended = new Set<ReturnType<typeof gatedStream>>();
+  const before = h.events.filter((e) => e.type === 'response.done').length;
+  for (let i = 0; i < 10 && h.events.filter((e) => e.type === 'response.done').length === before; i++) {
+    for (const stream of h.streams.filter((s) => !ended.has(s))) {
+      stream.push(samples);
+      stream.end();
+      ended.add(stream);
+    }
+    await h.settle();
+  }
+}
+
+describe('realtime session: the voice after assistant audio', () => {
+  it('session.update: the voice cannot change once the session sent assistant audio (cannot_update_voice, the session unchanged); before that, or to the same voice, it can', async () => {
+    const h = harness({ llm: recordingLlm().llm });
+    h.send(NO_VAD({ audio: { input: { turn_detection: null }, output: { voice: 'ash' } } }));
+    say(h, 'hi');
+    // A text reply plays no audio: the voice may still change after it.
+    h.send({ type: 'response.create', response: { output_modalities: ['text'] } });
+    await h.settle();
+    h.send({ type: 'session.update', session: { type: 'realtime', audio: { output: { voice: 'echo' } } } });
+    await h.settle();
+    assert.equal(h.events.at(-1)!.type, 'session.updated');
+    h.send({ type: 'response.create' });
+    await h.settle();
+    await playOut(h);
+    assert.ok(h.types().includes('response.output_audio.delta'), h.types().join(', '));
+    h.send({
+      type: 'session.update',
+      event_id: 'v1',
+      session: { type: 'realtime', instructions: 'Be terse.', audio: { output: { voice: 'cedar' } } },
+    });
+    await h.settle();
+    assert.deepEqual(h.events.at(-1)!.error, {
+      type: 'invalid_request_error',
+      code: 'cannot_update_voice',
+      message: "Cannot update a conversation's voice if assistant audio is present.",
+      param: null,
+      event_id: 'v1',
+    });
+    // The same voice is no change; the refused update changed nothing (its instructions neither).
+    h.send({ type: 'session.update', session: { type: 'realtime', audio: { output: { voice: 'echo' } } } });
+    await h.settle();
+    const updated = h.events.at(-1)!;
+    assert.equal(updated.type, 'session.updated');
+    const session = updated.session as { instructions: string; audio: { output: { voice: string } } };
+    assert.deepEqual([session.audio.output.voice, session.instructions], ['echo', 'Be brief.']);
+  });
+
+  it('beta: session.update with another voice after assistant audio is cannot_update_voice', async () => {
+    const h = harness({ llm: recordingLlm().llm, shape: 'beta' });
+    h.send({ type: 'session.update', session: { turn_detection: null, voice: 'ash' } });
+    say(h, 'hi');
+    h.send({ type: 'response.create' });
+    await h.settle();
+    await playOut(h);
+    h.send({ type: 'session.update', event_id: 'v2', session: { voice: 'coral' } });
+    await h.settle();
+    const error = h.events.at(-1)!.error as { code: string; event_id: string };
+    assert.deepEqual([error.code, error.event_id], ['cannot_update_voice', 'v2']);
+  });
+});

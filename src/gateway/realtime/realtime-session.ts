@@ -304,6 +304,8 @@ class Session implements RealtimeSession {
   #pendingTurn: Turn | undefined;
   /** A turn ended while a response it did not interrupt ran (interrupt_response false): answered when that one ends. */
   #hasTurnWaiting = false;
+  /** Assistant audio was sent: the voice may no longer change. */
+  #hasAssistantAudio = false;
   /** The audio each assistant item got, for truncation. */
   #spoken = new Map<string, { sentences: SentenceAudio[]; sentMs: number }>();
   // accounting for the call line
@@ -444,8 +446,12 @@ class Session implements RealtimeSession {
     const isBetaTranscription = type === 'transcription_session.update';
     const next = applySessionUpdate(this.#settings, event.session, isBetaTranscription ? 'beta' : this.#options.shape);
     if (isBetaTranscription) next.kind = 'transcription';
-    // An unknown voice is refused here, with the session unchanged, not at the first reply.
-    if (next.voice !== this.#settings.voice) this.#deps.checkVoice?.(next.voice);
+    if (next.voice !== this.#settings.voice) {
+      // As on OpenAI, a conversation keeps its voice once assistant audio is in it.
+      if (this.#hasAssistantAudio) throw errors.cannotUpdateVoice();
+      // An unknown voice is refused here, with the session unchanged, not at the first reply.
+      this.#deps.checkVoice?.(next.voice);
+    }
     if (next.language !== undefined && next.language !== this.#settings.language) {
       const shape = isBetaTranscription ? 'beta' : this.#options.shape;
       const param = shape === 'ga' ? 'session.audio.input.transcription.language' : 'session.input_audio_transcription.language';
@@ -1218,6 +1224,7 @@ class Session implements RealtimeSession {
         this.#stalls += 1;
         deps.metrics.realtimeAudioStalls.inc();
       }
+      this.#hasAssistantAudio = true;
       this.#sendFor(response, {
         type: 'response.output_audio.delta',
         response_id: response.id,
