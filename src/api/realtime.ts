@@ -67,6 +67,15 @@ export interface RealtimeErrorEvent {
   error: { type: string; code: string; message: string; param: string | null; event_id: string | null };
 }
 
+/** One limit of a rate_limits.updated event, as OpenAI reports it. */
+export interface RealtimeRateLimit {
+  name: 'requests' | 'tokens';
+  limit: number;
+  remaining: number;
+  /** Seconds until the limit resets. */
+  reset_seconds: number;
+}
+
 /** Token usage of a response (response.done), as OpenAI reports it. */
 export interface RealtimeResponseUsage {
   total_tokens: number;

@@ -35,7 +35,8 @@ describe('LlmGate (block switch and daily budget)', () => {
     assert.equal(gate.admit(), 'allowed');
     assert.deepEqual(
       { ...gate.snapshot(), spentTodayUsd: 0 },
-      { isBlocked: false, dailyBudgetUsd: 1, spentTodayUsd: 0, turnsToday: 0, turnsRemaining: 5 },
+      // FakeClock's wall clock is 80,000 s into its UTC day.
+      { isBlocked: false, dailyBudgetUsd: 1, spentTodayUsd: 0, turnsToday: 0, turnsRemaining: 5, resetInMs: 6_400_000 },
     );
   });
 

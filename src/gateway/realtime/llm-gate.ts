@@ -26,6 +26,8 @@ export interface LlmGateSnapshot {
   turnsToday: number;
   /** Turns the rest of today's budget pays for at the average cost per turn; null with no limit or no priced turn yet. */
   turnsRemaining: number | null;
+  /** Time until the next UTC day starts a fresh budget, in milliseconds. */
+  resetInMs: number;
 }
 
 export interface LlmGate {
@@ -64,7 +66,8 @@ export function createLlmGate(options: LlmGateOptions, deps: { clock: Clock }): 
     const averageUsd = turnsAll === 0 ? 0 : spentAllUsd / turnsAll;
     const leftUsd = Math.max(0, options.dailyBudgetUsd - spentTodayUsd);
     const turnsRemaining = options.dailyBudgetUsd === 0 || averageUsd === 0 ? null : Math.floor(leftUsd / averageUsd);
-    return { isBlocked, dailyBudgetUsd: options.dailyBudgetUsd, spentTodayUsd, turnsToday, turnsRemaining };
+    const resetInMs = DAY_MS - (deps.clock.wallMs() % DAY_MS);
+    return { isBlocked, dailyBudgetUsd: options.dailyBudgetUsd, spentTodayUsd, turnsToday, turnsRemaining, resetInMs };
   };
   return {
     admit() {

@@ -61,13 +61,20 @@ function harness(
     transcribe?: RealtimeSessionDeps['transcribe'];
     speak?: RealtimeSessionDeps['speak'];
     shape?: 'ga' | 'beta';
+    /** The LLM's daily budget, in US dollars, at 1 US dollar per million tokens in and out (0: no limit). */
+    dailyBudgetUsd?: number;
   } = {},
 ) {
   const events: ServerEvent[] = [];
   const clock = new FakeClock();
   const streams: ReturnType<typeof gatedStream>[] = [];
   const transcribed: { samples: number; priority: string }[] = [];
-  const gate = createLlmGate({ isBlocked: false, dailyBudgetUsd: 0, inputUsdPerMillionTokens: 0, outputUsdPerMillionTokens: 0 }, { clock });
+  const gate = createLlmGate(
+    options.dailyBudgetUsd === undefined
+      ? { isBlocked: false, dailyBudgetUsd: 0, inputUsdPerMillionTokens: 0, outputUsdPerMillionTokens: 0 }
+      : { isBlocked: false, dailyBudgetUsd: options.dailyBudgetUsd, inputUsdPerMillionTokens: 1, outputUsdPerMillionTokens: 1 },
+    { clock },
+  );
   const deps: RealtimeSessionDeps = {
     send: (event) => events.push(event),
     // One word per 100 ms of audio: a growing utterance gets a growing transcript.
@@ -1079,5 +1086,57 @@ describe('realtime session: the voice after assistant audio', () => {
     await h.settle();
     const error = h.events.at(-1)!.error as { code: string; event_id: string };
     assert.deepEqual([error.code, error.event_id], ['cannot_update_voice', 'v2']);
+  });
+});
+
+describe('realtime session: rate_limits.updated', () => {
+  it('follows every response.done (completed or cancelled), GA and beta; with no LLM budget no limit applies and the list is empty', async () => {
+    for (const shape of ['ga', 'beta'] as const) {
+      const h = harness({ llm: recordingLlm().llm, shape });
+      h.send(
+        shape === 'ga'
+          ? NO_VAD({ output_modalities: ['text'] })
+          : { type: 'session.update', session: { turn_detection: null, modalities: ['text'] } },
+      );
+      say(h, 'hi');
+      h.send({ type: 'response.create' });
+      await h.settle();
+      say(h, 'again');
+      h.send({ type: 'response.create', response: { output_modalities: ['audio'], modalities: ['audio', 'text'] } });
+      await h.settle();
+      h.send({ type: 'response.cancel' });
+      await h.settle();
+      const types = h.types();
+      const done = types.flatMap((t, i) => (t === 'response.done' ? [i] : []));
+      assert.equal(done.length, 2, types.join(', '));
+      for (const at of done) assert.equal(types[at + 1], 'rate_limits.updated', `${shape}: ${types.join(', ')}`);
+      const limits = h.events.filter((e) => e.type === 'rate_limits.updated');
+      assert.equal(limits.length, 2);
+      for (const event of limits) assert.deepEqual(event.rate_limits, []);
+    }
+  });
+
+  it('with an LLM budget: requests is the LLM turns the day’s budget pays for (done today plus left, at the average cost), resetting at the next UTC midnight', async () => {
+    // Each turn costs 0.5 US dollars (a million tokens at 1 US dollar per million): a budget of 10 turns.
+    const llm: ChatResponder = {
+      kind: 'llm',
+      async *stream() {
+        yield { type: 'text', text: 'Ok.' };
+        yield { type: 'usage', usage: { inputTokens: 250_000, outputTokens: 250_000 } };
+      },
+    };
+    const h = harness({ llm, dailyBudgetUsd: 5 });
+    h.send(NO_VAD({ output_modalities: ['text'] }));
+    for (const text of ['one', 'two']) {
+      say(h, text);
+      h.send({ type: 'response.create' });
+      await h.settle();
+    }
+    const limits = h.events.filter((e) => e.type === 'rate_limits.updated').map((e) => e.rate_limits);
+    // FakeClock's wall clock is 80,000 s into its UTC day: 6,400 s to the next.
+    assert.deepEqual(limits, [
+      [{ name: 'requests', limit: 10, remaining: 9, reset_seconds: 6400 }],
+      [{ name: 'requests', limit: 10, remaining: 8, reset_seconds: 6400 }],
+    ]);
   });
 });

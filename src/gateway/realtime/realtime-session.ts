@@ -42,6 +42,7 @@ import {
   INPUT_RATE_HZ,
   type InputConverter,
 } from './realtime-audio.js';
+import { toRateLimits } from './rate-limits.js';
 import { createSentenceCutter } from './sentence-cutter.js';
 import { applySessionUpdate, gaFormatObject, parseResponseOverrides, toSessionObject, type SessionSettings } from './session-config.js';
 import { createTurnDetector, type TurnDetector } from './turn-detector.js';
@@ -890,12 +891,9 @@ class Session implements RealtimeSession {
       response.abort.abort();
       this.#deps.metrics.realtimeTurns.inc({ responder: response.responder, outcome: 'failed' });
       this.#closeItems(response);
-      this.#send({
-        type: 'response.done',
-        response: {
-          ...this.#responseObject(response, 'failed'),
-          status_details: { type: 'failed', error: { type: 'server_error', code: error.code } },
-        },
+      this.#sendResponseDone({
+        ...this.#responseObject(response, 'failed'),
+        status_details: { type: 'failed', error: { type: 'server_error', code: error.code } },
       });
       this.#answerWaitingTurn();
     });
@@ -1109,12 +1107,9 @@ class Session implements RealtimeSession {
       send({ type: 'response.output_item.done', response_id: response.id, output_index: outputIndex, item: object });
       send({ type: 'conversation.item.done', previous_item_id: null, item: object });
     }
-    send({
-      type: 'response.done',
-      response: {
-        ...this.#responseObject(response, status),
-        ...(response.isCut ? { status_details: { type: 'incomplete', reason: 'max_output_tokens' } } : {}),
-      },
+    this.#sendResponseDone({
+      ...this.#responseObject(response, status),
+      ...(response.isCut ? { status_details: { type: 'incomplete', reason: 'max_output_tokens' } } : {}),
     });
     deps.metrics.realtimeTurns.inc({ responder: response.responder, outcome: 'completed' });
     this.#answerWaitingTurn();
@@ -1307,10 +1302,7 @@ class Session implements RealtimeSession {
     this.#deps.metrics.realtimeTurns.inc({ responder: response.responder, outcome: 'cancelled' });
     if (this.#isClosed) return;
     this.#closeItems(response);
-    this.#send({
-      type: 'response.done',
-      response: { ...this.#responseObject(response, 'cancelled'), status_details: { type: 'cancelled', reason } },
-    });
+    this.#sendResponseDone({ ...this.#responseObject(response, 'cancelled'), status_details: { type: 'cancelled', reason } });
     if (reason === 'turn_detected' && assistant !== undefined && response.modality === 'audio') {
       this.#send({ type: 'conversation.item.truncated', item_id: response.itemId, content_index: 0, audio_end_ms: Math.round(playedMs) });
     }
@@ -1328,6 +1320,12 @@ class Session implements RealtimeSession {
   #send(event: ServerEvent): void {
     if (this.#isClosed) return;
     this.#deps.send({ ...event, event_id: newId('event') });
+  }
+
+  /** response.done, then rate_limits.updated, which OpenAI sends after each response.done. */
+  #sendResponseDone(response: Record<string, unknown>): void {
+    this.#send({ type: 'response.done', response });
+    this.#send({ type: 'rate_limits.updated', rate_limits: toRateLimits(this.#deps.gate.snapshot()) });
   }
 
   #sendError(error: ServiceError, clientEventId: string | undefined): void {
