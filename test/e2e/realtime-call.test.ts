@@ -510,6 +510,51 @@ describe('realtime voice calls with the openai SDK (#19)', () => {
     socket.close();
   });
 
+  it('OpenAI’s session rules: a commit under 100 ms is refused, rate_limits.updated follows response.done, the voice is fixed once audio was sent', async () => {
+    const { socket, log, send } = await rawSession();
+    send({
+      type: 'session.update',
+      session: {
+        type: 'realtime',
+        audio: {
+          input: { turn_detection: null, transcription: { model: 'whisper-1', language: 'en', prompt: 'table, tomorrow, evening' } },
+          output: { voice: 'alloy' },
+        },
+      },
+    });
+    const updated = await log.until((e) => e.type === 'session.updated');
+    const transcription = (updated.session as { audio: { input: { transcription: unknown } } }).audio.input.transcription;
+    assert.deepEqual(transcription, { model: 'whisper-1', language: 'en', prompt: 'table, tomorrow, evening' });
+    send({ type: 'input_audio_buffer.append', audio: speech.subarray(0, FRAME_BYTES / 2).toString('base64') });
+    send({ type: 'input_audio_buffer.commit', event_id: 'short' });
+    const short = await log.until((e) => e.type === 'error' && (e.error as { event_id: string }).event_id === 'short');
+    assert.deepEqual(short.error, {
+      type: 'invalid_request_error',
+      code: 'input_audio_buffer_commit_empty',
+      message:
+        'Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but buffer only has 50.00ms of audio.',
+      param: null,
+      event_id: 'short',
+    });
+    sendSpeech(send, speech.subarray(FRAME_BYTES / 2));
+    send({ type: 'input_audio_buffer.commit' });
+    const completed = await log.until((e) => e.type === 'conversation.item.input_audio_transcription.completed');
+    assertHeard(String(completed.transcript));
+    send({ type: 'response.create' });
+    const done = await log.until((e) => e.type === 'response.done');
+    assert.equal((done.response as { status: string }).status, 'completed');
+    const limits = await log.until((e) => e.type === 'rate_limits.updated');
+    assert.equal(log.events.indexOf(limits), log.events.indexOf(done) + 1);
+    // No LLM budget is configured here: no limit applies.
+    assert.deepEqual(limits.rate_limits, []);
+    assert.ok(log.events.some((e) => e.type === 'response.output_audio.delta'));
+    send({ type: 'session.update', event_id: 'voice', session: { type: 'realtime', audio: { output: { voice: 'echo' } } } });
+    const refused = await log.until((e) => e.type === 'error' && (e.error as { event_id: string }).event_id === 'voice');
+    assert.equal((refused.error as { code: string }).code, 'cannot_update_voice');
+    assert.equal(log.events.filter((e) => e.type === 'session.updated').length, 1);
+    socket.close();
+  });
+
   it('a client that vanishes mid-response frees its resources: the LLM request is aborted, no stream or request is left', async () => {
     llm.reply = 'One moment please. '.repeat(30);
     llm.tokenDelayMs = 30;
