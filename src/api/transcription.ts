@@ -10,11 +10,14 @@ export const TIMESTAMP_GRANULARITIES = ['word', 'segment'] as const;
 /** What the response_format field accepts: the transcript formats, and diarized_json (speaker segments). */
 export const FIELD_RESPONSE_FORMATS = [...RESPONSE_FORMATS, 'diarized_json'] as const;
 
+/** The longest `prompt` a transcription takes (the realtime session's transcription prompt too). */
+export const MAX_PROMPT_CHARS = 8192;
+
 export const TranscriptionFieldsSchema = Type.Object(
   {
     model: Type.String({ minLength: 1, maxLength: 256 }),
     language: Type.Optional(Type.String({ pattern: '^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})?$' })),
-    prompt: Type.Optional(Type.String({ maxLength: 8192 })),
+    prompt: Type.Optional(Type.String({ maxLength: MAX_PROMPT_CHARS })),
     response_format: Type.Union(
       FIELD_RESPONSE_FORMATS.map((f) => Type.Literal(f)),
       { default: 'json' },

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { MAX_PROMPT_CHARS } from '../../api/transcription.js';
 import { applySessionUpdate, DEFAULT_TURN_DETECTION, newSessionSettings, toSessionObject, type SessionSettings } from './session-config.js';
 
 const BASE: SessionSettings = newSessionSettings({ kind: 'realtime', model: 'gpt-realtime', instructions: 'Be brief.' });
@@ -84,6 +85,16 @@ describe('session.update (GA and beta shapes)', () => {
     );
     assert.equal(
       codeOf(() => applySessionUpdate(BASE, 'x', 'beta')),
+      'invalid_parameter',
+    );
+    // The transcription prompt is held to the transcription API's limit.
+    const prompt = (length: number) => ({ input_audio_transcription: { model: 'whisper-1', prompt: 'a'.repeat(length) } });
+    assert.equal(
+      codeOf(() => applySessionUpdate(BASE, prompt(MAX_PROMPT_CHARS), 'beta')),
+      'none',
+    );
+    assert.equal(
+      codeOf(() => applySessionUpdate(BASE, prompt(MAX_PROMPT_CHARS + 1), 'beta')),
       'invalid_parameter',
     );
   });

@@ -13,6 +13,7 @@ import {
   REALTIME_GA_FORMAT_TYPES,
   type RealtimeAudioFormat,
 } from '../../api/realtime.js';
+import { MAX_PROMPT_CHARS } from '../../api/transcription.js';
 import { errors } from '../../core/error-catalog.js';
 import type { ChatTool, ChatToolChoice } from './chat-responder.js';
 
@@ -90,6 +91,7 @@ function field<T>(value: unknown, param: string, check: (v: unknown) => v is T, 
 }
 
 const isString = (v: unknown): v is string => typeof v === 'string';
+const isPrompt = (v: unknown): v is string => isString(v) && v.length <= MAX_PROMPT_CHARS;
 const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
 const isBoolean = (v: unknown): v is boolean => typeof v === 'boolean';
 
@@ -154,7 +156,7 @@ function transcription(value: unknown, param: string): TranscriptionSettings | '
   return {
     transcriptionModel: field(value.model, `${param}.model`, isString, 'a string') ?? 'whisper-1',
     language: field(value.language, `${param}.language`, isString, 'a language code'),
-    transcriptionPrompt: field(value.prompt, `${param}.prompt`, isString, 'a string'),
+    transcriptionPrompt: field(value.prompt, `${param}.prompt`, isPrompt, `a string of at most ${MAX_PROMPT_CHARS} characters`),
   };
 }
 
