@@ -30,6 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_profile_support import device_kernels, kernel_rows, kernel_table, top  # noqa: E402
 from voxmux_host.model_api import LoadContext, SequenceInput, SequenceOutput  # noqa: E402
 from voxmux_host.models.parakeet.random_init import speech_like_noise  # noqa: E402
 from voxmux_host.models.sortformer.adapter import SortformerAdapter  # noqa: E402
@@ -179,19 +180,13 @@ def profile_step(adapter: SortformerAdapter, batch: int, path: Path) -> Dict[str
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         step()
         torch.cuda.synchronize()
-    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    by_name: Dict[str, List[float]] = {}
-    for e in kernels:
-        by_name.setdefault(e.name, []).append(e.device_time_total if hasattr(e, "device_time_total")
-                                              else e.cuda_time_total)
-    rows = sorted(((name, sum(t), len(t)) for name, t in by_name.items()), key=lambda r: -r[1])
-    total_us = sum(r[1] for r in rows)
-    lines = [f"one eager step of {batch} sessions: {len(kernels)} kernels, {total_us / 1000:.2f} ms of kernel time",
-             "", "| kernel | GPU ms | calls | share |", "| --- | ---: | ---: | ---: |"]
-    lines += [f"| {name[:110]} | {us / 1000:.3f} | {n} | {us / max(total_us, 1e-9):.1%} |" for name, us, n in rows[:40]]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    kernels = device_kernels(prof)
+    rows = kernel_rows(kernels)
+    total_us = sum(r.us for r in rows)
+    lines = [f"one eager step of {batch} sessions: {len(kernels)} kernels, {total_us / 1000:.2f} ms of kernel time", ""]
+    path.write_text("\n".join(lines + kernel_table(rows, total_us, 40)) + "\n", encoding="utf-8")
     return {"kernels": len(kernels), "kernelMs": round(total_us / 1000, 3), "table": path.name,
-            "top": [{"kernel": name[:110], "ms": round(us / 1000, 3), "calls": n} for name, us, n in rows[:12]]}
+            "top": [{"kernel": t["kernel"], "ms": round(t["ms"], 3), "calls": t["calls"]} for t in top(rows, 12)]}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

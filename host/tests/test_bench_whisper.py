@@ -5,12 +5,17 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import Any, Dict, List, Sequence
 
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bench_whisper  # noqa: E402
+from voxmux_host import fp8  # noqa: E402
+from voxmux_host.models.whisper import model as whisper_model  # noqa: E402
+from voxmux_host.models.whisper.config import LARGE_V3_TURBO  # noqa: E402
 
 
 def test_dry_run_reports_naive_and_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -66,3 +71,145 @@ def test_the_ahead_part_runs_the_engine_with_and_without_step_ahead_on_the_same_
     # Every window's end is read one step later: the engine ahead decodes more steps, at most one a window more.
     assert all(p < a <= p + 5 for p, a in zip(ahead["plain"]["decodeSteps"], ahead["ahead"]["decodeSteps"]))
     assert "step ahead x" in capsys.readouterr().out
+
+
+def test_the_profile_part_on_the_cpu_reports_categories_and_explains_what_it_skips(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "profile.json"
+    assert bench_whisper.main(["--device", "cpu", "--config", "tiny", "--batch-sizes", "1,2", "--parts", "profile",
+                               "--encoder-variants", "eager,compiled,fp8", "--profile-batch-sizes", "1",
+                               "--profile-calls", "2", "--profile-repeats", "2", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["modes"] == [] and "stages" not in report
+    profile = report["profile"]
+    assert profile["timeOn"].startswith("cpu") and profile["calls"] == 2
+
+    def check(summary: Dict[str, Any], categories: Sequence[str]) -> None:
+        assert set(categories) <= set(summary["categories"])
+        numbers = [summary[k] for k in ("wallMsPerCall", "wallMsPerCallUnprofiled", "kernelsPerCall", "kernelMsPerCall",
+                                        "busyMsPerCall")]
+        numbers += [v[k] for v in summary["categories"].values() for k in ("ms", "kernels", "share")]
+        assert all(math.isfinite(x) and x >= 0 for x in numbers) and math.isfinite(summary["gapMsPerCall"])
+        assert summary["kernelsPerCall"] > 0 and summary["kernelMsPerCall"] > 0
+        assert sum(v["ms"] for v in summary["categories"].values()) == pytest.approx(summary["kernelMsPerCall"], rel=0.01)
+        assert summary["top"] and all(row["category"] in summary["categories"] for row in summary["top"])
+
+    # The encoder eager, by category (the attention is labelled); compiled and FP8 skipped with their reasons.
+    encoder = profile["encoder"]
+    check(encoder["eager"]["1"], bench_whisper.ENCODER_CATEGORIES)
+    eager = encoder["eager"]["1"]["categories"]
+    assert eager["attention"]["ms"] > 0 and eager["GEMM"]["ms"] > 0 and eager["convolution"]["ms"] > 0
+    assert eager["FP8 GEMM"]["ms"] == 0 and eager["quantization"]["ms"] == 0
+    assert encoder["eager"]["1"]["blocks"] == "eager" and encoder["eager"]["1"]["productTflops"] > 0
+    for variant in ("compiled", "fp8"):
+        if "skipped" in encoder[variant]:
+            assert "torch" in encoder[variant]["skipped"]
+    # The products alone: F.linear at the encoder's shapes; FP8 skipped, with why.
+    gemm = profile["gemm"]
+    assert [(r["shape"], r["m"], r["k"], r["n"]) for r in gemm["rows"]] == [
+        ("q/k/v/out", 1500, 64, 64), ("mlp in", 1500, 64, 256), ("mlp out", 1500, 256, 64)]
+    assert all(r["linear"]["ms"] > 0 and r["linear"]["tflops"] >= 0 for r in gemm["rows"])
+    assert "CUDA" in gemm["skipped"]["fp8"] and not any("scaledMm" in r for r in gemm["rows"])
+    # Decode steps: every labelled part has time; the replay is skipped (no graphs on the CPU).
+    for b in ("1", "2"):
+        step = profile["step"][b]
+        check(step["eager"], bench_whisper.STEP_CATEGORIES)
+        categories = step["eager"]["categories"]
+        for part in ("self-attention", "cross-attention", "GEMM", "logits", "logit rules/argmax", "KV cache writes"):
+            assert categories[part]["ms"] > 0, part
+        assert "CUDA" in step["replay"]["skipped"]
+        bytes_ = step["bytes"]
+        assert bytes_["total"] == bytes_["weights"] + bytes_["crossKv"] + bytes_["selfKv"]
+        assert step["stepMs"] > 0 and step["impliedGBPerS"] > 0 and "memoryBoundMs" not in step
+    # Two slots read the weights once and twice the caches of one.
+    one, two = profile["step"]["1"]["bytes"], profile["step"]["2"]["bytes"]
+    assert two["weights"] == one["weights"] and two["crossKv"] == 2 * one["crossKv"] and two["selfKv"] == 2 * one["selfKv"]
+    assert {s["what"] for s in profile["skipped"]} >= {"products fp8", "step 1 replay", "step 2 replay"}
+    assert all(s["reason"] for s in profile["skipped"])
+    tables = (tmp_path / profile["tables"]).read_text()
+    assert "## encoder eager, 1 windows (eager blocks)" in tables and "## decode step, 2 slots, eager" in tables
+    printed = capsys.readouterr().out
+    assert "profile: done" in printed and "self-attn" in printed and "gemm    fp8 skipped" in printed
+    assert fp8.quantize_rowwise.__name__ == "quantize_rowwise"  # the labels are gone
+    assert whisper_model.attend.__name__ == "attend"
+
+
+def test_kernels_are_told_apart_by_label_operator_and_name() -> None:
+    from bench_profile_support import Kernel
+
+    def category(name: str, *ops: str) -> str:
+        return bench_whisper.kernel_category(Kernel(name, 1.0, 0.0, ops), bench_whisper._encoder_label)
+
+    cutlass_fp8 = ("void cutlass::device_kernel<at::cuda::detail::enable_3x_kernel_for_sm9x<cutlass::gemm::kernel::"
+                   "GemmUniversal<cute::tuple<int, int, int>, cutlass::float_e4m3_t>>>")
+    assert category(cutlass_fp8) == "FP8 GEMM"
+    assert category("nvjet_tst_256x128_64x4_1x2_h_bz_coopA_TNT", "aten::_scaled_mm") == "FP8 GEMM"
+    assert category("nvjet_tst_256x128_64x4_1x2_h_bz_coopA_TNT", "aten::addmm", "aten::linear") == "GEMM"
+    assert category("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64") == "GEMM"
+    # The cast to FP8 of an eager quantization is labelled; its name alone does not make it a product.
+    assert category("void at::native::direct_copy_kernel_cuda<c10::Float8_e4m3fn>", "aten::copy_",
+                    "bench:quantize") == "quantization"
+    assert category("void at::native::direct_copy_kernel_cuda<c10::Float8_e4m3fn>", "aten::copy_") == "copies/casts"
+    assert category("triton_red_fused__to_copy_abs_amax_clamp_div_native_layer_norm_3") == "quantization"
+    assert category("triton_per_fused__to_copy_add_native_layer_norm_1") == "norms/elementwise"
+    assert category("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>") == "attention"
+    assert category("fmha_cutlassF_bf16_aligned_64x64_rf_sm80", "aten::_efficient_attention_forward") == "attention"
+    assert category("sm90_xmma_fprop_implicit_gemm_bf16", "aten::cudnn_convolution", "aten::conv1d") == "convolution"
+    assert category("void at::native::vectorized_layer_norm_kernel<c10::BFloat16>", "aten::native_layer_norm") \
+        == "norms/elementwise"
+    assert category("Memcpy DtoD (Device -> Device)") == "copies/casts"
+    assert category("some_kernel_nobody_knows") == "other"
+    labels = bench_whisper._step_labels(LARGE_V3_TURBO)
+    step = [bench_whisper.kernel_category(Kernel("fmha", 1.0, 0.0, ("aten::sdpa", f"bench:attention:{n}")), labels)
+            for n in (448, 1500)]
+    assert step == ["self-attention", "cross-attention"]
+    assert bench_whisper.kernel_category(Kernel("gemv2T_kernel", 1.0, 0.0, ("aten::mm", "bench:logits")), labels) == "logits"
+    assert bench_whisper.kernel_category(Kernel("index_put_kernel", 1.0, 0.0, ("aten::_index_put_impl_", "aten::index_put_")),
+                                         labels) == "KV cache writes"
+
+
+def test_a_graph_replay_takes_the_categories_of_the_eager_step_it_replays() -> None:
+    """The GPU's path on a made-up profile: the eager step's kernels carry their operators and labels, the
+    replay's (no operators) get them by their order; the replay's own prologue kernel stays unlabelled."""
+    from types import SimpleNamespace
+
+    cpu, cuda = torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.CUDA
+
+    def event(name: str, start: float, end: float, device: Any = cuda, parent: Any = None, kernels: Any = ()) -> Any:
+        return SimpleNamespace(name=name, device_type=device, time_range=SimpleNamespace(start=start, end=end),
+                               is_async=False, cpu_parent=parent, is_user_annotation=False, self_cpu_time_total=0.0,
+                               kernels=[SimpleNamespace(name=k, duration=d) for k, d in kernels])
+
+    self_label = event("bench:attention:448", 0, 10, cpu)
+    cross_label = event("bench:attention:1500", 10, 20, cpu)
+    logits_label = event("bench:logits", 20, 30, cpu)
+    rules_label = event("bench:rules", 30, 40, cpu)
+    eager = [
+        event("aten::addmm", 0, 1, cpu, None, [("gemv2T_kernel", 2.0)]),
+        event("aten::_efficient_attention_forward", 1, 2, cpu, self_label, [("fmha_cutlassF_bf16", 3.0)]),
+        event("aten::_index_put_impl_", 3, 4, cpu, None, [("index_put_kernel", 1.0)]),
+        event("aten::_flash_attention_forward", 11, 12, cpu, cross_label, [("flash_fwd_splitkv_kernel", 5.0)]),
+        event("aten::mm", 21, 22, cpu, logits_label, [("gemv2T_kernel", 4.0)]),
+        event("aten::argmax", 31, 32, cpu, rules_label, [("reduce_kernel<ArgMaxOps>", 1.0)]),
+        self_label, cross_label, logits_label, rules_label,
+    ]
+    eager += [event("gemv2T_kernel", 100, 102), event("fmha_cutlassF_bf16", 102, 105), event("index_put_kernel", 106, 107),
+              event("flash_fwd_splitkv_kernel", 107, 112), event("gemv2T_kernel", 112, 116),
+              event("reduce_kernel<ArgMaxOps>", 117, 118)]
+    device = torch.device("cuda")
+    linked = bench_whisper.profile_kernels(SimpleNamespace(events=lambda: eager), device)
+    assert [k.ops[-1] for k in linked] == ["aten::addmm", "bench:attention:448", "aten::_index_put_impl_",
+                                          "bench:attention:1500", "bench:logits", "bench:rules"]
+    replay = [event("FillFunctor", 0, 1), event("gemv2T_kernel", 1, 3), event("fmha_cutlassF_bf16", 3, 6),
+              event("index_put_kernel", 6, 7), event("flash_fwd_splitkv_kernel", 7, 12), event("gemv2T_kernel", 12, 16),
+              event("reduce_kernel<ArgMaxOps>", 16, 17)]
+    replayed = bench_whisper.profile_kernels(SimpleNamespace(events=lambda: replay), device, linked=linked)
+    tables: List[str] = []
+    summary = bench_whisper.summarize(replayed, device, bench_whisper.STEP_CATEGORIES,
+                                      bench_whisper._step_labels(LARGE_V3_TURBO), 1, 0.02, 0.018, 10, "replay", tables)
+    ms = {c: v["ms"] for c, v in summary["categories"].items() if v["ms"] > 0}
+    assert ms == {"GEMM": 0.002, "self-attention": 0.003, "KV cache writes": 0.001, "cross-attention": 0.005,
+                  "logits": 0.004, "logit rules/argmax": 0.001, "copies/casts": 0.001}
+    assert summary["kernelsPerCall"] == 7 and summary["busyMsPerCall"] == 0.017 and summary["gapMsPerCall"] == 0.003
+    assert summary["linkedShare"] == pytest.approx(6 / 7, abs=1e-4)
+    assert "| kernel | category | GPU ms | calls | share |" in tables
