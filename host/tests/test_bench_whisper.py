@@ -213,3 +213,72 @@ def test_a_graph_replay_takes_the_categories_of_the_eager_step_it_replays() -> N
     assert summary["kernelsPerCall"] == 7 and summary["busyMsPerCall"] == 0.017 and summary["gapMsPerCall"] == 0.003
     assert summary["linkedShare"] == pytest.approx(6 / 7, abs=1e-4)
     assert "| kernel | category | GPU ms | calls | share |" in tables
+
+
+def test_the_products_fp8_side_with_stand_ins_for_the_fp8_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The FP8 rows of the products alone, with plain float stand-ins for float8 and torch._scaled_mm (this
+    torch may have neither): every rate is there; a compile that fails, then a product that fails, are
+    reported and the rest still runs."""
+    import torch.nn.functional as F
+
+    from voxmux_host.models.whisper.config import TINY
+
+    def failing_compile(fn: Any, dynamic: bool) -> Any:
+        def run(x: torch.Tensor) -> Any:
+            raise RuntimeError("no working Triton")
+        return run
+
+    def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, bias: torch.Tensor,
+                  out_dtype: torch.dtype, use_fast_accum: bool) -> torch.Tensor:
+        return (a * scale_a) @ (b * scale_b.reshape(-1, 1).t()) + bias
+
+    monkeypatch.setattr(bench_whisper, "fp8_problems", lambda device, dtype: [])
+    monkeypatch.setattr(torch, "compile", failing_compile, raising=False)
+    monkeypatch.setattr(torch, "_scaled_mm", scaled_mm, raising=False)
+    monkeypatch.setattr(fp8, "fp8_weight_from", lambda w, b: fp8.Fp8Weight(w, torch.ones(1, w.shape[0]), b, w.dtype))
+    monkeypatch.setattr(fp8, "quantize_rowwise", lambda x: (x, torch.ones(x.shape[0], 1)))
+    monkeypatch.setattr(fp8, "fp8_linear", lambda x, w: F.linear(x, w.weight, w.bias))
+    result = bench_whisper.gemm_products(TINY, [1, 2], torch.device("cpu"), torch.float32, 2)
+    assert len(result["rows"]) == 6 and "fp8" not in result["skipped"]
+    for row in result["rows"]:
+        assert row["fp8Linear"]["ms"] > 0 and row["scaledMm"]["tflops"] > 0 and row["quantize"]["gbPerS"] > 0
+        assert row["fp8SpeedupProductAlone"] > 0 and row["fp8SpeedupWithQuantize"] > 0 and "quantizeCompiled" not in row
+    assert "no working Triton" in result["skipped"]["quantizeCompiled"]
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("Invalid scaling configuration")
+
+    monkeypatch.setattr(torch, "_scaled_mm", broken, raising=False)
+    result = bench_whisper.gemm_products(TINY, [1], torch.device("cpu"), torch.float32, 2)
+    assert all(row["linear"]["ms"] > 0 and "scaledMm" not in row for row in result["rows"])
+    assert "FP8 products failed at batch 1, q/k/v/out" in result["skipped"]["fp8"]
+    assert "Invalid scaling configuration" in result["skipped"]["fp8"]
+
+
+def test_the_encoder_profile_of_a_compiled_variant_labels_only_its_eager_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With compile standing in (the blocks flagged compiled, still eager code): batches under
+    COMPILED_MIN_WINDOWS are profiled with the labels, larger ones without (a compiled block would compile
+    again); each variant is reported as it ends."""
+    from voxmux_host.models.whisper.config import TINY
+    from voxmux_host.models.whisper.model import COMPILED_MIN_WINDOWS, AudioEncoder, build_model
+
+    def stand_in_compile(self: AudioEncoder) -> None:
+        self.is_compiled = True
+
+    monkeypatch.setattr(bench_whisper, "variant_problem", lambda variant, device, dtype: None)
+    monkeypatch.setattr(AudioEncoder, "compile_", stand_in_compile)
+    model = build_model(TINY)
+    result: Dict[str, Any] = {}
+    done: List[str] = []
+    tables: List[str] = []
+    bench_whisper.profile_encoder(model, TINY, ["eager", "compiled"], [1, COMPILED_MIN_WINDOWS], torch.device("cpu"),
+                                  torch.float32, 1, 5, tables, result, done.append)
+    assert done == ["profile: encoder eager", "profile: encoder compiled"]
+    assert [result["compiled"][b]["blocks"] for b in ("1", str(COMPILED_MIN_WINDOWS))] == ["eager", "compiled"]
+    assert result["eager"][str(COMPILED_MIN_WINDOWS)]["blocks"] == "eager"
+    for variant in ("eager", "compiled"):
+        labelled = result[variant]["1"]["categories"]["attention"]["ms"]
+        assert labelled > 0  # the labels make the CPU's plain attention (matmul, softmax) attention
+    if not whisper_model.HAS_SDPA:  # unlabelled, the plain attention's matmul and softmax are not told apart
+        assert result["compiled"][str(COMPILED_MIN_WINDOWS)]["categories"]["attention"]["ms"] == 0
+    assert sum("## encoder" in line for line in tables) == 4
