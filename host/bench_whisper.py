@@ -440,6 +440,8 @@ def summarize(kernels: Sequence[Kernel], device: torch.device, categories: Seque
                            "share": round(sum(t) / max(total_us, 1e-9), 4)} for c, t in by_category.items()},
         "top": top(rows, top_n, per=calls),
     }
+    if not kernels:
+        summary["note"] = "the profiler recorded no kernels (nothing to tell apart: see the wall times)"
     tables += [f"## {title}", "",
                f"{len(kernels) / calls:g} kernels a call, {total_us / 1000 / calls:.3f} ms of kernel time, busy "
                f"{busy_ms:.3f} ms, wall {wall_ms:.3f} ms profiled ({unprofiled_ms:.3f} ms without the profiler), "
