@@ -13,6 +13,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bench_whisper  # noqa: E402
+import bench_whisper_profile  # noqa: E402
 from voxmux_host import fp8  # noqa: E402
 from voxmux_host.models.whisper import model as whisper_model  # noqa: E402
 from voxmux_host.models.whisper.config import LARGE_V3_TURBO  # noqa: E402
@@ -96,7 +97,7 @@ def test_the_profile_part_on_the_cpu_reports_categories_and_explains_what_it_ski
 
     # The encoder eager, by category (the attention is labelled); compiled and FP8 skipped with their reasons.
     encoder = profile["encoder"]
-    check(encoder["eager"]["1"], bench_whisper.ENCODER_CATEGORIES)
+    check(encoder["eager"]["1"], bench_whisper_profile.ENCODER_CATEGORIES)
     eager = encoder["eager"]["1"]["categories"]
     assert eager["attention"]["ms"] > 0 and eager["GEMM"]["ms"] > 0 and eager["convolution"]["ms"] > 0
     assert eager["FP8 GEMM"]["ms"] == 0 and eager["quantization"]["ms"] == 0
@@ -113,7 +114,7 @@ def test_the_profile_part_on_the_cpu_reports_categories_and_explains_what_it_ski
     # Decode steps: every labelled part has time; the replay is skipped (no graphs on the CPU).
     for b in ("1", "2"):
         step = profile["step"][b]
-        check(step["eager"], bench_whisper.STEP_CATEGORIES)
+        check(step["eager"], bench_whisper_profile.STEP_CATEGORIES)
         categories = step["eager"]["categories"]
         for part in ("self-attention", "cross-attention", "GEMM", "logits", "logit rules/argmax", "KV cache writes"):
             assert categories[part]["ms"] > 0, part
@@ -138,7 +139,7 @@ def test_kernels_are_told_apart_by_label_operator_and_name() -> None:
     from bench_profile_support import Kernel
 
     def category(name: str, *ops: str) -> str:
-        return bench_whisper.kernel_category(Kernel(name, 1.0, 0.0, ops), bench_whisper._encoder_label)
+        return bench_whisper_profile.kernel_category(Kernel(name, 1.0, 0.0, ops), bench_whisper_profile._encoder_label)
 
     cutlass_fp8 = ("void cutlass::device_kernel<at::cuda::detail::enable_3x_kernel_for_sm9x<cutlass::gemm::kernel::"
                    "GemmUniversal<cute::tuple<int, int, int>, cutlass::float_e4m3_t>>>")
@@ -159,12 +160,12 @@ def test_kernels_are_told_apart_by_label_operator_and_name() -> None:
         == "norms/elementwise"
     assert category("Memcpy DtoD (Device -> Device)") == "copies/casts"
     assert category("some_kernel_nobody_knows") == "other"
-    labels = bench_whisper._step_labels(LARGE_V3_TURBO)
-    step = [bench_whisper.kernel_category(Kernel("fmha", 1.0, 0.0, ("aten::sdpa", f"bench:attention:{n}")), labels)
+    labels = bench_whisper_profile._step_labels(LARGE_V3_TURBO)
+    step = [bench_whisper_profile.kernel_category(Kernel("fmha", 1.0, 0.0, ("aten::sdpa", f"bench:attention:{n}")), labels)
             for n in (448, 1500)]
     assert step == ["self-attention", "cross-attention"]
-    assert bench_whisper.kernel_category(Kernel("gemv2T_kernel", 1.0, 0.0, ("aten::mm", "bench:logits")), labels) == "logits"
-    assert bench_whisper.kernel_category(Kernel("index_put_kernel", 1.0, 0.0, ("aten::_index_put_impl_", "aten::index_put_")),
+    assert bench_whisper_profile.kernel_category(Kernel("gemv2T_kernel", 1.0, 0.0, ("aten::mm", "bench:logits")), labels) == "logits"
+    assert bench_whisper_profile.kernel_category(Kernel("index_put_kernel", 1.0, 0.0, ("aten::_index_put_impl_", "aten::index_put_")),
                                          labels) == "KV cache writes"
 
 
@@ -197,16 +198,16 @@ def test_a_graph_replay_takes_the_categories_of_the_eager_step_it_replays() -> N
               event("flash_fwd_splitkv_kernel", 107, 112), event("gemv2T_kernel", 112, 116),
               event("reduce_kernel<ArgMaxOps>", 117, 118)]
     device = torch.device("cuda")
-    linked = bench_whisper.profile_kernels(SimpleNamespace(events=lambda: eager), device)
+    linked = bench_whisper_profile.profile_kernels(SimpleNamespace(events=lambda: eager), device)
     assert [k.ops[-1] for k in linked] == ["aten::addmm", "bench:attention:448", "aten::_index_put_impl_",
                                           "bench:attention:1500", "bench:logits", "bench:rules"]
     replay = [event("FillFunctor", 0, 1), event("gemv2T_kernel", 1, 3), event("fmha_cutlassF_bf16", 3, 6),
               event("index_put_kernel", 6, 7), event("flash_fwd_splitkv_kernel", 7, 12), event("gemv2T_kernel", 12, 16),
               event("reduce_kernel<ArgMaxOps>", 16, 17)]
-    replayed = bench_whisper.profile_kernels(SimpleNamespace(events=lambda: replay), device, linked=linked)
+    replayed = bench_whisper_profile.profile_kernels(SimpleNamespace(events=lambda: replay), device, linked=linked)
     tables: List[str] = []
-    summary = bench_whisper.summarize(replayed, device, bench_whisper.STEP_CATEGORIES,
-                                      bench_whisper._step_labels(LARGE_V3_TURBO), 1, 0.02, 0.018, 10, "replay", tables)
+    summary = bench_whisper_profile.summarize(replayed, device, bench_whisper_profile.STEP_CATEGORIES,
+                                      bench_whisper_profile._step_labels(LARGE_V3_TURBO), 1, 0.02, 0.018, 10, "replay", tables)
     ms = {c: v["ms"] for c, v in summary["categories"].items() if v["ms"] > 0}
     assert ms == {"GEMM": 0.002, "self-attention": 0.003, "KV cache writes": 0.001, "cross-attention": 0.005,
                   "logits": 0.004, "logit rules/argmax": 0.001, "copies/casts": 0.001}
@@ -232,13 +233,13 @@ def test_the_products_fp8_side_with_stand_ins_for_the_fp8_kernels(monkeypatch: p
                   out_dtype: torch.dtype, use_fast_accum: bool) -> torch.Tensor:
         return (a * scale_a) @ (b * scale_b.reshape(-1, 1).t()) + bias
 
-    monkeypatch.setattr(bench_whisper, "fp8_problems", lambda device, dtype: [])
+    monkeypatch.setattr(bench_whisper_profile, "fp8_problems", lambda device, dtype: [])
     monkeypatch.setattr(torch, "compile", failing_compile, raising=False)
     monkeypatch.setattr(torch, "_scaled_mm", scaled_mm, raising=False)
     monkeypatch.setattr(fp8, "fp8_weight_from", lambda w, b: fp8.Fp8Weight(w, torch.ones(1, w.shape[0]), b, w.dtype))
     monkeypatch.setattr(fp8, "quantize_rowwise", lambda x: (x, torch.ones(x.shape[0], 1)))
     monkeypatch.setattr(fp8, "fp8_linear", lambda x, w: F.linear(x, w.weight, w.bias))
-    result = bench_whisper.gemm_products(TINY, [1, 2], torch.device("cpu"), torch.float32, 2)
+    result = bench_whisper_profile.gemm_products(TINY, [1, 2], torch.device("cpu"), torch.float32, 2)
     assert len(result["rows"]) == 6 and "fp8" not in result["skipped"]
     for row in result["rows"]:
         assert row["fp8Linear"]["ms"] > 0 and row["scaledMm"]["tflops"] > 0 and row["quantize"]["gbPerS"] > 0
@@ -249,7 +250,7 @@ def test_the_products_fp8_side_with_stand_ins_for_the_fp8_kernels(monkeypatch: p
         raise RuntimeError("Invalid scaling configuration")
 
     monkeypatch.setattr(torch, "_scaled_mm", broken, raising=False)
-    result = bench_whisper.gemm_products(TINY, [1], torch.device("cpu"), torch.float32, 2)
+    result = bench_whisper_profile.gemm_products(TINY, [1], torch.device("cpu"), torch.float32, 2)
     assert all(row["linear"]["ms"] > 0 and "scaledMm" not in row for row in result["rows"])
     assert "FP8 products failed at batch 1, q/k/v/out" in result["skipped"]["fp8"]
     assert "Invalid scaling configuration" in result["skipped"]["fp8"]
@@ -265,13 +266,13 @@ def test_the_encoder_profile_of_a_compiled_variant_labels_only_its_eager_batches
     def stand_in_compile(self: AudioEncoder) -> None:
         self.is_compiled = True
 
-    monkeypatch.setattr(bench_whisper, "variant_problem", lambda variant, device, dtype: None)
+    monkeypatch.setattr(bench_whisper_profile, "variant_problem", lambda variant, device, dtype: None)
     monkeypatch.setattr(AudioEncoder, "compile_", stand_in_compile)
     model = build_model(TINY)
     result: Dict[str, Any] = {}
     done: List[str] = []
     tables: List[str] = []
-    bench_whisper.profile_encoder(model, TINY, ["eager", "compiled"], [1, COMPILED_MIN_WINDOWS], torch.device("cpu"),
+    bench_whisper_profile.profile_encoder(model, TINY, ["eager", "compiled"], [1, COMPILED_MIN_WINDOWS], torch.device("cpu"),
                                   torch.float32, 1, 5, tables, result, done.append)
     assert done == ["profile: encoder eager", "profile: encoder compiled"]
     assert [result["compiled"][b]["blocks"] for b in ("1", str(COMPILED_MIN_WINDOWS))] == ["eager", "compiled"]
