@@ -147,7 +147,7 @@ describe('Supervisor restarts', () => {
     assert.deepEqual(supervisor.readyInstances('m'), []);
     const snapshot = supervisor.stats().instances[0]!;
     assert.equal(snapshot.state, 'restarting');
-    assert.equal(snapshot.restarts, 1);
+    assert.equal(snapshot.restarts, 0, 'a restart counts once it has spawned its instance');
     assert.equal(snapshot.pid, null);
     assert.deepEqual(snapshot.lastEnd, { reason: 'exited', exitCode: 70, signal: null, code: 'instance_crashed', atMs: clock.wallMs() });
     clock.advance(99);
@@ -158,6 +158,7 @@ describe('Supervisor restarts', () => {
     assert.equal(spawner.children.length, 2);
     assert.deepEqual(ids(supervisor.readyInstances('m')), ['m-0-g2']);
     assert.equal(supervisor.stats().instances[0]!.state, 'ready');
+    assert.equal(supervisor.stats().instances[0]!.restarts, 1);
     assert.equal((await metrics.instanceRestarts.get()).values[0]?.value, 1);
     supervisor.destroy();
   });
@@ -187,7 +188,7 @@ describe('Supervisor restarts', () => {
       assert.equal(spawner.children.length, failure + 2, `a restart at ${delayMs} ms`);
       await crashOnLoad(spawner.last());
     }
-    assert.equal(supervisor.stats().instances[0]!.restarts, 7);
+    assert.equal(supervisor.stats().instances[0]!.restarts, 6, 'six restarts spawned; the seventh waits for its backoff');
     assert.equal(supervisor.availability('m'), 'unavailable');
     supervisor.destroy();
   });
@@ -918,10 +919,100 @@ describe('Supervisor stats', () => {
       {
         state: 'restarting',
         pid: null,
-        restarts: 1,
+        restarts: 0,
         lastEnd: { reason: 'exited', exitCode: null, signal: 'SIGKILL', code: 'instance_crashed', atMs: 1_700_000_004_400 },
       },
     );
     supervisor.destroy();
+  });
+});
+
+describe('Supervisor slots of a stopped model', () => {
+  /** Each state of voxmux_instances{model} with a non-zero count. */
+  async function instanceGauge(metrics: ReturnType<typeof createMetrics>, model: string): Promise<Record<string, number>> {
+    const values = (await metrics.instances.get()).values.filter((v) => v.labels.model === model && v.value !== 0);
+    return Object.fromEntries(values.map((v) => [String(v.labels.state), v.value]));
+  }
+
+  it('shows a slot whose restart a sleep cancelled as closed, as the model’s other stopped slots', async () => {
+    const { spawner, supervisor, metrics } = await setupStarted({ m: { instances: 2 } }, { shouldCloseByItself: true });
+    spawner.children[0]!.exit(1);
+    await settle();
+    assert.deepEqual(
+      supervisor.stats().instances.map((i) => i.state),
+      ['restarting', 'ready'],
+    );
+    await supervisor.sleep('m');
+    assert.equal(supervisor.modelState('m'), 'stopped');
+    assert.deepEqual(
+      supervisor.stats().instances.map((i) => i.state),
+      ['closed', 'closed'],
+      'a stopped slot whose restart was cancelled reads crashed in /health/ready',
+    );
+    assert.deepEqual(await instanceGauge(metrics, 'm'), { closed: 2 });
+    assert.equal(supervisor.stats().instances[0]!.lastEnd?.reason, 'exited', 'the crash stays in lastEnd');
+    supervisor.destroy();
+  });
+
+  it('counts a restart in voxmux_instance_restarts_total and restarts only once its new instance is spawned, not when a sleep cancels it', async () => {
+    const { clock, spawner, supervisor, metrics } = await setupStarted({ m: {} }, { shouldCloseByItself: true });
+    const restartsOf = async () =>
+      (await metrics.instanceRestarts.get()).values.filter((v) => v.value !== 0).map((v) => [v.labels.reason, v.value]);
+    spawner.last().exit(1);
+    await settle();
+    assert.equal(supervisor.stats().instances[0]!.state, 'restarting');
+    await supervisor.sleep('m');
+    clock.advance(10_000);
+    await settle();
+    assert.equal(spawner.children.length, 1, 'the sleep cancelled the restart');
+    assert.deepEqual(await restartsOf(), [], 'a restart that never happened is counted');
+    assert.equal(supervisor.stats().instances[0]!.restarts, 0);
+    // A wake starts the model: that is no restart either.
+    assert.equal((await supervisor.wake('m')).isReady, true);
+    assert.deepEqual(await restartsOf(), []);
+    // A crash whose restart goes ahead is counted when the new instance is spawned, with the crash's reason.
+    spawner.last().exit(1);
+    await settle();
+    assert.deepEqual(await restartsOf(), []);
+    assert.equal(supervisor.stats().instances[0]!.restarts, 0);
+    clock.advance(100);
+    await settle();
+    assert.equal(spawner.children.length, 3);
+    assert.deepEqual(await restartsOf(), [['exited', 1]]);
+    assert.equal(supervisor.stats().instances[0]!.restarts, 1);
+    supervisor.destroy();
+  });
+
+  it('shows a slot whose instance crashed while a sleep closed it as closed, with the crash in lastEnd', async () => {
+    const { spawner, supervisor, metrics } = await setupStarted({ m: { instances: 2 } });
+    const [a, b] = spawner.children as [ScriptedChild, ScriptedChild];
+    const slept = supervisor.sleep('m');
+    await settle();
+    b.reply(b.expect('Close'), { type: 'Closed' });
+    b.exit(0);
+    a.expect('Close');
+    a.exit(null, 'SIGSEGV'); // dies before it answers Closed
+    await slept;
+    assert.deepEqual(
+      supervisor.stats().instances.map((i) => [i.state, i.lastEnd?.reason]),
+      [
+        ['closed', 'exited'],
+        ['closed', 'closed'],
+      ],
+    );
+    assert.deepEqual(await instanceGauge(metrics, 'm'), { closed: 2 });
+    supervisor.destroy();
+  });
+
+  it('shows a slot whose restart close() cancelled as closed', async () => {
+    const { spawner, supervisor, metrics } = await setupStarted({ m: { instances: 2 } }, { shouldCloseByItself: true });
+    spawner.children[0]!.exit(1);
+    await settle();
+    await supervisor.close();
+    assert.deepEqual(
+      supervisor.stats().instances.map((i) => i.state),
+      ['closed', 'closed'],
+    );
+    assert.deepEqual(await instanceGauge(metrics, 'm'), { closed: 2 });
   });
 });

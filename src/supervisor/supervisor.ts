@@ -83,7 +83,12 @@ export interface InstanceSnapshot {
   index: number;
   gpu: number | null;
   pid: number | null;
+  /**
+   * The slot's instance's state; `restarting` while the slot waits out its backoff; `closed` once
+   * its model is stopped (or the supervisor closed) and no instance is live, its last end in lastEnd.
+   */
   state: InstanceState | 'restarting';
+  /** Restarts that spawned a new instance; one cancelled during its backoff (a stop, a close) does not count. */
   restarts: number;
   isCrashLoop: boolean;
   device: string | null;
@@ -370,7 +375,12 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
 
   function slotState(slot: Slot): InstanceSnapshot['state'] {
     if (slot.restartTimer !== undefined) return 'restarting';
-    return slot.current?.state ?? 'closed';
+    const instance = slot.current;
+    // A slot that is not refilled (its model stopped, or the supervisor closing) and has no live
+    // instance reads closed, as its model's other stopped slots do, even when its last instance
+    // crashed (a restart the stop cancelled, or a crash during the stop): lastEnd keeps the crash.
+    if ((slot.isStopped || isClosing) && instance?.end !== undefined) return 'closed';
+    return instance?.state ?? 'closed';
   }
 
   function spawnArgs(model: string, config: SupervisedModel): { command: string; args: string[] } {
@@ -550,8 +560,6 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     const decision = decideRestart(slot.failuresMs, clock.nowMs(), options);
     slot.failuresMs = decision.recentFailuresMs;
     slot.isCrashLoop = decision.isCrashLoop;
-    slot.restarts += 1;
-    metrics.instanceRestarts.inc({ model: slot.model, reason: end.reason });
     const fields = {
       instanceId: instance.instanceId,
       model: slot.model,
@@ -562,7 +570,12 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     };
     if (decision.isCrashLoop) log.error({ ...fields, failures: decision.recentFailuresMs.length }, 'instance crash loop');
     else log.warn(fields, 'instance exited');
-    slot.restartTimer = clock.setTimeout(() => void launch(slot), decision.delayMs);
+    // A restart is counted when it spawns its instance: a stop or a close during the backoff cancels it.
+    slot.restartTimer = clock.setTimeout(() => {
+      slot.restarts += 1;
+      metrics.instanceRestarts.inc({ model: slot.model, reason: end.reason });
+      void launch(slot);
+    }, decision.delayMs);
     // With every instance in a crash loop nothing can serve: a ready model reads starting until one
     // is ready again (notified just below). A restart of one alone leaves the model as it is.
     if (slots.every((s) => s.model !== slot.model || s.isCrashLoop)) lifecycle.instancesCrashLooping(slot.model);

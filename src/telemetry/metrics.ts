@@ -199,7 +199,7 @@ export function createMetrics(options: MetricsOptions = {}) {
     }),
     instanceRestarts: new Counter({
       name: 'voxmux_instance_restarts_total',
-      help: 'Instances restarted after a crash or wedge, by model and reason.',
+      help: 'Instances restarted after a crash or wedge, by model and reason (exited, wedged, failed_to_start): counted when the new instance is spawned, so a restart that a stop or a close cancels during its backoff is not.',
       labelNames: ['model', 'reason'] as const,
       registers: r,
     }),

@@ -139,7 +139,9 @@ describe('Supervisor with real Python instances', () => {
     await waitFor(() => supervisor.stats().instances[0]!.isCrashLoop, 'the crash loop', 20_000);
     assert.equal(supervisor.availability('m'), 'unavailable');
     const restarts = supervisor.stats().instances[0]!.restarts;
-    assert.ok(restarts >= 3 && restarts <= 5, `restarts ${restarts}`);
+    // The loop is flagged at the third failure (crashLoopMaxFailures), after two restarts; a restart
+    // counts once it has spawned its instance.
+    assert.ok(restarts >= 2 && restarts <= 4, `restarts ${restarts}`);
     supervisor.destroy();
   });
 
