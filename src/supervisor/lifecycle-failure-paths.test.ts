@@ -297,6 +297,54 @@ describe('Model lifecycle failure paths', () => {
     t.scheduler.destroy();
     t.supervisor.destroy();
   });
+  it('ends a wake ready when an instance that failed its first start is restarted and ready before the others fail', async () => {
+    // A wake ends at "the first instance ready". Here slot 0 crashes on its load and its restart (after
+    // 100 ms of backoff) is ready at once, while slot 1 never says Hello and fails at handshakeTimeoutMs
+    // (1 s): the wake failed at 1 s and the stop killed the ready instance.
+    const t = setup({ instances: 2 }, (_request, index) => (index === 2 ? { shouldStartByItself: true, shouldCloseByItself: true } : {}));
+    await t.supervisor.sleep('m');
+    await t.supervisor.start();
+    let woke: string | undefined;
+    void t.supervisor.wake('m').then((end) => (woke = end.isReady ? 'ready' : end.error.code));
+    await settle();
+    const first = t.spawner.children[0]!;
+    first.hello();
+    await settle();
+    first.expect('LoadRequest');
+    first.exit(1);
+    await settle();
+    await advanceSettling(t.clock, 100, 50); // slot 0's restart
+    assert.equal(t.supervisor.readyInstances('m').length, 1);
+    assert.equal(woke, 'ready', 'the wake waits on although an instance is ready');
+    assert.equal(t.supervisor.modelState('m'), 'ready');
+    await advanceSettling(t.clock, 1_000, 100); // slot 1 fails its start: restarted, the model stays ready
+    assert.equal(t.supervisor.modelState('m'), 'ready');
+    assert.equal(t.supervisor.readyInstances('m').length, 1);
+    t.scheduler.destroy();
+    t.supervisor.destroy();
+  });
+  it('reads ready after a boot whose first ready instance is a restart, not starting as when none could start', async () => {
+    // The same race at boot: the boot ended with "no instance could start" once its launches had failed,
+    // and the model read starting (and /health/ready 503) with a restarted instance ready and serving.
+    const t = setup({ instances: 2 }, (_request, index) => (index === 2 ? { shouldStartByItself: true, shouldCloseByItself: true } : {}));
+    const started = t.supervisor.start();
+    await settle();
+    const first = t.spawner.children[0]!;
+    first.hello();
+    await settle();
+    first.expect('LoadRequest');
+    first.exit(1);
+    await settle();
+    await advanceSettling(t.clock, 100, 50); // slot 0's restart
+    assert.equal(t.supervisor.readyInstances('m').length, 1);
+    await advanceSettling(t.clock, 1_000, 100); // slot 1 fails its start
+    await started;
+    assert.equal(t.supervisor.modelState('m'), 'ready', 'the model reads starting with an instance ready');
+    assert.equal(t.supervisor.isOnDemand('m'), false);
+    assert.equal((await t.supervisor.wake('m')).isReady, true);
+    t.scheduler.destroy();
+    t.supervisor.destroy();
+  });
   it('leaves a model put to sleep before start() stopped, and wakes it on the next request', async () => {
     // main.ts listens before it starts the instances: a sleep can arrive first, and the boot must not undo it.
     const t = setup({ instances: 1 });

@@ -296,12 +296,23 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     const launches = slots.filter((s) => s.model === model).map((slot) => launch(slot).then(() => slot.current?.state === 'ready'));
     const isAnyReady = new Promise<boolean>((resolve) => {
       let left = launches.length;
-      if (left === 0) resolve(false);
+      // A slot that failed its first start is restarted after its backoff, and that instance may be
+      // ready while the other launches still run: the first ready instance ends the start, whichever
+      // generation it is (a wake otherwise failed later, and its stop killed the ready instance).
+      const end = (isReady: boolean) => {
+        listeners.delete(watchReady);
+        resolve(isReady);
+      };
+      const watchReady = () => {
+        if (slots.some((s) => s.model === model && s.current?.state === 'ready' && s.current.end === undefined)) end(true);
+      };
+      listeners.add(watchReady);
+      if (left === 0) end(false);
       for (const l of launches) {
         void l.then((isReady) => {
           left -= 1;
-          if (isReady) resolve(true);
-          else if (left === 0) resolve(false);
+          if (isReady) end(true);
+          else if (left === 0) end(false);
         });
       }
     });
