@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { advanceSettling, FakeClock, settle } from '../../test/support/fake-clock.js';
 import { ScriptedSpawn, type ScriptedChild, type ScriptedChildOptions } from '../../test/support/scripted-child.js';
 import { supervisorOptions, testModel } from '../../test/support/supervisor-fixture.js';
-import { silentLogger } from '../../test/support/test-logger.js';
+import { captureLogger, silentLogger } from '../../test/support/test-logger.js';
 import type { ServiceError } from '../core/errors.js';
 import type { BatchInput, BatchItemOutcome, SequenceBatchInput, StreamInput, StreamSink } from '../protocol/work.js';
 import { createMetrics } from '../telemetry/metrics.js';
@@ -1002,6 +1002,45 @@ describe('Supervisor slots of a stopped model', () => {
     );
     assert.deepEqual(await instanceGauge(metrics, 'm'), { closed: 2 });
     supervisor.destroy();
+  });
+
+  it('logs no error for an instance whose start a sleep or a close cut short: it did not fail', async () => {
+    // "error: something a human must look at"; a sleep during the boot (or a wake) kills the
+    // instances still starting, on purpose, and each one logged "instance failed to start" at error.
+    const clock = new FakeClock();
+    const spawner = new ScriptedSpawn({ shouldCloseByItself: true });
+    const { log, lines } = captureLogger();
+    const supervisor = createSupervisor(supervisorOptions({ m: testModel({ command: ['fake-host'], instances: 2 }) }, OPTIONS), {
+      spawn: spawner.spawn,
+      clock,
+      log,
+      metrics: createMetrics(),
+      baseEnv: {},
+    });
+    const started = supervisor.start();
+    await settle();
+    spawner.children[0]!.hello(); // loading; the other one is still handshaking
+    await settle();
+    await supervisor.sleep('m');
+    await started;
+    assert.equal(supervisor.modelState('m'), 'stopped');
+    const woken = supervisor.wake('m');
+    await settle();
+    const loading = spawner.children[2]!;
+    loading.hello();
+    await settle();
+    const load = loading.expect('LoadRequest');
+    const closed = supervisor.close(); // the wake's instances, still starting, are closed too
+    loading.reply(load, { type: 'LoadResult' }); // loaded as the close came: it is not warmed up
+    await closed;
+    await woken;
+    await settle();
+    assert.equal(spawner.children.length, 4);
+    const errorsLogged = lines().filter((l) => (l.level as number) >= 50);
+    assert.deepEqual(
+      errorsLogged.map((l) => [l.code, l.instanceId]),
+      [],
+    );
   });
 
   it('shows a slot whose restart close() cancelled as closed', async () => {

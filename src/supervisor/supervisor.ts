@@ -505,6 +505,12 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     instance.on('factsReported', () => updateStateGauges());
     instance.on('ended', (end) => onEnded(slot, instance, end));
     return instance.start().catch((err: ServiceError) => {
+      // A start that a stop, a sleep or a close cut short did not fail: it ends with shutting_down,
+      // which no failure of the instance gives.
+      if (err.code === 'shutting_down') {
+        log.info({ instanceId, model: slot.model, code: err.code }, 'instance start cancelled');
+        return;
+      }
       log.error({ instanceId, model: slot.model, code: err.code, err }, 'instance failed to start');
     });
   }
