@@ -612,8 +612,27 @@ describe('Supervisor catalogue and resource counters (#18)', () => {
     assert.equal(await value(metrics.resourceLoads, { ...labels, source: 'disk' }), 2);
     supervisor.destroy();
   });
-});
 
+  it('keeps the resident bytes of a slot at 0 when its instance’s last heartbeat is read after its exit', async () => {
+    // Node's 'exit' event may come while the child's pipes still hold its last output: a heartbeat
+    // the host wrote just before it died is read after its end, and set the gauge of a slot with no
+    // live instance back to what the dead instance held ("0 while the slot has no live instance").
+    const { clock, spawner, supervisor, metrics } = await setupStarted({ m: {} });
+    const resident = async () =>
+      (await metrics.resourceResidentBytes.get()).values.find((v) => v.labels.model === 'm' && v.labels.instance_index === '0')?.value;
+    const child = spawner.last();
+    child.heartbeat = { ...child.heartbeat, resourceCounters: counters({ hits: 1, residentBytes: 300 }) };
+    await advanceSettling(clock, 60_000, 60_000);
+    assert.equal(await resident(), 300);
+    child.holdOutputUntilExit();
+    child.send({ type: 'HeartbeatAck', resourceCounters: counters({ hits: 2, residentBytes: 500 }) });
+    child.exit(null, 'SIGSEGV');
+    await settle();
+    assert.equal(supervisor.stats().instances[0]!.state, 'restarting');
+    assert.equal(await resident(), 0, 'a slot without a live instance holds nothing');
+    supervisor.destroy();
+  });
+});
 describe('Supervisor close and destroy', () => {
   it('close() lets running batches finish, then closes every instance', async () => {
     const { spawner, supervisor } = await setupStarted({ m: { instances: 2 } });

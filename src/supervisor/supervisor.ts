@@ -498,7 +498,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
       metrics.instanceStreams.inc({ model: slot.model, outcome });
       metrics.streamChunks.inc({ model: slot.model }, chunks);
     });
-    instance.on('resourceCountersReported', ({ counters }) => exportResourceCounters(slot, instance.instanceId, counters));
+    instance.on('resourceCountersReported', ({ counters }) => exportResourceCounters(slot, instance, counters));
     // Routing prefers instances holding a stream's resource: the scheduler looks again.
     instance.on('resourcesChanged', () => notify());
     // The gauges of what the instances report (memory, eager batches, graph replays) follow each beat.
@@ -548,9 +548,12 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
 
   /**
    * Adds what an instance's cumulative counters grew by since the last report to the slot's metric
-   * series (so they keep growing across restarts: a new instance starts from zero), and sets the gauges.
+   * series (so they keep growing across restarts: a new instance starts from zero), and sets the
+   * gauges while the instance is live. A report read after the instance's end (Node's 'exit' can come
+   * before the child's pipes are drained) still counts, but leaves the gauges of the slot at 0.
    */
-  function exportResourceCounters(slot: Slot, instanceId: string, counters: ResourceCounters): void {
+  function exportResourceCounters(slot: Slot, instance: InstanceProcess, counters: ResourceCounters): void {
+    const instanceId = instance.instanceId;
     const before = slot.exported?.instanceId === instanceId ? slot.exported.counters : undefined;
     slot.exported = { instanceId, counters };
     const grown = (key: keyof ResourceCounters) => Math.max(0, counters[key] - (before?.[key] ?? 0));
@@ -562,6 +565,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     metrics.resourceLoads.inc({ ...labels, source: 'host' }, grown('loadsFromHost'));
     metrics.resourceLoadDuration.inc({ ...labels, source: 'disk' }, grown('diskLoadMs') / 1000);
     metrics.resourceLoadDuration.inc({ ...labels, source: 'host' }, grown('hostLoadMs') / 1000);
+    if (instance.end !== undefined || slot.current !== instance) return;
     metrics.resourceResidentBytes.set(labels, counters.residentBytes);
     metrics.resourceBudgetBytes.set(labels, counters.budgetBytes);
   }

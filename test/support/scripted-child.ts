@@ -146,6 +146,8 @@ export class ScriptedChild implements InstanceChild {
   #errorListeners: ((err: Error) => void)[] = [];
   #exit: { exitCode: number | null; signal: NodeJS.Signals | null } | undefined;
   #isSilent = false;
+  /** Output written since holdOutputUntilExit(), read after the exit is reported. */
+  #heldOutput: Buffer[] | undefined;
   /** Chunks sent per stream, by streamId. */
   #streamChunks = new Map<string, number>();
 
@@ -271,10 +273,29 @@ export class ScriptedChild implements InstanceChild {
     this.#isSilent = true;
   }
 
+  /**
+   * What the child writes from now on is read only after its exit is reported: Node's 'exit' event
+   * may come while the child's pipes still hold its last output.
+   */
+  holdOutputUntilExit(): void {
+    this.#heldOutput = [];
+  }
+
   /** The process ends: its channels close and the exit is reported on a later tick. */
   exit(exitCode: number | null, signal: NodeJS.Signals | null = null): void {
     if (this.#exit !== undefined) return;
     this.#exit = { exitCode, signal };
+    const held = this.#heldOutput;
+    if (held !== undefined) {
+      this.#heldOutput = undefined;
+      this.down.destroy();
+      process.nextTick(() => {
+        for (const listener of this.#exitListeners) listener(exitCode, signal);
+        for (const bytes of held) this.up.push(bytes);
+        this.up.push(null);
+      });
+      return;
+    }
     // Its channels close at once: what it wrote before is still read, what is written to it is lost.
     this.up.push(null);
     this.down.destroy();
@@ -478,7 +499,8 @@ export class ScriptedChild implements InstanceChild {
 
   #pushUp(bytes: Buffer): void {
     assert.ok(this.#exit === undefined, 'the scripted child has exited: it cannot send');
-    this.up.push(bytes);
+    if (this.#heldOutput !== undefined) this.#heldOutput.push(bytes);
+    else this.up.push(bytes);
   }
 
   /** On a later tick, as a separate process's answer would be (never inside the writer's call), unless it has exited. */
