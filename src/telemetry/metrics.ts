@@ -193,7 +193,7 @@ export function createMetrics(options: MetricsOptions = {}) {
     }),
     instances: new Gauge({
       name: 'voxmux_instances',
-      help: 'Instances by model and state.',
+      help: 'Instance slots by model and state: restarting while a slot waits out its restart backoff, closed for each slot of a stopped model.',
       labelNames: ['model', 'state'] as const,
       registers: r,
     }),
