@@ -1062,6 +1062,40 @@ describe('Supervisor slots of a stopped model', () => {
     );
   });
 
+  it('shows no memory held by a slot with no live instance, as voxmux_instance_memory_bytes does', async () => {
+    // A stopped model's processes are gone and their memory freed (operations.md, idle stop): its
+    // slots listed the memoryBytes of their last instances in /health/ready while the gauge read 0.
+    const { clock, spawner, supervisor, metrics } = await setupStarted({ m: { instances: 2 } }, { shouldCloseByItself: true });
+    for (const child of spawner.children) child.heartbeat = { ...child.heartbeat, memoryBytes: 4096 };
+    await advanceSettling(clock, 60_000, 60_000);
+    const gauge = async () => (await metrics.instanceMemory.get()).values.find((v) => v.labels.model === 'm')?.value;
+    assert.deepEqual(
+      supervisor.stats().instances.map((i) => i.memoryBytes),
+      [4096, 4096],
+    );
+    assert.equal(await gauge(), 8192);
+    spawner.children[0]!.exit(1);
+    await settle();
+    assert.deepEqual(
+      supervisor.stats().instances.map((i) => [i.state, i.memoryBytes]),
+      [
+        ['restarting', 0],
+        ['ready', 4096],
+      ],
+    );
+    assert.equal(await gauge(), 4096);
+    await supervisor.sleep('m');
+    assert.deepEqual(
+      supervisor.stats().instances.map((i) => [i.state, i.memoryBytes]),
+      [
+        ['closed', 0],
+        ['closed', 0],
+      ],
+    );
+    assert.equal(await gauge(), 0);
+    supervisor.destroy();
+  });
+
   it('shows a slot whose restart close() cancelled as closed', async () => {
     const { spawner, supervisor, metrics } = await setupStarted({ m: { instances: 2 } }, { shouldCloseByItself: true });
     spawner.children[0]!.exit(1);

@@ -92,6 +92,7 @@ export interface InstanceSnapshot {
   restarts: number;
   isCrashLoop: boolean;
   device: string | null;
+  /** Device memory the live instance holds, as last reported; 0 when none is live. */
   memoryBytes: number;
   warmupMs: number | null;
   graphsCaptured: number;
@@ -751,7 +752,8 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
           restarts: slot.restarts,
           isCrashLoop: slot.isCrashLoop,
           device: facts?.device ?? null,
-          memoryBytes: facts?.memoryBytes ?? 0,
+          // An ended instance's memory is freed with its process, as the memory gauge counts it.
+          memoryBytes: isLive ? (facts?.memoryBytes ?? 0) : 0,
           warmupMs: facts?.warmupMs ?? null,
           graphsCaptured: facts?.graphsCaptured ?? 0,
           eagerBatches: facts?.eagerBatches ?? 0,
