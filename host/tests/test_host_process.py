@@ -17,6 +17,7 @@ from voxmux_host.messages import (
     BatchResult,
     Close,
     Closed,
+    EngineCounter,
     Error,
     Heartbeat,
     HeartbeatAck,
@@ -89,6 +90,7 @@ def test_host_runs_the_whole_lifecycle_and_answers_heartbeats_during_a_slow_batc
 
     after = host.request(Heartbeat(3), 7, HeartbeatAck)
     assert (after.state, after.busy_ms, after.queued_batches, after.eager_batches) == ('idle', 0, 0, 2)
+    assert after.engine_counters == (EngineCounter('requests', 3.0),)  # the adapter's own counts
     host.request(Close(), 8, Closed)
     assert host.wait() == 0
     assert host.recv() is None

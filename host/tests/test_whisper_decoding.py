@@ -241,6 +241,8 @@ def test_adapter_language_detection_option_sets_the_encoder_inputs_of_a_short_cl
     assert isinstance(output, Transcript)
     engine = adapter._engine
     assert engine is not None and engine.counters.encoder_windows == windows
+    counters = {c.name: c.value for c in adapter.stats().engine_counters()}
+    assert (counters["encoderWindows"], counters["clips"], counters["audioSeconds"]) == (windows, 1, 2.0)
     adapter.close()
 
 

@@ -279,7 +279,8 @@ class InstanceHost:
         stats = self._adapter_stats()
         self._send(HeartbeatAck(beat.seq, state, snapshot.busy_ms or 0, snapshot.queued_batches, stats.memory_bytes,
                                 stats.eager_batches, stats.graph_replays, snapshot.sessions, snapshot.streams,
-                                self._adapter_resources(), self._resource_counters()), correlation_id)
+                                self._adapter_resources(), self._resource_counters(), stats.engine_counters()),
+                   correlation_id)
 
     def _adapter_stats(self) -> AdapterStats:
         adapter = self._adapter

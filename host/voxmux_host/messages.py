@@ -319,6 +319,16 @@ class ResourceCounters(Record):
 
 
 @dataclass(frozen=True)
+class EngineCounter(Record):
+    """Struct EngineCounter (docs/protocol.md)."""
+
+    FIELDS: ClassVar[Fields] = (('name', read_string), ('value', read_number))
+
+    name: str
+    value: float
+
+
+@dataclass(frozen=True)
 class SequenceItemResult(Record):
     """Struct SequenceItemResult (docs/protocol.md)."""
 
@@ -576,6 +586,7 @@ class HeartbeatAck(Record):
         ('streams', read_integer),
         ('resources', read_array(ResourceInfo.from_meta)),
         ('resourceCounters', read_optional(ResourceCounters.from_meta)),
+        ('engineCounters', read_array(EngineCounter.from_meta)),
     )
 
     seq: int
@@ -589,6 +600,7 @@ class HeartbeatAck(Record):
     streams: int
     resources: Tuple[ResourceInfo, ...]
     resource_counters: Optional[ResourceCounters]
+    engine_counters: Tuple[EngineCounter, ...]
 
 
 @dataclass(frozen=True)
@@ -814,5 +826,6 @@ STRUCT_CLASSES: Tuple[Type[Any], ...] = (
     ItemResult,
     ResourceInfo,
     ResourceCounters,
+    EngineCounter,
     SequenceItemResult,
 )

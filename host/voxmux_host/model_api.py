@@ -60,7 +60,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .errors import InstanceError
-from .messages import BootStage, CatalogEntry, ResourceCounters, ResourceInfo, Segment, SegmentDecoding, Transcript, Word
+from .messages import (BootStage, CatalogEntry, EngineCounter, ResourceCounters, ResourceInfo, Segment, SegmentDecoding,
+                       Transcript, Word)
 
 __all__ = [
     'Adapter', 'AdapterStats', 'BatchAdapter', 'BatchFinish', 'BatchInput', 'BatchOutput', 'CatalogEntry',
@@ -106,6 +107,11 @@ class WarmupInfo:
 class AdapterStats:
     """Cheap counters reported in every HeartbeatAck."""
 
+    #: The fields of a subclass that are cumulative counts since the instance started (clips, tokens...): each
+    #: goes up in every HeartbeatAck's ``engineCounters`` under its camelCase name, and reaches the metric
+    #: ``voxmux_instance_engine_events_total``. Ratios and sizes are not counts: leave them out.
+    ENGINE_COUNTERS: ClassVar[Tuple[str, ...]] = ()
+
     memory_bytes: int = 0
     eager_batches: int = 0
     graph_replays: int = 0
@@ -113,6 +119,15 @@ class AdapterStats:
     #: times its own stages; the host logs each window's share on its 'batch pipeline' line (not sent
     #: in heartbeats).
     stage_ms: Dict[str, float] = field(default_factory=dict)
+
+    def engine_counters(self) -> Tuple[EngineCounter, ...]:
+        """The ENGINE_COUNTERS fields as the protocol's EngineCounters, named in camelCase."""
+        return tuple(EngineCounter(_camel(name), float(getattr(self, name))) for name in self.ENGINE_COUNTERS)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 @dataclass(frozen=True)

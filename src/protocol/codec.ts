@@ -27,6 +27,7 @@ import {
   type MessageName,
   type MessageTable,
   type ResourceCountersSchema,
+  type EngineCounterSchema,
   type ResourceInfoSchema,
   type SequenceItemResultSchema,
   type SequenceItemSchema,
@@ -72,6 +73,7 @@ export type SequenceItem = Static<typeof SequenceItemSchema>;
 export type SequenceItemResult = Static<typeof SequenceItemResultSchema>;
 export type ResourceInfo = Static<typeof ResourceInfoSchema>;
 export type ResourceCounters = Static<typeof ResourceCountersSchema>;
+export type EngineCounter = Static<typeof EngineCounterSchema>;
 export type BootStage = Static<typeof BootStageSchema>;
 
 /** Fields of a message object that are not meta. */

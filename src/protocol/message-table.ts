@@ -123,6 +123,13 @@ export const ResourceCountersSchema = Struct(
 );
 
 /**
+ * One of an engine's own cumulative counts since its instance started (HeartbeatAck.engineCounters):
+ * what its adapter counts beyond the protocol's fields (whisper: clips, windows, encoder windows,
+ * decode steps, tokens, fallbacks...). `name` is camelCase; `value` never decreases.
+ */
+export const EngineCounterSchema = Struct({ name: Type.String(), value: Type.Number() }, 'EngineCounter');
+
+/**
  * The parts of an instance's boot that an adapter may time (LoadResult.stages, WarmupResult.stages):
  * importing the adapter's code (timed by the host), starting the device, reading its weight files,
  * building the model, uploading the weights to the device, compiling, first runs of each shape
@@ -277,6 +284,8 @@ export const MESSAGE_TABLE = {
       resources: Type.Array(ResourceInfoSchema),
       /** Null for an adapter that keeps no resource counters. */
       resourceCounters: Nullable(ResourceCountersSchema),
+      /** The adapter's own counts; empty for an adapter that keeps none. */
+      engineCounters: Type.Array(EngineCounterSchema),
     }),
     body: 'none',
   },

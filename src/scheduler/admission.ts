@@ -116,8 +116,8 @@ function replay(
     for (let j = 1; j < freeAt.length; j++) if (freeAt[j]! < freeAt[i]!) i = j;
     // A batch short of maxBatchSize that meets an idle instance still waits for more requests,
     // unless the model dispatches to an idle instance at once.
-    const waitsForMore = batch.size < snapshot.maxBatchSize && snapshot.dispatchWhenIdle !== true;
-    const startMs = Math.max(freeAt[i]!, waitsForMore ? nowMs + snapshot.maxQueueDelayMs : nowMs);
+    const shouldWaitForMore = batch.size < snapshot.maxBatchSize && snapshot.dispatchWhenIdle !== true;
+    const startMs = Math.max(freeAt[i]!, shouldWaitForMore ? nowMs + snapshot.maxQueueDelayMs : nowMs);
     lastDoneMs = startMs + batchMs(snapshot.service, batch.audioS);
     freeAt[i] = lastDoneMs;
   }

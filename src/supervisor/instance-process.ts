@@ -32,6 +32,7 @@ import {
   type ItemResult,
   type MessageOf,
   type ResourceCounters,
+  type EngineCounter,
   type ResourceInfo,
   type SequenceItemResult,
 } from '../protocol/codec.js';
@@ -102,6 +103,8 @@ export interface InstanceFacts {
   catalog: readonly CatalogEntry[];
   /** The adapter's cumulative residency counters (last HeartbeatAck); undefined when it keeps none. */
   resourceCounters: ResourceCounters | undefined;
+  /** The engine's own cumulative counts by name (last HeartbeatAck; names that are not ENGINE_COUNTER_NAME left out). */
+  engineCounters: Readonly<Record<string, number>>;
   /** Session states the instance holds and streams it runs (last HeartbeatAck). */
   sessions: number;
   streams: number;
@@ -134,6 +137,8 @@ export type InstanceEvents = {
   resourcesChanged: { resources: readonly ResourceInfo[] };
   /** A heartbeat carried the adapter's resource counters (cumulative since the instance started). */
   resourceCountersReported: { counters: ResourceCounters };
+  /** A heartbeat carried the engine's own counts (cumulative since the instance started), valid names only. */
+  engineCountersReported: { counters: Readonly<Record<string, number>> };
   /** A heartbeat updated the facts it reports (memory, eager batches, graph replays, sessions, streams). */
   factsReported: Record<string, never>;
 };
@@ -197,6 +202,7 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
     workKinds: [],
     catalog: [],
     resourceCounters: undefined,
+    engineCounters: {},
     sessions: 0,
     streams: 0,
     resources: [],
@@ -552,6 +558,10 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
           this.#facts.resourceCounters = message.resourceCounters;
           this.emit('resourceCountersReported', { counters: message.resourceCounters });
         }
+        if (message.engineCounters.length > 0) {
+          this.#facts.engineCounters = engineCountersOf(message.engineCounters);
+          this.emit('engineCountersReported', { counters: this.#facts.engineCounters });
+        }
         this.emit('factsReported', {});
         if (message.state === 'wedged') this.#wedge('the instance probe failed');
         else if (message.busyMs > this.#options.batchTimeoutMs) this.#wedge(`a batch ran ${message.busyMs} ms`);
@@ -853,4 +863,14 @@ export class InstanceProcess extends TypedEmitter<InstanceEvents> {
     this.#state = to;
     this.emit('stateChanged', { state: to });
   }
+}
+
+/** An engine counter's name: a camelCase word (each becomes a metric label value, so the set stays bounded). */
+export const ENGINE_COUNTER_NAME = /^[a-z][A-Za-z0-9]{0,63}$/;
+/** At most this many engine counters are kept from one heartbeat. */
+export const MAX_ENGINE_COUNTERS = 32;
+
+function engineCountersOf(counters: readonly EngineCounter[]): Record<string, number> {
+  const kept = counters.filter((c) => ENGINE_COUNTER_NAME.test(c.name) && Number.isFinite(c.value)).slice(0, MAX_ENGINE_COUNTERS);
+  return Object.fromEntries(kept.map((c) => [c.name, c.value]));
 }

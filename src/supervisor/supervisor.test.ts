@@ -613,6 +613,41 @@ describe('Supervisor catalogue and resource counters (#18)', () => {
     supervisor.destroy();
   });
 
+  it("exports the growth of each instance's engine counters by name, per instance index, across a restart", async () => {
+    const { clock, spawner, supervisor, metrics } = await setupStarted({ m: {} });
+    const value = async (name: string) =>
+      (await metrics.engineEvents.get()).values.find(
+        (v) => v.labels.model === 'm' && v.labels.instance_index === '0' && v.labels.name === name,
+      )?.value;
+    const beat = (engineCounters: { name: string; value: number }[]) => {
+      spawner.last().heartbeat = { ...spawner.last().heartbeat, engineCounters };
+    };
+    beat([
+      { name: 'encoderWindows', value: 6 },
+      { name: 'tokens', value: 270 },
+    ]);
+    await advanceSettling(clock, 60_000, 60_000);
+    beat([
+      { name: 'encoderWindows', value: 8 },
+      { name: 'tokens', value: 400 },
+      // Names that are not camelCase words are not exported (the label set stays bounded).
+      { name: 'bad name', value: 1 },
+    ]);
+    await advanceSettling(clock, 60_000, 60_000);
+    assert.deepEqual([await value('encoderWindows'), await value('tokens'), await value('bad name')], [8, 400, undefined]);
+    assert.deepEqual(supervisor.stats().instances[0]!.engineCounters, { encoderWindows: 8, tokens: 400 });
+    spawner.last().exit(null, 'SIGKILL');
+    await settle();
+    assert.deepEqual(supervisor.stats().instances[0]!.engineCounters, {}, 'a slot without a live instance reports none');
+    // A new instance in the slot counts from zero: its counts add to the slot's series.
+    await advanceSettling(clock, 100, 100);
+    beat([{ name: 'encoderWindows', value: 2 }]);
+    await advanceSettling(clock, 60_000, 60_000);
+    assert.equal(supervisor.stats().instances[0]!.instanceId, 'm-0-g2');
+    assert.deepEqual([await value('encoderWindows'), await value('tokens')], [10, 400]);
+    supervisor.destroy();
+  });
+
   it('keeps the resident bytes of a slot at 0 when its instance’s last heartbeat is read after its exit', async () => {
     // Node's 'exit' event may come while the child's pipes still hold its last output: a heartbeat
     // the host wrote just before it died is read after its end, and set the gauge of a slot with no
@@ -905,6 +940,7 @@ describe('Supervisor stats', () => {
       runningStreams: 0,
       resources: [],
       resourceCounters: null,
+      engineCounters: {},
       boot: {
         processStartMs: 400,
         loadMs: 1_000,

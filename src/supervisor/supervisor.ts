@@ -105,6 +105,8 @@ export interface InstanceSnapshot {
   resources: readonly ResourceInfo[];
   /** The live instance's adapter resource counters (cumulative since it started); null when it keeps none. */
   resourceCounters: ResourceCounters | null;
+  /** The live instance's engine counts by name (cumulative since it started); empty when none is live or it keeps none. */
+  engineCounters: Readonly<Record<string, number>>;
   /** The current instance's boot broken down (process start, load, warmup and its adapter's stages); null until it is ready. */
   boot: InstanceBoot | null;
   lastEnd: { reason: InstanceEnd['reason']; exitCode: number | null; signal: string | null; code: string | null; atMs: number } | null;
@@ -142,6 +144,8 @@ interface Slot {
   catalog: readonly CatalogEntry[];
   /** The resource counters already exported to metrics, and the instance they came from. */
   exported: { instanceId: string; counters: ResourceCounters } | undefined;
+  /** The engine counters already exported to metrics, and the instance they came from. */
+  exportedEngine: { instanceId: string; counters: Readonly<Record<string, number>> } | undefined;
   completedRequests: number;
 }
 
@@ -223,6 +227,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
         lastEnd: null,
         catalog: [],
         exported: undefined,
+        exportedEngine: undefined,
         completedRequests: 0,
       });
     }
@@ -500,6 +505,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
       metrics.streamChunks.inc({ model: slot.model }, chunks);
     });
     instance.on('resourceCountersReported', ({ counters }) => exportResourceCounters(slot, instance, counters));
+    instance.on('engineCountersReported', ({ counters }) => exportEngineCounters(slot, instance, counters));
     // Routing prefers instances holding a stream's resource: the scheduler looks again.
     instance.on('resourcesChanged', () => notify());
     // The gauges of what the instances report (memory, eager batches, graph replays) follow each beat.
@@ -569,6 +575,17 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
     if (instance.end !== undefined || slot.current !== instance) return;
     metrics.resourceResidentBytes.set(labels, counters.residentBytes);
     metrics.resourceBudgetBytes.set(labels, counters.budgetBytes);
+  }
+
+  /** Adds what each engine counter grew since the slot's last report to its series (a new instance counts from zero). */
+  function exportEngineCounters(slot: Slot, instance: InstanceProcess, counters: Readonly<Record<string, number>>): void {
+    const instanceId = instance.instanceId;
+    const before = slot.exportedEngine?.instanceId === instanceId ? slot.exportedEngine.counters : {};
+    slot.exportedEngine = { instanceId, counters };
+    for (const [name, value] of Object.entries(counters)) {
+      const grown = value - (before[name] ?? 0);
+      if (grown > 0) metrics.engineEvents.inc({ model: slot.model, instance_index: String(slot.index), name }, grown);
+    }
   }
 
   function onEnded(slot: Slot, instance: InstanceProcess, end: InstanceEnd): void {
@@ -762,6 +779,7 @@ export function createSupervisor(options: SupervisorOptions, deps: SupervisorDep
           runningStreams: isLive ? (facts?.runningStreams ?? 0) : 0,
           resources: isLive ? (facts?.resources ?? []) : [],
           resourceCounters: isLive ? (facts?.resourceCounters ?? null) : null,
+          engineCounters: isLive ? (facts?.engineCounters ?? {}) : {},
           boot: facts?.boot ?? null,
           lastEnd: slot.lastEnd,
           busyMs: busy.busyMs(slotKey(slot)),

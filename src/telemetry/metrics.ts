@@ -307,6 +307,14 @@ export function createMetrics(options: MetricsOptions = {}) {
       buckets: LATENCY_BUCKETS_S,
       registers: r,
     }),
+    engineEvents: new Counter({
+      name: 'voxmux_instance_engine_events_total',
+      help:
+        "An engine's own counts by model, instance index and name, from the counters each heartbeat carries " +
+        '(whisper: clips, windows, encoderCalls, encoderWindows, decodeSteps, tokens, fallbacks, audioSeconds; see docs/adapters.md).',
+      labelNames: ['model', 'instance_index', 'name'] as const,
+      registers: r,
+    }),
     // issue 18: voice residency, per instance slot (instance_index: the slot's bounded index in its
     // model, kept across restarts), exported from the counters each heartbeat carries
     resourceHits: new Counter({

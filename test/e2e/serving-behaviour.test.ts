@@ -76,6 +76,11 @@ describe('serving spine with the test engine', () => {
     assert.ok(inferences / executions > 1, `mean batch size ${inferences / executions}`);
     const batchCount = await server.metric('voxmux_scheduler_batch_size_count', { model: 'echo' });
     assert.equal(batchCount, executions);
+    // The engine's own counts reach /metrics with the next heartbeats (every 200 ms here).
+    const engineRequests = () => server.metric('voxmux_instance_engine_events_total', { model: 'echo', name: 'requests' });
+    const until = Date.now() + 10_000;
+    while ((await engineRequests()) < 32 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(await engineRequests(), 32);
   });
 
   it('answers each of many overlapping 16-bit uploads with its own audio while their memory is reused', async () => {

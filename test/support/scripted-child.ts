@@ -22,6 +22,7 @@ import {
   type BatchItem,
   type BootStage,
   type ControllerMessage,
+  type EngineCounter,
   type HostMessage,
   type MessageOf,
   type ResourceCounters,
@@ -67,6 +68,7 @@ export interface HeartbeatFields {
   streams: number;
   resources: ResourceInfo[];
   resourceCounters: ResourceCounters | null;
+  engineCounters: EngineCounter[];
 }
 
 /** What the host can send up, in a shape that does not depend on the wire version. */
@@ -124,6 +126,7 @@ const IDLE_HEARTBEAT: HeartbeatFields = {
   streams: 0,
   resources: [],
   resourceCounters: null,
+  engineCounters: [],
 };
 
 export class ScriptedChild implements InstanceChild {

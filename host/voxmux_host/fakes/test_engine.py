@@ -93,7 +93,8 @@ the ``device``. Loading a resident one is a hit (``source: 'resident'``, no dela
 load (``source: 'disk'``, after ``loadDelayMs``), and past ``resourceBudgetBytes`` the least recently
 used others are evicted (one larger than the budget alone fails with ``out_of_memory``). A stream
 that names a resource uses it (most recently used). ``stats().memory_bytes`` is the bytes of resident
-resources; the counts of loads, hits and evictions are in :meth:`TestEngineAdapter.resource_counts`.
+resources; the counts of loads, hits and evictions are in :meth:`TestEngineAdapter.resource_counts`;
+its engine counter ``requests`` counts the batch requests run.
 
 **catalogue.** ``catalog()`` returns the ``voices`` option as catalogue entries. A LoadResource with an
 empty ``source`` (what the host sends for a stream's resource it never loaded) loads a catalogue voice
@@ -217,6 +218,14 @@ def catalog_entry(voice: str) -> Dict[str, Any]:
             'description': f'Test voice {voice}'}
 
 
+@dataclass
+class TestEngineStats(AdapterStats):
+    ENGINE_COUNTERS: ClassVar[Tuple[str, ...]] = ("requests",)
+
+    #: Batch requests run (each item of each batch, failed ones included).
+    requests: int = 0
+
+
 class TestEngineAdapter(SimpleSequenceAdapter):
     __test__ = False  # not a pytest test class
 
@@ -225,6 +234,7 @@ class TestEngineAdapter(SimpleSequenceAdapter):
     def __init__(self) -> None:
         self._options: Dict[str, Any] = {}
         self._batches_run = 0
+        self._requests_run = 0
         self._is_loaded = False
         self._resources_lock = threading.Lock()
         self._resources: 'OrderedDict[str, _Resource]' = OrderedDict()  # least recently used first
@@ -249,7 +259,8 @@ class TestEngineAdapter(SimpleSequenceAdapter):
     def stats(self) -> AdapterStats:
         with self._resources_lock:
             resident = sum(resource.bytes for resource in self._resources.values())
-        return AdapterStats(memory_bytes=resident, eager_batches=self._batches_run, graph_replays=0)
+        return TestEngineStats(memory_bytes=resident, eager_batches=self._batches_run, graph_replays=0,
+                               requests=self._requests_run)
 
     def catalog(self) -> List[Any]:
         return [catalog_entry(voice) if isinstance(voice, str) else voice for voice in self._options['voices']]
@@ -290,6 +301,7 @@ class TestEngineAdapter(SimpleSequenceAdapter):
                 time.sleep(self._options['itemDelayMs'] / 1000)
             results.append(self._run_one(request))
         self._batches_run += 1
+        self._requests_run += len(inputs)
         finish_delay_s = self._options['finishDelayMs'] / 1000
         must_fail = any(request.prompt == PROMPT_FAIL_FINISH for request in inputs)
 

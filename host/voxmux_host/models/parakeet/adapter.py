@@ -112,6 +112,8 @@ class ParakeetWarmupInfo(WarmupInfo):
 
 @dataclass
 class ParakeetStats(AdapterStats):
+    ENGINE_COUNTERS: ClassVar[Tuple[str, ...]] = ("clips", "tokens", "decode_steps", "audio_seconds")
+
     clips: int = 0
     tokens: int = 0
     decode_steps: int = 0

@@ -119,6 +119,8 @@ class SortformerWarmupInfo(WarmupInfo):
 
 @dataclass
 class SortformerStats(AdapterStats):
+    ENGINE_COUNTERS: ClassVar[Tuple[str, ...]] = ("steps", "items", "audio_seconds")
+
     steps: int = 0
     items: int = 0
     audio_seconds: float = 0.0

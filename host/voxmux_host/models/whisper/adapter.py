@@ -113,12 +113,17 @@ class WhisperWarmupInfo(WarmupInfo):
 
 @dataclass
 class WhisperStats(AdapterStats):
+    ENGINE_COUNTERS: ClassVar[Tuple[str, ...]] = ("clips", "windows", "fallbacks", "tokens", "decode_steps",
+                                                  "encoder_calls", "encoder_windows", "audio_seconds")
+
     clips: int = 0
     windows: int = 0
     fallbacks: int = 0
     tokens: int = 0
     decode_steps: int = 0
     encoder_calls: int = 0
+    #: 30 s inputs encoded: decode windows, and the language detection inputs of short clips.
+    encoder_windows: int = 0
     audio_seconds: float = 0.0
     tokens_per_audio_second: float = 0.0
 
@@ -376,7 +381,8 @@ class WhisperAdapter:
             clips=self._clips, windows=counters.windows if counters else 0,
             fallbacks=counters.fallbacks if counters else 0, tokens=tokens,
             decode_steps=counters.decode_steps if counters else 0,
-            encoder_calls=counters.encoder_calls if counters else 0, audio_seconds=self._audio_seconds,
+            encoder_calls=counters.encoder_calls if counters else 0,
+            encoder_windows=counters.encoder_windows if counters else 0, audio_seconds=self._audio_seconds,
             tokens_per_audio_second=tokens / self._audio_seconds if self._audio_seconds else 0.0)
 
     def probe(self) -> bool:
