@@ -84,7 +84,10 @@ afterEach(async () => {
 
 /** The voices each model's instances declared. */
 function defaultCatalogs(): Record<string, CatalogEntry[]> {
-  return { tts: [VOICE('native-1'), VOICE('native-2')], few: [VOICE('few-0'), VOICE('few-1'), VOICE('few-2')] };
+  return {
+    tts: [VOICE('tone-a'), VOICE('tone-e'), VOICE('native-1'), VOICE('native-2')],
+    few: [VOICE('few-0'), VOICE('few-1'), VOICE('few-2')],
+  };
 }
 
 async function setup(
@@ -592,6 +595,13 @@ describe('speech call helpers', () => {
     assert.equal(resolveVoice('alloy', { model: 'm', settings, catalog: [] }), 'flite-slt');
     assert.equal(resolveVoice('flite-rms', { model: 'm', settings, catalog: [VOICE('flite-rms')] }), 'flite-rms');
     assert.throws(() => resolveVoice('flite-rms', { model: 'm', settings, catalog: [] }), { code: 'unknown_voice' });
+  });
+
+  it('resolveVoice refuses an alias of a voice that the model declares it does not serve, as GET /v1/audio/voices leaves it out', () => {
+    const settings = { voiceAliases: { alloy: 'flite-slt', coral: 'festival-slt-hts' }, hasVoiceResources: false };
+    const catalog = [VOICE('flite-slt'), VOICE('flite-rms')];
+    assert.equal(resolveVoice('alloy', { model: 'm', settings, catalog }), 'flite-slt');
+    assert.throws(() => resolveVoice('coral', { model: 'm', settings, catalog }), { code: 'unknown_voice', param: 'voice' });
   });
 
   it('speechUsage counts input characters and output seconds rounded up', () => {

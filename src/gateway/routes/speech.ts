@@ -123,7 +123,9 @@ const CATALOG_PENDING_RETRY_AFTER_MS = 1000;
 /**
  * The engine voice id for a requested voice: an alias of the model (OpenAI's names: its fixed
  * table, and the names laid onto its catalogue, speech/voice-aliases.ts), or a voice its instances
- * declared. Alias lookups use own properties only ("constructor" is no voice).
+ * declared. Alias lookups use own properties only ("constructor" is no voice). Once the model has
+ * declared its voices, an alias of a voice it does not serve (left out by its `voices` option) is
+ * no voice either: GET /v1/audio/voices does not list it, and its instances would refuse it.
  * @throws unknown_voice; no_ready_instance for a name that follows the catalogue of a model that
  *   has declared no voice yet (isAwaitingCatalog)
  */
@@ -132,7 +134,12 @@ export function resolveVoice(
   context: { model: string; settings: SpeechModelSettings; catalog: readonly CatalogEntry[] },
 ): string {
   const aliases = voiceAliasesOf(context.settings, context.catalog);
-  if (Object.hasOwn(aliases, voice)) return aliases[voice]!;
+  const voices = context.catalog.filter((entry) => entry.kind === 'voice');
+  if (Object.hasOwn(aliases, voice)) {
+    const target = aliases[voice]!;
+    if (voices.length === 0 || voices.some((entry) => entry.name === target)) return target;
+    throw errors.unknownVoice({ model: context.model, voice });
+  }
   if (context.catalog.some((entry) => entry.name === voice)) return voice;
   if (isAwaitingCatalog(voice, context)) {
     throw errors.noReadyInstance({ model: context.model, retryAfterMs: CATALOG_PENDING_RETRY_AFTER_MS });
