@@ -534,6 +534,32 @@ describe('encoded speech keeps the whole audio', () => {
   }
 });
 
+describe('speech with nothing to say', () => {
+  const decode = (body: Buffer, format: string) =>
+    asInt16(
+      execFileSync(
+        'ffmpeg',
+        ['-v', 'error', ...(format === 'pcm' ? ['-f', 's16le', '-ar', '24000', '-ac', '1'] : []), '-i', 'pipe:0', '-f', 's16le', 'pipe:1'],
+        { input: body },
+      ),
+    );
+
+  for (const format of ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm']) {
+    it(`answers ${format} that decodes to a short silence when the engine sends no audio ("...", an emoji alone)`, async () => {
+      const h = await setup();
+      const { response, stream } = await open(h, { input: '...', response_format: format });
+      stream.push(new Uint8Array(0), { sampleRate: 16_000, sentence: 0 });
+      stream.end();
+      const res = await response;
+      assert.equal(res.statusCode, 200);
+      const samples = decode(res.rawPayload, format);
+      assert.ok(samples.length >= 2400, `${format}: ${samples.length} samples decoded from ${res.rawPayload.length} bytes`);
+      const peak = samples.reduce((max, v) => Math.max(max, Math.abs(v)), 0);
+      assert.ok(peak <= 16, `${format}: silence, peak ${peak}`); // opus decodes silence to a few LSB of noise
+    });
+  }
+});
+
 describe('a client that stops reading', () => {
   it('is ended at the call deadline: the stream cancelled and the connection closed', { timeout: 20_000 }, async () => {
     const h = await setup();

@@ -228,6 +228,13 @@ function toFloat(samples: Int16Array): Float32Array {
   return out;
 }
 
+/**
+ * What a call whose engine said nothing ("...", an emoji alone: flite and Festival give no audio)
+ * answers: 100 ms of silence. Without it, mp3, opus and aac came out as files no decoder reads (an
+ * ID3 tag alone, an Ogg header alone, no bytes at all), and wav and pcm as no audio.
+ */
+const SILENCE_FOR_NO_AUDIO_SAMPLES = SPEECH_SAMPLE_RATE_HZ / 10;
+
 interface SpeechCall {
   model: string;
   fields: SpeechFields;
@@ -351,6 +358,7 @@ async function synthesize(
       call.signal.throwIfAborted();
     }
     if (resampler !== undefined) await emit(resampler.flush());
+    if (sentSamples === 0) await emit(new Float32Array(SILENCE_FOR_NO_AUDIO_SAMPLES));
     await encoder.end();
     call.signal.throwIfAborted();
     open();
