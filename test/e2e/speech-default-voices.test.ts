@@ -82,6 +82,12 @@ describe('the default speech engine (debian-voices) with the openai SDK', () => 
     });
   }
 
+  it('coral (Festival HTS) with nothing to say ("...") answers an mp3 that decodes, not an ID3 tag alone', async () => {
+    const probed = probeAudio(await speak('coral', 'mp3', '...'));
+    assert.equal(probed.sampleRateHz, 24_000);
+    assert.ok(probed.decodedSeconds >= 0.1, `${probed.decodedSeconds} s`);
+  });
+
   it('the 13 OpenAI voices are 13 different voices', async () => {
     const names = ['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'nova', 'onyx', 'sage', 'shimmer', 'verse', 'marin', 'cedar'];
     const audio = await Promise.all(names.map((voice) => speak(voice, 'pcm', 'Good morning.')));
