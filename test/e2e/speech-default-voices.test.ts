@@ -88,6 +88,13 @@ describe('the default speech engine (debian-voices) with the openai SDK', () => 
     assert.ok(probed.decodedSeconds >= 0.1, `${probed.decodedSeconds} s`);
   });
 
+  for (const voice of ['alloy', 'nova'] as const) {
+    it(`${voice}: a lone surrogate in the input (JSON "\\ud800") is read as a space, not a 500 from the engine`, async () => {
+      const probed = probeAudio(await speak(voice, 'wav', '\ud800Hello there.'));
+      assert.ok(probed.decodedSeconds > 0.3, `${probed.decodedSeconds} s`);
+    });
+  }
+
   it('the 13 OpenAI voices are 13 different voices', async () => {
     const names = ['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'nova', 'onyx', 'sage', 'shimmer', 'verse', 'marin', 'cedar'];
     const audio = await Promise.all(names.map((voice) => speak(voice, 'pcm', 'Good morning.')));

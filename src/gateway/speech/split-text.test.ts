@@ -80,4 +80,9 @@ describe('splitSpeechText', () => {
     assert.equal(isBlankSpeechText('\u0000\u001c \u0085\n'), true);
     assert.equal(isBlankSpeechText('\u0000a'), false);
   });
+
+  it('reads a lone surrogate (JSON can carry "\\ud800") as a space: UTF-8 cannot carry one to the engines', () => {
+    assert.deepEqual(splitSpeechText('\ud800Hello there.\udc00 Bye \ud83d\ude42.'), ['Hello there.', 'Bye \u{1F642}.']);
+    assert.equal(isBlankSpeechText(' \udfff\ud800 '), true);
+  });
 });

@@ -73,12 +73,14 @@ const ABBREVIATIONS = new Set([
 ]);
 
 /**
- * Whitespace in text to speak: JavaScript's \s and every control character (Unicode Cc, U+0000-U+001F
- * and U+007F-U+009F), each read as a space. The model hosts refuse a sentence that Python's
+ * Whitespace in text to speak: JavaScript's \s, every control character (Unicode Cc, U+0000-U+001F
+ * and U+007F-U+009F) and every lone surrogate (Cs: half of a UTF-16 pair, which a JSON body's
+ * "\ud800" escape can carry), each read as a space. The model hosts refuse a sentence that Python's
  * str.strip() leaves empty, and strip() also removes U+001C-U+001F and U+0085, which \s does not
- * match; the engines read a NUL as the end of the text and drop what follows.
+ * match; the engines read a NUL as the end of the text and drop what follows; a lone surrogate has
+ * no UTF-8 form, so flite and espeak-ng failed the stream on it (500 model_failed).
  */
-const SPACE_RUN = /[\s\p{Cc}]+/gu;
+const SPACE_RUN = /[\s\p{Cc}\p{Cs}]+/gu;
 
 /** Sentence end: terminal punctuation, closing quotes or brackets, then whitespace. */
 const SENTENCE_END = /[.!?\u2026]+["'\u201d\u2019)\]]*(?=\s)/g;
