@@ -63,7 +63,7 @@ export function renderConfigDoc(): string {
     '',
     '`models` is set in the config file only: a file that names models serves exactly those.',
     'The default serves `pocketsphinx-en-us` (transcription, aliases `whisper-1` and `gpt-4o-transcribe-diarize`),',
-    '`voxmux-speech-cpu` (speech: adapter `debian-voices`, aliases `tts-1`, `tts-1-hd`, `gpt-4o-mini-tts`, the 13',
+    '`voxmux-speech-cpu` (speech: adapter `debian-voices`, aliases `tts-1`, `tts-1-hd`, `gpt-4o-mini-tts`, `gpt-4o-mini-tts-2025-12-15`, the 13',
     'OpenAI voice names as its `voiceAliases`) and `voxmux-diarize-cpu` (diarization: adapter `classical-diarizer`).',
     '',
     '| path | type | default | description |',

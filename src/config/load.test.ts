@@ -60,12 +60,12 @@ describe('loadConfig sources', () => {
     assert.equal(config.defaultModel, 'pocketsphinx-en-us');
   });
 
-  it('serves speech with voxmux-speech-cpu by default: debian-voices, 2 instances, the 13 OpenAI voices on distinct voices (#18)', () => {
+  it('serves speech with voxmux-speech-cpu by default: debian-voices, 2 instances, the OpenAI speech model names (the dated gpt-4o-mini-tts snapshot too) and the 13 OpenAI voices on distinct voices (#18)', () => {
     const model = loadConfig({}).models['voxmux-speech-cpu']!;
     assert.equal(model.adapter, 'debian-voices');
     assert.equal(model.task, 'speech');
     assert.equal(model.instances, 2);
-    assert.deepEqual(model.aliases, ['tts-1', 'tts-1-hd', 'gpt-4o-mini-tts']);
+    assert.deepEqual(model.aliases, ['tts-1', 'tts-1-hd', 'gpt-4o-mini-tts', 'gpt-4o-mini-tts-2025-12-15']);
     assert.deepEqual(Object.keys(model.voiceAliases), [...OPENAI_VOICES]);
     assert.equal(new Set(Object.values(model.voiceAliases)).size, OPENAI_VOICES.length);
   });

@@ -580,7 +580,7 @@ export const DEFAULT_MODELS = {
   },
   'voxmux-speech-cpu': {
     adapter: 'debian-voices',
-    aliases: ['tts-1', 'tts-1-hd', 'gpt-4o-mini-tts'],
+    aliases: ['tts-1', 'tts-1-hd', 'gpt-4o-mini-tts', 'gpt-4o-mini-tts-2025-12-15'],
     instances: 2,
     instancesPerGpu: 0,
     gpus: [],
