@@ -414,6 +414,7 @@ export function gatewayOptionsOf(config: Config): GatewayOptions {
     pieceTargetMs: gateway.pieceTargetMs,
     maxPieceMs: Math.max(...config.scheduler.lengthBucketsMs),
     ffmpegPath: gateway.ffmpegPath,
+    speechBufferBytes: gateway.speechBufferBytes,
     maxDiarizationChunkMs: gateway.maxDiarizationChunkMs,
     realtime: config.realtime,
   };

@@ -26,10 +26,16 @@ export const GatewaySchema = Type.Object(
     ffmpegTimeoutMs: Ms('Longest an ffmpeg decode may run, in milliseconds.', 60_000, 1),
     tmpDir: Type.String({ description: 'Folder for temporary upload files; empty means the OS default.', default: '' }),
     requestTimeoutMs: Ms(
-      'Deadline of one transcription or speech call from arrival to its answer (the end of the audio for speech), in milliseconds.',
+      'Deadline of one transcription or speech call from arrival to its answer (for speech: until its audio is made, and, past speechBufferBytes held for a slow reader, until the client has read it), in milliseconds.',
       120_000,
       1,
     ),
+    speechBufferBytes: Type.Integer({
+      description:
+        'Encoded speech a call may hold ahead of a client that reads slower than it is made (one playing it in real time), in bytes: within it the synthesis runs at its own pace and frees its instance; beyond it the reader holds the stream back, up to requestTimeoutMs.',
+      default: 16 * 1024 * 1024,
+      minimum: 0,
+    }),
     uploadPoolBytes: Type.Integer({
       description:
         'Memory kept for reuse by uploads once their results are in, in bytes (0: none). Each upload then needs no fresh buffer, which spares the garbage collector.',

@@ -41,6 +41,8 @@ export interface GatewayOptions {
   maxPieceMs: number;
   /** ffmpeg binary that encodes speech as mp3, opus, aac and flac. @default 'ffmpeg' */
   ffmpegPath?: string;
+  /** Encoded speech a call may hold ahead of a client that reads slower than it is made, in bytes. @default 16 MiB (routes/speech.ts) */
+  speechBufferBytes?: number;
   /** Longest audio chunk a diarization session accepts, in milliseconds. @default 60000 */
   maxDiarizationChunkMs?: number;
   /** Realtime sessions (GET /v1/realtime) and the LLM admin endpoint; absent: not served. */

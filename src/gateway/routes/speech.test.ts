@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
@@ -96,6 +97,7 @@ async function setup(
     maxStreamsPerInstance?: number;
     catalogs?: Record<string, CatalogEntry[]>;
     lifecycle?: ModelLifecycleControl;
+    speechBufferBytes?: number;
   } = {},
 ): Promise<Harness> {
   const clock = new FakeClock();
@@ -130,6 +132,7 @@ async function setup(
       splitAboveMs: 0,
       pieceTargetMs: 1000,
       maxPieceMs: 2000,
+      ...(options.speechBufferBytes === undefined ? {} : { speechBufferBytes: options.speechBufferBytes }),
     },
     {
       transcribe: () => assert.fail('These tests transcribe nothing'),
@@ -558,6 +561,65 @@ describe('speech with nothing to say', () => {
       assert.ok(peak <= 16, `${format}: silence, peak ${peak}`); // opus decodes silence to a few LSB of noise
     });
   }
+});
+
+describe('a client that reads slower than the audio is made', () => {
+  it(
+    'does not hold the stream: within speechBufferBytes the call ends, and the client reads every byte after the deadline',
+    { timeout: 20_000 },
+    async () => {
+      const h = await setup({ speechBufferBytes: 64 * 1024 * 1024 });
+      await h.app.listen({ port: 0, host: '127.0.0.1' });
+      const { port } = h.app.server.address() as AddressInfo;
+      const body = JSON.stringify({ model: 'tts', input: 'Hello there.', voice: 'alloy', response_format: 'pcm' });
+      const response = new Promise<IncomingMessage>((resolve, reject) => {
+        const req = httpRequest(
+          { port, host: '127.0.0.1', method: 'POST', path: '/v1/audio/speech', headers: { 'content-type': 'application/json' } },
+          resolve,
+        );
+        req.on('error', reject);
+        req.end(body);
+      });
+      let stream: FakeStream | undefined;
+      for (let i = 0; i < 200 && stream === undefined; i += 1) {
+        await sleep(5);
+        stream = h.executor.streams[0];
+      }
+      assert.ok(stream);
+      const res = await new Promise<IncomingMessage>((resolve) => {
+        // The first chunk opens the response; the client then stops reading (as a player does between plays).
+        stream!.push(new Uint8Array(2_000_000).fill(7), { sampleRate: 24_000, sentence: 0 });
+        void response.then((r) => (r.pause(), resolve(r)));
+      });
+      try {
+        // 40 MB in all: more than the sockets' buffers hold, less than speechBufferBytes.
+        let pushed = 1;
+        for (let idle = 0; pushed < 20 && idle < 400;) {
+          if (stream.credit > 0) {
+            stream.push(new Uint8Array(2_000_000).fill(7), { sampleRate: 24_000, sentence: 0 });
+            pushed += 1;
+            idle = 0;
+          } else {
+            idle += 1;
+            await sleep(5);
+          }
+        }
+        assert.equal(pushed, 20, 'the reader did not hold the stream back');
+        stream.end();
+        const calls = async () => (await h.metrics.speechCalls.get()).values.find((v) => v.labels.outcome === 'ok')?.value ?? 0;
+        for (let i = 0; i < 400 && (await calls()) === 0; i++) await sleep(10);
+        assert.equal(await calls(), 1, 'the call ended, its stream with it, before the client read its audio');
+        h.clock.advance(31_000); // past requestTimeoutMs: the audio is made, the deadline has nothing left to cut
+        let received = 0;
+        res.on('data', (chunk: Buffer) => (received += chunk.length));
+        res.resume();
+        await new Promise((resolve) => res.on('end', resolve));
+        assert.equal(received, 40_000_000);
+      } finally {
+        res.destroy(); // a failure leaves no paused connection behind
+      }
+    },
+  );
 });
 
 describe('a client that stops reading', () => {

@@ -46,6 +46,8 @@ import { openCall, type CallContext } from './call-context.js';
  * escapes (a surrogate pair as two \uXXXX), and the other fields.
  */
 const MAX_SPEECH_BODY_BYTES = 128 * 1024;
+/** gateway.speechBufferBytes's default (config/schema.ts): 16 MiB hold the longest input's audio (4096 characters, about 5 minutes) in every format. */
+export const DEFAULT_SPEECH_BUFFER_BYTES = 16 * 1024 * 1024;
 const KNOWN_FIELDS = new Set(Object.keys(SpeechBodySchema.properties));
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -326,6 +328,7 @@ async function synthesize(
     if (request.voxmuxCall !== undefined) request.voxmuxCall.audioOutSeconds = sentSamples / SPEECH_SAMPLE_RATE_HZ;
     await encoder.write(floatToPcm16(samples));
   };
+  const bufferBytes = context.options.speechBufferBytes ?? DEFAULT_SPEECH_BUFFER_BYTES;
   let resampler: StreamResampler | undefined;
   let sourceRateHz = 0;
   // A client that stops reading must not hold the call past its deadline (or its stream's end):
@@ -353,8 +356,10 @@ async function synthesize(
         sourceRateHz = rateHz;
       }
       await emit(resampler!.push(toFloat(pcm16LittleEndian(chunk.bytes, 0, chunk.bytes.length >> 1))));
-      // A slow reader holds the stream back (the scheduler's credit then stops the instance).
-      await Promise.race([drained(res), stopped, streamEnded]);
+      // Audio made faster than the client reads it waits in the response, up to speechBufferBytes, so
+      // that the stream ends (and frees its instance) at the synthesis's pace. Beyond that, the reader
+      // holds the stream back (the scheduler's credit then stops the instance) until the deadline.
+      if (res.writableLength > bufferBytes) await Promise.race([drained(res), stopped, streamEnded]);
       call.signal.throwIfAborted();
     }
     if (resampler !== undefined) await emit(resampler.flush());
