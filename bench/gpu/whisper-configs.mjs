@@ -36,7 +36,9 @@
 //   whisper-b13-one-pieces-window: (b10) with each piece's language detected on its own decode window
 //                     (languageDetection: window): the pieces are shorter than 30 s and the clients send no
 //                     language, so (b8) to (b12) encode a second input per piece to detect its language as
-//                     OpenAI's transcribe() does (four encoder windows per clip instead of two).
+//                     OpenAI's transcribe() does (four encoder windows per clip instead of two);
+//   whisper-b14-pieces-window: (b9), two instances under MPS with the clips cut and the encoder compiled,
+//                     with each piece's language detected on its own window (b13 on two instances).
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
 // lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
 // 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
@@ -144,6 +146,7 @@ export const CONFIGS = {
     mps: false,
     variant: { ...B6.variant, compileEncoder: true, languageDetection: 'window' },
   }),
+  'whisper-b14-pieces-window': config({ ...B8, variant: { ...B6.variant, compileEncoder: true, languageDetection: 'window' } }),
 };
 
 if (outDir !== undefined) {

@@ -36,6 +36,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b11-one-pieces-overlap',
       'whisper-b12-one-pieces-ahead',
       'whisper-b13-one-pieces-window',
+      'whisper-b14-pieces-window',
     ]);
     const cut = new Set([
       'whisper-b8-pieces',
@@ -44,6 +45,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b11-one-pieces-overlap',
       'whisper-b12-one-pieces-ahead',
       'whisper-b13-one-pieces-window',
+      'whisper-b14-pieces-window',
     ]);
     for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
@@ -133,6 +135,12 @@ describe('whisper benchmark configs', () => {
       ...side('whisper-b10-one-pieces-compiled'),
       models: { whisper: { ...b10Whisper, options: { ...b10Whisper.options, languageDetection: 'window' } } },
     });
+    // b14: b9 (two instances) with each piece's language detected on its own window.
+    const b9Whisper = configs['whisper-b9-pieces-compiled']!.models.whisper;
+    assert.deepEqual(configs['whisper-b14-pieces-window'], {
+      ...side('whisper-b9-pieces-compiled'),
+      models: { whisper: { ...b9Whisper, options: { ...b9Whisper.options, languageDetection: 'window' } } },
+    });
   });
 
   it('writes one file per side', () => {
@@ -146,6 +154,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b11-one-pieces-overlap.json',
       'whisper-b12-one-pieces-ahead.json',
       'whisper-b13-one-pieces-window.json',
+      'whisper-b14-pieces-window.json',
       'whisper-b2-group-join.json',
       'whisper-b3-overlap.json',
       'whisper-b4-group-overlap.json',
