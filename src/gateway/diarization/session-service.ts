@@ -100,6 +100,13 @@ export class DiarizationSessionService implements DiarizationSessions {
     const session = this.#store.get(id);
     const replayed = this.#replay(session, seq);
     if (replayed !== undefined) return replayed;
+    if (session.lastSeq !== undefined && seq > session.lastSeq) {
+      throw errors.invalidParameter({
+        param: 'seq',
+        expected: `at most ${session.lastSeq} (chunk ${session.lastSeq} was is_last)`,
+        got: seq,
+      });
+    }
     const nextSeq = session.chunkSamples.length;
     if (seq > nextSeq) throw errors.sequenceGap({ sessionId: id, expectedSeq: nextSeq, seq });
     if (seq < nextSeq) throw errors.sequenceOutOfOrder({ sessionId: id, lastCompletedSeq: session.lastAnswer?.seq ?? -1, seq });
@@ -108,6 +115,7 @@ export class DiarizationSessionService implements DiarizationSessions {
     if (chunkMs > this.#deps.maxChunkMs) throw errors.chunkTooLong({ durationMs: chunkMs, maxChunkMs: this.#deps.maxChunkMs });
     const chunkOffsetS = session.chunkSamples.reduce((a, b) => a + b, 0) / SAMPLE_RATE_HZ;
     session.chunkSamples.push(samples.length);
+    if (chunk.isLast) session.lastSeq = seq;
     const answer = this.#run(session, {
       seq,
       audio: samples,
@@ -220,6 +228,8 @@ export class DiarizationSessionService implements DiarizationSessions {
       return body;
     } catch (err) {
       const error = err as ServiceError;
+      // The engine never had the is_last chunk: the session may still end with a later one.
+      if (session.lastSeq === p.seq) session.lastSeq = undefined;
       if (error.code === 'session_expired' || error.code === 'session_not_found') {
         this.#store.markExpired(session);
       } else if (SEQUENCE_NOT_TAKEN_CODES.has(error.code)) {

@@ -45,6 +45,8 @@ export interface DiarizationSession {
   lastAnswer: { seq: number; outcome: ChunkAnswer } | undefined;
   /** The highest-numbered chunk that succeeded (the engine state the scheduler keeps is its), and whether it was `is_last`. */
   lastSucceeded: { seq: number; isLast: boolean } | undefined;
+  /** The number of the `is_last` chunk while it runs or once it succeeded: no chunk may follow it. */
+  lastSeq: number | undefined;
   /** The chunks sent to the scheduler and not answered yet, by sequence number (they run in order). */
   running: Map<number, Promise<DiarizationChunkResult>>;
   lastActivityMs: number;
@@ -90,6 +92,7 @@ export class DiarizationSessionStore {
       speakers: 0,
       lastAnswer: undefined,
       lastSucceeded: undefined,
+      lastSeq: undefined,
       running: new Map(),
       lastActivityMs: this.#deps.clock.nowMs(),
       isClosing: false,

@@ -276,6 +276,38 @@ describe('diarization sessions (#17)', () => {
     assert.equal((await sendChunk(app, id, { seq: '2' }, chunkWav(1))).statusCode, 200);
   });
 
+  it('refuses a chunk after the is_last one, sent while it runs or after it answered, without running it', async () => {
+    const { app, sequences } = await setup();
+    const id = (await createSession(app)).json<DiarizationSessionCreated>().id;
+    sequences.isHolding = true;
+    const last = sendChunk(app, id, { seq: '0', is_last: 'true' }, chunkWav(1));
+    while (sequences.items.length === 0) await new Promise((resolve) => setImmediate(resolve));
+    const during = await sendChunk(app, id, { seq: '1' }, chunkWav(1));
+    sequences.release();
+    assert.equal((await last).statusCode, 200);
+    const after = await sendChunk(app, id, { seq: '1' }, chunkWav(1));
+    for (const res of [during, after]) {
+      assert.equal(res.statusCode, 400, res.body);
+      const { error } = res.json<{ error: { code: string; param: string; message: string } }>();
+      assert.deepEqual([error.code, error.param], ['invalid_parameter', 'seq']);
+      assert.equal(error.message, 'Expected seq to be at most 0 (chunk 0 was is_last): got 1');
+    }
+    assert.equal(sequences.items.length, 1);
+    // The last chunk's retry still gets its answer.
+    assert.equal((await sendChunk(app, id, { seq: '0', is_last: 'true' }, chunkWav(1))).statusCode, 200);
+  });
+
+  it('takes a chunk after an is_last one that failed, or that the scheduler never took', async () => {
+    const { app, sequences } = await setup();
+    const id = (await createSession(app)).json<DiarizationSessionCreated>().id;
+    sequences.nextError = errors.queueFull({ model: 'diar', queued: 1, retryAfterMs: 1000 });
+    assert.equal((await sendChunk(app, id, { seq: '0', is_last: 'true' }, chunkWav(1))).statusCode, 429);
+    assert.equal((await sendChunk(app, id, { seq: '0' }, chunkWav(1))).statusCode, 200);
+    sequences.nextError = errors.fromWire({ code: 'model_failed', message: 'no', instanceId: 'diar-0' });
+    assert.equal((await sendChunk(app, id, { seq: '1', is_last: 'true' }, chunkWav(1))).statusCode, 500);
+    assert.equal((await sendChunk(app, id, { seq: '2', is_last: 'true' }, chunkWav(1))).statusCode, 200);
+  });
+
   it('answers a retry of a running chunk with the same answer, without running it twice', async () => {
     const { app, sequences } = await setup();
     const id = (await createSession(app)).json<DiarizationSessionCreated>().id;
