@@ -280,6 +280,11 @@ export const errors = {
     make('body_timeout', `The request was not received within ${p.bodyTimeoutMs} ms`, {
       details: { bodyTimeoutMs: p.bodyTimeoutMs },
     }),
+  // gateway: diarized_json
+  knownSpeakersUnsupported: (p: { param: 'known_speaker_names' | 'known_speaker_references' }) =>
+    make('unsupported_option', 'Known speakers are not supported: diarized_json labels speakers A, B, ... in order of first appearance', {
+      param: p.param,
+    }),
   // gateway: a language the model does not recognise (GET /v1/models lists each model's)
   unsupportedLanguage: (p: { model: string; language: string; languages: readonly string[]; param?: string }) =>
     make('unsupported_option', `Model '${p.model}' recognises ${p.languages.join(', ')} only: got language ${describe(p.language)}`, {

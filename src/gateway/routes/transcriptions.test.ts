@@ -255,6 +255,29 @@ describe('POST /v1/audio/transcriptions', () => {
     assert.equal(calls.length, 1);
   });
 
+  it('refuses known speakers with diarized_json (400 unsupported_option naming the field), before any work', async () => {
+    let diarized = 0;
+    const { app, calls } = await setup({
+      sequences: {
+        submit: async () => {
+          diarized++;
+          return segOut([{ start: 0, end: 1, speaker: 0 }]) as never;
+        },
+        end: async () => {},
+      },
+    });
+    for (const field of ['known_speaker_names[]', 'known_speaker_references[]', 'extra_body[known_speaker_names][]']) {
+      const value = field.includes('references') ? 'data:audio/wav;base64,AAA=' : 'agent';
+      const res = await post(app, [['model', 'echo'], ['response_format', 'diarized_json'], [field, value], audioFile()]);
+      assert.equal(res.statusCode, 400, res.body);
+      const error = errorOf(res);
+      assert.equal(error.code, 'unsupported_option');
+      assert.equal(error.param, field.includes('references') ? 'known_speaker_references' : 'known_speaker_names');
+      assert.match(error.message, /^Known speakers are not supported/);
+    }
+    assert.deepEqual([calls.length, diarized], [0, 0]);
+  });
+
   it('answers json by default as application/json', async () => {
     const { app } = await setup();
     const res = await post(app, [['model', 'echo'], audioFile()]);

@@ -314,6 +314,19 @@ interface AcceptedUpload {
   audio: DecodedAudio;
 }
 
+/**
+ * diarized_json names a known speaker (OpenAI's known_speaker_names[] and known_speaker_references[],
+ * also as the Node SDK's extra_body[...] keys) by its label; no engine here matches voices to
+ * references, so a call that names them is refused rather than answered with A, B, ...
+ * @throws unsupported_option
+ */
+function refuseKnownSpeakers(fields: ReadonlyMap<string, string[]>): void {
+  for (const name of fields.keys()) {
+    const match = /(?:^|\[)(known_speaker_names|known_speaker_references)(?:\]|$)/.exec(name);
+    if (match !== null) throw errors.knownSpeakersUnsupported({ param: match[1] as 'known_speaker_names' | 'known_speaker_references' });
+  }
+}
+
 /** Checks a call's fields and model, then decodes its upload. @throws what the call is refused with */
 async function acceptUpload(
   form: ParsedForm,
@@ -321,6 +334,7 @@ async function acceptUpload(
 ): Promise<AcceptedUpload> {
   const { endpoint, deps, record } = context;
   const isTranslation = endpoint.task === 'translate';
+  if (form.fields.get('response_format')?.at(-1) === 'diarized_json') refuseKnownSpeakers(form.fields);
   const fields = parseFields(form.fields, endpoint.knownFields);
   if (!endpoint.responseFormats.includes(fields.response_format)) {
     const formats = endpoint.responseFormats;
