@@ -349,6 +349,19 @@ describe('diarization sessions (#17)', () => {
     assert.equal(retried.statusCode, 200, retried.body);
   });
 
+  it('refuses the ids . and .. (a URL path resolves them away, so no chunk could reach the session)', async () => {
+    const { app } = await setup();
+    for (const id of ['.', '..']) {
+      const res = await createSession(app, { model: 'diar', id });
+      assert.equal(res.statusCode, 400, res.body);
+      assert.deepEqual(
+        [res.json<{ error: { code: string; param: string } }>().error.code, res.json<{ error: { param: string } }>().error.param],
+        ['invalid_parameter', 'id'],
+      );
+    }
+    assert.equal((await createSession(app, { model: 'diar', id: '...' })).statusCode, 201);
+  });
+
   it('rejects unknown sessions, duplicate and malformed ids, and non-JSON bodies', async () => {
     const { app } = await setup();
     const unknown = await sendChunk(app, 'nope', { seq: '0' }, chunkWav(1));

@@ -26,8 +26,11 @@ import type { UploadPool } from '../upload-pool.js';
 import { openCall } from './call-context.js';
 import { AUDIO_TRUNCATED_HEADER, readFormWithin } from './transcriptions.js';
 
-/** Client-chosen session ids: letters, digits and `._:-`, as in a URL path segment. */
-const SESSION_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+/**
+ * Client-chosen session ids: letters, digits and `._:-`, as in a URL path segment; not `.` nor `..`,
+ * which URL parsers resolve away (`sessions/../chunks` is `/v1/audio/diarization/chunks`).
+ */
+const SESSION_ID_PATTERN = /^(?!\.{1,2}$)[A-Za-z0-9._:-]{1,128}$/;
 const MAX_SESSION_BODY_BYTES = 4096;
 const MAX_SPEAKERS = 64;
 
@@ -199,7 +202,7 @@ export function registerDiarizationRoutes(
         if (typeof body.id !== 'string' || !SESSION_ID_PATTERN.test(body.id)) {
           throw errors.invalidParameter({
             param: 'id',
-            expected: '1 to 128 letters, digits, dots, colons, dashes or underscores',
+            expected: '1 to 128 letters, digits, dots, colons, dashes or underscores, other than . and ..',
             got: body.id,
           });
         }
