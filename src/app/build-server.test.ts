@@ -74,6 +74,26 @@ describe('createModelCatalog', () => {
     assert.deepEqual(byId.get('fake')?.speech, { voiceAliases: { alloy: 'tone-a' }, catalogVoiceAliases: [], hasVoiceResources: false });
   });
 
+  it("gives diarization models their engine's longest item: its maxItemSeconds option, else the adapter's default", () => {
+    const config = loadConfig({
+      file: {
+        models: {
+          gpu: { adapter: 'sortformer' },
+          short: { adapter: 'sortformer', options: { maxItemSeconds: 30 } },
+          cpu: { adapter: 'classical-diarizer' },
+        },
+      },
+    });
+    const byId = new Map(
+      createModelCatalog(config, 7)
+        .list()
+        .map((entry) => [entry.id, entry]),
+    );
+    assert.equal(byId.get('gpu')?.diarization?.maxItemMs, 60_000);
+    assert.equal(byId.get('short')?.diarization?.maxItemMs, 30_000);
+    assert.equal(byId.get('cpu')?.diarization?.maxItemMs, 3_600_000);
+  });
+
   it('gives a vits model with its own voiceAliases that table alone', () => {
     const config = loadConfig({ file: { models: { gpu: { adapter: 'vits', voiceAliases: { alloy: 'amy' } } } } });
     const [entry] = createModelCatalog(config, 7).list();

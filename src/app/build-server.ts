@@ -5,7 +5,14 @@
 import type { FastifyInstance } from 'fastify';
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { ConfigError } from '../config/load.js';
-import { catalogVoiceAliasesOf, SPEECH_REGION_ADAPTERS, taskOf, VOICE_RESOURCE_ADAPTERS, type Config } from '../config/schema.js';
+import {
+  catalogVoiceAliasesOf,
+  maxDiarizationItemMsOf,
+  SPEECH_REGION_ADAPTERS,
+  taskOf,
+  VOICE_RESOURCE_ADAPTERS,
+  type Config,
+} from '../config/schema.js';
 import {
   buildGateway,
   createAudioDecoder,
@@ -113,7 +120,12 @@ export function createModelCatalog(config: Config, createdS: number): ModelCatal
       hasVoiceResources: VOICE_RESOURCE_ADAPTERS.has(model.adapter),
     };
     const diarizationModel = diarizationModelOf(config, name);
-    const diarization = { wantsSpeechRegions: SPEECH_REGION_ADAPTERS.has(model.adapter), sessionIdleTimeoutMs: model.sessionIdleTimeoutMs };
+    const maxItemMs = maxDiarizationItemMsOf(model);
+    const diarization = {
+      wantsSpeechRegions: SPEECH_REGION_ADAPTERS.has(model.adapter),
+      sessionIdleTimeoutMs: model.sessionIdleTimeoutMs,
+      ...(maxItemMs === undefined ? {} : { maxItemMs }),
+    };
     return {
       id,
       created: createdS,

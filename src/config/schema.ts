@@ -493,6 +493,21 @@ export const RealtimeSchema = Type.Object(
  */
 export const SPEECH_REGION_ADAPTERS: ReadonlySet<string> = new Set(['classical-diarizer']);
 
+/**
+ * The longest item of diarization adapters that fail a longer one (invalid_audio): their
+ * `maxItemSeconds` option, else its default (the adapters' OPTIONS in host/). A whole recording
+ * longer than that is sent as a session of items no longer than it.
+ */
+export const DIARIZATION_MAX_ITEM_DEFAULT_S: Readonly<Record<string, number>> = { sortformer: 60, 'classical-diarizer': 3600 };
+
+/** The longest item, in milliseconds, a diarization model's engine takes; undefined: any length. */
+export function maxDiarizationItemMsOf(model: { adapter: string; options: Readonly<Record<string, unknown>> }): number | undefined {
+  const defaultS = DIARIZATION_MAX_ITEM_DEFAULT_S[model.adapter];
+  if (defaultS === undefined) return undefined;
+  const optionS = model.options.maxItemSeconds;
+  return (typeof optionS === 'number' && Number.isFinite(optionS) && optionS > 0 ? optionS : defaultS) * 1000;
+}
+
 /** The task a model serves: its `task`, or its adapter's default for `auto`. */
 export function taskOf(model: { adapter: string; task: ModelTask | 'auto' }): ModelTask {
   return model.task !== 'auto' ? model.task : (ADAPTER_TASKS[model.adapter]?.[0] ?? 'transcription');

@@ -63,6 +63,11 @@ export interface DiarizationModelSettings {
   wantsSpeechRegions: boolean;
   /** Idle time after which a session expires, in milliseconds (the model's sessionIdleTimeoutMs). */
   sessionIdleTimeoutMs: number;
+  /**
+   * The longest item its engine takes, in milliseconds (its maxItemSeconds); absent: any length. A
+   * whole recording longer than this is diarized as a session of items no longer than it.
+   */
+  maxItemMs?: number;
 }
 
 /** A speech model's voice settings. */

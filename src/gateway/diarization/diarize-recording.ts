@@ -27,31 +27,57 @@ export async function speechRegionsOf(
 }
 
 /**
+ * A recording longer than the engine's longest item (`maxItemMs`: Sortformer's maxItemSeconds) is
+ * sent as a session of consecutive items of at most that length, the last one `is_last`, all
+ * submitted at once (the scheduler runs them in order); the engine's segments are then those of the
+ * items together, as a session's would be.
  * @throws the scheduler's errors (queue_full, no_ready_instance, deadline_exceeded...) and the instance's
  */
 export async function diarizeRecording(
-  p: { model: string; wantsSpeechRegions: boolean; samples: Int16Array; bounds: SpeakerBounds; submitOptions: SubmitOptions },
+  p: {
+    model: string;
+    wantsSpeechRegions: boolean;
+    /** The longest item the engine takes, in milliseconds; absent: any length. */
+    maxItemMs?: number | undefined;
+    samples: Int16Array;
+    bounds: SpeakerBounds;
+    submitOptions: SubmitOptions;
+  },
   deps: Pick<GatewayDeps, 'sequences' | 'voiceActivity'>,
 ): Promise<{ segments: SpeakerSegment[]; speakers: number }> {
   const sequences = deps.sequences;
   if (sequences === undefined) throw errors.internal({ cause: new Error('No sequence port: diarization is not wired') });
   const signal = p.submitOptions.signal ?? new AbortController().signal;
-  const speech = await speechRegionsOf(p.samples, { wantsSpeechRegions: p.wantsSpeechRegions, signal }, deps);
+  const itemSamples = p.maxItemMs === undefined ? p.samples.length : Math.max(1, Math.floor((p.maxItemMs * SAMPLE_RATE_HZ) / 1000));
+  const items: { startSample: number; audio: Int16Array; speech: [number, number][] | undefined }[] = [];
+  for (let startSample = 0; startSample === 0 || startSample < p.samples.length; startSample += itemSamples) {
+    const audio = p.samples.subarray(startSample, startSample + itemSamples);
+    const speech = await speechRegionsOf(audio, { wantsSpeechRegions: p.wantsSpeechRegions, signal }, deps);
+    items.push({ startSample, audio, speech });
+  }
   const sessionId = `diar-${randomUUID()}`;
   try {
-    const result = await sequences.submit(
-      p.model,
-      {
-        sessionId,
-        seq: 0,
-        audio: p.samples,
-        isLast: true,
-        options: { ...p.bounds, chunkOffsetS: 0, ...(speech === undefined ? {} : { speech }) },
-      },
-      p.submitOptions,
+    const results = await Promise.all(
+      items.map(({ startSample, audio, speech }, seq) =>
+        sequences.submit(
+          p.model,
+          {
+            sessionId,
+            seq,
+            audio,
+            isLast: seq === items.length - 1,
+            options: { ...p.bounds, chunkOffsetS: startSample / SAMPLE_RATE_HZ, ...(speech === undefined ? {} : { speech }) },
+          },
+          p.submitOptions,
+        ),
+      ),
     );
-    const output = toEngineOutput(result.output, p.model);
-    return { segments: toSpeakerSegments([...output.finalized, ...output.provisional]), speakers: output.speakers };
+    const outputs = results.map((result) => toEngineOutput(result.output, p.model));
+    const last = outputs.at(-1)!;
+    return {
+      segments: toSpeakerSegments([...outputs.flatMap((o) => o.finalized), ...last.provisional]),
+      speakers: last.speakers,
+    };
   } finally {
     void sequences.end(p.model, sessionId);
   }

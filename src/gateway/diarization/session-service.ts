@@ -27,6 +27,8 @@ export interface SessionChunk {
   isLast: boolean;
   samples?: Int16Array;
   speech?: unknown;
+  /** The longest item the session model's engine takes, in milliseconds, when it has a limit. */
+  maxItemMs?: number;
 }
 
 /** What the session routes need; the main thread's service or a gateway thread's proxy to it. */
@@ -112,7 +114,9 @@ export class DiarizationSessionService implements DiarizationSessions {
     if (seq < nextSeq) throw errors.sequenceOutOfOrder({ sessionId: id, lastCompletedSeq: session.lastAnswer?.seq ?? -1, seq });
     if (samples === undefined) throw errors.missingParameter({ param: 'file' });
     const chunkMs = (samples.length / SAMPLE_RATE_HZ) * 1000;
-    if (chunkMs > this.#deps.maxChunkMs) throw errors.chunkTooLong({ durationMs: chunkMs, maxChunkMs: this.#deps.maxChunkMs });
+    // The engine would fail a longer chunk (invalid_audio) and use up its number.
+    const maxChunkMs = Math.min(this.#deps.maxChunkMs, chunk.maxItemMs ?? Infinity);
+    if (chunkMs > maxChunkMs) throw errors.chunkTooLong({ durationMs: chunkMs, maxChunkMs });
     const chunkOffsetS = session.chunkSamples.reduce((a, b) => a + b, 0) / SAMPLE_RATE_HZ;
     session.chunkSamples.push(samples.length);
     if (chunk.isLast) session.lastSeq = seq;

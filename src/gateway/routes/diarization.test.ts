@@ -24,8 +24,15 @@ const ENTRIES: ModelEntry[] = [
     diarization: { wantsSpeechRegions: true, sessionIdleTimeoutMs: 60_000 },
   },
   { id: 'asr', created: 0, ownedBy: 'voxmux', task: 'transcription' },
+  {
+    id: 'diar-2s',
+    created: 0,
+    ownedBy: 'voxmux',
+    task: 'diarization',
+    diarization: { wantsSpeechRegions: false, sessionIdleTimeoutMs: 60_000, maxItemMs: 2_000 },
+  },
 ];
-const MODELS: ModelCatalog = { list: () => ENTRIES, resolve: (name) => (name === 'diar' || name === 'asr' ? name : undefined) };
+const MODELS: ModelCatalog = { list: () => ENTRIES, resolve: (name) => (ENTRIES.some((e) => e.id === name) ? name : undefined) };
 
 /**
  * A sequence port that plays a diarizer: each chunk is one turn of speaker seq % 2, provisional
@@ -306,6 +313,34 @@ describe('diarization sessions (#17)', () => {
     sequences.nextError = errors.fromWire({ code: 'model_failed', message: 'no', instanceId: 'diar-0' });
     assert.equal((await sendChunk(app, id, { seq: '1', is_last: 'true' }, chunkWav(1))).statusCode, 500);
     assert.equal((await sendChunk(app, id, { seq: '2', is_last: 'true' }, chunkWav(1))).statusCode, 200);
+  });
+
+  it("diarizes a whole file longer than the engine's longest item as items no longer than it, and refuses such a chunk (413)", async () => {
+    const { app, sequences } = await setup();
+    const whole = await app.inject({
+      method: 'POST',
+      url: '/v1/audio/diarization',
+      ...multipart({ model: 'diar-2s' }, chunkWav(4.5)),
+    });
+    assert.equal(whole.statusCode, 200, whole.body);
+    assert.deepEqual(
+      sequences.items.map(({ item }) => [item.seq, item.audio.length / 16_000, item.isLast, item.options.chunkOffsetS]),
+      [
+        [0, 2, false, 0],
+        [1, 2, false, 2],
+        [2, 0.5, true, 4],
+      ],
+    );
+    assert.deepEqual(whole.json<DiarizationJson>().segments.at(-1), { start: 4, end: 4.5, speaker: 'speaker_0' });
+    const id = (await createSession(app, { model: 'diar-2s' })).json<DiarizationSessionCreated>().id;
+    const long = await sendChunk(app, id, { seq: '0' }, chunkWav(3));
+    assert.equal(long.statusCode, 413, long.body);
+    assert.equal(
+      long.json<{ error: { code: string; message: string } }>().error.message,
+      'Expected a chunk of at most 2000 ms: got 3000 ms',
+    );
+    assert.equal(sequences.items.length, 3);
+    assert.equal((await sendChunk(app, id, { seq: '0' }, chunkWav(2))).statusCode, 200);
   });
 
   it('answers a retry of a running chunk with the same answer, without running it twice', async () => {

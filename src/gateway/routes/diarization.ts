@@ -154,6 +154,7 @@ export function registerDiarizationRoutes(
       {
         model: model.id,
         wantsSpeechRegions: model.diarization.wantsSpeechRegions,
+        maxItemMs: model.diarization.maxItemMs,
         samples: audio.samples,
         bounds,
         submitOptions: {
@@ -222,13 +223,13 @@ export function registerDiarizationRoutes(
     record.model = await service.modelOf(id);
     const form = await readFormWithin(request, { uploads, options, clock, arrivedMs });
     // As for a whole file: a chunk refused before it is submitted gives its upload back.
-    const { seq, isLast, decoded } = await uploads.giveBackOnFailure(form.file, async () => {
+    const { seq, isLast, decoded, maxItemMs } = await uploads.giveBackOnFailure(form.file, async () => {
       const fields = singleFields(form.fields, ['seq', 'is_last']);
       const seq = parseSeq(fields.seq);
       const isLast = parseFlag('is_last', fields.is_last);
       const model = resolveDiarizationModel(record.model, deps, 'POST /v1/audio/diarization/sessions/{id}/chunks');
       const decoded = form.file === undefined ? undefined : await decodeChunk(form.file, { model, signal: abort.signal });
-      return { seq, isLast, decoded };
+      return { seq, isLast, decoded, maxItemMs: model.diarization.maxItemMs };
     });
     if (decoded !== undefined) record.audioInSeconds = decoded.samples.length / SAMPLE_RATE_HZ;
     const body = await service.chunk(
@@ -238,6 +239,7 @@ export function registerDiarizationRoutes(
         isLast,
         ...(decoded === undefined ? {} : { samples: decoded.samples }),
         ...(decoded?.speech === undefined ? {} : { speech: decoded.speech }),
+        ...(maxItemMs === undefined ? {} : { maxItemMs }),
       },
       {
         timeoutMs: Math.max(1, deadlineMs - (clock.nowMs() - arrivedMs)),

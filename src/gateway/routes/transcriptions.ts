@@ -296,12 +296,19 @@ async function streamPieces(context: {
   return isWhole;
 }
 
+/** A transcription model's diarization model, as diarizeRecording takes it. */
+interface Diarizer {
+  model: string;
+  wantsSpeechRegions: boolean;
+  maxItemMs: number | undefined;
+}
+
 /** The diarization model that serves a transcription model's diarized_json. @throws no_diarization_model */
-function diarizerOf(model: string, entry: ModelEntry | undefined, deps: GatewayDeps): { model: string; wantsSpeechRegions: boolean } {
+function diarizerOf(model: string, entry: ModelEntry | undefined, deps: GatewayDeps): Diarizer {
   const name = entry?.diarizationModel;
   const settings = deps.models.list().find((m) => m.id === name)?.diarization;
   if (name === undefined || settings === undefined || deps.sequences === undefined) throw errors.noDiarizationModel({ model });
-  return { model: name, wantsSpeechRegions: settings.wantsSpeechRegions };
+  return { model: name, wantsSpeechRegions: settings.wantsSpeechRegions, maxItemMs: settings.maxItemMs };
 }
 
 interface AcceptedUpload {
@@ -309,7 +316,7 @@ interface AcceptedUpload {
   model: string;
   entry: ModelEntry | undefined;
   /** Set for diarized_json. */
-  diarizer: { model: string; wantsSpeechRegions: boolean } | undefined;
+  diarizer: Diarizer | undefined;
   file: Buffer;
   audio: DecodedAudio;
 }
