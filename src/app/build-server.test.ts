@@ -92,6 +92,10 @@ describe('createModelCatalog', () => {
     assert.equal(byId.get('gpu')?.diarization?.maxItemMs, 60_000);
     assert.equal(byId.get('short')?.diarization?.maxItemMs, 30_000);
     assert.equal(byId.get('cpu')?.diarization?.maxItemMs, 3_600_000);
+    assert.deepEqual(
+      ['gpu', 'cpu'].map((id) => byId.get(id)?.diarization?.maxSpeakers),
+      [4, 8],
+    );
   });
 
   it('gives a vits model with its own voiceAliases that table alone', () => {

@@ -8,6 +8,7 @@ import { ConfigError } from '../config/load.js';
 import {
   catalogVoiceAliasesOf,
   maxDiarizationItemMsOf,
+  maxDiarizationSpeakersOf,
   SPEECH_REGION_ADAPTERS,
   taskOf,
   VOICE_RESOURCE_ADAPTERS,
@@ -121,10 +122,12 @@ export function createModelCatalog(config: Config, createdS: number): ModelCatal
     };
     const diarizationModel = diarizationModelOf(config, name);
     const maxItemMs = maxDiarizationItemMsOf(model);
+    const maxSpeakers = maxDiarizationSpeakersOf(model);
     const diarization = {
       wantsSpeechRegions: SPEECH_REGION_ADAPTERS.has(model.adapter),
       sessionIdleTimeoutMs: model.sessionIdleTimeoutMs,
       ...(maxItemMs === undefined ? {} : { maxItemMs }),
+      ...(maxSpeakers === undefined ? {} : { maxSpeakers }),
     };
     return {
       id,

@@ -500,6 +500,18 @@ export const SPEECH_REGION_ADAPTERS: ReadonlySet<string> = new Set(['classical-d
  */
 export const DIARIZATION_MAX_ITEM_DEFAULT_S: Readonly<Record<string, number>> = { sortformer: 60, 'classical-diarizer': 3600 };
 
+/**
+ * The most speakers a diarization engine finds (it caps maxSpeakers there, and fails an item whose
+ * minSpeakers is above it): `classical-diarizer`'s `maxSpeakers` option (8 by default), Sortformer's
+ * four output slots.
+ */
+export function maxDiarizationSpeakersOf(model: { adapter: string; options: Readonly<Record<string, unknown>> }): number | undefined {
+  if (model.adapter === 'sortformer') return 4;
+  if (model.adapter !== 'classical-diarizer') return undefined;
+  const option = model.options.maxSpeakers;
+  return typeof option === 'number' && Number.isInteger(option) && option >= 1 ? option : 8;
+}
+
 /** The longest item, in milliseconds, a diarization model's engine takes; undefined: any length. */
 export function maxDiarizationItemMsOf(model: { adapter: string; options: Readonly<Record<string, unknown>> }): number | undefined {
   const defaultS = DIARIZATION_MAX_ITEM_DEFAULT_S[model.adapter];

@@ -68,6 +68,8 @@ export interface DiarizationModelSettings {
    * whole recording longer than this is diarized as a session of items no longer than it.
    */
   maxItemMs?: number;
+  /** The most speakers its engine finds; absent: unknown. A larger min_speakers is refused. */
+  maxSpeakers?: number;
 }
 
 /** A speech model's voice settings. */

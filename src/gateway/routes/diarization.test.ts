@@ -29,7 +29,7 @@ const ENTRIES: ModelEntry[] = [
     created: 0,
     ownedBy: 'voxmux',
     task: 'diarization',
-    diarization: { wantsSpeechRegions: false, sessionIdleTimeoutMs: 60_000, maxItemMs: 2_000 },
+    diarization: { wantsSpeechRegions: false, sessionIdleTimeoutMs: 60_000, maxItemMs: 2_000, maxSpeakers: 3 },
   },
 ];
 const MODELS: ModelCatalog = { list: () => ENTRIES, resolve: (name) => (ENTRIES.some((e) => e.id === name) ? name : undefined) };
@@ -341,6 +341,25 @@ describe('diarization sessions (#17)', () => {
     );
     assert.equal(sequences.items.length, 3);
     assert.equal((await sendChunk(app, id, { seq: '0' }, chunkWav(2))).statusCode, 200);
+  });
+
+  it("refuses min_speakers above the engine's most speakers when a session opens or a file comes, before any work", async () => {
+    const { app, sequences } = await setup();
+    const created = await createSession(app, { model: 'diar-2s', min_speakers: 4 });
+    const whole = await app.inject({
+      method: 'POST',
+      url: '/v1/audio/diarization',
+      ...multipart({ model: 'diar-2s', min_speakers: '4' }, chunkWav(1)),
+    });
+    for (const res of [created, whole]) {
+      assert.equal(res.statusCode, 400, res.body);
+      const { error } = res.json<{ error: { code: string; param: string; message: string } }>();
+      assert.deepEqual([error.code, error.param], ['invalid_parameter', 'min_speakers']);
+      assert.equal(error.message, "Expected min_speakers to be at most 3 (the most speakers model 'diar-2s' finds): got 4");
+    }
+    assert.equal(sequences.items.length, 0);
+    // max_speakers above it is capped by the engine, as documented.
+    assert.equal((await createSession(app, { model: 'diar-2s', min_speakers: 3, max_speakers: 8 })).statusCode, 201);
   });
 
   it('answers a retry of a running chunk with the same answer, without running it twice', async () => {

@@ -56,10 +56,21 @@ function parseCount(param: string, value: unknown): number | undefined {
   return n;
 }
 
-/** min_speakers and max_speakers, checked against each other. */
-export function parseSpeakerBounds(raw: Readonly<Record<string, unknown>>): SpeakerBounds {
+/**
+ * min_speakers and max_speakers, checked against each other and min_speakers against the most
+ * speakers the model's engine finds (it would fail every item; a larger max_speakers it caps).
+ */
+export function parseSpeakerBounds(raw: Readonly<Record<string, unknown>>, model?: DiarizationModel): SpeakerBounds {
   const minSpeakers = parseCount('min_speakers', raw.min_speakers);
   const maxSpeakers = parseCount('max_speakers', raw.max_speakers);
+  const most = model?.diarization.maxSpeakers;
+  if (model !== undefined && most !== undefined && minSpeakers !== undefined && minSpeakers > most) {
+    throw errors.invalidParameter({
+      param: 'min_speakers',
+      expected: `at most ${most} (the most speakers model '${model.id}' finds)`,
+      got: minSpeakers,
+    });
+  }
   if (minSpeakers !== undefined && maxSpeakers !== undefined && minSpeakers > maxSpeakers) {
     throw errors.invalidParameter({ param: 'max_speakers', expected: `at least min_speakers (${minSpeakers})`, got: maxSpeakers });
   }
@@ -141,7 +152,7 @@ export function registerDiarizationRoutes(
       record.model = fields.model ?? '';
       const model = resolveDiarizationModel(fields.model, deps, 'POST /v1/audio/diarization');
       record.model = model.id;
-      const bounds = parseSpeakerBounds(fields);
+      const bounds = parseSpeakerBounds(fields, model);
       const format = parseResponseFormat(fields.response_format);
       const file = form.file;
       if (file === undefined) throw errors.missingParameter({ param: 'file' });
@@ -197,7 +208,7 @@ export function registerDiarizationRoutes(
         throw errors.invalidParameter({ param: 'model', expected: 'a string', got: body.model });
       }
       const model = resolveDiarizationModel(body.model as string | undefined, deps, 'POST /v1/audio/diarization/sessions');
-      const bounds = parseSpeakerBounds(body);
+      const bounds = parseSpeakerBounds(body, model);
       let id = `diar-${randomUUID()}`;
       if (body.id !== undefined) {
         if (typeof body.id !== 'string' || !SESSION_ID_PATTERN.test(body.id)) {
