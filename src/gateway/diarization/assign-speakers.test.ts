@@ -74,3 +74,50 @@ describe('toDiarizedTranscription', () => {
     assert.deepEqual(streamed, ['A', 'B', 'A']);
   });
 });
+
+describe('diarized_json text in a language written without spaces', () => {
+  it('joins words as the transcript does: no space between Chinese words, one between English words', () => {
+    const result = {
+      text: '你好世界。 Hello there',
+      language: 'zh',
+      durationS: 5,
+      segments: null,
+      words: [
+        { word: '你好', start: 0.1, end: 0.5 },
+        { word: '世界。', start: 0.6, end: 1.0 },
+        { word: ' Hello', start: 2.6, end: 3.0 },
+        { word: ' there', start: 3.1, end: 3.5 },
+      ],
+    };
+    const oneSpeaker = [{ start: 0, end: 5, speaker: 'speaker_0' }];
+    const body = toDiarizedTranscription(result, oneSpeaker);
+    assert.deepEqual(
+      body.segments.map((s) => s.text),
+      ['你好世界。 Hello there'],
+    );
+    assert.equal(body.text, '你好世界。 Hello there');
+    const two = toDiarizedTranscription(result, turns);
+    assert.deepEqual(
+      two.segments.map((s) => [s.speaker, s.text]),
+      [
+        ['A', '你好世界。'],
+        ['B', 'Hello there'],
+      ],
+    );
+    assert.equal(two.text, '你好世界。 Hello there');
+    const switching = toDiarizedTranscription(
+      {
+        ...result,
+        text: '你好世界',
+        words: [
+          { word: '你好', start: 0.1, end: 0.5 },
+          { word: '世界', start: 2.6, end: 3.0 },
+        ],
+      },
+      turns,
+    );
+    assert.equal(switching.text, '你好世界');
+    const deltas = toDiarizedStreamEvents(switching).flatMap((e) => (e.type === 'transcript.text.delta' ? [e.delta] : []));
+    assert.deepEqual(deltas, ['你好', '世界']);
+  });
+});

@@ -11,6 +11,8 @@ export interface TimedText {
   text: string;
   start: number;
   end: number;
+  /** What goes between the piece before and this one: `''` where the transcript writes them together (Chinese, Japanese); absent: a space. */
+  joiner?: string;
 }
 
 function overlapS(a: { start: number; end: number }, b: { start: number; end: number }): number {
@@ -51,7 +53,7 @@ export function toDiarizedSegments(pieces: readonly TimedText[], turns: readonly
     const speaker = speakerOf(piece, turns);
     const last = segments.at(-1);
     if (last !== undefined && last.speaker === speaker) {
-      last.text = `${last.text} ${text}`;
+      last.text = `${last.text}${piece.joiner ?? ' '}${text}`;
       last.end = piece.end;
       continue;
     }
@@ -82,17 +84,35 @@ function toOpenAiSpeakers(segments: DiarizedSegment[]): DiarizedSegment[] {
   });
 }
 
+/**
+ * The words with what joins each to the one before, read from the transcript: nothing where it
+ * writes them together (a language without spaces), else a space. A word not found in the
+ * transcript gets a space.
+ */
+function toJoinedWords(text: string, words: NonNullable<TranscriptResult['words']>): TimedText[] {
+  let cursor = 0;
+  return words.map((w) => {
+    const word = w.word.trim();
+    const at = word === '' ? -1 : text.indexOf(word, cursor);
+    if (at < 0) return { text: w.word, start: w.start, end: w.end };
+    const joiner = at === cursor ? '' : ' ';
+    cursor = at + word.length;
+    return { text: w.word, start: w.start, end: w.end, joiner };
+  });
+}
+
 /** OpenAI's diarized_json: the transcript's words (or segments) grouped into speaker segments. */
 export function toDiarizedTranscription(result: TranscriptResult, turns: readonly SpeakerSegment[]): DiarizedTranscription {
   const pieces: TimedText[] =
     result.words !== null && result.words.length > 0
-      ? result.words.map((w) => ({ text: w.word, start: w.start, end: w.end }))
+      ? toJoinedWords(result.text, result.words)
       : (result.segments ?? [{ start: 0, end: result.durationS, text: result.text }]);
   const segments = toOpenAiSpeakers(toDiarizedSegments(pieces, turns));
+  const spoken = pieces.filter((p) => p.text.trim() !== '');
   return {
     task: 'transcribe',
     duration: result.durationS,
-    text: segments.map((s) => s.text).join(' '),
+    text: spoken.map((p, i) => (i === 0 ? '' : (p.joiner ?? ' ')) + p.text.trim()).join(''),
     segments,
     usage: { type: 'duration', seconds: Math.ceil(result.durationS) },
   };
@@ -103,12 +123,21 @@ export type DiarizedStreamEvent =
   | DiarizedSegment
   | { type: 'transcript.text.done'; text: string; usage: { type: 'duration'; seconds: number } };
 
-/** stream=true: per segment its text as a delta, then the segment; the deltas add up to the done text. */
+/**
+ * stream=true: per segment its text as a delta (with what joins it to the one before in the done
+ * text), then the segment; the deltas add up to the done text.
+ */
 export function toDiarizedStreamEvents(body: DiarizedTranscription): DiarizedStreamEvent[] {
-  const events: DiarizedStreamEvent[] = body.segments.flatMap((segment, i) => [
-    { type: 'transcript.text.delta' as const, delta: i === 0 ? segment.text : ` ${segment.text}`, segment_id: segment.id },
-    segment,
-  ]);
+  let cursor = 0;
+  const events: DiarizedStreamEvent[] = body.segments.flatMap((segment, i) => {
+    const at = body.text.indexOf(segment.text, cursor);
+    let delta = i === 0 ? segment.text : ` ${segment.text}`;
+    if (at >= 0) {
+      delta = body.text.slice(cursor, at + segment.text.length);
+      cursor = at + segment.text.length;
+    }
+    return [{ type: 'transcript.text.delta' as const, delta, segment_id: segment.id }, segment];
+  });
   events.push({ type: 'transcript.text.done', text: body.text, usage: body.usage });
   return events;
 }
