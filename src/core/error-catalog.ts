@@ -93,7 +93,11 @@ export const ERROR_CATALOG = {
   input_empty: { kind: 'invalid_argument', remedy: 'Send input with some text to speak.' },
   input_too_long: { kind: 'invalid_argument', remedy: 'Send at most 4096 characters of input, or split the text into several calls.' },
   unknown_voice: { kind: 'invalid_argument', remedy: "Use an OpenAI voice name or one of the model's voices (GET /v1/audio/voices)." },
-  unsupported_response_format: { kind: 'invalid_argument', remedy: 'Use response_format mp3, opus, aac, flac, wav or pcm.' },
+  unsupported_response_format: {
+    kind: 'invalid_argument',
+    remedy:
+      'Use a response_format the endpoint lists in the message (speech: mp3, opus, aac, flac, wav or pcm; diarization: json or rttm).',
+  },
   speed_out_of_range: { kind: 'invalid_argument', remedy: 'Send a speed from 0.25 to 4.0.' },
   unsupported_stream_format: { kind: 'invalid_argument', remedy: 'Use stream_format audio or sse.' },
   model_task_mismatch: {
