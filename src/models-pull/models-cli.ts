@@ -103,6 +103,20 @@ function parseConcurrency(text: string | undefined): number {
   return value;
 }
 
+/**
+ * The token as huggingface_hub cleans it (_clean_token): without line breaks and surrounding
+ * blanks, which a secret mounted from a file usually ends with; undefined when nothing is left.
+ * @throws usage for characters no access token has: they would make the request itself fail
+ */
+export function toHubToken(text: string | undefined): string | undefined {
+  const token = text?.replace(/[\r\n]/g, '').trim();
+  if (token === undefined || token === '') return undefined;
+  if (!/^[\x21-\x7e]+$/.test(token)) {
+    throw usageError('HF_TOKEN holds characters that no access token has (it is sent in an HTTP header): set it to the token alone');
+  }
+  return token;
+}
+
 function printResult(result: PullResult, deps: Pick<ModelsCliDeps, 'stdout' | 'stderr'>): void {
   for (const file of result.files) deps.stdout.write(`${file.localPath}\n`);
   const config = result.config;
@@ -149,6 +163,7 @@ async function runPull(argv: readonly string[], deps: ModelsCliDeps): Promise<nu
   const ref = parseRepoRef(positionals[0]!);
   const endpoint = normalizeEndpoint(values.endpoint ?? deps.env.hfEndpoint ?? DEFAULT_ENDPOINT);
   const concurrency = parseConcurrency(values.concurrency);
+  const token = toHubToken(deps.env.hfToken);
   const modelsDir = resolveModelsDir({ dir: values.dir, envDir: deps.env.modelsDir, homeDir: deps.homeDir, cwd: deps.cwd });
   const transport = deps.transport ?? createHubTransport();
   try {
@@ -158,7 +173,7 @@ async function runPull(argv: readonly string[], deps: ModelsCliDeps): Promise<nu
         selection: { files: values.file ?? [], include: values.include ?? [], exclude: values.exclude ?? [] },
         modelsDir,
         endpoint,
-        token: deps.env.hfToken,
+        token,
         userAgent: `voxmux/${deps.version}`,
         concurrency,
         ...(deps.retryPolicy === undefined ? {} : { retryPolicy: deps.retryPolicy }),

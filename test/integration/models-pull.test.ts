@@ -288,6 +288,20 @@ describe('voxmux models pull against a local Hub and CDN', () => {
     assert.equal(hub.requestsTo('cdn').length, 0);
   });
 
+  it('sends HF_TOKEN without the line break a secret file leaves at its end, as huggingface_hub does', async () => {
+    const r = await pull(['acme/private-model'], { token: `  ${TOKEN}\r\n` });
+    assert.equal(r.code, 0, r.stderr);
+    assert.ok(hub.requestsTo('hub').every((req) => req.headers.authorization === `Bearer ${TOKEN}`));
+    assert.deepEqual(readFileSync(join(snapshotOf('acme/private-model'), 'weights.bin')), WEIGHTS);
+  });
+
+  it('refuses a token that no HTTP header can carry as a usage error, before sending anything', async () => {
+    const r = await pull(['acme/private-model'], { token: 'hf_\u00e9t\u00e9\u0001' });
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /HF_TOKEN holds characters that no access token has/);
+    assert.equal(hub.requests.length, 0);
+  });
+
   it('says where to accept the conditions of a gated repository', async () => {
     const r = await pull(['acme/gated-model']);
     assert.equal(r.code, 1);
