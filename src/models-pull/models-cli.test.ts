@@ -41,6 +41,8 @@ describe('runModelsCli arguments', () => {
       [['pull', 'a/b', '--bogus'], /Unknown option '--bogus'/],
       [['pull', 'a/b', '--endpoint', 'ftp://x'], /Expected the Hub endpoint to be an http or https URL/],
       [['pull', '../etc'], /Expected a Hub repository id/],
+      [['pull', 'a/b', '--include', 'model-[9-0].bin'], /--include 'model-\[9-0\]\.bin' is not a valid pattern/],
+      [['pull', 'a/b', '--exclude', '[z-a]*'], /--exclude '\[z-a\]\*' is not a valid pattern/],
     ] as const) {
       const r = await run([...argv]);
       assert.equal(r.code, 2, argv.join(' '));

@@ -5,6 +5,7 @@
 import { parseArgs } from 'node:util';
 import { systemClock, type Clock } from '../core/clock.js';
 import { resolveModelsDir } from './cache-layout.js';
+import { globToRegExp } from './file-selection.js';
 import { createHubTransport, type HubTransport } from './hub-http.js';
 import { pullModel, type PullResult } from './pull.js';
 import { isPullError, usageError } from './pull-error.js';
@@ -117,6 +118,17 @@ export function toHubToken(text: string | undefined): string | undefined {
   return token;
 }
 
+/** @throws usage for a pattern that is not a glob, such as a range out of order ('[z-a]') */
+function checkGlobs(option: string, globs: readonly string[]): void {
+  for (const glob of globs) {
+    try {
+      globToRegExp(glob);
+    } catch (err) {
+      throw usageError(`--${option} '${glob}' is not a valid pattern: ${(err as Error).message}`);
+    }
+  }
+}
+
 function printResult(result: PullResult, deps: Pick<ModelsCliDeps, 'stdout' | 'stderr'>): void {
   for (const file of result.files) deps.stdout.write(`${file.localPath}\n`);
   const config = result.config;
@@ -163,6 +175,8 @@ async function runPull(argv: readonly string[], deps: ModelsCliDeps): Promise<nu
   const ref = parseRepoRef(positionals[0]!);
   const endpoint = normalizeEndpoint(values.endpoint ?? deps.env.hfEndpoint ?? DEFAULT_ENDPOINT);
   const concurrency = parseConcurrency(values.concurrency);
+  checkGlobs('include', values.include ?? []);
+  checkGlobs('exclude', values.exclude ?? []);
   const token = toHubToken(deps.env.hfToken);
   const modelsDir = resolveModelsDir({ dir: values.dir, envDir: deps.env.modelsDir, homeDir: deps.homeDir, cwd: deps.cwd });
   const transport = deps.transport ?? createHubTransport();
