@@ -2,18 +2,18 @@
 // The voxmux command (src/app/cli.ts), run from the build in dist/. The bench (bench/cli/, built
 // into dist/bench/cli/) is imported only when `voxmux bench` is run.
 //
-// `voxmux serve` on Linux runs the gateway in a child process of this one, started with glibc's
-// mmap threshold fixed at 64 KiB (MALLOC_MMAP_THRESHOLD_). With glibc's default, the threshold
-// rises to the size of the largest block freed (up to 32 MiB), after which upload-sized blocks
-// (64 KiB to a few MiB) come from the main heap, and a burst of uploads leaves it 18 to 25 MiB
-// larger for good; with the threshold fixed, each such block is its own mapping and goes back to
-// the system when freed (issue 16, measured in test/e2e/memory-idle.test.ts). The setting must be in
-// the environment before the process starts, hence the child. It is dropped again from the
-// environment that model instances inherit (src/config/env.ts), where large tensors would pay a
-// mapping per allocation. The child is started in a session of its own, so that a terminal's
-// Ctrl-C reaches it once, through this process; it drains when this process ends for any
-// reason, SIGKILL included (it sees the IPC channel close). A user's own MALLOC_MMAP_THRESHOLD_
-// is left as it is, with no child.
+// `voxmux serve` (or `voxmux` with no command, or a flag first) on Linux runs the gateway in a
+// child process of this one, started with glibc's mmap threshold fixed at 64 KiB
+// (MALLOC_MMAP_THRESHOLD_). With glibc's default, the threshold rises to the size of the largest
+// block freed (up to 32 MiB), after which upload-sized blocks (64 KiB to a few MiB) come from the
+// main heap, and a burst of uploads leaves it 18 to 25 MiB larger for good; with the threshold
+// fixed, each such block is its own mapping and goes back to the system when freed (issue 16,
+// measured in test/e2e/memory-idle.test.ts). The setting must be in the environment before the
+// process starts, hence the child. It is dropped again from the environment that model instances
+// inherit (src/config/env.ts), where large tensors would pay a mapping per allocation. The child is
+// started in a session of its own, so that a terminal's Ctrl-C reaches it once, through this
+// process; it drains when this process ends for any reason, SIGKILL included (it sees the IPC
+// channel close). A user's own MALLOC_MMAP_THRESHOLD_ is left as it is, with no child.
 //
 // A gateway thread (gateway.threads) runs this same script in a worker thread; its workerData says
 // so, and it runs the thread's gateway instead of the command.
@@ -42,7 +42,7 @@ async function runCommand() {
     // The gateway child: drain once the launcher is gone.
     process.channel.unref();
     process.once('disconnect', () => process.kill(process.pid, 'SIGTERM'));
-  } else if (process.argv[2] === 'serve' && process.platform === 'linux' && process.env.MALLOC_MMAP_THRESHOLD_ === undefined) {
+  } else if (isServe(process.argv.slice(2)) && process.platform === 'linux' && process.env.MALLOC_MMAP_THRESHOLD_ === undefined) {
     const child = spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
       stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
       detached: true,
@@ -57,4 +57,10 @@ async function runCommand() {
   const { runCli } = await import('../dist/src/app/cli.js');
   const loadBench = async () => (await import('../dist/bench/cli/cli.js')).runBenchCli;
   process.exit(await runCli(process.argv.slice(2), { version, loadBench }));
+}
+
+// The command's own rule (src/app/cli.ts): no command, or a flag first, means serve.
+function isServe(argv) {
+  const first = argv[0];
+  return first === undefined || first === 'serve' || first.startsWith('-');
 }

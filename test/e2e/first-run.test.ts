@@ -85,6 +85,15 @@ describe('voxmux serve first run (#16)', () => {
     ]);
   });
 
+  it('runs the gateway in a child with the fixed mmap threshold when serve is implied by a flag first, as for serve (#16)', async (t) => {
+    if (process.platform !== 'linux') return t.skip('the launcher starts a child on Linux only');
+    const server = await startServer({ config: echoConfig(), isCommandOmitted: true, waitReady: false });
+    running.push(server);
+    const pid = server.gatewayPid();
+    assert.notEqual(pid, server.process.pid, 'the gateway runs in the launcher’s child');
+    assert.match(readFileSync(`/proc/${pid}/environ`, 'utf8'), /(^|\0)MALLOC_MMAP_THRESHOLD_=65536\0/);
+  });
+
   it('writes human-readable lines with --log-format pretty, and rejects an unknown format with exit 78', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'voxmux-first-run-'));
     const config = join(dir, 'config.json');

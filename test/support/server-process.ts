@@ -26,10 +26,26 @@ export interface RunningServer {
 }
 
 export async function startServer(
-  options: { config?: unknown; env?: Record<string, string>; args?: string[]; waitReady?: boolean; timeoutMs?: number } = {},
+  options: {
+    config?: unknown;
+    env?: Record<string, string>;
+    args?: string[];
+    waitReady?: boolean;
+    timeoutMs?: number;
+    /** Start it as `voxmux --host ...`, serve being the default command. @default false */
+    isCommandOmitted?: boolean;
+  } = {},
 ): Promise<RunningServer> {
   if (!existsSync(BUILT)) throw new Error(`${BUILT} is missing: run npm run build first`);
-  const args = [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', ...(options.args ?? [])];
+  const args = [
+    MAIN,
+    ...(options.isCommandOmitted === true ? [] : ['serve']),
+    '--host',
+    '127.0.0.1',
+    '--port',
+    '0',
+    ...(options.args ?? []),
+  ];
   if (options.config !== undefined) {
     const file = join(mkdtempSync(join(tmpdir(), 'voxmux-test-')), 'config.json');
     writeFileSync(file, JSON.stringify(options.config));
