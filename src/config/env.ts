@@ -19,20 +19,30 @@ export function readProcessEnvironment(): Readonly<Record<string, string>> {
 }
 
 /**
- * What `voxmux models pull` reads: HF_TOKEN and HF_ENDPOINT, the names huggingface_hub uses, and
- * VOXMUX_MODELS_DIR. Empty values count as unset.
+ * What `voxmux models pull` reads: HF_TOKEN, HF_ENDPOINT, and where huggingface_hub keeps the token
+ * that `huggingface-cli login` saves (HF_TOKEN_PATH, else $HF_HOME/token, HF_HOME defaulting to
+ * $XDG_CACHE_HOME/huggingface), under huggingface_hub's names; and VOXMUX_MODELS_DIR. Empty
+ * values count as unset.
  */
-export function readModelsPullEnvironment(): { hfToken?: string; hfEndpoint?: string; modelsDir?: string } {
+export function readModelsPullEnvironment(): {
+  hfToken?: string;
+  hfEndpoint?: string;
+  hfHome?: string;
+  hfTokenPath?: string;
+  xdgCacheHome?: string;
+  modelsDir?: string;
+} {
   const pick = (name: string): string | undefined => {
     const value = process.env[name];
     return value === undefined || value === '' ? undefined : value;
   };
-  const hfToken = pick('HF_TOKEN');
-  const hfEndpoint = pick('HF_ENDPOINT');
-  const modelsDir = pick('VOXMUX_MODELS_DIR');
-  return {
-    ...(hfToken === undefined ? {} : { hfToken }),
-    ...(hfEndpoint === undefined ? {} : { hfEndpoint }),
-    ...(modelsDir === undefined ? {} : { modelsDir }),
+  const values = {
+    hfToken: pick('HF_TOKEN'),
+    hfEndpoint: pick('HF_ENDPOINT'),
+    hfHome: pick('HF_HOME'),
+    hfTokenPath: pick('HF_TOKEN_PATH'),
+    xdgCacheHome: pick('XDG_CACHE_HOME'),
+    modelsDir: pick('VOXMUX_MODELS_DIR'),
   };
+  return Object.fromEntries(Object.entries(values).filter(([, value]) => value !== undefined));
 }

@@ -2,13 +2,15 @@
  * `voxmux models pull`: the command line, its help, and what it prints. Paths and the config
  * entry go to stdout; progress and notes to stderr.
  */
+import { readFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { systemClock, type Clock } from '../core/clock.js';
 import { resolveModelsDir } from './cache-layout.js';
 import { globToRegExp } from './file-selection.js';
 import { createHubTransport, type HubTransport } from './hub-http.js';
 import { pullModel, type PullResult } from './pull.js';
-import { isPullError, usageError } from './pull-error.js';
+import { isPullError, PullError, usageError } from './pull-error.js';
 import type { TextSink } from './pull-progress.js';
 import { normalizeEndpoint, parseRepoRef } from './repo-ref.js';
 import type { RetryPolicy } from './retry-policy.js';
@@ -49,7 +51,8 @@ options:
   -h, --help         print this help and exit
 
 environment: HF_TOKEN, a Hub access token for private and gated repositories (sent to the Hub's
-host only, never to the CDN it redirects to)
+host only, never to the CDN it redirects to); without it, the token that huggingface-cli login
+saved (HF_TOKEN_PATH, or $HF_HOME/token, default ~/.cache/huggingface/token)
 
 exit codes: 0 done, 1 failed (the message says why; run again to resume), 2 bad arguments
 `;
@@ -60,6 +63,12 @@ export interface ModelsPullEnvironment {
   hfToken?: string | undefined;
   /** HF_ENDPOINT. */
   hfEndpoint?: string | undefined;
+  /** HF_HOME: huggingface_hub's folder, where `huggingface-cli login` saves the token. */
+  hfHome?: string | undefined;
+  /** HF_TOKEN_PATH: the saved token's file, instead of $HF_HOME/token. */
+  hfTokenPath?: string | undefined;
+  /** XDG_CACHE_HOME: HF_HOME's default is $XDG_CACHE_HOME/huggingface. */
+  xdgCacheHome?: string | undefined;
   /** VOXMUX_MODELS_DIR. */
   modelsDir?: string | undefined;
 }
@@ -109,13 +118,39 @@ function parseConcurrency(text: string | undefined): number {
  * blanks, which a secret mounted from a file usually ends with; undefined when nothing is left.
  * @throws usage for characters no access token has: they would make the request itself fail
  */
-export function toHubToken(text: string | undefined): string | undefined {
+export function toHubToken(text: string | undefined, source = 'HF_TOKEN'): string | undefined {
   const token = text?.replace(/[\r\n]/g, '').trim();
   if (token === undefined || token === '') return undefined;
   if (!/^[\x21-\x7e]+$/.test(token)) {
-    throw usageError('HF_TOKEN holds characters that no access token has (it is sent in an HTTP header): set it to the token alone');
+    throw usageError(`${source} holds characters that no access token has (it is sent in an HTTP header): set it to the token alone`);
   }
   return token;
+}
+
+/** `~/x` from the home directory, as Python's expanduser reads it; other paths from the working directory. */
+function expandPath(path: string, deps: Pick<ModelsCliDeps, 'homeDir' | 'cwd'>): string {
+  return path === '~' || path.startsWith('~/') ? join(deps.homeDir, path.slice(1)) : resolve(deps.cwd, path);
+}
+
+/**
+ * The token as huggingface_hub finds it (get_token): HF_TOKEN, else the file that
+ * `huggingface-cli login` writes, HF_TOKEN_PATH or $HF_HOME/token.
+ * @throws usage for a token with characters no token has; disk_error for a token file that cannot be read
+ */
+export async function readHubToken(deps: Pick<ModelsCliDeps, 'env' | 'homeDir' | 'cwd'>): Promise<string | undefined> {
+  const { env } = deps;
+  if (env.hfToken !== undefined && env.hfToken !== '') return toHubToken(env.hfToken);
+  const hfHome = env.hfHome ?? join(env.xdgCacheHome ?? join(deps.homeDir, '.cache'), 'huggingface');
+  const path = expandPath(env.hfTokenPath ?? join(hfHome, 'token'), deps);
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+    throw new PullError('disk_error', `Could not read the Hub token saved in ${path}: ${(err as Error).message}`, { cause: err });
+  }
+  return toHubToken(text, path);
 }
 
 /** @throws usage for a pattern that is not a glob, such as a range out of order ('[z-a]') */
@@ -177,7 +212,7 @@ async function runPull(argv: readonly string[], deps: ModelsCliDeps): Promise<nu
   const concurrency = parseConcurrency(values.concurrency);
   checkGlobs('include', values.include ?? []);
   checkGlobs('exclude', values.exclude ?? []);
-  const token = toHubToken(deps.env.hfToken);
+  const token = await readHubToken(deps);
   const modelsDir = resolveModelsDir({ dir: values.dir, envDir: deps.env.modelsDir, homeDir: deps.homeDir, cwd: deps.cwd });
   const transport = deps.transport ?? createHubTransport();
   try {

@@ -9,7 +9,7 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
 import type { Clock } from '../../src/core/clock.js';
-import { runModelsCli } from '../../src/models-pull/index.js';
+import { runModelsCli, type ModelsPullEnvironment } from '../../src/models-pull/index.js';
 import { commitOf, FakeHub, type FakeRepo } from '../support/fake-hub.js';
 
 const TOKEN = 'hf_test_token';
@@ -99,14 +99,17 @@ describe('voxmux models pull against a local Hub and CDN', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  async function pull(args: string[], options: { token?: string; freeBytes?: number; isTTY?: boolean } = {}) {
+  async function pull(
+    args: string[],
+    options: { token?: string; freeBytes?: number; isTTY?: boolean; env?: ModelsPullEnvironment; homeDir?: string } = {},
+  ) {
     let stdout = '';
     let stderr = '';
     const clock = new ImmediateClock();
     const code = await runModelsCli(['pull', ...args, '--endpoint', hub.endpoint, '--dir', dir], {
       version: '9.9.9',
-      env: options.token === undefined ? {} : { hfToken: options.token },
-      homeDir: '/nonexistent-home',
+      env: { ...options.env, ...(options.token === undefined ? {} : { hfToken: options.token }) },
+      homeDir: options.homeDir ?? '/nonexistent-home',
       cwd: dir,
       stdout: { write: (text: string) => (stdout += text) },
       stderr: { write: (text: string) => (stderr += text), isTTY: options.isTTY === true },
@@ -293,6 +296,27 @@ describe('voxmux models pull against a local Hub and CDN', () => {
     assert.equal(r.code, 0, r.stderr);
     assert.ok(hub.requestsTo('hub').every((req) => req.headers.authorization === `Bearer ${TOKEN}`));
     assert.deepEqual(readFileSync(join(snapshotOf('acme/private-model'), 'weights.bin')), WEIGHTS);
+  });
+
+  it('reads the token that huggingface-cli login saved, in $HF_HOME/token or ~/.cache/huggingface/token, when HF_TOKEN is unset', async () => {
+    const home = join(dir, 'home');
+    mkdirSync(join(home, '.cache', 'huggingface'), { recursive: true });
+    writeFileSync(join(home, '.cache', 'huggingface', 'token'), `${TOKEN}\n`);
+    const fromHome = await pull(['acme/private-model'], { homeDir: home });
+    assert.equal(fromHome.code, 0, fromHome.stderr);
+    assert.ok(hub.requestsTo('hub').every((req) => req.headers.authorization === `Bearer ${TOKEN}`));
+
+    const hfHome = join(dir, 'hf-home');
+    mkdirSync(hfHome);
+    writeFileSync(join(hfHome, 'token'), 'hf_wrong');
+    const fromHfHome = await pull(['acme/private-model'], { env: { hfHome } });
+    assert.equal(fromHfHome.code, 1);
+    assert.match(fromHfHome.stderr, /refused HF_TOKEN as invalid/);
+
+    // HF_TOKEN wins over the saved token; HF_TOKEN_PATH names another file.
+    assert.equal((await pull(['acme/private-model'], { env: { hfHome }, token: TOKEN })).code, 0);
+    writeFileSync(join(dir, 'other-token'), TOKEN);
+    assert.equal((await pull(['acme/private-model'], { env: { hfHome, hfTokenPath: join(dir, 'other-token') } })).code, 0);
   });
 
   it('refuses a token that no HTTP header can carry as a usage error, before sending anything', async () => {
