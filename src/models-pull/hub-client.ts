@@ -148,6 +148,15 @@ export function toHubError(
   const serverMessage = serverMessageOf(headers, answer.body);
   const said = serverMessage === undefined ? '' : ` (the Hub said: ${serverMessage})`;
   const host = new URL(context.endpoint).host;
+  // A refusal from the host a redirect led to (the CDN) says nothing about the token, which never
+  // goes there: most often its signed URL has expired, and the next attempt asks the Hub for a fresh one.
+  if (answer.url.host !== host && (status === 401 || status === 403 || status === 404)) {
+    return new PullError(
+      'hub_error',
+      `${answer.url.host} answered ${status} for ${context.path ?? answer.url.pathname} of ${repo}, where the Hub redirected${serverMessage === undefined ? '' : ` (it said: ${serverMessage})`}`,
+      { isTransient: status !== 404 },
+    );
+  }
   if (errorCode === 'GatedRepo') {
     const page = toRepoPageUrl(context.endpoint, ref);
     return hasToken

@@ -365,6 +365,28 @@ describe('voxmux models pull against a local Hub and CDN', () => {
     assert.match(failed.stderr, /answered 500 .*gave up on weights\.bin after 5 attempts; run the command again to resume/);
   });
 
+  it('tells a refusal by the CDN from one by the Hub: no HF_TOKEN advice, and a fresh signed URL on the next attempt', async () => {
+    hub.faults.set('weights.bin', { statuses: [403] });
+    const once = await pull(['acme/tiny-model', '--file', 'weights.bin']);
+    assert.equal(once.code, 0, once.stderr);
+    assert.equal(hub.requestsTo('cdn').length, 2);
+    assert.deepEqual(once.delaysMs, [1000]);
+    const cdnHost = new URL(hub.cdnOrigin).host;
+    assert.match(once.stderr, new RegExp(`weights\\.bin: ${cdnHost} answered 403 for weights\\.bin .*trying again`));
+
+    hub.faults.set('weights.bin', { statuses: [403, 403, 403, 403, 403] });
+    rmSync(dir, { recursive: true, force: true });
+    const always = await pull(['acme/tiny-model', '--file', 'weights.bin']);
+    assert.equal(always.code, 1);
+    assert.match(
+      always.stderr,
+      new RegExp(
+        `${cdnHost} answered 403 for weights\\.bin of acme/tiny-model, where the Hub redirected .*gave up on weights\\.bin after 5 attempts`,
+      ),
+    );
+    assert.doesNotMatch(always.stderr, /HF_TOKEN/);
+  });
+
   it('refuses a file that another live pull is writing, and takes over the lock of one that is gone', async () => {
     const snapshot = snapshotOf('acme/tiny-model');
     const lockPath = join(snapshot, 'weights.bin.part.lock');
