@@ -43,7 +43,7 @@ options:
   -h, --help         print this help and exit
   --version          print the version and exit
 
-exit codes: 0 after a clean drain, 1 on a fatal error, 78 on invalid configuration
+exit codes: 0 after a clean drain, 1 on a fatal error, 2 on bad arguments, 78 on invalid configuration
 `;
 
 /** `voxmux bench`'s entry: its arguments in, the exit code out. */

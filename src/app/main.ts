@@ -1,6 +1,6 @@
 /**
  * Process entry for `voxmux serve`: load config, build, listen, start instances, handle signals.
- * Exit codes: 0 after a clean drain, 1 on a fatal error, 78 on invalid configuration.
+ * Exit codes: 0 after a clean drain, 1 on a fatal error, 2 on bad arguments, 78 on invalid configuration.
  */
 import { parseArgs } from 'node:util';
 import { systemClock } from '../core/clock.js';
@@ -14,6 +14,8 @@ import { openListenSocket } from './gateway-threads/listen-socket.js';
 import { modelReadiness, readyMessage } from './ready-message.js';
 
 export const EXIT_CONFIG = 78;
+/** Bad arguments (an unknown flag, a missing value), as every other voxmux command exits for them. */
+export const EXIT_USAGE = 2;
 
 export function parseServeArgs(argv: readonly string[]): { config: Config; printConfig: boolean } {
   const { values } = parseArgs({
@@ -56,6 +58,11 @@ export async function main(argv: readonly string[]): Promise<number> {
   try {
     parsed = parseServeArgs(argv);
   } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS')) {
+      process.stderr.write(`voxmux serve: ${(err as Error).message} (voxmux serve --help)\n`);
+      return EXIT_USAGE;
+    }
     process.stderr.write(`${err instanceof ConfigError ? err.message : `Invalid arguments: ${(err as Error).message}`}\n`);
     return EXIT_CONFIG;
   }

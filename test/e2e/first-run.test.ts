@@ -60,6 +60,25 @@ describe('voxmux command (#16)', () => {
   });
 });
 
+describe('voxmux serve arguments', () => {
+  it('exits 2 for an unknown flag, a flag without its value or a positional argument, as the other commands do', () => {
+    for (const [args, problem] of [
+      [['serve', '--bogus'], /Unknown option '--bogus'/],
+      [['serve', '--port'], /Option '--port <value>' argument missing/],
+      [['serve', 'extra'], /Unexpected argument 'extra'/],
+      [['--bogus'], /Unknown option '--bogus'/],
+    ] as const) {
+      const r = voxmux([...args]);
+      assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, problem, args.join(' '));
+      assert.match(r.stderr, /\(voxmux serve --help\)\n$/, args.join(' '));
+      assert.equal(r.stdout, '');
+    }
+    // A setting's value is configuration: 78, as for the same problem in a file.
+    assert.equal(voxmux(['serve', '--port', 'nope']).status, 78);
+  });
+});
+
 describe('voxmux serve first run (#16)', () => {
   it('logs JSON to a pipe, with one ready line that gives the URL, the models and their instances', async () => {
     const server = await startServer({ config: echoConfig() });
