@@ -48,9 +48,19 @@ async function readOwner(lockPath: string): Promise<LockOwner | undefined> {
   }
 }
 
+function toLockError(err: unknown, lockPath: string): PullError {
+  const code = (err as { code?: unknown }).code;
+  if (code === 'ENOSPC' || code === 'EDQUOT') {
+    return new PullError('disk_full', `No space left for the lock file ${lockPath} (${code}): free some space and run the command again`, {
+      cause: err,
+    });
+  }
+  return new PullError('disk_error', `Could not create the lock file ${lockPath}: ${(err as Error).message}`, { cause: err });
+}
+
 /**
  * Takes the lock of `partPath`.
- * @throws locked when another live pull holds it; disk_error where the lock file cannot be written
+ * @throws locked when another live pull holds it; disk_full or disk_error where the lock file cannot be written
  */
 export async function takePartLock(partPath: string, nowWallMs: number, options: PartLockOptions = {}): Promise<PartLock> {
   const lockPath = partPath + LOCK_SUFFIX;
@@ -62,14 +72,18 @@ export async function takePartLock(partPath: string, nowWallMs: number, options:
       const handle = await open(lockPath, 'wx');
       try {
         await handle.writeFile(JSON.stringify(self));
-      } finally {
-        await handle.close();
+      } catch (err) {
+        // A lock without its owner would read as another host's and block the next pull for
+        // staleAfterMs: a full disk creates the file, then refuses its bytes.
+        await handle.close().catch(() => undefined);
+        await rm(lockPath, { force: true }).catch(() => undefined);
+        throw toLockError(err, lockPath);
       }
+      await handle.close();
       break;
     } catch (err) {
-      if ((err as { code?: unknown }).code !== 'EEXIST') {
-        throw new PullError('disk_error', `Could not create the lock file ${lockPath}: ${(err as Error).message}`, { cause: err });
-      }
+      if (err instanceof PullError) throw err;
+      if ((err as { code?: unknown }).code !== 'EEXIST') throw toLockError(err, lockPath);
       const owner = await readOwner(lockPath);
       const ageMs = nowWallMs - (await stat(lockPath).catch(() => ({ mtimeMs: 0 }))).mtimeMs;
       const isOwnHost = owner?.host === self.host;
