@@ -32,6 +32,9 @@ describe('runBenchCli', () => {
     assert.match(help.out(), /voxmux bench transcribe --url URL --model MODEL --audio FILE\|DIR/);
     const none = capture();
     assert.equal(await runBenchCli([], none.io, none.deps), 2);
+    // An exit 2 is a failure: its usage goes to stderr, as for `voxmux models` and an unknown command.
+    assert.equal(none.out(), '');
+    assert.match(none.err(), /voxmux bench transcribe --url URL/);
   });
 
   it('routes accuracy: its own usage, and its flag errors before sending anything', async () => {

@@ -47,11 +47,13 @@ export async function runBenchCli(argv: readonly string[], io?: Partial<BenchIo>
   return runReportingErrors(out, async () => {
     switch (name) {
       case undefined:
+        out.stderr.write(BENCH_USAGE);
+        return 2;
       case 'help':
       case '--help':
       case '-h':
         out.stdout.write(BENCH_USAGE);
-        return name === undefined ? 2 : 0;
+        return 0;
       default:
         throw usageError(`Unknown bench command '${name}': expected transcribe, speech, call, accuracy, diarize, compare or cost`);
     }
