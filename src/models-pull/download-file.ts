@@ -145,6 +145,13 @@ export async function downloadFile(task: FileTask, deps: DownloadDeps): Promise<
   const lock = await takePartLock(partPath, clock.wallMs());
   let handle: FileHandle;
   try {
+    // Another pull of the same commit may have completed the file since this one planned it: it
+    // held the lock until its rename. huggingface_hub looks again under its lock in the same way.
+    if (task.isPinned && file.sizeBytes !== undefined && (await sizeOnDisk(task.localPath)) === file.sizeBytes) {
+      await lock.release();
+      progress.message(`${file.path}: completed by another pull meanwhile`);
+      return { sizeBytes: file.sizeBytes, receivedBytes: 0, verifiedBy: 'size' };
+    }
     if (!task.isPinned) await onDisk(partPath, () => rm(partPath, { force: true }));
     handle = await onDisk(partPath, () => open(partPath, 'a'));
   } catch (err) {

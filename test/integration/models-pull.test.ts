@@ -94,6 +94,7 @@ describe('voxmux models pull against a local Hub and CDN', () => {
     hub.faults.clear();
     hub.apiStatuses = [];
     hub.isCommitHidden = false;
+    hub.onRequest = undefined;
   });
   afterEach(() => {
     rmSync(dir, { recursive: true, force: true });
@@ -404,6 +405,20 @@ describe('voxmux models pull against a local Hub and CDN', () => {
     writeFileSync(lockPath, JSON.stringify({ host: hostname(), pid: 2 ** 22 + 1 }));
     assert.equal((await pull(['acme/tiny-model', '--file', 'weights.bin'])).code, 0);
     assert.equal(existsSync(lockPath), false);
+    assert.deepEqual(readFileSync(join(snapshot, 'weights.bin')), WEIGHTS);
+  });
+
+  it('does not download again a file that another pull completed while this one waited to start it', async () => {
+    const snapshot = snapshotOf('acme/tiny-model');
+    hub.onRequest = (url) => {
+      // While config.json downloads, another pull renames its complete weights.bin into place.
+      if (url.endsWith('/resolve/' + REPOS['acme/tiny-model']!.commit + '/config.json'))
+        writeFileSync(join(snapshot, 'weights.bin'), WEIGHTS);
+    };
+    const r = await pull(['acme/tiny-model', '--file', 'config.json', '--file', 'weights.bin', '--concurrency', '1']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(hub.requestsTo('cdn').length, 0);
+    assert.match(r.stderr, /weights\.bin: completed by another pull meanwhile/);
     assert.deepEqual(readFileSync(join(snapshot, 'weights.bin')), WEIGHTS);
   });
 

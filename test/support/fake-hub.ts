@@ -71,6 +71,8 @@ export class FakeHub {
   readonly faults = new Map<string, FileFaults>();
   /** Statuses answered by the revision API before it answers. */
   apiStatuses: number[] = [];
+  /** Called with each request's URL before it is answered: a test's stand-in for what happens meanwhile. */
+  onRequest: ((url: string) => void) | undefined = undefined;
   /** Leave `sha` out of the revision API's answer, as a mirror might. */
   isCommitHidden = false;
   readonly #repos: Record<string, FakeRepo>;
@@ -149,6 +151,7 @@ export class FakeHub {
 
   #onHub(req: IncomingMessage, res: ServerResponse): void {
     this.requests.push({ server: 'hub', url: req.url ?? '', headers: req.headers });
+    this.onRequest?.(req.url ?? '');
     const url = new URL(req.url ?? '/', this.#endpoint);
     const api = /^\/api\/(models|datasets)\/(.+)\/revision\/([^/]+)$/.exec(url.pathname);
     if (api !== null) {
