@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { HubTransport } from './hub-http.js';
-import { MODELS_USAGE, PULL_USAGE, runModelsCli } from './models-cli.js';
+import { MODELS_USAGE, PULL_USAGE, runModelsCli, type ModelsPullEnvironment } from './models-cli.js';
 
 /** Usage errors are found before anything is sent: the transport refuses to be used. */
 const NO_NETWORK: HubTransport = {
@@ -9,12 +9,12 @@ const NO_NETWORK: HubTransport = {
   close: () => undefined,
 };
 
-async function run(argv: string[]) {
+async function run(argv: string[], env: ModelsPullEnvironment = {}) {
   let stdout = '';
   let stderr = '';
   const code = await runModelsCli(argv, {
     version: '1.0.0',
-    env: {},
+    env,
     homeDir: '/home/u',
     cwd: '/work',
     stdout: { write: (t: string) => (stdout += t) },
@@ -39,7 +39,7 @@ describe('runModelsCli arguments', () => {
       [['pull', 'a/b', 'c/d'], /Expected one repository id: got 2/],
       [['pull', 'a/b', '--concurrency', '0'], /Expected --concurrency to be an integer from 1 to 16: got '0'/],
       [['pull', 'a/b', '--bogus'], /Unknown option '--bogus'/],
-      [['pull', 'a/b', '--endpoint', 'ftp://x'], /Expected the Hub endpoint to be an http or https URL/],
+      [['pull', 'a/b', '--endpoint', 'ftp://x'], /Expected --endpoint to be an http or https URL/],
       [['pull', '../etc'], /Expected a Hub repository id/],
       [['pull', 'a/b', '--include', 'model-[9-0].bin'], /--include 'model-\[9-0\]\.bin' is not a valid pattern/],
       [['pull', 'a/b', '--exclude', '[z-a]*'], /--exclude '\[z-a\]\*' is not a valid pattern/],
@@ -48,5 +48,13 @@ describe('runModelsCli arguments', () => {
       assert.equal(r.code, 2, argv.join(' '));
       assert.match(r.stderr, problem);
     }
+  });
+
+  it('names HF_ENDPOINT when the endpoint that is not a URL came from it', async () => {
+    const r = await run(['pull', 'a/b'], { hfEndpoint: 'hf-mirror.com' });
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /Expected HF_ENDPOINT to be an http or https URL: got 'hf-mirror\.com'/);
+    const flag = await run(['pull', 'a/b', '--endpoint', 'hf-mirror.com'], { hfEndpoint: 'https://hf-mirror.com' });
+    assert.match(flag.stderr, /Expected --endpoint to be an http or https URL: got 'hf-mirror\.com'/);
   });
 });

@@ -208,7 +208,10 @@ async function runPull(argv: readonly string[], deps: ModelsCliDeps): Promise<nu
     );
   }
   const ref = parseRepoRef(positionals[0]!);
-  const endpoint = normalizeEndpoint(values.endpoint ?? deps.env.hfEndpoint ?? DEFAULT_ENDPOINT);
+  const endpoint =
+    values.endpoint !== undefined
+      ? normalizeEndpoint(values.endpoint, '--endpoint')
+      : normalizeEndpoint(deps.env.hfEndpoint ?? DEFAULT_ENDPOINT, 'HF_ENDPOINT');
   const concurrency = parseConcurrency(values.concurrency);
   checkGlobs('include', values.include ?? []);
   checkGlobs('exclude', values.exclude ?? []);

@@ -59,17 +59,17 @@ export function toResolveUrl(endpoint: string, ref: Pick<RepoRef, 'repoType' | '
   return new URL(`${endpoint}/${toRepoName(ref)}/resolve/${encodeURIComponent(revision)}/${encodedPath}`);
 }
 
-/** The endpoint without a trailing slash; only http and https. */
-export function normalizeEndpoint(text: string): string {
+/** The endpoint without a trailing slash; only http and https. `source` names where it came from in a usage error. */
+export function normalizeEndpoint(text: string, source = 'the Hub endpoint'): string {
   let url: URL;
   try {
     url = new URL(text);
   } catch {
-    throw usageError(`Expected the Hub endpoint to be an http or https URL: got '${text}'`);
+    throw usageError(`Expected ${source} to be an http or https URL: got '${text}'`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw usageError(`Expected the Hub endpoint to be an http or https URL: got '${text}'`);
+    throw usageError(`Expected ${source} to be an http or https URL: got '${text}'`);
   }
-  if (url.search !== '' || url.hash !== '') throw usageError(`Expected the Hub endpoint without a query or fragment: got '${text}'`);
+  if (url.search !== '' || url.hash !== '') throw usageError(`Expected ${source} without a query or fragment: got '${text}'`);
   return url.href.replace(/\/+$/, '');
 }
