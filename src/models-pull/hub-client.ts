@@ -20,6 +20,8 @@ export interface HubClientOptions {
   endpoint: string;
   /** Sent as `Authorization: Bearer` to the Hub's host; empty or absent sends none. */
   token?: string | undefined;
+  /** How messages name the token, such as 'the token saved in ~/.cache/huggingface/token'. @default 'HF_TOKEN' */
+  tokenName?: string | undefined;
   userAgent: string;
   /** @default 10 */
   maxRedirects?: number;
@@ -133,6 +135,8 @@ export interface HubErrorContext {
   /** The file asked for; absent for the repository's listing. */
   path?: string;
   hasToken: boolean;
+  /** How messages name the token that was sent. @default 'HF_TOKEN' */
+  tokenName?: string | undefined;
   nowWallMs: number;
 }
 
@@ -143,6 +147,7 @@ export function toHubError(
 ): PullError {
   const { status, headers } = answer;
   const { ref, hasToken } = context;
+  const tokenName = context.tokenName ?? 'HF_TOKEN';
   const repo = toRepoName(ref);
   const errorCode = header(headers, 'x-error-code');
   const serverMessage = serverMessageOf(headers, answer.body);
@@ -162,7 +167,7 @@ export function toHubError(
     return hasToken
       ? new PullError(
           'forbidden',
-          `${repo} is a gated repository and the account of HF_TOKEN has no access yet: accept its conditions at ${page}${said}`,
+          `${repo} is a gated repository and the account of ${tokenName} has no access yet: accept its conditions at ${page}${said}`,
         )
       : new PullError(
           'unauthorized',
@@ -180,18 +185,18 @@ export function toHubError(
       if (serverMessage?.includes('Invalid credentials') === true || serverMessage?.includes('Invalid user token') === true) {
         return new PullError(
           'unauthorized',
-          `${host} refused HF_TOKEN as invalid: create an access token at ${context.endpoint}/settings/tokens${said}`,
+          `${host} refused ${tokenName} as invalid: create an access token at ${context.endpoint}/settings/tokens${said}`,
         );
       }
       return new PullError(
         'unauthorized',
-        `${repo} could not be read with HF_TOKEN (401): check the name, and that the token may read the repository${said}`,
+        `${repo} could not be read with ${tokenName} (401): check the name, and that the token may read the repository${said}`,
       );
     case 403:
       return new PullError(
         'forbidden',
         hasToken
-          ? `HF_TOKEN may not read ${repo} (403): use an access token with read access to it${said}`
+          ? `${tokenName} may not read ${repo} (403): use an access token with read access to it${said}`
           : `${host} refused access to ${repo} (403): set HF_TOKEN to an access token with read access to it${said}`,
       );
     case 404:
@@ -250,6 +255,7 @@ export function createHubClient(options: HubClientOptions, deps: { transport: Hu
   const hubHost = new URL(endpoint).host;
   const maxRedirects = options.maxRedirects ?? 10;
   const hasToken = options.token !== undefined && options.token !== '';
+  const tokenName = options.tokenName;
   const baseHeaders: Record<string, string> = {
     'user-agent': options.userAgent,
     // The real bytes: sizes and Range offsets then count what is written to disk.
@@ -298,7 +304,7 @@ export function createHubClient(options: HubClientOptions, deps: { transport: Hu
     async readSnapshot(ref, signal) {
       const url = toRevisionApiUrl(endpoint, ref);
       const followed = await follow(url, { accept: 'application/json' }, signal);
-      if (followed.response.status !== 200) return fail(followed, { endpoint, ref, hasToken });
+      if (followed.response.status !== 200) return fail(followed, { endpoint, ref, hasToken, tokenName });
       const body = await readBody(followed.response, MAX_API_BODY_BYTES, followed.url);
       let json: unknown;
       try {
@@ -314,7 +320,8 @@ export function createHubClient(options: HubClientOptions, deps: { transport: Hu
       const followed = await follow(url, file.offsetBytes > 0 ? { range: `bytes=${file.offsetBytes}-` } : {}, signal);
       const { response, hubHeaders } = followed;
       const status = response.status;
-      if (status !== 200 && status !== 206 && status !== 416) return fail(followed, { endpoint, ref, path: file.path, hasToken });
+      if (status !== 200 && status !== 206 && status !== 416)
+        return fail(followed, { endpoint, ref, path: file.path, hasToken, tokenName });
       // The ETag of a redirect to a CDN, or of a CDN's answer, is not the Hub's hash of the file.
       const isServedByHub = followed.url.host === hubHost;
       const etag = normalizeEtag(header(hubHeaders, 'x-linked-etag') ?? (isServedByHub ? header(hubHeaders, 'etag') : undefined));

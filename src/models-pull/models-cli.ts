@@ -134,12 +134,17 @@ function expandPath(path: string, deps: Pick<ModelsCliDeps, 'homeDir' | 'cwd'>):
 
 /**
  * The token as huggingface_hub finds it (get_token): HF_TOKEN, else the file that
- * `huggingface-cli login` writes, HF_TOKEN_PATH or $HF_HOME/token.
+ * `huggingface-cli login` writes, HF_TOKEN_PATH or $HF_HOME/token; with the name messages give it.
  * @throws usage for a token with characters no token has; disk_error for a token file that cannot be read
  */
-export async function readHubToken(deps: Pick<ModelsCliDeps, 'env' | 'homeDir' | 'cwd'>): Promise<string | undefined> {
+export async function readHubToken(
+  deps: Pick<ModelsCliDeps, 'env' | 'homeDir' | 'cwd'>,
+): Promise<{ token: string; tokenName: string } | undefined> {
   const { env } = deps;
-  if (env.hfToken !== undefined && env.hfToken !== '') return toHubToken(env.hfToken);
+  if (env.hfToken !== undefined && env.hfToken !== '') {
+    const token = toHubToken(env.hfToken);
+    return token === undefined ? undefined : { token, tokenName: 'HF_TOKEN' };
+  }
   const hfHome = env.hfHome ?? join(env.xdgCacheHome ?? join(deps.homeDir, '.cache'), 'huggingface');
   const path = expandPath(env.hfTokenPath ?? join(hfHome, 'token'), deps);
   let text: string;
@@ -150,7 +155,8 @@ export async function readHubToken(deps: Pick<ModelsCliDeps, 'env' | 'homeDir' |
     if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
     throw new PullError('disk_error', `Could not read the Hub token saved in ${path}: ${(err as Error).message}`, { cause: err });
   }
-  return toHubToken(text, path);
+  const token = toHubToken(text, path);
+  return token === undefined ? undefined : { token, tokenName: `the token saved in ${path}` };
 }
 
 /** @throws usage for a pattern that is not a glob, such as a range out of order ('[z-a]') */
@@ -225,7 +231,7 @@ async function runPull(argv: readonly string[], deps: ModelsCliDeps): Promise<nu
         selection: { files: values.file ?? [], include: values.include ?? [], exclude: values.exclude ?? [] },
         modelsDir,
         endpoint,
-        token,
+        ...(token === undefined ? {} : token),
         userAgent: `voxmux/${deps.version}`,
         concurrency,
         ...(deps.retryPolicy === undefined ? {} : { retryPolicy: deps.retryPolicy }),

@@ -24,6 +24,8 @@ export interface PullOptions {
   /** The Hub, without a trailing slash. */
   endpoint: string;
   token?: string | undefined;
+  /** How messages name the token. @default 'HF_TOKEN' */
+  tokenName?: string | undefined;
   userAgent: string;
   /** Files downloaded at once. @default 4 */
   concurrency?: number;
@@ -130,7 +132,7 @@ export async function pullModel(options: PullOptions, deps: PullDeps): Promise<P
   const repo = toRepoName(ref);
   const note = (line: string) => progressOut.write(`${line}\n`);
   const hub = createHubClient(
-    { endpoint, token: options.token, userAgent: options.userAgent },
+    { endpoint, token: options.token, tokenName: options.tokenName, userAgent: options.userAgent },
     { transport: deps.transport, wallMs: () => clock.wallMs() },
   );
 

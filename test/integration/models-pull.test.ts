@@ -312,7 +312,7 @@ describe('voxmux models pull against a local Hub and CDN', () => {
     writeFileSync(join(hfHome, 'token'), 'hf_wrong');
     const fromHfHome = await pull(['acme/private-model'], { env: { hfHome } });
     assert.equal(fromHfHome.code, 1);
-    assert.match(fromHfHome.stderr, /refused HF_TOKEN as invalid/);
+    assert.match(fromHfHome.stderr, new RegExp(`refused the token saved in ${join(hfHome, 'token')} as invalid`));
 
     // HF_TOKEN wins over the saved token; HF_TOKEN_PATH names another file.
     assert.equal((await pull(['acme/private-model'], { env: { hfHome }, token: TOKEN })).code, 0);
