@@ -459,6 +459,13 @@ describe('realtime.llm base URL (the region pin, #19)', () => {
     assert.equal(loadConfig({}).realtime.llm.baseUrl, '');
   });
 
+  it('the budget webhook URL is a secret (a Slack or Teams webhook URL is its own credential): --print-config redacts it', () => {
+    const url = 'https://hooks.slack.com/services/T000/B000/XXXXsecretXXXX';
+    const printed = redact(loadConfig({ env: { VOXMUX_BUDGET_WEBHOOK_URL: url } }));
+    assert.equal(printed.budget.webhookUrl, '[redacted]');
+    assert.ok(!JSON.stringify(printed).includes('secretXXXX'));
+  });
+
   it('the LLM key is a secret: --print-config redacts it', () => {
     assert.notEqual(redact(loadConfig(llm({ apiKey: 'sk-secret-value' }))).realtime.llm.apiKey, 'sk-secret-value');
   });

@@ -398,7 +398,8 @@ export const BudgetSchema = Type.Object(
     }),
     checkIntervalMs: Ms('Time between budget checks, in milliseconds; a missed check is made up by the next one.', 300_000, 1000),
     webhookUrl: Type.String({
-      description: 'URL that gets a JSON POST each time a guard crosses 80 % or 100 %; empty posts nothing.',
+      description:
+        'URL that gets a JSON POST each time a guard crosses 80 % or 100 %; empty posts nothing. Secret (a Slack or Teams webhook URL is its own credential).',
       default: '',
     }),
     hardStop: Type.Boolean({
@@ -686,4 +687,4 @@ export type BudgetConfig = Static<typeof BudgetSchema>;
 export type RealtimeConfig = Static<typeof RealtimeSchema>;
 
 /** Paths whose values are secrets: redacted by --print-config. */
-export const SECRET_PATHS = ['gateway.apiKeys', 'realtime.llm.apiKey'] as const;
+export const SECRET_PATHS = ['gateway.apiKeys', 'realtime.llm.apiKey', 'budget.webhookUrl'] as const;
