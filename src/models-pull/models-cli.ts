@@ -80,7 +80,7 @@ export interface ModelsCliDeps {
   homeDir: string;
   cwd: string;
   stdout: TextSink;
-  stderr: TextSink & { isTTY?: boolean };
+  stderr: TextSink & { isTTY?: boolean; columns?: number };
   /** @default commandClock */
   clock?: Clock;
   /** @default createHubTransport() */
@@ -241,6 +241,7 @@ async function runPull(argv: readonly string[], deps: ModelsCliDeps): Promise<nu
         clock: deps.clock ?? commandClock,
         progressOut: deps.stderr,
         isTTY: deps.stderr.isTTY === true,
+        columns: deps.stderr.columns,
         ...(deps.freeBytes === undefined ? {} : { freeBytes: deps.freeBytes }),
         ...(deps.signal === undefined ? {} : { signal: deps.signal }),
       },

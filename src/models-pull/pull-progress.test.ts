@@ -34,6 +34,21 @@ describe('PullProgress', () => {
     assert.ok(text().endsWith('\r\x1b[2Kdownloaded model.safetensors: 10.0 MB in 2.0 s (5.00 MB/s), sha256 verified\n'));
   });
 
+  it('on a terminal, keeps the live line narrower than the terminal, so that rewriting it in place leaves no wrapped rows', () => {
+    const clock = new FakeClock();
+    let text = '';
+    const progress = createPullProgress(
+      { isTTY: true, columns: 60, totalFiles: 13, totalBytes: 3_450_000_000 },
+      { out: { write: (t: string) => (text += t) }, clock },
+    );
+    progress.fileStarted('model-00001-of-00002.safetensors');
+    progress.bytesReceived(1_230_000_000);
+    const live = text.split('\r\x1b[2K').filter((line) => line !== '');
+    assert.equal(live.length, 1);
+    assert.ok(live[0]!.length < 60, live[0]);
+    assert.match(live[0]!, /^0\/13 files, 1\.23 GB of 3\.45 GB \(35 %\), .*\.\.\.[\w-]*\.safetensors$/);
+  });
+
   it('elsewhere, writes a line per file and one every 30 s, not one per chunk', () => {
     const { clock, progress, text } = record(false);
     progress.fileStarted('model.safetensors');

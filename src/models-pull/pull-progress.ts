@@ -13,6 +13,8 @@ export interface TextSink {
 
 export interface PullProgressOptions {
   isTTY: boolean;
+  /** The terminal's width in characters, where known: the live line is kept narrower. */
+  columns?: number | undefined;
   /** Files to download in this run (skipped ones excluded). */
   totalFiles: number;
   /** Bytes to download in this run, where every size is known. */
@@ -90,8 +92,14 @@ export function createPullProgress(options: PullProgressOptions, deps: { out: Te
   const render = (nowMs: number): void => {
     const perSecond = rate.add(nowMs, receivedBytes);
     if (options.isTTY) {
-      const name = current === undefined ? '' : `, ${current.length > 40 ? `...${current.slice(-37)}` : current}`;
-      out.write(`\r\x1b[2K${finishedFiles}/${options.totalFiles} files, ${share()}, ${formatRate(perSecond)}${name}`);
+      const line = `${finishedFiles}/${options.totalFiles} files, ${share()}, ${formatRate(perSecond)}`;
+      // A line as wide as the terminal wraps, and '\r' then rewrites only its last row: every
+      // render would leave a row behind. The file name gives way first.
+      const maxChars = options.columns === undefined || options.columns < 2 ? Infinity : options.columns - 1;
+      const nameChars = Math.min(40, maxChars - line.length - 2);
+      const name =
+        current === undefined || nameChars < 8 ? '' : `, ${current.length > nameChars ? `...${current.slice(-(nameChars - 3))}` : current}`;
+      out.write(`\r\x1b[2K${`${line}${name}`.slice(0, maxChars)}`);
       hasLiveLine = true;
     } else {
       const averagePerSecond = nowMs > startedMs ? (receivedBytes * 1000) / (nowMs - startedMs) : undefined;

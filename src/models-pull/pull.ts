@@ -39,6 +39,8 @@ export interface PullDeps {
   /** Where progress and notes go (stderr). */
   progressOut: TextSink;
   isTTY: boolean;
+  /** The terminal's width, where progressOut is one. */
+  columns?: number | undefined;
   /** Free bytes of the file system holding `dir`; undefined when unknown. @default statfs */
   freeBytes?: (dir: string) => Promise<number | undefined>;
   signal?: AbortSignal;
@@ -214,7 +216,7 @@ export async function pullModel(options: PullOptions, deps: PullDeps): Promise<P
 
   const results = new Map<string, DownloadResult>();
   const progress = createPullProgress(
-    { isTTY: deps.isTTY, totalFiles: toDownload.length, totalBytes: bytesToDownload },
+    { isTTY: deps.isTTY, columns: deps.columns, totalFiles: toDownload.length, totalBytes: bytesToDownload },
     { out: progressOut, clock },
   );
   try {
