@@ -41,6 +41,8 @@ describe('runModelsCli arguments', () => {
       [['pull', 'a/b', '--bogus'], /Unknown option '--bogus'/],
       [['pull', 'a/b', '--endpoint', 'ftp://x'], /Expected --endpoint to be an http or https URL/],
       [['pull', '../etc'], /Expected a Hub repository id/],
+      [['pull', 'a/b', '--dir', ''], /Expected --dir to name a folder: got ''/],
+      [['pull', 'a/b', '--endpoint', ''], /Expected --endpoint to be an http or https URL: got ''/],
       [['pull', 'a/b', '--include', 'model-[9-0].bin'], /--include 'model-\[9-0\]\.bin' is not a valid pattern/],
       [['pull', 'a/b', '--exclude', '[z-a]*'], /--exclude '\[z-a\]\*' is not a valid pattern/],
     ] as const) {

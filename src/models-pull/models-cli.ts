@@ -222,6 +222,8 @@ async function runPull(argv: readonly string[], deps: ModelsCliDeps): Promise<nu
   checkGlobs('include', values.include ?? []);
   checkGlobs('exclude', values.exclude ?? []);
   const token = await readHubToken(deps);
+  // An empty --dir (a script's unset variable) would otherwise mean the default folder, silently.
+  if (values.dir === '') throw usageError("Expected --dir to name a folder: got ''");
   const modelsDir = resolveModelsDir({ dir: values.dir, envDir: deps.env.modelsDir, homeDir: deps.homeDir, cwd: deps.cwd });
   const transport = deps.transport ?? createHubTransport();
   try {
