@@ -132,7 +132,11 @@ function chunkWav(seconds: number): Buffer {
   return pcm16Wav(samples);
 }
 
-function multipart(fields: Record<string, string>, file?: Buffer): { payload: Buffer; headers: Record<string, string> } {
+function multipart(
+  fields: Record<string, string>,
+  file?: Buffer,
+  fileName = 'a.wav',
+): { payload: Buffer; headers: Record<string, string> } {
   const boundary = 'voxmuxdiarization';
   const parts: Buffer[] = [];
   for (const [name, value] of Object.entries(fields)) {
@@ -140,7 +144,9 @@ function multipart(fields: Record<string, string>, file?: Buffer): { payload: Bu
   }
   if (file !== undefined) {
     parts.push(
-      Buffer.from(`--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="a.wav"\r\ncontent-type: audio/wav\r\n\r\n`),
+      Buffer.from(
+        `--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="${fileName}"\r\ncontent-type: audio/wav\r\n\r\n`,
+      ),
       file,
       Buffer.from('\r\n'),
     );
@@ -193,7 +199,21 @@ describe('POST /v1/audio/diarization (#17)', () => {
       ...multipart({ model: 'diar', response_format: 'rttm' }, chunkWav(1)),
     });
     assert.equal(rttm.statusCode, 200);
-    assert.equal(rttm.body, 'SPEAKER audio 1 0.000 1.000 <NA> <NA> speaker_0 <NA> <NA>\n');
+    // The file id is the uploaded file's name without its extension (what DER scorers match references by).
+    assert.equal(rttm.body, 'SPEAKER a 1 0.000 1.000 <NA> <NA> speaker_0 <NA> <NA>\n');
+    for (const [fileName, fileId] of [
+      ['meeting 2024-01.final.wav', 'meeting_2024-01.final'],
+      ['dir/sub/call.flac', 'call'],
+      ['', 'audio'],
+      ['.wav', 'audio'],
+    ]) {
+      const named = await app.inject({
+        method: 'POST',
+        url: '/v1/audio/diarization',
+        ...multipart({ model: 'diar', response_format: 'rttm' }, chunkWav(1), fileName),
+      });
+      assert.equal(named.body.split(' ')[1], fileId, fileName);
+    }
     const cases: [Record<string, string>, number, string][] = [
       [{ model: 'asr' }, 400, 'model_task_mismatch'],
       [{ model: 'nope' }, 404, 'model_not_found'],

@@ -56,6 +56,13 @@ function parseCount(param: string, value: unknown): number | undefined {
   return n;
 }
 
+/** A whole file's RTTM file id: the uploaded file's name, without its folders and extension ('audio' when none is left). */
+function rttmFileId(fileName: string): string {
+  const base = fileName.split(/[\\/]/).pop() ?? '';
+  const dot = base.lastIndexOf('.');
+  return (dot > 0 ? base.slice(0, dot) : dot === 0 ? '' : base) || 'audio';
+}
+
 /**
  * min_speakers and max_speakers, checked against each other and min_speakers against the most
  * speakers the model's engine finds (it would fail every item; a larger max_speakers it caps).
@@ -183,7 +190,7 @@ export function registerDiarizationRoutes(
     uploads.giveBack(file);
     const duration = Math.round((audio.samples.length / SAMPLE_RATE_HZ) * 1000) / 1000;
     if (audio.isTruncated) reply.header(AUDIO_TRUNCATED_HEADER, 'true');
-    return sendTimeline(reply, format, { fileId: 'audio', json: { duration, speakers, segments } });
+    return sendTimeline(reply, format, { fileId: rttmFileId(form.fileName), json: { duration, speakers, segments } });
   });
 
   if (sessions === undefined) return undefined;

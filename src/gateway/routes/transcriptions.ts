@@ -52,6 +52,8 @@ const IGNORED_FIELDS = new Set(['chunking_strategy', 'include', 'include[]', 'kn
 
 export interface ParsedForm {
   file: Buffer | undefined;
+  /** The file part's filename, as the client sent it ('' when it sent none). */
+  fileName: string;
   fields: Map<string, string[]>;
 }
 
@@ -75,6 +77,7 @@ async function readForm(request: FastifyRequest, uploads: UploadPool, maxBodyByt
   checkBoundary(request.headers['content-type']);
   const fields = new Map<string, string[]>();
   let file: Buffer | undefined;
+  let fileName = '';
   try {
     for await (const part of request.parts()) {
       if (typeof part.fieldname !== 'string' || part.fieldname === '') {
@@ -90,6 +93,7 @@ async function readForm(request: FastifyRequest, uploads: UploadPool, maxBodyByt
           await part.toBuffer();
           throw errors.invalidParameter({ param: part.fieldname, expected: 'no file field other than file', got: part.fieldname });
         }
+        fileName = part.filename ?? '';
         const declared = Number(request.headers['content-length']);
         // The file is part of the body, so the body's declared length bounds it.
         file = Number.isSafeInteger(declared) && declared > 0 ? await readIntoPool(part.file, declared, uploads) : await part.toBuffer();
@@ -113,7 +117,7 @@ async function readForm(request: FastifyRequest, uploads: UploadPool, maxBodyByt
     }
     throw err;
   }
-  return { file, fields };
+  return { file, fileName, fields };
 }
 
 /**
