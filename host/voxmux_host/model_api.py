@@ -62,6 +62,7 @@ from numpy.typing import NDArray
 from .errors import InstanceError
 from .messages import (BootStage, CatalogEntry, EngineCounter, ResourceCounters, ResourceInfo, Segment, SegmentDecoding,
                        Transcript, Word)
+from .protocol import camel_case
 
 __all__ = [
     'Adapter', 'AdapterStats', 'BatchAdapter', 'BatchFinish', 'BatchInput', 'BatchOutput', 'CatalogEntry',
@@ -122,12 +123,7 @@ class AdapterStats:
 
     def engine_counters(self) -> Tuple[EngineCounter, ...]:
         """The ENGINE_COUNTERS fields as the protocol's EngineCounters, named in camelCase."""
-        return tuple(EngineCounter(_camel(name), float(getattr(self, name))) for name in self.ENGINE_COUNTERS)
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+        return tuple(EngineCounter(camel_case(name), float(getattr(self, name))) for name in self.ENGINE_COUNTERS)
 
 
 @dataclass(frozen=True)

@@ -540,6 +540,12 @@ def split_states(message: SequenceResult) -> List[bytes]:
 # The Python side's own description of the message table
 
 
+def camel_case(name: str) -> str:
+    """A Python field name as the wire names it: ``avg_logprob`` -> ``avgLogprob``."""
+    head, *rest = name.split('_')
+    return head + ''.join(part[:1].upper() + part[1:] for part in rest)
+
+
 def describe_messages() -> Dict[str, Any]:
     """The messages as this side declares them, from the dataclasses' fields and type annotations:
     ``{"messages": [{name, tag, direction, body, meta: [[field, type], ...]}], "structs": {...}}`` in
@@ -547,10 +553,6 @@ def describe_messages() -> Dict[str, Any]:
     from .messages import MESSAGE_CLASSES
 
     structs: Dict[str, List[List[str]]] = {}
-
-    def camel(name: str) -> str:
-        head, *rest = name.split('_')
-        return head + ''.join(part[:1].upper() + part[1:] for part in rest)
 
     def describe(tp: Any) -> str:
         origin, args = get_origin(tp), get_args(tp)
@@ -577,7 +579,7 @@ def describe_messages() -> Dict[str, Any]:
 
     def fields_of(cls: Any) -> List[List[str]]:
         hints = get_type_hints(cls)
-        return [[camel(f.name), describe(hints[f.name])] for f in fields(cls) if f.name != 'body']
+        return [[camel_case(f.name), describe(hints[f.name])] for f in fields(cls) if f.name != 'body']
 
     messages = [{
         'name': wire_of(cls).name,
