@@ -297,6 +297,17 @@ describe('Model lifecycle failure paths', () => {
     t.scheduler.destroy();
     t.supervisor.destroy();
   });
+  /** Slot 0's first instance crashes on its load; its restart (after 100 ms of backoff) starts by itself. */
+  async function crashFirstLoadThenRestart(t: ReturnType<typeof setup>): Promise<void> {
+    const first = t.spawner.children[0]!;
+    first.hello();
+    await settle();
+    first.expect('LoadRequest');
+    first.exit(1);
+    await settle();
+    await advanceSettling(t.clock, 100, 50);
+  }
+
   it('ends a wake ready when an instance that failed its first start is restarted and ready before the others fail', async () => {
     // A wake ends at "the first instance ready". Here slot 0 crashes on its load and its restart (after
     // 100 ms of backoff) is ready at once, while slot 1 never says Hello and fails at handshakeTimeoutMs
@@ -307,13 +318,7 @@ describe('Model lifecycle failure paths', () => {
     let woke: string | undefined;
     void t.supervisor.wake('m').then((end) => (woke = end.isReady ? 'ready' : end.error.code));
     await settle();
-    const first = t.spawner.children[0]!;
-    first.hello();
-    await settle();
-    first.expect('LoadRequest');
-    first.exit(1);
-    await settle();
-    await advanceSettling(t.clock, 100, 50); // slot 0's restart
+    await crashFirstLoadThenRestart(t);
     assert.equal(t.supervisor.readyInstances('m').length, 1);
     assert.equal(woke, 'ready', 'the wake waits on although an instance is ready');
     assert.equal(t.supervisor.modelState('m'), 'ready');
@@ -329,13 +334,7 @@ describe('Model lifecycle failure paths', () => {
     const t = setup({ instances: 2 }, (_request, index) => (index === 2 ? { shouldStartByItself: true, shouldCloseByItself: true } : {}));
     const started = t.supervisor.start();
     await settle();
-    const first = t.spawner.children[0]!;
-    first.hello();
-    await settle();
-    first.expect('LoadRequest');
-    first.exit(1);
-    await settle();
-    await advanceSettling(t.clock, 100, 50); // slot 0's restart
+    await crashFirstLoadThenRestart(t);
     assert.equal(t.supervisor.readyInstances('m').length, 1);
     await advanceSettling(t.clock, 1_000, 100); // slot 1 fails its start
     await started;
