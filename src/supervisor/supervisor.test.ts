@@ -796,7 +796,11 @@ describe('Supervisor exclusive warmup', () => {
     supervisor.destroy();
   });
 
-  it('holds dispatch while a replacement warms up, and sends its warmup only once running batches have ended', async () => {
+  /**
+   * Two instances with exclusiveWarmup: a runs a slow batch while b dies; b's replacement loads and
+   * waits for the warmup gate.
+   */
+  async function replacementWarmingBesideSlowBatch() {
     const { clock, spawner, supervisor } = setup({ m: { instances: 2, exclusiveWarmup: true } }, (_request, index) => ({
       shouldStartByItself: index < 2,
     }));
@@ -813,6 +817,11 @@ describe('Supervisor exclusive warmup', () => {
     await settle();
     replacement.reply(replacement.expect('LoadRequest'), { type: 'LoadResult' });
     await settle();
+    return { clock, supervisor, a, running, sent, replacement };
+  }
+
+  it('holds dispatch while a replacement warms up, and sends its warmup only once running batches have ended', async () => {
+    const { clock, supervisor, a, running, sent, replacement } = await replacementWarmingBesideSlowBatch();
     assert.equal(supervisor.stats().instances[1]!.state, 'warming');
     assert.deepEqual(supervisor.readyInstances('m'), [], 'no instance offered while the gate is held');
     await advanceSettling(clock, 1_000, 10);
@@ -849,22 +858,7 @@ describe('Supervisor exclusive warmup', () => {
     supervisor.destroy();
   });
   it('releases the gate at once when its holder dies while it waits for running batches to end', async () => {
-    const { clock, spawner, supervisor } = setup({ m: { instances: 2, exclusiveWarmup: true } }, (_request, index) => ({
-      shouldStartByItself: index < 2,
-    }));
-    await supervisor.start();
-    const [a, b] = spawner.children as [ScriptedChild, ScriptedChild];
-    const running = track(supervisor.runBatch('m-0-g1', batch('slow')));
-    const sent = a.expect('RunBatch');
-    b.exit(1);
-    await settle();
-    clock.advance(100);
-    await settle();
-    const replacement = spawner.last();
-    replacement.hello();
-    await settle();
-    replacement.reply(replacement.expect('LoadRequest'), { type: 'LoadResult' });
-    await settle();
+    const { clock, supervisor, a, running, sent, replacement } = await replacementWarmingBesideSlowBatch();
     assert.deepEqual(supervisor.readyInstances('m'), [], 'the replacement holds the gate, waiting for the slow batch');
     replacement.exit(1);
     await advanceSettling(clock, 50, 10);
