@@ -38,7 +38,8 @@
 //                     language, so (b8) to (b12) encode a second input per piece to detect its language as
 //                     OpenAI's transcribe() does (four encoder windows per clip instead of two);
 //   whisper-b14-pieces-window: (b9), two instances under MPS with the clips cut and the encoder compiled,
-//                     with each piece's language detected on its own window (b13 on two instances).
+//                     with each piece's language detected on its own window (b13 on two instances);
+//   whisper-b15-pieces-window-fp8: (b14) with the encoder's products in FP8 (matmul fp8).
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
 // lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
 // 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
@@ -147,6 +148,10 @@ export const CONFIGS = {
     variant: { ...B6.variant, compileEncoder: true, languageDetection: 'window' },
   }),
   'whisper-b14-pieces-window': config({ ...B8, variant: { ...B6.variant, compileEncoder: true, languageDetection: 'window' } }),
+  'whisper-b15-pieces-window-fp8': config({
+    ...B8,
+    variant: { ...B6.variant, compileEncoder: true, languageDetection: 'window', matmul: 'fp8' },
+  }),
 };
 
 if (outDir !== undefined) {
