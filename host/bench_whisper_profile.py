@@ -226,8 +226,8 @@ def gemm_products(config: Any, sizes: Sequence[int], device: torch.device, dtype
                   repeats: int) -> Dict[str, Any]:
     """The encoder's products alone at its shapes (M = b x 1500 rows; K x N = d x d for q, k, v and out,
     d x 4d and 4d x d for the MLP): F.linear in the model's dtype; fp8_linear (the activations' row-wise
-    quantization, then torch._scaled_mm); torch._scaled_mm alone on operands quantized beforehand; the
-    quantization alone, eager and compiled (as it runs fused in the compiled encoder)."""
+    quantization, then torch._scaled_mm); torch._scaled_mm alone on operands quantized beforehand, row-wise
+    and with one scale per operand; the quantization alone, eager and compiled (as it runs fused in the compiled encoder)."""
     d = config.n_audio_state
     shapes = (("q/k/v/out", d, d), ("mlp in", d, 4 * d), ("mlp out", 4 * d, d))
     fp8_problem = "; ".join(fp8_problems(device, dtype)) or None
@@ -261,6 +261,13 @@ def gemm_products(config: Any, sizes: Sequence[int], device: torch.device, dtype
     return {"repeats": repeats, "dtype": str(dtype).replace("torch.", ""), "rows": rows, "skipped": skipped}
 
 
+def _quantize_tensorwise(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """x -> (float8_e4m3fn, float32 scalar scale): one scale for the whole tensor."""
+    scale = (x.abs().amax().float().clamp(min=fp8.MIN_AMAX) / fp8.E4M3_MAX)
+    quantized = (x.float() / scale).clamp(-fp8.E4M3_MAX, fp8.E4M3_MAX).to(torch.float8_e4m3fn)  # type: ignore[attr-defined]
+    return quantized.contiguous(), scale
+
+
 def _fp8_rates(row: Dict[str, Any], x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, flops: float,
                device: torch.device, repeats: int, compiled: Optional[Callable[[torch.Tensor], Any]],
                compile_problem: Optional[str]) -> Optional[str]:
@@ -271,6 +278,13 @@ def _fp8_rates(row: Dict[str, Any], x: torch.Tensor, weight: torch.Tensor, bias:
     row["fp8Linear"] = _rate(timed_ms(lambda: fp8.fp8_linear(x, w8), device, repeats), flops)
     row["scaledMm"] = _rate(timed_ms(lambda: torch._scaled_mm(  # type: ignore[attr-defined]
         xq, w8.weight.t(), scale_a=xs, scale_b=w8.scale, bias=w8.bias, out_dtype=w8.out_dtype,
+        use_fast_accum=fp8.USE_FAST_ACCUM), device, repeats), flops)
+    # The same product with one scale per operand (cuBLAS's per-tensor FP8 path, which row-wise
+    # scaling may not take): is the row-wise kernel the part that costs?
+    xt, xts = _quantize_tensorwise(x)
+    wt, wts = _quantize_tensorwise(weight)
+    row["scaledMmTensorwise"] = _rate(timed_ms(lambda: torch._scaled_mm(  # type: ignore[attr-defined]
+        xt, wt.t(), scale_a=xts, scale_b=wts, bias=bias, out_dtype=x.dtype,
         use_fast_accum=fp8.USE_FAST_ACCUM), device, repeats), flops)
     row["fp8SpeedupProductAlone"] = round(row["linear"]["ms"] / row["scaledMm"]["ms"], 3)
     row["fp8SpeedupWithQuantize"] = round(row["linear"]["ms"] / row["fp8Linear"]["ms"], 3)

@@ -238,11 +238,13 @@ def test_the_products_fp8_side_with_stand_ins_for_the_fp8_kernels(monkeypatch: p
     monkeypatch.setattr(torch, "_scaled_mm", scaled_mm, raising=False)
     monkeypatch.setattr(fp8, "fp8_weight_from", lambda w, b: fp8.Fp8Weight(w, torch.ones(1, w.shape[0]), b, w.dtype))
     monkeypatch.setattr(fp8, "quantize_rowwise", lambda x: (x, torch.ones(x.shape[0], 1)))
+    monkeypatch.setattr(bench_whisper_profile, "_quantize_tensorwise", lambda x: (x, torch.ones(())))
     monkeypatch.setattr(fp8, "fp8_linear", lambda x, w: F.linear(x, w.weight, w.bias))
     result = bench_whisper_profile.gemm_products(TINY, [1, 2], torch.device("cpu"), torch.float32, 2)
     assert len(result["rows"]) == 6 and "fp8" not in result["skipped"]
     for row in result["rows"]:
         assert row["fp8Linear"]["ms"] > 0 and row["scaledMm"]["tflops"] > 0 and row["quantize"]["gbPerS"] > 0
+        assert row["scaledMmTensorwise"]["tflops"] > 0
         assert row["fp8SpeedupProductAlone"] > 0 and row["fp8SpeedupWithQuantize"] > 0 and "quantizeCompiled" not in row
     assert "no working Triton" in result["skipped"]["quantizeCompiled"]
 
