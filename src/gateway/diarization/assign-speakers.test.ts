@@ -1,6 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { speakerOf, toDiarizedSegments, toDiarizedStreamEvents, toDiarizedTranscription } from './assign-speakers.js';
+import {
+  MAX_SEGMENT_MS,
+  SEGMENT_PAUSE_MS,
+  speakerOf,
+  toDiarizedSegments,
+  toDiarizedStreamEvents,
+  toDiarizedTranscription,
+} from './assign-speakers.js';
 
 const turns = [
   { start: 0, end: 2, speaker: 'speaker_0' },
@@ -84,7 +91,7 @@ describe('diarized_json text in a language written without spaces', () => {
       segments: null,
       words: [
         { word: '你好', start: 0.1, end: 0.5 },
-        { word: '世界。', start: 0.6, end: 1.0 },
+        { word: '世界。', start: 0.6, end: 2.0 },
         { word: ' Hello', start: 2.6, end: 3.0 },
         { word: ' there', start: 3.1, end: 3.5 },
       ],
@@ -119,5 +126,112 @@ describe('diarized_json text in a language written without spaces', () => {
     assert.equal(switching.text, '你好世界');
     const deltas = toDiarizedStreamEvents(switching).flatMap((e) => (e.type === 'transcript.text.delta' ? [e.delta] : []));
     assert.deepEqual(deltas, ['你好', '世界']);
+  });
+});
+
+describe('diarized_json segments at pauses', () => {
+  const oneSpeaker = [{ start: 0, end: 100, speaker: 'speaker_0' }];
+  const transcript = (text: string, words: { word: string; start: number; end: number }[]) => ({
+    text,
+    language: 'en',
+    durationS: 100,
+    segments: null,
+    words,
+  });
+
+  it('ends a segment where the pause between two words of one speaker reaches SEGMENT_PAUSE_MS, in the body and the stream alike', () => {
+    // One sentence, 8 s of silence, another sentence: two segments, as OpenAI's speaker turns.
+    const body = toDiarizedTranscription(
+      transcript('One sentence. Another one.', [
+        { word: ' One', start: 0.0, end: 0.4 },
+        { word: ' sentence.', start: 0.5, end: 1.0 },
+        { word: ' Another', start: 9.0, end: 9.4 },
+        { word: ' one.', start: 9.5, end: 10.0 },
+      ]),
+      oneSpeaker,
+    );
+    assert.deepEqual(body.segments, [
+      { type: 'transcript.text.segment', id: 'seg_0', start: 0, end: 1, text: 'One sentence.', speaker: 'A' },
+      { type: 'transcript.text.segment', id: 'seg_1', start: 9, end: 10, text: 'Another one.', speaker: 'A' },
+    ]);
+    assert.equal(body.text, 'One sentence. Another one.');
+    const events = toDiarizedStreamEvents(body).map((e) =>
+      e.type === 'transcript.text.delta'
+        ? ['delta', e.segment_id, e.delta]
+        : e.type === 'transcript.text.segment'
+          ? ['segment', e.id]
+          : [e.type],
+    );
+    assert.deepEqual(events, [
+      ['delta', 'seg_0', 'One sentence.'],
+      ['segment', 'seg_0'],
+      ['delta', 'seg_1', ' Another one.'],
+      ['segment', 'seg_1'],
+      ['transcript.text.done'],
+    ]);
+  });
+
+  it('keeps words of one speaker together across a pause just under SEGMENT_PAUSE_MS, and splits at exactly it', () => {
+    const pauseS = SEGMENT_PAUSE_MS / 1000;
+    const under = [
+      { text: 'a', start: 0.3, end: 0.7 },
+      { text: 'b', start: 0.7 + pauseS - 0.01, end: 2.9 },
+    ];
+    assert.deepEqual(
+      toDiarizedSegments(under, oneSpeaker).map((s) => s.text),
+      ['a b'],
+    );
+    const at = [
+      { text: 'a', start: 0.3, end: 0.7 },
+      { text: 'b', start: 0.7 + pauseS, end: 2.9 },
+    ];
+    assert.deepEqual(
+      toDiarizedSegments(at, oneSpeaker).map((s) => [s.id, s.text]),
+      [
+        ['seg_0', 'a'],
+        ['seg_1', 'b'],
+      ],
+    );
+  });
+
+  it('joins Chinese words without spaces on both sides of a pause, in segments, text and deltas', () => {
+    const body = toDiarizedTranscription(
+      transcript('你好世界。再见', [
+        { word: '你好', start: 0.0, end: 0.5 },
+        { word: '世界。', start: 0.6, end: 1.0 },
+        { word: '再见', start: 5.0, end: 5.5 },
+      ]),
+      oneSpeaker,
+    );
+    assert.deepEqual(
+      body.segments.map((s) => [s.id, s.text]),
+      [
+        ['seg_0', '你好世界。'],
+        ['seg_1', '再见'],
+      ],
+    );
+    assert.equal(body.text, '你好世界。再见');
+    const deltas = toDiarizedStreamEvents(body).flatMap((e) => (e.type === 'transcript.text.delta' ? [e.delta] : []));
+    assert.deepEqual(deltas, ['你好世界。', '再见']);
+  });
+
+  it('ends a segment of one speaker who never pauses before it grows longer than MAX_SEGMENT_MS', () => {
+    // 70 s of half-second words with no pause between them.
+    const words = Array.from({ length: 140 }, (_, i) => ({ text: `w${i}`, start: i * 0.5, end: (i + 1) * 0.5 }));
+    const segments = toDiarizedSegments(words, oneSpeaker);
+    const maxS = MAX_SEGMENT_MS / 1000;
+    assert.ok(
+      segments.every((s) => s.end - s.start <= maxS),
+      JSON.stringify(segments.map((s) => [s.start, s.end])),
+    );
+    assert.deepEqual(
+      segments.map((s) => [s.id, s.start, s.end]),
+      [
+        ['seg_0', 0, 30],
+        ['seg_1', 30, 60],
+        ['seg_2', 60, 70],
+      ],
+    );
+    assert.equal(segments.map((s) => s.text).join(' '), words.map((w) => w.text).join(' '));
   });
 });

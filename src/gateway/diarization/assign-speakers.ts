@@ -1,8 +1,8 @@
 /**
  * Diarized transcripts (pure): each ASR word goes to the speaker whose turns overlap it most in
  * total (the speaker of the nearest turn when it overlaps none), and consecutive words of one
- * speaker form a segment. A transcript without word timestamps falls back to its segments,
- * assigned the same way.
+ * speaker form a segment, ended at a pause or at a length limit. A transcript without word
+ * timestamps falls back to its segments, assigned the same way.
  */
 import type { DiarizedSegment, DiarizedTranscription, SpeakerSegment } from '../../api/diarization.js';
 import type { TranscriptResult } from '../../scheduler/index.js';
@@ -14,6 +14,22 @@ export interface TimedText {
   /** What goes between the piece before and this one: `''` where the transcript writes them together (Chinese, Japanese); absent: a space. */
   joiner?: string;
 }
+
+/**
+ * A pause between two words of one speaker from which they go to separate segments. OpenAI's
+ * diarized segments are speaker turns of a sentence or a few, split where the speaker stops: a
+ * pause within a sentence (a breath, a hesitation) is mostly well under a second, while one of a
+ * second or more ends a thought. It is longer than the 200 to 500 ms of silence at which OpenAI's
+ * server_vad cuts audio by default (chunking_strategy, Realtime turns): those cuts serve the
+ * recognizer, and at that length a segment would end at every breath.
+ */
+export const SEGMENT_PAUSE_MS = 1000;
+
+/**
+ * The longest segment, for a speaker who never pauses that long: 30 s, Whisper's window (its own
+ * segments never run longer), so that a segment stays readable as one caption.
+ */
+export const MAX_SEGMENT_MS = 30_000;
 
 function overlapS(a: { start: number; end: number }, b: { start: number; end: number }): number {
   return Math.max(0, Math.min(a.end, b.end) - Math.max(a.start, b.start));
@@ -44,7 +60,23 @@ export function speakerOf(span: { start: number; end: number }, turns: readonly 
   return best?.speaker ?? 'speaker_0';
 }
 
-/** Segments of consecutive words (or transcript segments) of one speaker, in time order. */
+/**
+ * Whether the next piece of a segment's speaker opens a new segment: after a pause of
+ * SEGMENT_PAUSE_MS or more, or where the segment would grow longer than MAX_SEGMENT_MS. Times are
+ * compared to the millisecond, so that a pause of exactly the threshold counts whatever the
+ * floating-point error of the difference.
+ */
+function shouldEndSegment(segment: DiarizedSegment, next: TimedText): boolean {
+  return (
+    Math.round((next.start - segment.end) * 1000) >= SEGMENT_PAUSE_MS || Math.round((next.end - segment.start) * 1000) > MAX_SEGMENT_MS
+  );
+}
+
+/**
+ * Segments of consecutive words (or transcript segments) of one speaker, in time order, ended at
+ * pauses and at MAX_SEGMENT_MS. The one place segments are made: diarized_json's body and its stream
+ * events both come from these.
+ */
 export function toDiarizedSegments(pieces: readonly TimedText[], turns: readonly SpeakerSegment[]): DiarizedSegment[] {
   const segments: DiarizedSegment[] = [];
   for (const piece of pieces) {
@@ -52,7 +84,7 @@ export function toDiarizedSegments(pieces: readonly TimedText[], turns: readonly
     if (text === '') continue;
     const speaker = speakerOf(piece, turns);
     const last = segments.at(-1);
-    if (last !== undefined && last.speaker === speaker) {
+    if (last !== undefined && last.speaker === speaker && !shouldEndSegment(last, piece)) {
       last.text = `${last.text}${piece.joiner ?? ' '}${text}`;
       last.end = piece.end;
       continue;
