@@ -43,9 +43,13 @@ export interface DiarizationChunkResult {
   /** Seconds of audio the session has received, this chunk included. */
   duration: number;
   speakers: number;
-  /** Every segment finalized so far (never changed later). */
+  /**
+   * Every segment finalized so far (never changed later), by start, then end, then speaker: one
+   * finalized with a later chunk may take its place before earlier ones (overlapping speakers), so
+   * positions are not stable from one answer to the next.
+   */
   finalized: SpeakerSegment[];
-  /** The segments after the finalized ones, which later chunks may still change. */
+  /** The segments after the finalized ones, which later chunks may still change; in the same order. */
   provisional: SpeakerSegment[];
   expires_at: number;
 }
@@ -58,9 +62,12 @@ export interface DiarizationSessionTimeline extends DiarizationJson {
   status: 'open' | 'closed';
   /** Chunks received. */
   chunks: number;
-  /** The finalized segments, then the provisional ones. */
+  /**
+   * The finalized segments, then the provisional ones, each by start, then end, then speaker (all
+   * in one order once closed, when all are final).
+   */
   segments: SpeakerSegment[];
-  /** How many of `segments` are final; the rest may still change. */
+  /** How many of `segments` are final (the first ones); the rest may still change. */
   finalized: number;
 }
 

@@ -8,7 +8,7 @@ import { errors } from '../../core/error-catalog.js';
 import type { SubmitOptions } from '../../scheduler/index.js';
 import type { GatewayDeps } from '../gateway-types.js';
 import type { SpeakerBounds } from './session-store.js';
-import { toEngineOutput, toSpeakerSegments } from './timeline.js';
+import { sortSegments, toEngineOutput, toSpeakerSegments } from './timeline.js';
 import { toSpeechRegions } from './speech-regions.js';
 
 export const SAMPLE_RATE_HZ = 16_000;
@@ -30,7 +30,7 @@ export async function speechRegionsOf(
  * A recording longer than the engine's longest item (`maxItemMs`: Sortformer's maxItemSeconds) is
  * sent as a session of consecutive items of at most that length, the last one `is_last`, all
  * submitted at once (the scheduler runs them in order); the engine's segments are then those of the
- * items together, as a session's would be.
+ * items together, as a session's would be, listed by start (compareSegments).
  * @throws the scheduler's errors (queue_full, no_ready_instance, deadline_exceeded...) and the instance's
  */
 export async function diarizeRecording(
@@ -75,7 +75,7 @@ export async function diarizeRecording(
     const outputs = results.map((result) => toEngineOutput(result.output, p.model));
     const last = outputs.at(-1)!;
     return {
-      segments: toSpeakerSegments([...outputs.flatMap((o) => o.finalized), ...last.provisional]),
+      segments: toSpeakerSegments(sortSegments([...outputs.flatMap((o) => o.finalized), ...last.provisional])),
       speakers: last.speakers,
     };
   } finally {

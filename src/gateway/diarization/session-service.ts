@@ -18,7 +18,7 @@ import type { Metrics } from '../../telemetry/metrics.js';
 import type { GatewayDeps } from '../gateway-types.js';
 import { SAMPLE_RATE_HZ } from './diarize-recording.js';
 import { DiarizationSessionStore, type ChunkAnswer, type DiarizationSession, type SpeakerBounds } from './session-store.js';
-import { toEngineOutput, toSpeakerSegments, type EngineOutput } from './timeline.js';
+import { compareSegments, sortSegments, toEngineOutput, toSpeakerSegments, type EngineOutput } from './timeline.js';
 
 /** A chunk for a session: its samples (absent: a retry that sent no file) and, for engines that use them, its speech regions. */
 export interface SessionChunk {
@@ -225,7 +225,7 @@ export class DiarizationSessionService implements DiarizationSessions {
         duration: durationS(session),
         speakers: session.speakers,
         finalized: toSpeakerSegments(session.finalized),
-        provisional: toSpeakerSegments(output.provisional),
+        provisional: toSpeakerSegments(session.provisional),
         expires_at: this.#expiresAt(session),
       };
       keepAnswer(session, p.seq, { ok: true, body });
@@ -250,10 +250,16 @@ export class DiarizationSessionService implements DiarizationSessions {
   }
 }
 
-/** An engine's answer into the session's timeline: its final segments added, its provisional ones in place of the last. */
+/**
+ * An engine's answer into the session's timeline: its final segments added among the earlier ones
+ * in the API's order (compareSegments), its provisional ones in place of the last.
+ */
 function applyOutput(session: DiarizationSession, output: EngineOutput): void {
+  // NOTE: sorted whole each time: the list is in order up to the few new segments at its end,
+  // which V8's TimSort places in about one pass over it.
   session.finalized.push(...output.finalized);
-  session.provisional = output.provisional;
+  session.finalized.sort(compareSegments);
+  session.provisional = sortSegments(output.provisional);
   session.speakers = output.speakers;
 }
 
@@ -270,10 +276,14 @@ function durationS(session: DiarizationSession): number {
   return Math.round((session.chunkSamples.reduce((a, b) => a + b, 0) / SAMPLE_RATE_HZ) * 1000) / 1000;
 }
 
+/**
+ * The timeline: an open session's final segments, then its provisional ones (each in the API's
+ * order), so that the final ones are the first `finalized`. A closed session's provisional segments
+ * are final too (no later chunk will change them), so all are in one order.
+ */
 function timelineOf(session: DiarizationSession, status: 'open' | 'closed'): DiarizationSessionTimeline {
-  // A closed session's provisional segments are its final ones: no later chunk will change them.
-  const finalized = toSpeakerSegments(session.finalized);
-  const provisional = toSpeakerSegments(session.provisional);
+  const segments =
+    status === 'closed' ? sortSegments([...session.finalized, ...session.provisional]) : [...session.finalized, ...session.provisional];
   return {
     id: session.id,
     object: 'diarization.session',
@@ -281,7 +291,7 @@ function timelineOf(session: DiarizationSession, status: 'open' | 'closed'): Dia
     chunks: session.chunkSamples.length,
     duration: durationS(session),
     speakers: session.speakers,
-    segments: [...finalized, ...provisional],
-    finalized: status === 'closed' ? finalized.length + provisional.length : finalized.length,
+    segments: toSpeakerSegments(segments),
+    finalized: status === 'closed' ? segments.length : session.finalized.length,
   };
 }

@@ -38,7 +38,9 @@ export interface DiarizationSession {
   idleTimeoutMs: number;
   /** Samples of each accepted chunk, by sequence number. */
   chunkSamples: number[];
+  /** Every segment finalized so far, in the API's order (timeline.ts compareSegments), not the order finalized. */
   finalized: EngineSegment[];
+  /** The latest chunk's provisional segments, in the same order. */
   provisional: EngineSegment[];
   speakers: number;
   /** The highest-numbered answered chunk and its answer, replayed to a retry of the same number. */

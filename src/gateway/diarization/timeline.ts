@@ -1,7 +1,7 @@
 /**
  * A diarization engine's item output (the contract in docs/adapters.md: `finalized`,
  * `provisional`, `speakers`), checked, and turned into the API's shapes: JSON segments with
- * speaker labels, and RTTM lines (NIST's SPEAKER records, one per turn).
+ * speaker labels in the API's order, and RTTM lines (NIST's SPEAKER records, one per turn).
  */
 import { speakerLabel, type SpeakerSegment } from '../../api/diarization.js';
 import { errors } from '../../core/error-catalog.js';
@@ -58,6 +58,20 @@ export function toEngineOutput(output: Readonly<Record<string, unknown>>, model:
 /** Seconds rounded to the millisecond, as the API reports them. */
 function roundS(s: number): number {
   return Math.round(s * 1000) / 1000;
+}
+
+/**
+ * The order in which the API lists segments: by start, then end, then speaker, as shown (to the
+ * millisecond). An engine finalizes a turn once it has ended, so with overlapping speakers a turn
+ * finalized with a later chunk (or item) may start before one finalized earlier.
+ */
+export function compareSegments(a: EngineSegment, b: EngineSegment): number {
+  return roundS(a.start) - roundS(b.start) || roundS(a.end) - roundS(b.end) || a.speaker - b.speaker;
+}
+
+/** The segments in the API's order (compareSegments), as a new list. */
+export function sortSegments(segments: readonly EngineSegment[]): EngineSegment[] {
+  return [...segments].sort(compareSegments);
 }
 
 export function toSpeakerSegments(segments: readonly EngineSegment[]): SpeakerSegment[] {

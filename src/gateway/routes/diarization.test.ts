@@ -13,6 +13,7 @@ import { errors } from '../../core/error-catalog.js';
 import type { SequenceItem, SequenceResult, SubmitOptions } from '../../scheduler/index.js';
 import { createLogger } from '../../telemetry/logger.js';
 import { createMetrics } from '../../telemetry/metrics.js';
+import type { EngineSegment } from '../diarization/timeline.js';
 import { buildGateway, createAudioDecoder, createEnergyDetector, type ModelCatalog, type ModelEntry } from '../index.js';
 
 const ENTRIES: ModelEntry[] = [
@@ -42,6 +43,8 @@ class FakeSequences {
   readonly items: { model: string; item: SequenceItem }[] = [];
   readonly ended: string[] = [];
   nextError: Error | undefined;
+  /** Engine outputs to answer with, one per item, in place of the played diarizer's. */
+  readonly scripted: { finalized: EngineSegment[]; provisional: EngineSegment[]; speakers: number }[] = [];
   /** While set, answers wait until `release()`. */
   isHolding = false;
   #held: (() => void)[] = [];
@@ -60,6 +63,8 @@ class FakeSequences {
       this.nextError = undefined;
       return Promise.reject(error);
     }
+    const script = this.scripted.shift();
+    if (script !== undefined) return Promise.resolve({ sessionId: item.sessionId, seq: item.seq, output: script });
     const offset = item.options.chunkOffsetS as number;
     // An empty chunk (the close's final step) adds no turn.
     const turns = item.audio.length === 0 ? [] : [{ start: offset, end: offset + item.audio.length / 16_000, speaker: item.seq % 2 }];
@@ -590,5 +595,75 @@ describe('closing a diarization session', () => {
     assert.equal((await sendChunk(app, failed, { seq: '0' }, chunkWav(1))).statusCode, 500);
     assert.equal((await app.inject({ method: 'DELETE', url: `/v1/audio/diarization/sessions/${failed}` })).statusCode, 200);
     assert.equal(sequences.items.length, 2);
+  });
+});
+
+describe("the order of a diarization session's segments", () => {
+  it('lists finalized segments by start, then end, then speaker, whatever chunk finalized them, in chunk answers, JSON and RTTM', async () => {
+    const { app, sequences } = await setup();
+    const id = (await createSession(app)).json<DiarizationSessionCreated>().id;
+    // Speaker 0 talks from 1 s to 7 s over the others: the engine finalizes the turn only with the
+    // second chunk, after speaker 1's turn at 3-4 s, finalized with the first.
+    sequences.scripted.push(
+      { finalized: [{ start: 3, end: 4, speaker: 1 }], provisional: [{ start: 1, end: 5, speaker: 0 }], speakers: 2 },
+      {
+        finalized: [
+          { start: 1, end: 7, speaker: 0 },
+          { start: 3, end: 3.5, speaker: 2 },
+          { start: 6, end: 8, speaker: 2 },
+          { start: 6, end: 8, speaker: 1 },
+        ],
+        provisional: [{ start: 2, end: 10, speaker: 3 }],
+        speakers: 4,
+      },
+    );
+    assert.equal((await sendChunk(app, id, { seq: '0' }, chunkWav(5))).statusCode, 200);
+    const second = await sendChunk(app, id, { seq: '1' }, chunkWav(5));
+    assert.equal(second.statusCode, 200, second.body);
+    const sorted = [
+      { start: 1, end: 7, speaker: 'speaker_0' },
+      { start: 3, end: 3.5, speaker: 'speaker_2' },
+      { start: 3, end: 4, speaker: 'speaker_1' },
+      { start: 6, end: 8, speaker: 'speaker_1' },
+      { start: 6, end: 8, speaker: 'speaker_2' },
+    ];
+    const provisional = { start: 2, end: 10, speaker: 'speaker_3' };
+    assert.deepEqual(second.json<DiarizationChunkResult>().finalized, sorted);
+    assert.deepEqual(second.json<DiarizationChunkResult>().provisional, [provisional]);
+    const open = (await app.inject({ method: 'GET', url: `/v1/audio/diarization/sessions/${id}` })).json<DiarizationSessionTimeline>();
+    // The final ones stay the first `finalized` of the segments, the provisional ones after them.
+    assert.deepEqual([open.segments, open.finalized], [[...sorted, provisional], 5]);
+    const rttm = await app.inject({ method: 'GET', url: `/v1/audio/diarization/sessions/${id}?response_format=rttm` });
+    assert.deepEqual(
+      rttm.body
+        .trim()
+        .split('\n')
+        .map((line) => line.split(' ').filter((_, i) => [3, 7].includes(i))),
+      [...sorted, provisional].map((s) => [s.start.toFixed(3), s.speaker]),
+    );
+    // The engine's final step fails: the provisional segment becomes final as it is, in its place by start.
+    sequences.nextError = errors.deadlineExceeded({ requestId: 'r', timeoutMs: 1 });
+    const closed = await app.inject({ method: 'DELETE', url: `/v1/audio/diarization/sessions/${id}` });
+    const final = closed.json<DiarizationSessionTimeline>();
+    assert.deepEqual([final.segments, final.finalized], [[sorted[0], provisional, ...sorted.slice(1)], 6]);
+  });
+
+  it('lists the segments of a whole file diarized as several items by start', async () => {
+    const { app, sequences } = await setup();
+    sequences.scripted.push(
+      { finalized: [{ start: 1, end: 1.5, speaker: 1 }], provisional: [{ start: 0.5, end: 2, speaker: 0 }], speakers: 2 },
+      { finalized: [{ start: 0.5, end: 2.5, speaker: 0 }], provisional: [], speakers: 2 },
+    );
+    const res = await app.inject({
+      method: 'POST',
+      url: '/v1/audio/diarization',
+      ...multipart({ model: 'diar-2s' }, chunkWav(3)),
+    });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.equal(sequences.items.length, 2);
+    assert.deepEqual(res.json<DiarizationJson>().segments, [
+      { start: 0.5, end: 2.5, speaker: 'speaker_0' },
+      { start: 1, end: 1.5, speaker: 'speaker_1' },
+    ]);
   });
 });
