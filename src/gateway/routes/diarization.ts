@@ -1,5 +1,5 @@
 /**
- * Speaker diarization (docs/diarization.md):
+ * Speaker diarization (docs/operations.md#speaker-diarization):
  * - POST /v1/audio/diarization: a whole file, run as a one-chunk session;
  * - POST /v1/audio/diarization/sessions: opens a session (the client may name it);
  * - POST /v1/audio/diarization/sessions/{id}/chunks: the next chunk, by sequence number;
