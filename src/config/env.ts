@@ -21,7 +21,7 @@ export function readProcessEnvironment(): Readonly<Record<string, string>> {
 /**
  * What `voxmux models pull` reads: HF_TOKEN, HF_ENDPOINT, and where huggingface_hub keeps the token
  * that `huggingface-cli login` saves (HF_TOKEN_PATH, else $HF_HOME/token, HF_HOME defaulting to
- * $XDG_CACHE_HOME/huggingface), under huggingface_hub's names; and VOXMUX_MODELS_DIR. Empty
+ * $XDG_CACHE_HOME/huggingface), and HF_HUB_OFFLINE, under huggingface_hub's names; and VOXMUX_MODELS_DIR. Empty
  * values count as unset.
  */
 export function readModelsPullEnvironment(): {
@@ -29,6 +29,7 @@ export function readModelsPullEnvironment(): {
   hfEndpoint?: string;
   hfHome?: string;
   hfTokenPath?: string;
+  hfHubOffline?: string;
   xdgCacheHome?: string;
   modelsDir?: string;
 } {
@@ -41,6 +42,7 @@ export function readModelsPullEnvironment(): {
     hfEndpoint: pick('HF_ENDPOINT'),
     hfHome: pick('HF_HOME'),
     hfTokenPath: pick('HF_TOKEN_PATH'),
+    hfHubOffline: pick('HF_HUB_OFFLINE'),
     xdgCacheHome: pick('XDG_CACHE_HOME'),
     modelsDir: pick('VOXMUX_MODELS_DIR'),
   };

@@ -29,10 +29,14 @@ export function resolveModelsDir(sources: ModelsDirSources): string {
   return chosen === undefined ? join(sources.homeDir, ...DEFAULT_MODELS_DIR_PARTS) : resolve(sources.cwd, chosen);
 }
 
+/** The folder of a repository, holding one folder per version: `<owner>/<name>` (`datasets/<owner>/<name>`). */
+export function toRepoDir(modelsDir: string, ref: Pick<RepoRef, 'repoType' | 'repoId'>): string {
+  return join(modelsDir, ...(ref.repoType === 'dataset' ? ['datasets'] : []), ...ref.repoId.split('/'));
+}
+
 /** The folder of one version of a repository: named by its commit, or by the revision where the Hub gave no commit. */
 export function toSnapshotDir(modelsDir: string, ref: Pick<RepoRef, 'repoType' | 'repoId'>, version: string): string {
-  const repoParts = ref.repoId.split('/');
-  return join(modelsDir, ...(ref.repoType === 'dataset' ? ['datasets'] : []), ...repoParts, encodeURIComponent(version));
+  return join(toRepoDir(modelsDir, ref), encodeURIComponent(version));
 }
 
 /**

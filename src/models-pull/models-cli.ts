@@ -52,7 +52,8 @@ options:
 
 environment: HF_TOKEN, a Hub access token for private and gated repositories (sent to the Hub's
 host only, never to the CDN it redirects to); without it, the token that huggingface-cli login
-saved (HF_TOKEN_PATH, or $HF_HOME/token, default ~/.cache/huggingface/token)
+saved (HF_TOKEN_PATH, or $HF_HOME/token, default ~/.cache/huggingface/token); HF_HUB_OFFLINE=1
+sends nothing and succeeds only when an earlier pull left the files complete
 
 exit codes: 0 done, 1 failed (the message says why; run again to resume), 2 bad arguments
 `;
@@ -67,6 +68,8 @@ export interface ModelsPullEnvironment {
   hfHome?: string | undefined;
   /** HF_TOKEN_PATH: the saved token's file, instead of $HF_HOME/token. */
   hfTokenPath?: string | undefined;
+  /** HF_HUB_OFFLINE: '1', 'on', 'yes' or 'true' (any case) pulls nothing and sends nothing. */
+  hfHubOffline?: string | undefined;
   /** XDG_CACHE_HOME: HF_HOME's default is $XDG_CACHE_HOME/huggingface. */
   xdgCacheHome?: string | undefined;
   /** VOXMUX_MODELS_DIR. */
@@ -103,6 +106,11 @@ export const commandClock: Clock = {
     return { cancel: () => clearTimeout(handle) };
   },
 };
+
+/** Whether an environment variable is on, as huggingface_hub reads its switches (_is_true): 1, ON, YES or TRUE, in any case. */
+export function isEnvSwitchOn(value: string | undefined): boolean {
+  return value !== undefined && ['1', 'ON', 'YES', 'TRUE'].includes(value.toUpperCase());
+}
 
 function parseConcurrency(text: string | undefined): number {
   if (text === undefined) return DEFAULT_CONCURRENCY;
@@ -237,6 +245,7 @@ async function runPull(argv: readonly string[], deps: ModelsCliDeps): Promise<nu
         userAgent: `voxmux/${deps.version}`,
         concurrency,
         ...(deps.retryPolicy === undefined ? {} : { retryPolicy: deps.retryPolicy }),
+        isOffline: isEnvSwitchOn(deps.env.hfHubOffline),
       },
       {
         transport,

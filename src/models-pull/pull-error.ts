@@ -26,6 +26,8 @@ export const PULL_ERROR_EXIT_CODES = {
   hub_error: 1,
   /** The Hub answered something this client cannot use (malformed JSON, an unsafe file path). */
   bad_response: 1,
+  /** HF_HUB_OFFLINE is set and the files are not all complete in the models folder already. */
+  offline: 1,
   /** Another pull is downloading the same file into the same folder. */
   locked: 1,
 } as const;

@@ -9,12 +9,13 @@ import { findAdapterProfile, suggestModelConfig, type ConfigSuggestion, type Kno
 import { PART_SUFFIX, toLocalPath, toSnapshotDir } from './cache-layout.js';
 import { downloadFile, sizeOnDisk, toDiskError, type DownloadResult, type VerifiedBy } from './download-file.js';
 import { hasSelection, selectFiles, type FileSelection } from './file-selection.js';
-import { createHubClient, type RepoFile, type RepoSnapshot } from './hub-client.js';
+import { createHubClient, type HubClient, type RepoFile, type RepoSnapshot } from './hub-client.js';
 import type { HubTransport } from './hub-http.js';
 import { isPullError, PullError, usageError } from './pull-error.js';
 import { createPullProgress, formatBytes, type TextSink } from './pull-progress.js';
 import { toRepoName, type RepoRef } from './repo-ref.js';
 import { DEFAULT_RETRY_POLICY, decideRetry, type RetryPolicy } from './retry-policy.js';
+import { readRevisionRecord, saveRevisionRecord } from './revision-record.js';
 
 export interface PullOptions {
   ref: RepoRef;
@@ -31,6 +32,11 @@ export interface PullOptions {
   concurrency?: number;
   /** @default DEFAULT_RETRY_POLICY */
   retryPolicy?: RetryPolicy;
+  /**
+   * HF_HUB_OFFLINE: send nothing; succeed only where an earlier pull left the revision's selected
+   * files complete (revision-record.ts tells which commit and files those are).
+   */
+  isOffline?: boolean;
 }
 
 export interface PullDeps {
@@ -117,9 +123,47 @@ async function runPool<T>(
   if (firstError !== undefined) throw firstError;
 }
 
+/** The revision's commit and files from the Hub, retried under the policy. */
+async function readHubSnapshot(
+  task: { hub: HubClient; ref: RepoRef; policy: RetryPolicy },
+  deps: { clock: Clock; note: (line: string) => void; signal: AbortSignal | undefined },
+): Promise<RepoSnapshot> {
+  const { hub, ref, policy } = task;
+  for (let failedAttempts = 1; ; failedAttempts++) {
+    try {
+      return await hub.readSnapshot(ref, deps.signal);
+    } catch (err) {
+      if (!isPullError(err)) throw err;
+      const decision = decideRetry(policy, { failedAttempts, isTransient: err.isTransient, retryAfterMs: err.retryAfterMs });
+      if (!decision.shouldRetry) {
+        if (!err.isTransient) throw err;
+        throw new PullError(err.code, `${err.message}: gave up after ${failedAttempts} attempts`, { cause: err });
+      }
+      deps.note(
+        `${err.message}: trying again in ${(decision.delayMs / 1000).toFixed(1)} s (attempt ${failedAttempts + 1} of ${policy.maxAttempts})`,
+      );
+      await delay(deps.clock, decision.delayMs);
+    }
+  }
+}
+
+/**
+ * The commit and files an earlier pull recorded for the revision.
+ * @throws offline where none did; disk_error
+ */
+async function readOfflineSnapshot(modelsDir: string, ref: RepoRef): Promise<RepoSnapshot> {
+  const record = await readRevisionRecord(modelsDir, ref);
+  if (record.isFound) return record.snapshot;
+  throw new PullError(
+    'offline',
+    `HF_HUB_OFFLINE is set and no pull of ${toRepoName(ref)}@${ref.revision} into ${modelsDir} recorded its ${record.commit === undefined ? 'commit' : `files (commit ${record.commit})`}: ` +
+      'unset HF_HUB_OFFLINE to download it',
+  );
+}
+
 /**
  * Pulls the selected files of a Hub repository into the models folder.
- * @throws usage, unauthorized, forbidden, not_found, checksum_mismatch, size_mismatch, disk_full, disk_error, network_error, hub_error, bad_response
+ * @throws usage, unauthorized, forbidden, not_found, checksum_mismatch, size_mismatch, disk_full, disk_error, network_error, hub_error, bad_response, offline
  * @example
  * const result = await pullModel(
  *   { ref: parseRepoRef('nvidia/parakeet-tdt-0.6b-v2'), selection: { files: [], include: [], exclude: [] },
@@ -138,24 +182,10 @@ export async function pullModel(options: PullOptions, deps: PullDeps): Promise<P
     { transport: deps.transport, wallMs: () => clock.wallMs() },
   );
 
-  let snapshot: RepoSnapshot;
-  for (let failedAttempts = 1; ; failedAttempts++) {
-    try {
-      snapshot = await hub.readSnapshot(ref, deps.signal);
-      break;
-    } catch (err) {
-      if (!isPullError(err)) throw err;
-      const decision = decideRetry(policy, { failedAttempts, isTransient: err.isTransient, retryAfterMs: err.retryAfterMs });
-      if (!decision.shouldRetry) {
-        if (!err.isTransient) throw err;
-        throw new PullError(err.code, `${err.message}: gave up after ${failedAttempts} attempts`, { cause: err });
-      }
-      note(
-        `${err.message}: trying again in ${(decision.delayMs / 1000).toFixed(1)} s (attempt ${failedAttempts + 1} of ${policy.maxAttempts})`,
-      );
-      await delay(clock, decision.delayMs);
-    }
-  }
+  const isOffline = options.isOffline === true;
+  const snapshot = isOffline
+    ? await readOfflineSnapshot(options.modelsDir, ref)
+    : await readHubSnapshot({ hub, ref, policy }, { clock, note, signal: deps.signal });
 
   const profile = findAdapterProfile(ref);
   let selection = options.selection;
@@ -183,21 +213,38 @@ export async function pullModel(options: PullOptions, deps: PullDeps): Promise<P
     selected.map(async (file: RepoFile) => {
       const localPath = toLocalPath(snapshotDir, file.path);
       const existingBytes = isPinned ? await sizeOnDisk(localPath) : undefined;
-      const isComplete = existingBytes !== undefined && existingBytes === file.sizeBytes;
+      // Offline, a file the Hub listed without a size is taken as it is: nothing can check it.
+      const isComplete = existingBytes !== undefined && (existingBytes === file.sizeBytes || (isOffline && file.sizeBytes === undefined));
       const partBytes = isPinned && !isComplete ? ((await sizeOnDisk(localPath + PART_SUFFIX)) ?? 0) : 0;
       return { file, localPath, isComplete, partBytes };
     }),
   );
   const toDownload = planned.filter((p) => !p.isComplete);
+  if (isOffline) {
+    if (toDownload.length > 0) {
+      throw new PullError(
+        'offline',
+        `HF_HUB_OFFLINE is set and ${toDownload.length} of ${planned.length} files of ${repo}@${ref.revision} (commit ${version}) are not complete in ${snapshotDir}: ` +
+          `${toDownload.map((p) => `'${p.file.path}'`).join(', ')}; unset HF_HUB_OFFLINE to download them`,
+      );
+    }
+    note(
+      `${repo}@${ref.revision} (commit ${version}): HF_HUB_OFFLINE is set: ${planned.length} of ${planned.length} files already complete, nothing sent`,
+    );
+  }
   const isEverySizeKnown = toDownload.every((p) => p.file.sizeBytes !== undefined);
   const bytesToDownload = isEverySizeKnown
     ? toDownload.reduce((sum, p) => sum + Math.max(0, p.file.sizeBytes! - p.partBytes), 0)
     : undefined;
 
-  try {
-    await mkdir(snapshotDir, { recursive: true });
-  } catch (err) {
-    throw toDiskError(err, snapshotDir);
+  if (!isOffline) {
+    try {
+      await mkdir(snapshotDir, { recursive: true });
+    } catch (err) {
+      throw toDiskError(err, snapshotDir);
+    }
+    if (snapshot.commit !== undefined)
+      await saveRevisionRecord(options.modelsDir, { ref, snapshot: { ...snapshot, commit: snapshot.commit } });
   }
   if (bytesToDownload !== undefined && bytesToDownload > 0) {
     const freeBytes = await (deps.freeBytes ?? statfsFreeBytes)(snapshotDir);
@@ -209,10 +256,12 @@ export async function pullModel(options: PullOptions, deps: PullDeps): Promise<P
     }
   }
   const skipped = planned.length - toDownload.length;
-  note(
-    `${repo}@${ref.revision}${isPinned ? ` (commit ${version})` : ''}: ${toDownload.length} of ${planned.length} files to download` +
-      `${bytesToDownload === undefined ? '' : `, ${formatBytes(bytesToDownload)}`}${skipped > 0 ? `; ${skipped} already complete` : ''}`,
-  );
+  if (!isOffline) {
+    note(
+      `${repo}@${ref.revision}${isPinned ? ` (commit ${version})` : ''}: ${toDownload.length} of ${planned.length} files to download` +
+        `${bytesToDownload === undefined ? '' : `, ${formatBytes(bytesToDownload)}`}${skipped > 0 ? `; ${skipped} already complete` : ''}`,
+    );
+  }
 
   const results = new Map<string, DownloadResult>();
   const progress = createPullProgress(

@@ -436,6 +436,59 @@ describe('voxmux models pull against a local Hub and CDN', () => {
     assert.equal((await pull(['acme/tiny-model', '--file', 'config.json'])).code, 0);
   });
 
+  it('with HF_HUB_OFFLINE set, reports a pulled revision as present by its branch or commit, and sends nothing', async () => {
+    assert.equal((await pull(['acme/tiny-model@v1.0'])).code, 0);
+    hub.requests.length = 0;
+    const commit = REPOS['acme/tiny-model']!.commit;
+    for (const [revision, value] of [
+      ['v1.0', '1'],
+      ['v1.0', 'yes'],
+      [commit, 'TRUE'],
+      [commit, 'On'],
+    ] as const) {
+      const r = await pull([`acme/tiny-model@${revision}`, '--file', 'weights.bin'], { env: { hfHubOffline: value } });
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stdout.trim(), join(snapshotOf('acme/tiny-model'), 'weights.bin'));
+      assert.match(r.stderr, /HF_HUB_OFFLINE is set: 1 of 1 files already complete, nothing sent/);
+    }
+    const json = await pull(['acme/tiny-model@v1.0', '--json'], { env: { hfHubOffline: '1' } });
+    const result = JSON.parse(json.stdout) as { commit: string; files: Array<{ status: string }> };
+    assert.equal(result.commit, commit);
+    assert.deepEqual(
+      result.files.map((f) => f.status),
+      ['skipped', 'skipped', 'skipped'],
+    );
+    assert.equal(hub.requests.length, 0);
+  });
+
+  it('with HF_HUB_OFFLINE set, fails naming it and what is missing, without sending anything', async () => {
+    const never = await pull(['acme/tiny-model'], { env: { hfHubOffline: '1' } });
+    assert.equal(never.code, 1);
+    assert.match(
+      never.stderr,
+      /HF_HUB_OFFLINE is set and no pull of acme\/tiny-model@main into .* recorded its commit: unset HF_HUB_OFFLINE/,
+    );
+    assert.equal(hub.requests.length, 0);
+
+    assert.equal((await pull(['acme/tiny-model', '--file', 'config.json'])).code, 0);
+    hub.requests.length = 0;
+    const partial = await pull(['acme/tiny-model'], { env: { hfHubOffline: 'true' } });
+    assert.equal(partial.code, 1);
+    assert.match(
+      partial.stderr,
+      /HF_HUB_OFFLINE is set and 2 of 3 files of acme\/tiny-model@main \(commit [0-9a-f]{40}\) are not complete in .*: 'weights\.bin', 'README\.md'; unset HF_HUB_OFFLINE to download them/,
+    );
+    assert.equal(hub.requests.length, 0);
+  });
+
+  it('reads HF_HUB_OFFLINE as huggingface_hub does: other values than 1, on, yes and true leave the network on', async () => {
+    for (const value of ['0', 'false', 'off', 'no', '']) {
+      hub.requests.length = 0;
+      assert.equal((await pull(['acme/tiny-model', '--file', 'config.json'], { env: { hfHubOffline: value } })).code, 0);
+      assert.ok(hub.requests.length > 0, value);
+    }
+  });
+
   it('refuses to start when the folder has less free space than the files need', async () => {
     const r = await pull(['acme/tiny-model'], { freeBytes: 1000 });
     assert.equal(r.code, 1);
