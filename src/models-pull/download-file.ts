@@ -8,7 +8,7 @@
  */
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, open, rename, rm, stat, type FileHandle } from 'node:fs/promises';
+import { copyFile, link, mkdir, open, realpath, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Clock } from '../core/clock.js';
 import { PART_SUFFIX } from './cache-layout.js';
@@ -130,6 +130,90 @@ function delay(clock: Clock, ms: number, signal: AbortSignal | undefined): Promi
     }, ms);
     signal?.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+export interface CachedFileTask {
+  file: RepoFile;
+  localPath: string;
+  /** The file in huggingface_hub's cache, at the same commit (hf-cache.ts). */
+  cachedPath: string;
+}
+
+export interface CachedFileResult {
+  sizeBytes: number;
+  verifiedBy: VerifiedBy;
+  /** 'linked': a hard link to the cache's blob; 'copied' where the two folders are on different file systems. */
+  how: 'linked' | 'copied';
+}
+
+/** Suffix of a file being linked or copied from huggingface_hub's cache, before it is checked. */
+const CACHED_SUFFIX = '.from-cache';
+
+/**
+ * Puts in place a file that huggingface_hub's cache holds at the same commit: hard-linked to the
+ * cache's blob where both are on one file system, else copied, then checked as a download is.
+ * Under the file's `.part` lock, so that a pull downloading the same file meanwhile is not raced.
+ * @returns undefined where the cache has no such file or its content does not check out (the
+ *   caller downloads it then; the cache is left as it is)
+ * @throws locked, disk_full, disk_error
+ */
+export async function placeCachedFile(
+  task: CachedFileTask,
+  deps: { clock: Clock; note: (line: string) => void },
+): Promise<CachedFileResult | undefined> {
+  const { file, localPath, cachedPath } = task;
+  const partPath = localPath + PART_SUFFIX;
+  const tmpPath = partPath + CACHED_SUFFIX;
+  let source: string;
+  try {
+    // A hard link to the snapshot's symlink would be a link to the link: the blob is linked instead.
+    source = await realpath(cachedPath);
+  } catch {
+    return undefined;
+  }
+  await onDisk(localPath, () => mkdir(dirname(localPath), { recursive: true }));
+  const lock = await takePartLock(partPath, deps.clock.wallMs());
+  try {
+    await onDisk(tmpPath, () => rm(tmpPath, { force: true }));
+    let how: CachedFileResult['how'] = 'linked';
+    try {
+      await link(source, tmpPath);
+    } catch {
+      how = 'copied';
+      try {
+        await copyFile(source, tmpPath);
+      } catch (err) {
+        const code = (err as { code?: unknown }).code;
+        if (code === 'ENOENT' || code === 'EACCES' || code === 'EISDIR') return undefined;
+        throw toDiskError(err, tmpPath);
+      }
+    }
+    const sizeBytes = (await onDisk(tmpPath, () => stat(tmpPath))).size;
+    const where = `the copy in huggingface_hub's cache (${cachedPath})`;
+    if (file.sizeBytes !== undefined && sizeBytes !== file.sizeBytes) {
+      await rm(tmpPath, { force: true });
+      deps.note(`${file.path}: ${where} is ${sizeBytes} bytes, not the Hub's ${file.sizeBytes}: downloading it`);
+      return undefined;
+    }
+    const check = new ContentCheck({ sha256: file.sha256, gitOid: file.gitOid, sizeBytes: file.sizeBytes });
+    await onDisk(tmpPath, async () => {
+      for await (const chunk of createReadStream(tmpPath)) check.update(chunk as Buffer);
+    });
+    const mismatch = check.mismatch();
+    if (mismatch !== undefined) {
+      await rm(tmpPath, { force: true });
+      deps.note(`${file.path}: ${where} has ${check.verifiedBy} ${mismatch.actual}, not the Hub's: downloading it`);
+      return undefined;
+    }
+    await onDisk(localPath, () => rename(tmpPath, localPath));
+    deps.note(
+      `${file.path}: ${how === 'linked' ? 'hard-linked' : 'copied'} from huggingface_hub's cache (${cachedPath}), ${check.verifiedBy} verified`,
+    );
+    return { sizeBytes, verifiedBy: check.verifiedBy, how };
+  } finally {
+    await rm(tmpPath, { force: true }).catch(() => undefined);
+    await lock.release();
+  }
 }
 
 /**

@@ -52,8 +52,10 @@ options:
 
 environment: HF_TOKEN, a Hub access token for private and gated repositories (sent to the Hub's
 host only, never to the CDN it redirects to); without it, the token that huggingface-cli login
-saved (HF_TOKEN_PATH, or $HF_HOME/token, default ~/.cache/huggingface/token); HF_HUB_OFFLINE=1
-sends nothing and succeeds only when an earlier pull left the files complete
+saved (HF_TOKEN_PATH, or $HF_HOME/token, default ~/.cache/huggingface/token); files that
+huggingface_hub's cache (HF_HUB_CACHE, or $HF_HOME/hub) holds at the commit are hard-linked or
+copied from it, once their hash checks out; HF_HUB_OFFLINE=1 sends nothing and succeeds only when
+an earlier pull or huggingface_hub's cache left the files complete
 
 exit codes: 0 done, 1 failed (the message says why; run again to resume), 2 bad arguments
 `;
@@ -68,6 +70,8 @@ export interface ModelsPullEnvironment {
   hfHome?: string | undefined;
   /** HF_TOKEN_PATH: the saved token's file, instead of $HF_HOME/token. */
   hfTokenPath?: string | undefined;
+  /** HF_HUB_CACHE: huggingface_hub's cache of downloaded files, instead of $HF_HOME/hub. */
+  hfHubCache?: string | undefined;
   /** HF_HUB_OFFLINE: '1', 'on', 'yes' or 'true' (any case) pulls nothing and sends nothing. */
   hfHubOffline?: string | undefined;
   /** XDG_CACHE_HOME: HF_HOME's default is $XDG_CACHE_HOME/huggingface. */
@@ -140,6 +144,17 @@ function expandPath(path: string, deps: Pick<ModelsCliDeps, 'homeDir' | 'cwd'>):
   return path === '~' || path.startsWith('~/') ? join(deps.homeDir, path.slice(1)) : resolve(deps.cwd, path);
 }
 
+/** huggingface_hub's folder (HF_HOME): $HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface. */
+function resolveHfHome(deps: Pick<ModelsCliDeps, 'env' | 'homeDir' | 'cwd'>): string {
+  const { env } = deps;
+  return expandPath(env.hfHome ?? join(env.xdgCacheHome ?? join(deps.homeDir, '.cache'), 'huggingface'), deps);
+}
+
+/** huggingface_hub's cache of downloaded files (HF_HUB_CACHE): $HF_HUB_CACHE, else $HF_HOME/hub. */
+export function resolveHfCacheDir(deps: Pick<ModelsCliDeps, 'env' | 'homeDir' | 'cwd'>): string {
+  return deps.env.hfHubCache === undefined ? join(resolveHfHome(deps), 'hub') : expandPath(deps.env.hfHubCache, deps);
+}
+
 /**
  * The token as huggingface_hub finds it (get_token): HF_TOKEN, else the file that
  * `huggingface-cli login` writes, HF_TOKEN_PATH or $HF_HOME/token; with the name messages give it.
@@ -153,8 +168,7 @@ export async function readHubToken(
     const token = toHubToken(env.hfToken);
     return token === undefined ? undefined : { token, tokenName: 'HF_TOKEN' };
   }
-  const hfHome = env.hfHome ?? join(env.xdgCacheHome ?? join(deps.homeDir, '.cache'), 'huggingface');
-  const path = expandPath(env.hfTokenPath ?? join(hfHome, 'token'), deps);
+  const path = env.hfTokenPath === undefined ? join(resolveHfHome(deps), 'token') : expandPath(env.hfTokenPath, deps);
   let text: string;
   try {
     text = await readFile(path, 'utf8');
@@ -246,6 +260,7 @@ async function runPull(argv: readonly string[], deps: ModelsCliDeps): Promise<nu
         concurrency,
         ...(deps.retryPolicy === undefined ? {} : { retryPolicy: deps.retryPolicy }),
         isOffline: isEnvSwitchOn(deps.env.hfHubOffline),
+        hfCacheDir: resolveHfCacheDir(deps),
       },
       {
         transport,

@@ -7,7 +7,16 @@ import { mkdir, statfs } from 'node:fs/promises';
 import type { Clock } from '../core/clock.js';
 import { findAdapterProfile, suggestModelConfig, type ConfigSuggestion, type KnownAdapter } from './adapter-profiles.js';
 import { PART_SUFFIX, toLocalPath, toSnapshotDir } from './cache-layout.js';
-import { downloadFile, sizeOnDisk, toDiskError, type DownloadResult, type VerifiedBy } from './download-file.js';
+import {
+  downloadFile,
+  placeCachedFile,
+  sizeOnDisk,
+  toDiskError,
+  type CachedFileResult,
+  type DownloadResult,
+  type VerifiedBy,
+} from './download-file.js';
+import { readHfCacheSnapshot, toHfCachedPath } from './hf-cache.js';
 import { hasSelection, selectFiles, type FileSelection } from './file-selection.js';
 import { createHubClient, type HubClient, type RepoFile, type RepoSnapshot } from './hub-client.js';
 import type { HubTransport } from './hub-http.js';
@@ -37,6 +46,11 @@ export interface PullOptions {
    * files complete (revision-record.ts tells which commit and files those are).
    */
   isOffline?: boolean;
+  /**
+   * huggingface_hub's cache (HF_HUB_CACHE): a file it holds at the pulled commit is hard-linked or
+   * copied from there, once its hash checks out, instead of downloaded.
+   */
+  hfCacheDir?: string | undefined;
 }
 
 export interface PullDeps {
@@ -52,7 +66,8 @@ export interface PullDeps {
   signal?: AbortSignal;
 }
 
-export type PulledFileStatus = 'downloaded' | 'skipped';
+/** 'linked' and 'copied': from huggingface_hub's cache. */
+export type PulledFileStatus = 'downloaded' | 'skipped' | 'linked' | 'copied';
 
 export interface PulledFileResult {
   /** The path in the repository. */
@@ -60,7 +75,7 @@ export interface PulledFileResult {
   localPath: string;
   sizeBytes: number | undefined;
   status: PulledFileStatus;
-  /** How a downloaded file was checked. */
+  /** How a downloaded, linked or copied file was checked. */
   verifiedBy?: VerifiedBy;
 }
 
@@ -148,17 +163,27 @@ async function readHubSnapshot(
 }
 
 /**
- * The commit and files an earlier pull recorded for the revision.
- * @throws offline where none did; disk_error
+ * The commit and files an earlier pull recorded for the revision, else those huggingface_hub's
+ * cache holds of it (`isPartial`: maybe not every file of the commit).
+ * @throws offline where neither has the revision; disk_error
  */
-async function readOfflineSnapshot(modelsDir: string, ref: RepoRef): Promise<RepoSnapshot> {
+async function readOfflineSnapshot(
+  options: Pick<PullOptions, 'modelsDir' | 'hfCacheDir' | 'ref'>,
+): Promise<{ snapshot: RepoSnapshot & { commit: string }; isPartial: boolean }> {
+  const { modelsDir, hfCacheDir, ref } = options;
   const record = await readRevisionRecord(modelsDir, ref);
-  if (record.isFound) return record.snapshot;
+  if (record.isFound) return { snapshot: record.snapshot, isPartial: false };
+  const cached = hfCacheDir === undefined ? undefined : await readHfCacheSnapshot(hfCacheDir, ref);
+  if (cached !== undefined) return { snapshot: cached, isPartial: true };
   throw new PullError(
     'offline',
-    `HF_HUB_OFFLINE is set and no pull of ${toRepoName(ref)}@${ref.revision} into ${modelsDir} recorded its ${record.commit === undefined ? 'commit' : `files (commit ${record.commit})`}: ` +
-      'unset HF_HUB_OFFLINE to download it',
+    `HF_HUB_OFFLINE is set and no pull of ${toRepoName(ref)}@${ref.revision} into ${modelsDir} recorded its ${record.commit === undefined ? 'commit' : `files (commit ${record.commit})`}` +
+      `${hfCacheDir === undefined ? '' : `, nor has huggingface_hub's cache (${hfCacheDir}) a snapshot of it`}: unset HF_HUB_OFFLINE to download it`,
   );
+}
+
+function hasContentHash(file: RepoFile): boolean {
+  return file.sha256 !== undefined || (file.gitOid !== undefined && file.sizeBytes !== undefined);
 }
 
 /**
@@ -183,9 +208,15 @@ export async function pullModel(options: PullOptions, deps: PullDeps): Promise<P
   );
 
   const isOffline = options.isOffline === true;
-  const snapshot = isOffline
-    ? await readOfflineSnapshot(options.modelsDir, ref)
-    : await readHubSnapshot({ hub, ref, policy }, { clock, note, signal: deps.signal });
+  let snapshot: RepoSnapshot;
+  let isListingPartial = false;
+  if (isOffline) {
+    const offline = await readOfflineSnapshot(options);
+    snapshot = offline.snapshot;
+    isListingPartial = offline.isPartial;
+  } else {
+    snapshot = await readHubSnapshot({ hub, ref, policy }, { clock, note, signal: deps.signal });
+  }
 
   const profile = findAdapterProfile(ref);
   let selection = options.selection;
@@ -194,14 +225,21 @@ export async function pullModel(options: PullOptions, deps: PullDeps): Promise<P
     selection = { ...selection, include: profile.defaultInclude };
     note(`${repo}: the files the ${profile.adapter} adapter reads (--include '*' pulls every file)`);
   }
-  const { selected, missing } = selectFiles(snapshot.files, selection);
+  // huggingface_hub's cache may lack files of the commit: a named one it lacks is reported below
+  // with the other missing files.
+  const listed = new Set(snapshot.files.map((f) => f.path));
+  const listing = isListingPartial
+    ? [...snapshot.files, ...selection.files.filter((p) => !listed.has(p)).map((path) => ({ path }))]
+    : snapshot.files;
+  const { selected, missing } = selectFiles(listing, selection);
   if (missing.length > 0) {
     throw new PullError('not_found', `${repo}@${ref.revision} has no file ${missing.map((p) => `'${p}'`).join(', ')}`);
   }
   if (selected.length === 0) {
     throw new PullError(
-      'not_found',
-      `No file of ${repo}@${ref.revision} matches ${[...selection.include.map((g) => `--include '${g}'`), ...selection.exclude.map((g) => `--exclude '${g}'`)].join(' ')}`,
+      isListingPartial ? 'offline' : 'not_found',
+      `No file of ${repo}@${ref.revision} ${isListingPartial ? "in huggingface_hub's cache (HF_HUB_OFFLINE is set) " : ''}matches ` +
+        [...selection.include.map((g) => `--include '${g}'`), ...selection.exclude.map((g) => `--exclude '${g}'`)].join(' '),
     );
   }
 
@@ -219,24 +257,6 @@ export async function pullModel(options: PullOptions, deps: PullDeps): Promise<P
       return { file, localPath, isComplete, partBytes };
     }),
   );
-  const toDownload = planned.filter((p) => !p.isComplete);
-  if (isOffline) {
-    if (toDownload.length > 0) {
-      throw new PullError(
-        'offline',
-        `HF_HUB_OFFLINE is set and ${toDownload.length} of ${planned.length} files of ${repo}@${ref.revision} (commit ${version}) are not complete in ${snapshotDir}: ` +
-          `${toDownload.map((p) => `'${p.file.path}'`).join(', ')}; unset HF_HUB_OFFLINE to download them`,
-      );
-    }
-    note(
-      `${repo}@${ref.revision} (commit ${version}): HF_HUB_OFFLINE is set: ${planned.length} of ${planned.length} files already complete, nothing sent`,
-    );
-  }
-  const isEverySizeKnown = toDownload.every((p) => p.file.sizeBytes !== undefined);
-  const bytesToDownload = isEverySizeKnown
-    ? toDownload.reduce((sum, p) => sum + Math.max(0, p.file.sizeBytes! - p.partBytes), 0)
-    : undefined;
-
   if (!isOffline) {
     try {
       await mkdir(snapshotDir, { recursive: true });
@@ -246,6 +266,41 @@ export async function pullModel(options: PullOptions, deps: PullDeps): Promise<P
     if (snapshot.commit !== undefined)
       await saveRevisionRecord(options.modelsDir, { ref, snapshot: { ...snapshot, commit: snapshot.commit } });
   }
+  const placed = new Map<string, CachedFileResult>();
+  const hfCacheDir = options.hfCacheDir;
+  if (hfCacheDir !== undefined && isPinned) {
+    // Online, only a file whose hash the Hub gives is taken from the cache: its size alone does
+    // not tell it from another version of the file.
+    const candidates = planned.filter((p) => !p.isComplete && (isOffline || hasContentHash(p.file)));
+    await runPool(
+      candidates,
+      options.concurrency ?? 4,
+      async (item) => {
+        const cachedPath = toHfCachedPath(hfCacheDir, ref, { commit: version, path: item.file.path });
+        const result = await placeCachedFile({ file: item.file, localPath: item.localPath, cachedPath }, { clock, note });
+        if (result !== undefined) placed.set(item.file.path, result);
+      },
+      deps.signal,
+    );
+  }
+  const toDownload = planned.filter((p) => !p.isComplete && !placed.has(p.file.path));
+  if (isOffline) {
+    if (toDownload.length > 0) {
+      throw new PullError(
+        'offline',
+        `HF_HUB_OFFLINE is set and ${toDownload.length} of ${planned.length} files of ${repo}@${ref.revision} (commit ${version}) are not complete in ${snapshotDir}: ` +
+          `${toDownload.map((p) => `'${p.file.path}'`).join(', ')}; unset HF_HUB_OFFLINE to download them`,
+      );
+    }
+    note(
+      `${repo}@${ref.revision} (commit ${version}): HF_HUB_OFFLINE is set: ${planned.length} of ${planned.length} files in place, nothing sent`,
+    );
+  }
+  const isEverySizeKnown = toDownload.every((p) => p.file.sizeBytes !== undefined);
+  const bytesToDownload = isEverySizeKnown
+    ? toDownload.reduce((sum, p) => sum + Math.max(0, p.file.sizeBytes! - p.partBytes), 0)
+    : undefined;
+
   if (bytesToDownload !== undefined && bytesToDownload > 0) {
     const freeBytes = await (deps.freeBytes ?? statfsFreeBytes)(snapshotDir);
     if (freeBytes !== undefined && freeBytes < bytesToDownload) {
@@ -255,11 +310,12 @@ export async function pullModel(options: PullOptions, deps: PullDeps): Promise<P
       );
     }
   }
-  const skipped = planned.length - toDownload.length;
+  const skipped = planned.length - toDownload.length - placed.size;
   if (!isOffline) {
     note(
       `${repo}@${ref.revision}${isPinned ? ` (commit ${version})` : ''}: ${toDownload.length} of ${planned.length} files to download` +
-        `${bytesToDownload === undefined ? '' : `, ${formatBytes(bytesToDownload)}`}${skipped > 0 ? `; ${skipped} already complete` : ''}`,
+        `${bytesToDownload === undefined ? '' : `, ${formatBytes(bytesToDownload)}`}${skipped > 0 ? `; ${skipped} already complete` : ''}` +
+        `${placed.size > 0 ? `; ${placed.size} from huggingface_hub's cache` : ''}`,
     );
   }
 
@@ -286,12 +342,13 @@ export async function pullModel(options: PullOptions, deps: PullDeps): Promise<P
   }
 
   const files = planned.map(({ file, localPath, isComplete }): PulledFileResult => {
-    const result = results.get(file.path);
+    const result = results.get(file.path) ?? placed.get(file.path);
+    const fromCache = placed.get(file.path);
     return {
       path: file.path,
       localPath,
       sizeBytes: result?.sizeBytes ?? file.sizeBytes,
-      status: isComplete ? 'skipped' : 'downloaded',
+      status: isComplete ? 'skipped' : (fromCache?.how ?? 'downloaded'),
       ...(result === undefined ? {} : { verifiedBy: result.verifiedBy }),
     };
   });

@@ -4,13 +4,25 @@
  * the delays asked for. Nothing here reaches the network.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
 import type { Clock } from '../../src/core/clock.js';
 import { runModelsCli, type ModelsPullEnvironment } from '../../src/models-pull/index.js';
-import { commitOf, FakeHub, type FakeRepo } from '../support/fake-hub.js';
+import { commitOf, FakeHub, gitOidOf, sha256Of, type FakeRepo } from '../support/fake-hub.js';
 
 const TOKEN = 'hf_test_token';
 
@@ -449,7 +461,7 @@ describe('voxmux models pull against a local Hub and CDN', () => {
       const r = await pull([`acme/tiny-model@${revision}`, '--file', 'weights.bin'], { env: { hfHubOffline: value } });
       assert.equal(r.code, 0, r.stderr);
       assert.equal(r.stdout.trim(), join(snapshotOf('acme/tiny-model'), 'weights.bin'));
-      assert.match(r.stderr, /HF_HUB_OFFLINE is set: 1 of 1 files already complete, nothing sent/);
+      assert.match(r.stderr, /HF_HUB_OFFLINE is set: 1 of 1 files in place, nothing sent/);
     }
     const json = await pull(['acme/tiny-model@v1.0', '--json'], { env: { hfHubOffline: '1' } });
     const result = JSON.parse(json.stdout) as { commit: string; files: Array<{ status: string }> };
@@ -466,7 +478,7 @@ describe('voxmux models pull against a local Hub and CDN', () => {
     assert.equal(never.code, 1);
     assert.match(
       never.stderr,
-      /HF_HUB_OFFLINE is set and no pull of acme\/tiny-model@main into .* recorded its commit: unset HF_HUB_OFFLINE/,
+      /HF_HUB_OFFLINE is set and no pull of acme\/tiny-model@main into .* recorded its commit, nor has huggingface_hub's cache \(\/nonexistent-home\/\.cache\/huggingface\/hub\) a snapshot of it: unset HF_HUB_OFFLINE/,
     );
     assert.equal(hub.requests.length, 0);
 
@@ -487,6 +499,91 @@ describe('voxmux models pull against a local Hub and CDN', () => {
       assert.equal((await pull(['acme/tiny-model', '--file', 'config.json'], { env: { hfHubOffline: value } })).code, 0);
       assert.ok(hub.requests.length > 0, value);
     }
+  });
+
+  /** Lays `files` out as huggingface_hub's cache does: snapshot entries are symlinks into blobs named by ETag. */
+  function writeHfCache(
+    hubCache: string,
+    files: Record<string, Buffer>,
+    options: { revision?: string; etags?: Record<string, string> } = {},
+  ) {
+    const repo = REPOS['acme/tiny-model']!;
+    const root = join(hubCache, 'models--acme--tiny-model');
+    mkdirSync(join(root, 'blobs'), { recursive: true });
+    mkdirSync(join(root, 'refs'), { recursive: true });
+    writeFileSync(join(root, 'refs', options.revision ?? 'main'), repo.commit);
+    for (const [path, content] of Object.entries(files)) {
+      const isLfs = repo.files[path]!.isLfs === true;
+      const etag = options.etags?.[path] ?? (isLfs ? sha256Of(repo.files[path]!.content) : gitOidOf(repo.files[path]!.content));
+      writeFileSync(join(root, 'blobs', etag), content);
+      const link = join(root, 'snapshots', repo.commit, path);
+      mkdirSync(dirname(link), { recursive: true });
+      symlinkSync(relative(dirname(link), join(root, 'blobs', etag)), link);
+    }
+  }
+
+  it("hard-links a file that huggingface_hub's cache holds at the commit instead of downloading it, once its hash matches", async () => {
+    const hfHome = join(dir, 'hf');
+    writeHfCache(join(hfHome, 'hub'), { 'weights.bin': WEIGHTS, 'config.json': CONFIG });
+    const r = await pull(['acme/tiny-model', '--json'], { env: { hfHome } });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(hub.requestsTo('cdn').length, 0);
+    assert.deepEqual(
+      hub.requests.map((req) => new URL(req.url, hub.endpoint).pathname),
+      ['/api/models/acme/tiny-model/revision/main', '/acme/tiny-model/resolve/' + REPOS['acme/tiny-model']!.commit + '/README.md'],
+    );
+    const snapshot = snapshotOf('acme/tiny-model');
+    assert.deepEqual(readFileSync(join(snapshot, 'weights.bin')), WEIGHTS);
+    assert.equal(
+      statSync(join(snapshot, 'weights.bin')).ino,
+      statSync(realpathSync(join(hfHome, 'hub', 'models--acme--tiny-model', 'snapshots', REPOS['acme/tiny-model']!.commit, 'weights.bin')))
+        .ino,
+    );
+    assert.equal(lstatSync(join(snapshot, 'weights.bin')).isSymbolicLink(), false);
+    assert.match(r.stderr, /weights\.bin: hard-linked from huggingface_hub's cache .*, sha256 verified/);
+    assert.match(r.stderr, /config\.json: hard-linked from huggingface_hub's cache .*, git blob id verified/);
+    const result = JSON.parse(r.stdout) as { files: Array<{ path: string; status: string }> };
+    assert.deepEqual(
+      result.files.map((f) => [f.path, f.status]),
+      [
+        ['config.json', 'linked'],
+        ['weights.bin', 'linked'],
+        ['README.md', 'downloaded'],
+      ],
+    );
+  });
+
+  it("downloads a file whose copy in huggingface_hub's cache ($HF_HUB_CACHE) does not match the Hub's hash", async () => {
+    const hubCache = join(dir, 'elsewhere');
+    writeHfCache(hubCache, { 'weights.bin': Buffer.from(WEIGHTS).fill(0, 0, 10) });
+    const r = await pull(['acme/tiny-model', '--file', 'weights.bin'], { env: { hfHubCache: hubCache, hfHome: join(dir, 'unused') } });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(hub.requestsTo('cdn').length, 1);
+    assert.match(r.stderr, /weights\.bin: the copy in huggingface_hub's cache .* has sha256 [0-9a-f]{64}, not the Hub's: downloading it/);
+    assert.deepEqual(readFileSync(join(snapshotOf('acme/tiny-model'), 'weights.bin')), WEIGHTS);
+  });
+
+  it("with HF_HUB_OFFLINE set, takes a revision from huggingface_hub's cache, and names what it lacks", async () => {
+    const hfHome = join(dir, 'hf');
+    writeHfCache(join(hfHome, 'hub'), { 'weights.bin': WEIGHTS, 'config.json': CONFIG }, { revision: 'v1.0' });
+    const r = await pull(['acme/tiny-model@v1.0', '--file', 'weights.bin', '--file', 'config.json'], {
+      env: { hfHome, hfHubOffline: '1' },
+    });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(hub.requests.length, 0);
+    assert.deepEqual(readFileSync(join(snapshotOf('acme/tiny-model'), 'weights.bin')), WEIGHTS);
+    assert.match(r.stderr, /weights\.bin: hard-linked from huggingface_hub's cache .*, sha256 verified/);
+
+    const missing = await pull(['acme/tiny-model@v1.0', '--file', 'README.md'], { env: { hfHome, hfHubOffline: '1' } });
+    assert.equal(missing.code, 1);
+    assert.match(
+      missing.stderr,
+      /HF_HUB_OFFLINE is set and 1 of 1 files of acme\/tiny-model@v1\.0 \(commit [0-9a-f]{40}\) are not complete in .*: 'README\.md'/,
+    );
+    const all = await pull(['acme/tiny-model@v1.0'], { env: { hfHome, hfHubOffline: '1' } });
+    assert.equal(all.code, 0, all.stderr);
+    assert.equal(all.stdout.trim().split('\n').length, 2);
+    assert.equal(hub.requests.length, 0);
   });
 
   it('refuses to start when the folder has less free space than the files need', async () => {
