@@ -206,6 +206,8 @@ export async function placeCachedFile(
       return undefined;
     }
     await onDisk(localPath, () => rename(tmpPath, localPath));
+    // A .part an interrupted download left is of no use once the whole file is in place.
+    await onDisk(partPath, () => rm(partPath, { force: true }));
     deps.note(
       `${file.path}: ${how === 'linked' ? 'hard-linked' : 'copied'} from huggingface_hub's cache (${cachedPath}), ${check.verifiedBy} verified`,
     );

@@ -9,6 +9,7 @@ import {
   lstatSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   realpathSync,
   rmSync,
@@ -525,6 +526,9 @@ describe('voxmux models pull against a local Hub and CDN', () => {
   it("hard-links a file that huggingface_hub's cache holds at the commit instead of downloading it, once its hash matches", async () => {
     const hfHome = join(dir, 'hf');
     writeHfCache(join(hfHome, 'hub'), { 'weights.bin': WEIGHTS, 'config.json': CONFIG });
+    // What an interrupted download left: the cache's whole file makes it useless.
+    mkdirSync(snapshotOf('acme/tiny-model'), { recursive: true });
+    writeFileSync(join(snapshotOf('acme/tiny-model'), 'weights.bin.part'), WEIGHTS.subarray(0, 1000));
     const r = await pull(['acme/tiny-model', '--json'], { env: { hfHome } });
     assert.equal(r.code, 0, r.stderr);
     assert.equal(hub.requestsTo('cdn').length, 0);
@@ -540,6 +544,7 @@ describe('voxmux models pull against a local Hub and CDN', () => {
         .ino,
     );
     assert.equal(lstatSync(join(snapshot, 'weights.bin')).isSymbolicLink(), false);
+    assert.deepEqual(readdirSync(snapshot).sort(), ['README.md', 'config.json', 'weights.bin']);
     assert.match(r.stderr, /weights\.bin: hard-linked from huggingface_hub's cache .*, sha256 verified/);
     assert.match(r.stderr, /config\.json: hard-linked from huggingface_hub's cache .*, git blob id verified/);
     const result = JSON.parse(r.stdout) as { files: Array<{ path: string; status: string }> };
