@@ -37,6 +37,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b12-one-pieces-ahead',
       'whisper-b13-one-pieces-window',
       'whisper-b14-pieces-window',
+      'whisper-b15-pieces-window-fp8',
     ]);
     const cut = new Set([
       'whisper-b8-pieces',
@@ -46,6 +47,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b12-one-pieces-ahead',
       'whisper-b13-one-pieces-window',
       'whisper-b14-pieces-window',
+      'whisper-b15-pieces-window-fp8',
     ]);
     for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
@@ -141,6 +143,12 @@ describe('whisper benchmark configs', () => {
       ...side('whisper-b9-pieces-compiled'),
       models: { whisper: { ...b9Whisper, options: { ...b9Whisper.options, languageDetection: 'window' } } },
     });
+    // b15: b14 with the encoder's products in FP8.
+    const b14Whisper = configs['whisper-b14-pieces-window']!.models.whisper;
+    assert.deepEqual(configs['whisper-b15-pieces-window-fp8'], {
+      ...side('whisper-b14-pieces-window'),
+      models: { whisper: { ...b14Whisper, options: { ...b14Whisper.options, matmul: 'fp8' } } },
+    });
   });
 
   it('writes one file per side', () => {
@@ -155,6 +163,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b12-one-pieces-ahead.json',
       'whisper-b13-one-pieces-window.json',
       'whisper-b14-pieces-window.json',
+      'whisper-b15-pieces-window-fp8.json',
       'whisper-b2-group-join.json',
       'whisper-b3-overlap.json',
       'whisper-b4-group-overlap.json',
