@@ -30,9 +30,10 @@ from voxmux_host.messages import (
     WarmupResult,
 )
 from voxmux_host.model_api import LoadContext, StreamAdapter, StreamPiece, StreamRequest
-from voxmux_host.models.debian_voices import flite
+from voxmux_host.models.debian_voices import espeak, flite
 from voxmux_host.models.debian_voices.adapter import MAX_PART_CHARS, DebianVoicesAdapter, text_parts
-from voxmux_host.models.debian_voices.catalogue import FESTIVAL_VOICES, Voice
+from voxmux_host.models.debian_voices.catalogue import ESPEAK_VOICES, FESTIVAL_VOICES, Voice
+from voxmux_host.models.debian_voices.espeak import EspeakEngine, atempo_filter, rate_and_tempo
 from voxmux_host.models.debian_voices.festival import FestivalEngine
 
 def _has_library(name: str) -> bool:
@@ -169,6 +170,97 @@ def test_speed_2_halves_the_audio_and_speed_0_5_doubles_it(adapter: DebianVoices
     slow = duration_s(stream(adapter, voice, [SENTENCE], speed=0.5)[0])
     assert 0.35 * normal <= fast <= 0.7 * normal
     assert 1.6 * normal <= slow <= 2.4 * normal
+
+
+def test_espeak_speeds_below_its_slowest_rate_are_slower_still(adapter: DebianVoicesAdapter) -> None:
+    # espeak-ng speaks no slower than 80 words per minute (speed 0.46): the rest is a time stretch.
+    voice = 'espeak-en-us+f3'
+    normal = duration_s(stream(adapter, voice, [SENTENCE])[0])
+    floor = duration_s(stream(adapter, voice, [SENTENCE], speed=0.46)[0])
+    slowest = duration_s(stream(adapter, voice, [SENTENCE], speed=0.25)[0])
+    assert 1.7 * floor <= slowest <= 2.0 * floor, (floor, slowest)  # 0.46 / 0.25 = 1.84
+    assert 3.5 * normal <= slowest <= 4.5 * normal, (normal, slowest)
+    pieces, usage = stream(adapter, voice, [SENTENCE], speed=0.3)
+    assert pieces and all(piece.meta == {'sampleRate': 22050, 'sentence': 0} for piece in pieces)
+    samples = np.frombuffer(b''.join(piece.data for piece in pieces), dtype='<i2').astype(np.float64)
+    assert np.sqrt(np.mean(samples ** 2)) > 300  # speech, not silence
+    assert usage['audioSeconds'] == round(duration_s(pieces), 3)
+    again = b''.join(piece.data for piece in stream(adapter, voice, [SENTENCE], speed=0.3)[0])
+    assert again == b''.join(piece.data for piece in pieces)
+
+
+def test_espeak_speed_splits_into_its_rate_and_a_stretch_below_its_slowest_rate() -> None:
+    assert rate_and_tempo(1.0) == (175, 1.0)
+    assert rate_and_tempo(2.0) == (350, 1.0)
+    assert rate_and_tempo(4.0) == (700, 1.0)
+    assert rate_and_tempo(0.5) == (88, 1.0)
+    assert rate_and_tempo(80 / 175) == (80, 1.0)
+    wpm, tempo = rate_and_tempo(0.25)
+    assert wpm == 80 and tempo == pytest.approx(0.25 * 175 / 80)  # 0.547: 80 wpm said 1.83x as long
+    wpm, tempo = rate_and_tempo(0.4)
+    assert wpm == 80 and tempo == pytest.approx(0.875)
+    for speed in (0.25, 0.3, 0.45, 0.46, 0.5, 1.0, 3.0):
+        wpm, tempo = rate_and_tempo(speed)
+        assert espeak.MIN_WPM <= wpm <= espeak.MAX_WPM and 0 < tempo <= 1
+        assert wpm * tempo == pytest.approx(175 * speed, abs=0.5)  # the two together give the speed
+
+
+def test_the_atempo_filter_chains_factors_below_its_range() -> None:
+    assert atempo_filter(0.75) == 'atempo=0.75'
+    assert atempo_filter(0.5) == 'atempo=0.5'
+    assert atempo_filter(0.25) == 'atempo=0.5,atempo=0.5'
+    chain = atempo_filter(0.1)
+    factors = [float(part.split('=')[1]) for part in chain.split(',')]
+    assert all(0.5 <= factor <= 1 for factor in factors) and float(np.prod(factors)) == pytest.approx(0.1)
+
+
+def _espeak_voice() -> Voice:
+    return next(voice for voice in ESPEAK_VOICES if voice.name == 'espeak-en-us+f3')
+
+
+def test_a_slow_espeak_sentence_without_ffmpeg_fails_naming_it() -> None:
+    engine = EspeakEngine(stretcher='ffmpeg-not-installed')
+    engine.load([_espeak_voice()])  # ffmpeg is needed only below speed 0.46: the voices still load
+    try:
+        assert engine.synthesize(_espeak_voice(), SENTENCE, 0.5, threading.Event()) is not None
+        with pytest.raises(InstanceError) as caught:
+            engine.synthesize(_espeak_voice(), SENTENCE, 0.25, threading.Event())
+        assert caught.value.code == 'model_failed'
+        assert "'ffmpeg-not-installed'" in caught.value.message and 'Debian package ffmpeg' in caught.value.message
+    finally:
+        engine.close()
+
+
+def _hanging_program(tmp_path: Path) -> str:
+    program = tmp_path / 'ffmpeg'
+    program.write_text(f'#!{sys.executable}\nimport time\ntime.sleep(1000)\n')
+    program.chmod(0o755)
+    return str(program)
+
+
+def test_a_cancel_stops_the_stretch_of_a_slow_espeak_sentence_at_once(tmp_path: Path) -> None:
+    engine = EspeakEngine(stretcher=_hanging_program(tmp_path))
+    engine.load([_espeak_voice()])
+    try:
+        cancelled = threading.Event()
+        timer = threading.Timer(0.3, cancelled.set)
+        timer.start()
+        started = time.monotonic()
+        assert engine.synthesize(_espeak_voice(), SENTENCE, 0.25, cancelled) is None
+        assert time.monotonic() - started < 0.8
+    finally:
+        engine.close()
+
+
+def test_a_stretch_that_does_not_finish_fails_its_sentence(tmp_path: Path) -> None:
+    engine = EspeakEngine(stretcher=_hanging_program(tmp_path), sentence_timeout_s=0.3)
+    engine.load([_espeak_voice()])
+    try:
+        with pytest.raises(InstanceError) as caught:
+            engine.synthesize(_espeak_voice(), SENTENCE, 0.25, threading.Event())
+        assert caught.value.code == 'model_failed' and 'within 0.3 s' in caught.value.message
+    finally:
+        engine.close()
 
 
 def test_a_stream_yields_sentences_in_order_and_its_usage(adapter: DebianVoicesAdapter) -> None:
