@@ -64,13 +64,15 @@ describe('takePartLock', () => {
       if (++checks === 2) markBothChecked();
       await bothChecked;
     };
+    // Each pull reads the lock, then waits until both have judged it stale.
+    const readThenWait = (async (path: string, encoding: 'utf8') => {
+      const text = await fs.readFile(path, encoding);
+      if (path === lockPath) await checked();
+      return text;
+    }) as LockFileSystem['readFile'];
     const first: LockFileSystem = {
       ...fs,
-      readFile: (async (path: string, encoding: 'utf8') => {
-        const text = await fs.readFile(path, encoding);
-        if (path === lockPath) await checked();
-        return text;
-      }) as LockFileSystem['readFile'],
+      readFile: readThenWait,
       open: (async (path: string, flags: string) => {
         const handle = await fs.open(path, flags);
         if (flags === 'wx' && checks >= 2) markFirstCreated();
@@ -79,11 +81,7 @@ describe('takePartLock', () => {
     };
     const second: LockFileSystem = {
       ...fs,
-      readFile: (async (path: string, encoding: 'utf8') => {
-        const text = await fs.readFile(path, encoding);
-        if (path === lockPath) await checked();
-        return text;
-      }) as LockFileSystem['readFile'],
+      readFile: readThenWait,
       rm: (async (path: string, options: object) => {
         if (path === lockPath) await firstCreated;
         return fs.rm(path, options);
