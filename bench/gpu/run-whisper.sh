@@ -5,7 +5,9 @@
 # engine whose joins wait for a group of windows; b3, its encoder beside the decode steps; b4, both;
 # b5, its encoder compiled with FP8 products; b6, b2 with 16 host batches in flight; b7, b6 on two
 # instances under MPS; b8, b7 with clips cut into two pieces; b9, b8 with the encoder compiled;
-# b10, b9 on one instance; b11, b10 with its encoder beside the decode steps), all with
+# b10, b9 on one instance; b11, b10 with its encoder beside the decode steps; b12, b10 with each step
+# launched before the last one's tokens are read; b13, b10 with each piece's language detected on its
+# own window; b14, b13 on two instances; b15, b14 with FP8 products), all with
 # large-v3-turbo shapes, 45 s clips and a token budget of 3 per audio second. For each: the
 # single-request latency on the idle server, then the ramp of run-asr.sh (capacity at p95 <= 1 s, GPU
 # busy from nvidia-smi), then the comparison; last, the engine's own tokens per second and the time of
