@@ -21,9 +21,9 @@ export function readProcessEnvironment(): Readonly<Record<string, string>> {
 /**
  * What `voxmux models pull` reads: HF_TOKEN, HF_ENDPOINT, and where huggingface_hub keeps the token
  * that `huggingface-cli login` saves (HF_TOKEN_PATH, else $HF_HOME/token, HF_HOME defaulting to
- * $XDG_CACHE_HOME/huggingface), huggingface_hub's cache (HF_HUB_CACHE, else $HF_HOME/hub) and
- * HF_HUB_OFFLINE, under huggingface_hub's names; and VOXMUX_MODELS_DIR. Empty
- * values count as unset.
+ * $XDG_CACHE_HOME/huggingface), huggingface_hub's cache (HF_HUB_CACHE, else the legacy
+ * HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub) and HF_HUB_OFFLINE (else the legacy TRANSFORMERS_OFFLINE),
+ * under huggingface_hub's names and with its precedence; and VOXMUX_MODELS_DIR. Empty values count as unset.
  */
 export function readModelsPullEnvironment(): {
   hfToken?: string;
@@ -44,8 +44,8 @@ export function readModelsPullEnvironment(): {
     hfEndpoint: pick('HF_ENDPOINT'),
     hfHome: pick('HF_HOME'),
     hfTokenPath: pick('HF_TOKEN_PATH'),
-    hfHubOffline: pick('HF_HUB_OFFLINE'),
-    hfHubCache: pick('HF_HUB_CACHE'),
+    hfHubOffline: pick('HF_HUB_OFFLINE') ?? pick('TRANSFORMERS_OFFLINE'),
+    hfHubCache: pick('HF_HUB_CACHE') ?? pick('HUGGINGFACE_HUB_CACHE'),
     xdgCacheHome: pick('XDG_CACHE_HOME'),
     modelsDir: pick('VOXMUX_MODELS_DIR'),
   };

@@ -53,9 +53,10 @@ options:
 environment: HF_TOKEN, a Hub access token for private and gated repositories (sent to the Hub's
 host only, never to the CDN it redirects to); without it, the token that huggingface-cli login
 saved (HF_TOKEN_PATH, or $HF_HOME/token, default ~/.cache/huggingface/token); files that
-huggingface_hub's cache (HF_HUB_CACHE, or $HF_HOME/hub) holds at the commit are hard-linked or
-copied from it, once their hash checks out; HF_HUB_OFFLINE=1 sends nothing and succeeds only when
-an earlier pull or huggingface_hub's cache left the files complete
+huggingface_hub's cache (HF_HUB_CACHE, or HUGGINGFACE_HUB_CACHE, or $HF_HOME/hub) holds at the
+commit are hard-linked or copied from it, once their hash checks out; HF_HUB_OFFLINE=1 (or, where it
+is unset, TRANSFORMERS_OFFLINE=1) sends nothing and succeeds only when an earlier pull or
+huggingface_hub's cache left the files complete
 
 exit codes: 0 done, 1 failed (the message says why; run again to resume), 2 bad arguments
 `;
@@ -70,9 +71,9 @@ export interface ModelsPullEnvironment {
   hfHome?: string | undefined;
   /** HF_TOKEN_PATH: the saved token's file, instead of $HF_HOME/token. */
   hfTokenPath?: string | undefined;
-  /** HF_HUB_CACHE: huggingface_hub's cache of downloaded files, instead of $HF_HOME/hub. */
+  /** HF_HUB_CACHE (else HUGGINGFACE_HUB_CACHE): huggingface_hub's cache of downloaded files, instead of $HF_HOME/hub. */
   hfHubCache?: string | undefined;
-  /** HF_HUB_OFFLINE: '1', 'on', 'yes' or 'true' (any case) pulls nothing and sends nothing. */
+  /** HF_HUB_OFFLINE (else TRANSFORMERS_OFFLINE): '1', 'on', 'yes' or 'true' (any case) pulls nothing and sends nothing. */
   hfHubOffline?: string | undefined;
   /** XDG_CACHE_HOME: HF_HOME's default is $XDG_CACHE_HOME/huggingface. */
   xdgCacheHome?: string | undefined;
