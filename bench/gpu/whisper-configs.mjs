@@ -36,7 +36,9 @@
 //   whisper-b13-one-pieces-window: (b10) with each piece's language detected on its own decode window
 //                     (languageDetection: window): the pieces are shorter than 30 s and the clients send no
 //                     language, so (b8) to (b12) encode a second input per piece to detect its language as
-//                     OpenAI's transcribe() does (four encoder windows per clip instead of two);
+//                     OpenAI's transcribe() does (four encoder windows per clip instead of two). Since
+//                     protocol version 7 the gateway marks pieces and the engine detects a piece on its own
+//                     window whatever languageDetection says: b13 now runs as b10, and b14 as b9;
 //   whisper-b14-pieces-window: (b9), two instances under MPS with the clips cut and the encoder compiled,
 //                     with each piece's language detected on its own window (b13 on two instances);
 //   whisper-b15-pieces-window-fp8: (b14) with the encoder's products in FP8 (matmul fp8);

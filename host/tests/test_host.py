@@ -10,7 +10,7 @@ from voxmux_host.protocol import encode_message, from_frame, read_frame
 
 def pcm_batch(*lengths: int) -> RunBatch:
     samples = np.arange(sum(lengths), dtype='<i2') * 7 - 300
-    requests = tuple(BatchItem(f'r{i}', n, 'en' if i == 0 else None, None, i == 1, 'transcribe', 0.0) for i, n in enumerate(lengths))
+    requests = tuple(BatchItem(f'r{i}', n, 'en' if i == 0 else None, None, i == 1, 'transcribe', 0.0, False) for i, n in enumerate(lengths))
     return RunBatch('b', requests, bytearray(samples.tobytes()))
 
 
@@ -41,5 +41,5 @@ def test_split_batch_views_share_the_body_read_from_the_wire_and_are_writable() 
 
 def test_split_batch_reads_little_endian_extremes() -> None:
     body = bytes.fromhex('0080' 'ff7f' 'ffff' '0100')  # -32768, 32767, -1, 1
-    [only] = split_batch(RunBatch('b', (BatchItem('r', 4, None, None, False, 'transcribe', 0.0),), body))
+    [only] = split_batch(RunBatch('b', (BatchItem('r', 4, None, None, False, 'transcribe', 0.0, False),), body))
     assert only.audio.tolist() == [-32768, 32767, -1, 1]

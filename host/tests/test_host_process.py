@@ -39,7 +39,7 @@ def audio(seed: int, samples: int) -> npt.NDArray[np.int16]:
 
 def run_batch(batch_id: str, *items: Any) -> RunBatch:
     """items: (requestId, audio, prompt, wordTimestamps) tuples."""
-    requests = tuple(BatchItem(rid, len(a), None, prompt, words, 'transcribe', 0.0) for rid, a, prompt, words in items)
+    requests = tuple(BatchItem(rid, len(a), None, prompt, words, 'transcribe', 0.0, False) for rid, a, prompt, words in items)
     body = b''.join(np.asarray(a, dtype='<i2').tobytes() for _, a, _, _ in items)
     return RunBatch(batch_id, requests, body)
 

@@ -240,7 +240,7 @@ def test_two_streams_interleave_and_a_batch_runs_between_their_steps(spawn: Spaw
         chunk, _ = host.expect(StreamChunk)
         order.append(chunk.stream_id)
     audio = np.arange(160, dtype='<i2')
-    host.send(RunBatch('batch', (BatchItem('r', 160, None, None, False, 'transcribe', 0.0),), audio.tobytes()), 4)
+    host.send(RunBatch('batch', (BatchItem('r', 160, None, None, False, 'transcribe', 0.0, False),), audio.tobytes()), 4)
     ends = 0
     batch_at: Optional[int] = None
     while ends < 2:

@@ -142,7 +142,7 @@ class InProcessHost:
 
 
 def _batch(batch_id: str, *request_ids: str) -> RunBatch:
-    requests = tuple(BatchItem(rid, 4, None, None, False, 'transcribe', 0.0) for rid in request_ids)
+    requests = tuple(BatchItem(rid, 4, None, None, False, 'transcribe', 0.0, False) for rid in request_ids)
     return RunBatch(batch_id, requests, np.zeros(4 * len(requests), dtype='<i2').tobytes())
 
 

@@ -188,8 +188,8 @@ def test_host_serves_pocketsphinx_over_the_protocol(
     host.request(LoadRequest('ps-0', 'pocketsphinx-en-us', 'pocketsphinx', {}, None), 1, LoadResult)
     host.request(WarmupRequest(), 2, WarmupResult)
     silence = np.zeros(4000, dtype=np.int16)
-    items: List[BatchItem] = [BatchItem('speech', len(speech), 'en', None, True, 'transcribe', 0.0),
-                              BatchItem('silence', len(silence), None, None, False, 'transcribe', 0.0)]
+    items: List[BatchItem] = [BatchItem('speech', len(speech), 'en', None, True, 'transcribe', 0.0, False),
+                              BatchItem('silence', len(silence), None, None, False, 'transcribe', 0.0, False)]
     body = speech.astype('<i2').tobytes() + silence.astype('<i2').tobytes()
     result = host.request(RunBatch('b-1', tuple(items), body), 3, BatchResult)
     spoken, quiet = (r.transcript for r in result.results)

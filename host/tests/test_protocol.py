@@ -166,7 +166,7 @@ def test_sequence_goldens_split_into_audio_and_states() -> None:
 
 
 def test_encode_writes_the_documented_header_and_compact_meta() -> None:
-    expected = b'VXMX' + struct.pack('<HHIIII', 6, TAG_HEARTBEAT, 0, 9, 9, 0) + b'{"seq":5}'
+    expected = b'VXMX' + struct.pack('<HHIIII', 7, TAG_HEARTBEAT, 0, 9, 9, 0) + b'{"seq":5}'
     assert encode_message(Heartbeat(5), 9) == expected
 
 
@@ -199,7 +199,7 @@ def test_run_batch_body_is_two_bytes_per_sample() -> None:
 
 
 def item(request_id: str, samples: int) -> BatchItem:
-    return BatchItem(request_id, samples, None, None, False, 'transcribe', 0.0)
+    return BatchItem(request_id, samples, None, None, False, 'transcribe', 0.0, False)
 
 
 def seq_item(session_id: str, samples: int, state_in: Any = 'new', state_bytes: int = 0) -> SequenceItem:
@@ -209,7 +209,7 @@ def seq_item(session_id: str, samples: int, state_in: Any = 'new', state_bytes: 
 MESSAGES: List[Message] = [
     LoadRequest('i', 'm', 'test', {'a': [1, {'b': None}], 'ü': 'ß'}, None),
     WarmupRequest(),
-    RunBatch('b', (BatchItem('r1', 1, 'en', 'p', True, 'translate', 0.5), item('r2', 0)), struct.pack('<h', -1234)),
+    RunBatch('b', (BatchItem('r1', 1, 'en', 'p', True, 'translate', 0.5, True), item('r2', 0)), struct.pack('<h', -1234)),
     Heartbeat(0),
     Close(),
     RunSequenceBatch('b', (seq_item('s1', 1), seq_item('s2', 0, 'attached', 2), seq_item('s3', 1, 'resident')),
@@ -278,7 +278,8 @@ BAD_HEADERS = {
         header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=3) + HEARTBEAT_META,
     'version 4 (no boot stages, no task or temperature in batch items)':
         header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=4) + HEARTBEAT_META,
-    'version 7': header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=7) + HEARTBEAT_META,
+    'version 6 (no piece in batch items)': header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=6) + HEARTBEAT_META,
+    'version 8': header(TAG_HEARTBEAT, len(HEARTBEAT_META), version=8) + HEARTBEAT_META,
     'flags 1': header(TAG_HEARTBEAT, len(HEARTBEAT_META), flags=1) + HEARTBEAT_META,
     'flags high bit': header(TAG_HEARTBEAT, len(HEARTBEAT_META), flags=0x80000000) + HEARTBEAT_META,
     'type 0x00': header(0x00, len(HEARTBEAT_META)) + HEARTBEAT_META,
@@ -427,7 +428,7 @@ def test_message_with_bad_fields_is_a_bad_frame(frame: Frame) -> None:
 def test_run_batch_accepts_requests_with_zero_samples() -> None:
     message = from_frame(Frame(TAG_RUN_BATCH, 1, run_batch_meta(requests=[
         {'requestId': 'r', 'samples': 0, 'language': None, 'prompt': None, 'wordTimestamps': False,
-         'task': 'transcribe', 'temperature': 0}]), b''))
+         'task': 'transcribe', 'temperature': 0, 'piece': False}]), b''))
     assert isinstance(message, RunBatch) and message.requests[0].samples == 0
 
 

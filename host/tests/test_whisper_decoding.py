@@ -233,11 +233,13 @@ def test_adapter_segments_say_how_they_were_decoded() -> None:
     adapter.close()
 
 
-@pytest.mark.parametrize("detection, windows", [("reference", 2), ("window", 1)])
-def test_adapter_language_detection_option_sets_the_encoder_inputs_of_a_short_clip(detection: str,
+@pytest.mark.parametrize("detection, piece, windows", [("reference", False, 2), ("window", False, 1),
+                                                      ("reference", True, 1)])
+def test_adapter_language_detection_option_sets_the_encoder_inputs_of_a_short_clip(detection: str, piece: bool,
                                                                                    windows: int) -> None:
+    """A piece of a longer recording is detected on its own window whatever languageDetection says."""
     adapter = _adapter({"config": "tiny", "seed": 5, "languageDetection": detection})
-    [output] = adapter.run_batch([BatchInput("a", _pcm(2.0, 1))])
+    [output] = adapter.run_batch([BatchInput("a", _pcm(2.0, 1), piece=piece)])
     assert isinstance(output, Transcript)
     engine = adapter._engine
     assert engine is not None and engine.counters.encoder_windows == windows

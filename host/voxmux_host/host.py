@@ -531,7 +531,7 @@ def split_batch(batch: RunBatch) -> List[BatchInput]:
     offset = 0
     for item in batch.requests:
         inputs.append(BatchInput(item.request_id, audio[offset:offset + item.samples], item.language, item.prompt,
-                                 item.word_timestamps, item.task, item.temperature))
+                                 item.word_timestamps, item.task, item.temperature, item.piece))
         offset += item.samples
     return inputs
 

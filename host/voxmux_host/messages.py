@@ -1,5 +1,5 @@
 # Generated from src/protocol/message-table.ts by `npm run docs`: do not edit.
-"""The messages of the instance protocol, version 6 (docs/protocol.md).
+"""The messages of the instance protocol, version 7 (docs/protocol.md).
 
 One frozen dataclass per named struct and per message, fields in wire order with snake_case names;
 ``FIELDS`` pairs each wire key with its parser, and a message's ``WIRE`` gives its tag, name,
@@ -109,6 +109,7 @@ class BatchItem(Record):
         ('wordTimestamps', read_boolean),
         ('task', read_enum(BATCH_ITEM_TASK_VALUES)),
         ('temperature', read_number),
+        ('piece', read_boolean),
     )
 
     request_id: str
@@ -118,6 +119,7 @@ class BatchItem(Record):
     word_timestamps: bool
     task: BatchItemTask
     temperature: float
+    piece: bool
 
 
 @dataclass(frozen=True)

@@ -183,6 +183,8 @@ class BatchInput:
     task: str = 'transcribe'
     #: Sampling temperature from 0 (greedy) to 1; adapters that do not sample ignore it.
     temperature: float = 0.0
+    #: The audio is one piece of a longer recording that the gateway cut at pauses (its long-audio pieces).
+    piece: bool = False
 
 
 #: One request's result: its transcript, or its failure.

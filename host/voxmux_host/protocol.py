@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .messages import Message, RunBatch, RunSequenceBatch, SequenceResult
 
 MAGIC = 0x584D5856  # the bytes 'V X M X' when written little-endian
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 HEADER_BYTES = 24
 MAX_META_BYTES = 1 << 20
 MAX_BODY_BYTES = 1 << 30

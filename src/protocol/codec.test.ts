@@ -46,7 +46,18 @@ describe('protocol codec', () => {
   it('checks body lengths against the layout', () => {
     const meta = {
       batchId: 'b',
-      requests: [{ requestId: 'r', samples: 2, language: null, prompt: null, wordTimestamps: false, task: 'transcribe', temperature: 0 }],
+      requests: [
+        {
+          requestId: 'r',
+          samples: 2,
+          language: null,
+          prompt: null,
+          wordTimestamps: false,
+          task: 'transcribe',
+          temperature: 0,
+          piece: false,
+        },
+      ],
     };
     const frame = (bytes: number) =>
       decodeFrame(encodeFrame({ type: MessageTag.RunBatch, correlationId: 1, meta, body: new Uint8Array(bytes) }));

@@ -300,6 +300,7 @@ export function runBatchMessage(batch: BatchInput, correlationId = 0): MessageOf
       wordTimestamps: r.wordTimestamps,
       task: r.task ?? 'transcribe',
       temperature: r.temperature ?? 0,
+      piece: r.piece ?? false,
     })),
     body: batch.requests.map((r) => uint8Of(r.audio)),
   };

@@ -6,7 +6,7 @@ import { errors } from '../core/error-catalog.js';
 import { MESSAGE_NAMES, MESSAGE_TABLE, type MessageName, type MessageTable } from './message-table.js';
 
 export const FRAME_MAGIC = 0x584d5856; // the bytes 'V','X','M','X'
-export const PROTOCOL_VERSION = 6;
+export const PROTOCOL_VERSION = 7;
 export const HEADER_BYTES = 24;
 export const MAX_META_BYTES = 1 << 20;
 export const MAX_BODY_BYTES = 1 << 30;

@@ -51,6 +51,7 @@ export const BatchItemSchema = Struct(
     wordTimestamps: Type.Boolean(),
     task: Enum(TRANSCRIPTION_TASKS),
     temperature: Type.Number(),
+    piece: Type.Boolean(),
   },
   'BatchItem',
 );

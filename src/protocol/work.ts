@@ -100,6 +100,8 @@ export interface TranscriptionRequest {
   task?: TranscriptionTask;
   /** Sampling temperature, 0 to 1 (0: greedy). @default 0 */
   temperature?: number;
+  /** The audio is one piece of a longer recording, cut by the gateway (src/gateway/pieces). @default false */
+  piece?: boolean;
 }
 
 export interface BatchInput {

@@ -1,7 +1,7 @@
 /**
  * The whisper adapter (tiny configuration, random weights, CPU) behind the real server, driven by the
  * unmodified `openai` SDK: every response format, language and prompt, word timestamps, translations, languages in
- * /v1/models, and the enveloped error for a language the model does not know.
+ * /v1/models, the enveloped error for a language the model does not know, and long audio cut into pieces.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -9,10 +9,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import OpenAI, { toFile } from 'openai';
-import { fliteWav } from '../support/audio.js';
+import { fliteWav, pcm16Wav } from '../support/audio.js';
 import { startServer, type RunningServer } from '../support/server-process.js';
 
 const CONFIG = {
+  supervisor: { heartbeatIntervalMs: 200 },
   models: {
     whisper: {
       adapter: 'whisper',
@@ -113,5 +114,37 @@ describe('whisper adapter behind the server, through the openai SDK', () => {
     assert.ok(Array.isArray(body.words));
     assert.equal(body.words.map((w) => w.word).join(' '), body.text.split(/\s+/).filter(Boolean).join(' '));
     for (const w of body.words) assert.ok(0 <= w.start && w.start <= w.end && w.end <= body.duration);
+  });
+
+  it('detects the language of each piece of a long recording on its own window: one encoder window a piece', async () => {
+    // flite's 16 kHz 16-bit WAV: its samples follow the 'data' chunk's 8-byte header.
+    const samples = new Int16Array(speech.buffer.slice(speech.byteOffset + speech.indexOf('data') + 8, speech.byteOffset + speech.length));
+    const long = new Int16Array(40 * 16_000); // the phrase, then a second of silence, over and over: cut at the pauses
+    for (let at = 0; at + samples.length <= long.length; at += samples.length + 16_000) long.set(samples, at);
+    const counts = async () => {
+      const names = ['clips', 'windows', 'encoderWindows'];
+      const values = await Promise.all(
+        names.map((name) => server.metric('voxmux_instance_engine_events_total', { model: 'whisper', name })),
+      );
+      return Object.fromEntries(names.map((name, i) => [name, values[i]!]));
+    };
+    // The engine's counts reach /metrics with the heartbeats: wait until they stop changing.
+    const settled = async () => {
+      let last = JSON.stringify(await counts());
+      for (;;) {
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        const now = JSON.stringify(await counts());
+        if (now === last) return JSON.parse(now) as Record<string, number>;
+        last = now;
+      }
+    };
+    const before = await settled();
+    const result = await client.audio.transcriptions.create({ model: 'whisper-1', file: await toFile(pcm16Wav(long), 'long.wav') });
+    assert.equal(typeof result.text, 'string');
+    const after = await settled();
+    const [clips, windows, encoderWindows] = ['clips', 'windows', 'encoderWindows'].map((name) => after[name]! - before[name]!);
+    assert.ok(clips! >= 2, `the recording was cut into pieces: ${clips} clips`);
+    assert.equal(windows, clips, 'each piece is one decode window');
+    assert.equal(encoderWindows, windows, 'no second window for the language detection of a piece');
   });
 });

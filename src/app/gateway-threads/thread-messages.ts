@@ -59,6 +59,7 @@ export type ThreadRequest =
         wordTimestamps: boolean;
         task?: 'transcribe' | 'translate';
         temperature?: number;
+        piece?: boolean;
       };
       options: PlainSubmitOptions;
     }

@@ -64,11 +64,11 @@ describe('transcribeInPieces', () => {
     });
     assert.equal(pending.length, 3);
     assert.deepEqual(
-      pending.map((p) => [p.request.audio.length, p.options.requestId, p.options.priority]),
+      pending.map((p) => [p.request.audio.length, p.options.requestId, p.options.priority, p.request.piece]),
       [
-        [16_000, 'r1.0', 'high'],
-        [24_000, 'r1.1', 'high'],
-        [8000, 'r1.2', 'high'],
+        [16_000, 'r1.0', 'high', true],
+        [24_000, 'r1.1', 'high', true],
+        [8000, 'r1.2', 'high', true],
       ],
     );
     assert.equal(pending[1]!.request.audio.byteOffset, 32_000);
@@ -98,6 +98,18 @@ describe('transcribeInPieces', () => {
         ['words', 1.5],
         ['three', 2.5],
       ],
+    );
+  });
+
+  it('sends one range, the whole recording, as a clip of its own, not a piece', () => {
+    const { pending, submit } = harness();
+    const whole = [{ startSample: 0, endSample: 48_000 }];
+    void transcribeInPieces({ request: REQUEST, ranges: whole, sampleRateHz: 16_000, options: { timeoutMs: 1000 }, submit }).catch(
+      () => undefined,
+    );
+    assert.deepEqual(
+      pending.map((p) => [p.request.audio.length, p.request.piece]),
+      [[48_000, false]],
     );
   });
 

@@ -57,7 +57,12 @@ export function transcribeInPieces(input: PiecesInput): Promise<TranscriptResult
         reject(err);
       });
     ranges.forEach((range, index) => {
-      const piece: TranscriptionRequest = { ...request, audio: request.audio.subarray(range.startSample, range.endSample) };
+      const piece: TranscriptionRequest = {
+        ...request,
+        audio: request.audio.subarray(range.startSample, range.endSample),
+        // One range is the whole recording: a clip of its own to the engine.
+        piece: ranges.length > 1,
+      };
       const pieceOptions: SubmitOptions = {
         ...options,
         signal: controller.signal,

@@ -328,7 +328,8 @@ class WhisperAdapter:
                 continue
             audios.append(pcm_to_float(np.ascontiguousarray(item.audio)))
             requests.append(RequestOptions(task=item.task, language=item.language, prompt=item.prompt or None,
-                                           temperature=float(item.temperature), word_timestamps=item.word_timestamps))
+                                           temperature=float(item.temperature), word_timestamps=item.word_timestamps,
+                                           piece=item.piece))
             indices.append(i)
         if not audios:
             outputs = [r for r in results if r is not None]

@@ -75,6 +75,11 @@ class RequestOptions:
     #: bounds move to their words', and a window that does not end on a single timestamp is followed from its
     #: last word's end (:meth:`WhisperEngine._finish`).
     word_timestamps: bool = False
+    #: The audio is one piece of a longer recording (the gateway's long-audio pieces): without ``language``, a
+    #: piece shorter than 30 s is detected on its own window, as with ``detect_on_window``. OpenAI's input for
+    #: a short clip, the clip followed by silence, stands for no part of a longer recording (its transcribe()
+    #: detects on the recording's first 30 s), and it would cost a second window in the encoder call.
+    piece: bool = False
 
 
 @dataclass(frozen=True)
@@ -539,8 +544,9 @@ class WhisperEngine:
         """Whether the window's language is detected on an input of its own. OpenAI detects on the first 30 s
         of the spectrogram of the audio followed by 30 s of zeros, whose frames past a short clip's end are
         the log-mel of that silence; the clip's window is padded with 0.0 there (``detect_on_window``: it is
-        detected on the window itself)."""
-        return window.job.language is None and window.segment_size < N_FRAMES and not self.options.detect_on_window
+        detected on the window itself, as is a piece of a longer recording: RequestOptions.piece)."""
+        return (window.job.language is None and window.segment_size < N_FRAMES and not self.options.detect_on_window
+                and not window.job.options.piece)
 
     def _encoder_input(self, windows: List[_Window]) -> Tuple[torch.Tensor, List[_Window]]:
         """The windows' spectrograms (:meth:`_mels`), then the detection inputs of those that need their own
