@@ -20,7 +20,6 @@ FP8, graphs) is skipped with the reason in the report.
     python3 host/bench_whisper.py --device cuda --config large-v3-turbo --clip-seconds 45 --out engine.json
     python3 host/bench_whisper.py --device cuda --parts variants --batch-sizes 16,64 --out encoder.json  # the encoder alone
     python3 host/bench_whisper.py --device cuda --parts ahead --batch-sizes 64 --out ahead.json  # step_ahead against not
-    python3 host/bench_whisper.py --device cuda --parts attention --batch-sizes 1,16,64 --out attention.json  # the step's attention, sdpa against matmul
     python3 host/bench_whisper.py --device cuda --parts profile --batch-sizes 1,16,64 --profile-batch-sizes 1,16,64 \
         --out profile.json  # where the time goes (meant to take under 5 minutes, compiles included)
     python3 host/bench_whisper.py --device cpu --config tiny --clip-seconds 2 --batch-sizes 2 --naive-clips 1  # dry run
@@ -101,10 +100,6 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, Any]:
     if "stages" in args.parts:
         report["stages"] = stage_times(engine, model, config, sizes, device, dtype, args.stage_repeats)
         progress(report, args.out, "stages")
-    if "attention" in args.parts:
-        report["stepAttention"] = step_attention_times(engine, model, tokenizer, sizes, device, dtype, common,
-                                                       args.stage_repeats)
-        progress(report, args.out, "step attention")
     if "ahead" in args.parts:
         report["stepAhead"] = step_ahead(engine, model, tokenizer, clips, device, dtype, common, args)
         progress(report, args.out, "step ahead")
@@ -216,25 +211,6 @@ def stage_times(engine: WhisperEngine, model: Any, config: Any, sizes: Sequence[
 
 
 @torch.no_grad()
-def step_attention_times(engine: WhisperEngine, model: Any, tokenizer: Any, sizes: Sequence[int], device: torch.device,
-                         dtype: torch.dtype, common: Dict[str, Any], repeats: int) -> Dict[str, Dict[str, float]]:
-    """One decode step for b slots (the replayed graph, or the eager step) with each ``step_attention``, side by
-    side: ``engine``'s (sdpa) and a second engine's on the same model (matmul), alternating per batch size;
-    milliseconds. The slots attend to whatever their caches hold, as in ``stage_times``."""
-    options = engine.options
-    matmul = WhisperEngine(model, tokenizer, device, dtype, EngineOptions(
-        slots=options.slots, batch_sizes=options.batch_sizes, use_graphs=options.use_graphs, step_attention="matmul",
-        **common))
-    matmul.capture_graphs()
-    times: Dict[str, Dict[str, float]] = {"sdpa": {}, "matmul": {}}
-    for b in sizes:
-        for name, side in (("sdpa", engine), ("matmul", matmul)):
-            times[name][str(b)] = timed_ms(lambda: side._run_step(b), device, repeats)
-    del matmul
-    return times
-
-
-@torch.no_grad()
 def encoder_variants(model: Any, config: Any, sizes: Sequence[int], device: torch.device, dtype: torch.dtype,
                      variants: Sequence[str], repeats: int) -> Dict[str, Dict[str, float]]:
     """The encoder's time on b padded 30 s windows, side by side: ``eager``; ``compiled`` (compileEncoder:
@@ -270,11 +246,6 @@ def print_table(report: Dict[str, Any]) -> None:
         print("batch  encoder ms (b windows)  step ms (b slots)")
         for b, ms in stages["encoderMs"].items():
             print(f"{b:>5} {ms:>22.2f} {stages['stepMs'][b]:>18.3f}")
-    attention = report.get("stepAttention")
-    if attention is not None:
-        print("batch  step ms, sdpa  step ms, matmul")
-        for b, ms in attention["sdpa"].items():
-            print(f"{b:>5} {ms:>14.3f} {attention['matmul'][b]:>16.3f}")
     variants = report.get("encoderVariants")
     if variants:
         print("batch  " + "  ".join(f"encoder ms {v:>8}" for v in variants))
@@ -307,8 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--encoder-variants", type=lambda s: [v for v in s.split(",") if v], default=None,
                         help="eager,compiled,fp8 (default: all three on CUDA, eager on the CPU)")
     parser.add_argument("--parts", type=lambda s: [p for p in s.split(",") if p], default=["modes", "stages", "variants"],
-                        help="modes (naive and engine throughput), stages (encoder and step times), attention "
-                             "(a decode step's time with step_attention sdpa and matmul), variants "
+                        help="modes (naive and engine throughput), stages (encoder and step times), variants "
                              "(the encoder eager, compiled, fp8), ahead (the engine with and without step_ahead), "
                              "profile (kernel time by category of the encoder's variants, its products alone and "
                              "decode steps, under torch.profiler); default modes,stages,variants; each is written "
@@ -328,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = set(args.encoder_variants) - {"eager", "compiled", "fp8"}
     if unknown:
         parser.error(f"unknown encoder variants: {sorted(unknown)}")
-    unknown = set(args.parts) - {"modes", "stages", "attention", "variants", "ahead", "profile"}
+    unknown = set(args.parts) - {"modes", "stages", "variants", "ahead", "profile"}
     if unknown:
         parser.error(f"unknown parts: {sorted(unknown)}")
     torch.manual_seed(args.seed)

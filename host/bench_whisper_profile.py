@@ -92,10 +92,9 @@ def labelled(model: Any, engine: Optional[WhisperEngine] = None) -> Iterator[Non
 
     attend, quantize = whisper_model.attend, fp8.quantize_rowwise
 
-    def labelled_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor],
-                        kernel: str = "sdpa") -> torch.Tensor:
+    def labelled_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
         with record_function(f"{LABEL}attention:{k.shape[-2]}"):
-            return attend(q, k, v, mask, kernel)
+            return attend(q, k, v, mask)
 
     def labelled_quantize(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         with record_function(f"{LABEL}quantize"):

@@ -41,9 +41,7 @@
 //                     window whatever languageDetection says: b13 now runs as b10, and b14 as b9;
 //   whisper-b14-pieces-window: (b9), two instances under MPS with the clips cut and the encoder compiled,
 //                     with each piece's language detected on its own window (b13 on two instances);
-//   whisper-b15-pieces-window-fp8: (b14) with the encoder's products in FP8 (matmul fp8);
-//   whisper-b16-pieces-window-matmul: (b14) with the decode step attending by two products around a
-//                     softmax (stepAttention: matmul) instead of the fused attention kernel.
+//   whisper-b15-pieces-window-fp8: (b14) with the encoder's products in FP8 (matmul fp8).
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
 // lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
 // 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
@@ -155,10 +153,6 @@ export const CONFIGS = {
   'whisper-b15-pieces-window-fp8': config({
     ...B8,
     variant: { ...B6.variant, compileEncoder: true, languageDetection: 'window', matmul: 'fp8' },
-  }),
-  'whisper-b16-pieces-window-matmul': config({
-    ...B8,
-    variant: { ...B6.variant, compileEncoder: true, languageDetection: 'window', stepAttention: 'matmul' },
   }),
 };
 

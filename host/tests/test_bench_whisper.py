@@ -74,17 +74,6 @@ def test_the_ahead_part_runs_the_engine_with_and_without_step_ahead_on_the_same_
     assert "step ahead x" in capsys.readouterr().out
 
 
-def test_the_attention_part_times_a_step_with_each_step_attention(tmp_path: Path,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "bench.json"
-    assert bench_whisper.main(["--device", "cpu", "--config", "tiny", "--clip-seconds", "2", "--batch-sizes", "1,2",
-                               "--parts", "attention", "--stage-repeats", "3", "--out", str(out)]) == 0
-    attention = json.loads(out.read_text())["stepAttention"]
-    assert sorted(attention) == ["matmul", "sdpa"]
-    assert all(sorted(attention[k]) == ["1", "2"] and min(attention[k].values()) > 0 for k in attention)
-    assert "step ms, matmul" in capsys.readouterr().out
-
-
 def test_the_profile_part_on_the_cpu_reports_categories_and_explains_what_it_skips(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "profile.json"

@@ -262,7 +262,6 @@ def test_adapter_language_detection_option_sets_the_encoder_inputs_of_a_short_cl
     ({"matmul": "fp8", "device": "cpu", "compileEncoder": False}, "matmul fp8 needs a CUDA device: got device 'cpu'"),
     ({"compileEncoder": 1}, "Expected compileEncoder to be true or false"),
     ({"languageDetection": "fast"}, "Expected languageDetection to be reference or window: got 'fast'"),
-    ({"stepAttention": "flash"}, "Expected stepAttention to be sdpa or matmul: got 'flash'"),
 ])
 def test_adapter_options_fail_the_load(options: Dict[str, Any], message: str) -> None:
     with pytest.raises(InstanceError, match=message) as info:
@@ -526,24 +525,3 @@ def test_a_failed_step_fails_the_batches_in_the_engine_and_the_next_batch_runs(
     adapter.close()
     with pytest.raises(InstanceError):
         adapter.begin([BatchInput("c", _pcm(1.0, 3), language="en")], None)
-
-
-def test_the_step_attending_by_matmul_changes_no_transcript() -> None:
-    """The step's attention as two products around a softmax gives the transcripts of the fused kernel's
-    (float32, where torch has ``F.scaled_dot_product_attention``; else both take the products), and the adapter
-    option reaches the engine."""
-    model = build_model(TINY, seed=5).float()
-    audios = [_audio(33.0, 21), _audio(3.0, 22), _audio(2.0, 23), _audio(1.0, 24)]
-    requests = [RequestOptions(language="en"), RequestOptions(), RequestOptions(language="de", prompt="the cat"),
-                RequestOptions(timestamps=False, language="fr")]
-
-    def run(attention: str) -> List[Any]:
-        options: Dict[str, Any] = {"slots": 4, "batch_sizes": (1, 2, 4), "max_tokens_per_audio_second": 2.0,
-                                   "step_attention": attention, **NO_FALLBACK}
-        engine = WhisperEngine(model, tiny_tokenizer(), torch.device("cpu"), torch.float32, EngineOptions(**options))
-        return _summary(engine.transcribe(audios, requests))
-
-    assert run("matmul") == run("sdpa")
-    with pytest.raises(ValueError, match="Expected step_attention to be one of"):
-        WhisperEngine(model, tiny_tokenizer(), torch.device("cpu"), torch.float32, EngineOptions(step_attention="flash"))
-    assert _adapter({"config": "tiny", "seed": 5, "stepAttention": "matmul"}).engine.options.step_attention == "matmul"

@@ -38,7 +38,6 @@ describe('whisper benchmark configs', () => {
       'whisper-b13-one-pieces-window',
       'whisper-b14-pieces-window',
       'whisper-b15-pieces-window-fp8',
-      'whisper-b16-pieces-window-matmul',
     ]);
     const cut = new Set([
       'whisper-b8-pieces',
@@ -49,7 +48,6 @@ describe('whisper benchmark configs', () => {
       'whisper-b13-one-pieces-window',
       'whisper-b14-pieces-window',
       'whisper-b15-pieces-window-fp8',
-      'whisper-b16-pieces-window-matmul',
     ]);
     for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
@@ -151,11 +149,6 @@ describe('whisper benchmark configs', () => {
       ...side('whisper-b14-pieces-window'),
       models: { whisper: { ...b14Whisper, options: { ...b14Whisper.options, matmul: 'fp8' } } },
     });
-    // b16: b14 with the decode step attending by two products around a softmax.
-    assert.deepEqual(configs['whisper-b16-pieces-window-matmul'], {
-      ...side('whisper-b14-pieces-window'),
-      models: { whisper: { ...b14Whisper, options: { ...b14Whisper.options, stepAttention: 'matmul' } } },
-    });
   });
 
   it('writes one file per side', () => {
@@ -171,7 +164,6 @@ describe('whisper benchmark configs', () => {
       'whisper-b13-one-pieces-window.json',
       'whisper-b14-pieces-window.json',
       'whisper-b15-pieces-window-fp8.json',
-      'whisper-b16-pieces-window-matmul.json',
       'whisper-b2-group-join.json',
       'whisper-b3-overlap.json',
       'whisper-b4-group-overlap.json',

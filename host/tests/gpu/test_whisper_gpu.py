@@ -143,24 +143,6 @@ def test_steps_launched_ahead_of_the_host_give_the_same_transcripts(tiny: Whispe
     assert _summary(ahead.results(first) + ahead.results(rest)) == _summary(expected)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_steps_attending_by_matmul_replay_as_they_run_eager(tiny: WhisperModel, dtype: torch.dtype) -> None:
-    """step_attention matmul on CUDA: its graphs replay what its eager step gives, and in float32 it gives the
-    transcripts of the fused attention kernel's steps."""
-    model = tiny.to(dtype)
-    audios = [_audio(s, 30 + i) for i, s in enumerate((45.0, 3.0, 12.0, 1.0, 8.0))]
-    requests = [RequestOptions(language="en"), RequestOptions(), RequestOptions(language="de", prompt="the cat"),
-                RequestOptions(timestamps=False, language="fr"), RequestOptions(language="en")]
-    eager = _engine(model, dtype, step_attention="matmul")
-    graphed = _engine(model, dtype, use_graphs=True, step_attention="matmul")
-    assert graphed.capture_graphs() == 4
-    expected = eager.transcribe(audios, requests)
-    assert _summary(graphed.transcribe(audios, requests)) == _summary(expected)
-    assert graphed.counters.graph_replays > 0 and graphed.counters.eager_steps == 0
-    if dtype == torch.float32:
-        assert _summary(_engine(model, dtype).transcribe(audios, requests)) == _summary(expected)
-
-
 def test_the_compiled_encoder_follows_the_eager_one() -> None:
     """compileEncoder: the compiled encoder (batch size dynamic) gives the eager encoder's output at the
     compiled size and at a larger one that reuses it (a batch of 1 stays eager); its four blocks share

@@ -27,7 +27,6 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``overlapEncoder`` | false | a group that joins while slots decode is encoded on a CUDA stream of its own, the decode steps going on meanwhile; it enters at the first step after (decoding.py) |
 | ``stepAhead`` | false | each decode step is launched before the previous step's tokens are read, so that the host's work on them (ending windows, joins) overlaps a step on the GPU; a window's end is seen one step later (decoding.py) |
 | ``languageDetection`` | ``"reference"`` | where a request names no language, a clip shorter than 30 s is detected on ``"reference"``: OpenAI's input, the clip followed by silence, one more window in its encoder call; ``"window"``: its own decode window (padded with 0.0), no extra window, as faster-whisper does (the language may differ where the two disagree) |
-| ``stepAttention`` | ``"sdpa"`` | how the decode step attends to its slots' keys and values: ``"sdpa"`` (``F.scaled_dot_product_attention``) or ``"matmul"`` (two batched products around a float32 softmax, reading each key and value once for the step's single query a row: model.py ``attend``) |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel |
 
 Per request: ``language`` (an ISO 639-1 code the model knows; detected from the first 30 s when absent),
@@ -60,7 +59,7 @@ from .checkpoints import CheckpointError, load_hf_directory, load_openai_checkpo
 from .config import N_FRAMES, PRESETS, count_parameters
 from .decoding import TASKS, DecodedSegment, EngineOptions, RequestOptions, Transcription, WhisperEngine
 from .features import pcm_to_float
-from .model import ATTENTION_KERNELS, COMPILED_MIN_WINDOWS, WhisperModel, build_model
+from .model import COMPILED_MIN_WINDOWS, WhisperModel, build_model
 from .service import DecodeService
 from .tokenizer import LANGUAGES, WhisperTokenizer, synthetic_tokenizer, tiny_tokenizer
 
@@ -89,7 +88,6 @@ DEFAULT_OPTIONS: Dict[str, Any] = {
     "overlapEncoder": False,
     "stepAhead": False,
     "languageDetection": "reference",
-    "stepAttention": "sdpa",
     "probeTimeoutMs": 1500,
 }
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp64": torch.float64}
@@ -165,8 +163,6 @@ def parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
         problems.append(f"compileEncoder needs torch >= 2.2: this is torch {torch.__version__}")
     if options["languageDetection"] not in LANGUAGE_DETECTIONS:
         problems.append(f"Expected languageDetection to be reference or window: got {options['languageDetection']!r}")
-    if options["stepAttention"] not in ATTENTION_KERNELS:
-        problems.append(f"Expected stepAttention to be sdpa or matmul: got {options['stepAttention']!r}")
     if options["matmul"] not in MATMUL_KINDS:
         problems.append(f"Expected matmul to be bf16 or fp8: got {options['matmul']!r}")
     elif options["matmul"] == "fp8":
@@ -265,7 +261,7 @@ class WhisperAdapter:
             condition_on_previous_text=bool(options["conditionOnPreviousText"]), seed=int(options["seed"]),
             join_min_windows=int(options["joinMinWindows"]), join_max_wait_s=int(options["joinMaxWaitMs"]) / 1000,
             overlap_encoder=bool(options["overlapEncoder"]), step_ahead=bool(options["stepAhead"]),
-            detect_on_window=options["languageDetection"] == "window", step_attention=str(options["stepAttention"]))
+            detect_on_window=options["languageDetection"] == "window")
         self._engine = WhisperEngine(model, tokenizer, device, _DTYPES[dtype_name], engine_options)
         return WhisperLoadInfo(
             device=str(device), parameters=count_parameters(model.config), memory_bytes=self._memory_bytes(),

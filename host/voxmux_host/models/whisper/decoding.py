@@ -53,7 +53,7 @@ import torch
 from .config import FRAMES_PER_SECOND, HOP_LENGTH, INPUT_STRIDE, N_FRAMES, SAMPLE_RATE, TIME_PRECISION
 from .alignment import WordTiming, find_alignment
 from .features import log_mel_spectrogram
-from .model import ATTENTION_KERNELS, KVCache, WhisperModel
+from .model import KVCache, WhisperModel
 from .tokenizer import WhisperTokenizer
 from .word_adjustments import add_word_timestamps, get_end, speech_end
 
@@ -111,9 +111,6 @@ class EngineOptions:
     #: of the clip followed by silence: no second window in the encoder call, as faster-whisper does; the
     #: detected language may differ from OpenAI's where the two inputs disagree.
     detect_on_window: bool = False
-    #: How the decode step attends, one of model.ATTENTION_KERNELS: ``sdpa`` or ``matmul`` (see there). The
-    #: prompts' prefill and language detection use ``sdpa`` either way.
-    step_attention: str = "sdpa"
 
 
 @dataclass
@@ -260,8 +257,6 @@ class WhisperEngine:
         config = model.config
         if tokenizer.n_vocab != config.n_vocab:
             raise ValueError(f"Expected a tokenizer of {config.n_vocab} tokens: got {tokenizer.n_vocab}")
-        if options.step_attention not in ATTENTION_KERNELS:
-            raise ValueError(f"Expected step_attention to be one of {ATTENTION_KERNELS}: got {options.step_attention!r}")
         self.model, self.tokenizer, self.device, self.dtype, self.options = model, tokenizer, device, dtype, options
         self.clock = clock  # seconds, for join_max_wait_s
         self.config = config
@@ -310,8 +305,7 @@ class WhisperEngine:
     @torch.no_grad()
     def _step(self, b: int) -> None:
         st, t = self.state, self.tokenizer
-        hidden = self.model.decoder.forward_cached(self.cache, st.tokens[:b, None], st.positions[:b, None],
-                                                   attention=self.options.step_attention)
+        hidden = self.model.decoder.forward_cached(self.cache, st.tokens[:b, None], st.positions[:b, None])
         logits = self.model.decoder.logits(hidden[:, -1])
         next_tokens, logprobs = self._select(logits, b)
         st.out_tokens[:b].copy_(next_tokens)

@@ -37,18 +37,10 @@ def sinusoids(length: int, channels: int, max_timescale: float = 10000.0) -> tor
     return torch.cat([torch.sin(scaled_time), torch.cos(scaled_time)], dim=1)
 
 
-#: How :func:`attend` computes: ``sdpa``, ``F.scaled_dot_product_attention`` (torch >= 2.0; float64 and older
-#: torch take the other way), or ``matmul``, two batched products around a float32 softmax. For the cached
-#: decoder step's single query a row, ``matmul`` reads each key and value once, where a fused attention kernel
-#: (FlashAttention's) works through blocks of 64 or 128 query rows of which one is real.
-ATTENTION_KERNELS = ("sdpa", "matmul")
-
-
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor],
-           kernel: str = "sdpa") -> torch.Tensor:
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
     """Scaled dot-product attention; q [B, H, T, D], k and v [B, H, S, D], mask bool (True: attend),
-    broadcastable to [B, H, T, S]; ``kernel`` one of :data:`ATTENTION_KERNELS`. Softmax in float32."""
-    if kernel == "sdpa" and HAS_SDPA and q.dtype != torch.float64:
+    broadcastable to [B, H, T, S]. Softmax in float32."""
+    if HAS_SDPA and q.dtype != torch.float64:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # type: ignore[attr-defined,no-any-return]
     scores = torch.matmul(q, k.transpose(-1, -2))
     if scores.dtype not in (torch.float32, torch.float64):
@@ -223,11 +215,10 @@ class TextDecoder(nn.Module):
             cache.cross_v[layer][slots] = attn.heads(attn.value(xa)).to(cache.cross_v[layer].dtype)
 
     def forward_cached(self, cache: KVCache, tokens: torch.Tensor, positions: torch.Tensor,
-                       slots: Optional[torch.Tensor] = None, attention: str = "sdpa") -> torch.Tensor:
+                       slots: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Tokens [B, T] at positions [B, T] of cache slots ``slots`` [B] (None: slots 0..B-1, read as views,
         which is the CUDA-graph path): writes their keys and values, attends to each slot's cache up to each
-        query's position and to its audio window (``attention``: :func:`attend`'s kernel); returns the hidden
-        states [B, T, D] (before ``ln``)."""
+        query's position and to its audio window; returns the hidden states [B, T, D] (before ``ln``)."""
         batch, _ = tokens.shape
         dtype = cache.self_k[0].dtype
         x = (self.token_embedding(tokens) + self.positional_embedding[positions]).to(dtype)
@@ -247,10 +238,10 @@ class TextDecoder(nn.Module):
             else:
                 keys, values = k_cache[slots], v_cache[slots]
                 cross_k, cross_v = cache.cross_k[layer][slots], cache.cross_v[layer][slots]
-            x = x + attn.merge(attend(q, keys, values, mask, attention))
+            x = x + attn.merge(attend(q, keys, values, mask))
             cross = block.cross_attn
             h = block.cross_attn_ln(x)
-            x = x + cross.merge(attend(cross.heads(cross.query(h)), cross_k, cross_v, None, attention))
+            x = x + cross.merge(attend(cross.heads(cross.query(h)), cross_k, cross_v, None))
             x = x + block.mlp(block.mlp_ln(x))
         return x  # type: ignore[no-any-return]
 
