@@ -20,6 +20,7 @@ FP8, graphs) is skipped with the reason in the report.
     python3 host/bench_whisper.py --device cuda --config large-v3-turbo --clip-seconds 45 --out engine.json
     python3 host/bench_whisper.py --device cuda --parts variants --batch-sizes 16,64 --out encoder.json  # the encoder alone
     python3 host/bench_whisper.py --device cuda --parts ahead --batch-sizes 64 --out ahead.json  # step_ahead against not
+    python3 host/bench_whisper.py --device cuda --parts rules --batch-sizes 1,16,64 --out rules.json  # compile_rules against not
     python3 host/bench_whisper.py --device cuda --parts profile --batch-sizes 1,16,64 --profile-batch-sizes 1,16,64 \
         --out profile.json  # where the time goes (meant to take under 5 minutes, compiles included)
     python3 host/bench_whisper.py --device cpu --config tiny --clip-seconds 2 --batch-sizes 2 --naive-clips 1  # dry run
@@ -100,6 +101,9 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, Any]:
     if "stages" in args.parts:
         report["stages"] = stage_times(engine, model, config, sizes, device, dtype, args.stage_repeats)
         progress(report, args.out, "stages")
+    if "rules" in args.parts:
+        report["stepRules"] = step_rules_times(engine, model, tokenizer, sizes, device, dtype, common, args.stage_repeats)
+        progress(report, args.out, "step rules")
     if "ahead" in args.parts:
         report["stepAhead"] = step_ahead(engine, model, tokenizer, clips, device, dtype, common, args)
         progress(report, args.out, "step ahead")
@@ -211,6 +215,30 @@ def stage_times(engine: WhisperEngine, model: Any, config: Any, sizes: Sequence[
 
 
 @torch.no_grad()
+def step_rules_times(engine: WhisperEngine, model: Any, tokenizer: Any, sizes: Sequence[int], device: torch.device,
+                     dtype: torch.dtype, common: Dict[str, Any], repeats: int) -> Dict[str, Any]:
+    """One decode step for b slots, the replayed graph, with the logit rules eager (``engine``) and compiled
+    (compile_rules: a second engine on the same model, CUDA only), alternating per batch size; milliseconds.
+    Elsewhere only the eager side runs, and the report says why."""
+    times: Dict[str, Any] = {"eager": {}, "compiled": {}}
+    compiled = None
+    if engine.options.use_graphs:
+        options = engine.options
+        compiled = WhisperEngine(model, tokenizer, device, dtype, EngineOptions(
+            slots=options.slots, batch_sizes=options.batch_sizes, use_graphs=True, compile_rules=True, **common))
+        start = time.perf_counter()
+        compiled.capture_graphs()
+        times["compileSeconds"] = time.perf_counter() - start
+    else:
+        times["skipped"] = "compile_rules runs in CUDA graphs: not on this device"
+    for b in sizes:
+        for name, side in (("eager", engine), ("compiled", compiled)):
+            if side is not None:
+                times[name][str(b)] = timed_ms(lambda: side._run_step(b), device, repeats)
+    return times
+
+
+@torch.no_grad()
 def encoder_variants(model: Any, config: Any, sizes: Sequence[int], device: torch.device, dtype: torch.dtype,
                      variants: Sequence[str], repeats: int) -> Dict[str, Dict[str, float]]:
     """The encoder's time on b padded 30 s windows, side by side: ``eager``; ``compiled`` (compileEncoder:
@@ -246,6 +274,11 @@ def print_table(report: Dict[str, Any]) -> None:
         print("batch  encoder ms (b windows)  step ms (b slots)")
         for b, ms in stages["encoderMs"].items():
             print(f"{b:>5} {ms:>22.2f} {stages['stepMs'][b]:>18.3f}")
+    rules = report.get("stepRules")
+    if rules is not None:
+        print("batch  step ms, rules eager  step ms, rules compiled" + (f"  ({rules['skipped']})" if "skipped" in rules else ""))
+        for b, ms in rules["eager"].items():
+            print(f"{b:>5} {ms:>20.3f} {rules['compiled'].get(b, float('nan')):>23.3f}")
     variants = report.get("encoderVariants")
     if variants:
         print("batch  " + "  ".join(f"encoder ms {v:>8}" for v in variants))
@@ -278,7 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--encoder-variants", type=lambda s: [v for v in s.split(",") if v], default=None,
                         help="eager,compiled,fp8 (default: all three on CUDA, eager on the CPU)")
     parser.add_argument("--parts", type=lambda s: [p for p in s.split(",") if p], default=["modes", "stages", "variants"],
-                        help="modes (naive and engine throughput), stages (encoder and step times), variants "
+                        help="modes (naive and engine throughput), stages (encoder and step times), rules "
+                             "(a replayed step with its logit rules eager and compiled), variants "
                              "(the encoder eager, compiled, fp8), ahead (the engine with and without step_ahead), "
                              "profile (kernel time by category of the encoder's variants, its products alone and "
                              "decode steps, under torch.profiler); default modes,stages,variants; each is written "
@@ -298,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = set(args.encoder_variants) - {"eager", "compiled", "fp8"}
     if unknown:
         parser.error(f"unknown encoder variants: {sorted(unknown)}")
-    unknown = set(args.parts) - {"modes", "stages", "variants", "ahead", "profile"}
+    unknown = set(args.parts) - {"modes", "stages", "rules", "variants", "ahead", "profile"}
     if unknown:
         parser.error(f"unknown parts: {sorted(unknown)}")
     torch.manual_seed(args.seed)

@@ -74,6 +74,17 @@ def test_the_ahead_part_runs_the_engine_with_and_without_step_ahead_on_the_same_
     assert "step ahead x" in capsys.readouterr().out
 
 
+def test_the_rules_part_times_the_eager_side_and_says_why_the_compiled_one_is_skipped_on_the_cpu(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "bench.json"
+    assert bench_whisper.main(["--device", "cpu", "--config", "tiny", "--clip-seconds", "2", "--batch-sizes", "1,2",
+                               "--parts", "rules", "--stage-repeats", "3", "--out", str(out)]) == 0
+    rules = json.loads(out.read_text())["stepRules"]
+    assert sorted(rules["eager"]) == ["1", "2"] and min(rules["eager"].values()) > 0 and rules["compiled"] == {}
+    assert "CUDA graphs" in rules["skipped"]
+    assert "rules compiled" in capsys.readouterr().out
+
+
 def test_the_profile_part_on_the_cpu_reports_categories_and_explains_what_it_skips(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "profile.json"

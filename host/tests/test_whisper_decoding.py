@@ -262,11 +262,21 @@ def test_adapter_language_detection_option_sets_the_encoder_inputs_of_a_short_cl
     ({"matmul": "fp8", "device": "cpu", "compileEncoder": False}, "matmul fp8 needs a CUDA device: got device 'cpu'"),
     ({"compileEncoder": 1}, "Expected compileEncoder to be true or false"),
     ({"languageDetection": "fast"}, "Expected languageDetection to be reference or window: got 'fast'"),
+    ({"compileRules": "yes"}, "Expected compileRules to be true or false"),
+    ({"compileRules": True, "cudaGraphs": False},
+     "compileRules needs cudaGraphs: true" if hasattr(torch, "compile") else "compileRules needs torch >= 2.0"),
+    ({"compileRules": True},
+     "compileRules needs a CUDA device" if hasattr(torch, "compile") else "compileRules needs torch >= 2.0"),
 ])
 def test_adapter_options_fail_the_load(options: Dict[str, Any], message: str) -> None:
     with pytest.raises(InstanceError, match=message) as info:
         WhisperAdapter().load(LoadContext("i0", "w", {"device": "cpu", "config": "tiny", **options}))
     assert info.value.code == "load_failed"
+
+
+def test_compiled_rules_need_graphs_on_cuda() -> None:
+    with pytest.raises(ValueError, match="Expected compile_rules with use_graphs on a CUDA device"):
+        _engine(build_model(TINY, seed=5).double(), compile_rules=True)
 
 
 def test_both_checkpoint_layouts_give_the_same_transcripts(tmp_path: Path) -> None:

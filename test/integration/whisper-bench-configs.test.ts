@@ -38,6 +38,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b13-one-pieces-window',
       'whisper-b14-pieces-window',
       'whisper-b15-pieces-window-fp8',
+      'whisper-b17-pieces-rules',
     ]);
     const cut = new Set([
       'whisper-b8-pieces',
@@ -48,6 +49,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b13-one-pieces-window',
       'whisper-b14-pieces-window',
       'whisper-b15-pieces-window-fp8',
+      'whisper-b17-pieces-rules',
     ]);
     for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
@@ -149,6 +151,11 @@ describe('whisper benchmark configs', () => {
       ...side('whisper-b14-pieces-window'),
       models: { whisper: { ...b14Whisper, options: { ...b14Whisper.options, matmul: 'fp8' } } },
     });
+    // b17: b14 with the step's logit rules compiled.
+    assert.deepEqual(configs['whisper-b17-pieces-rules'], {
+      ...side('whisper-b14-pieces-window'),
+      models: { whisper: { ...b14Whisper, options: { ...b14Whisper.options, compileRules: true } } },
+    });
   });
 
   it('writes one file per side', () => {
@@ -164,6 +171,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b13-one-pieces-window.json',
       'whisper-b14-pieces-window.json',
       'whisper-b15-pieces-window-fp8.json',
+      'whisper-b17-pieces-rules.json',
       'whisper-b2-group-join.json',
       'whisper-b3-overlap.json',
       'whisper-b4-group-overlap.json',

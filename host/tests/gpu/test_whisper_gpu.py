@@ -143,6 +143,24 @@ def test_steps_launched_ahead_of_the_host_give_the_same_transcripts(tiny: Whispe
     assert _summary(ahead.results(first) + ahead.results(rest)) == _summary(expected)
 
 
+def test_compiled_logit_rules_give_the_eager_rules_transcripts(tiny: WhisperModel) -> None:
+    """compile_rules: the step's logit rules and choice compiled once per batch size at capture, replayed in the
+    step's graphs, give the transcripts of the eager rules (float32; timestamps on and off, a prompt, a
+    translation, a budget that forces end-of-text), and sampling at a temperature still runs."""
+    model = tiny.to(torch.float32)
+    audios = [_audio(s, 40 + i) for i, s in enumerate((45.0, 3.0, 12.0, 1.0, 8.0, 31.0))]
+    requests = [RequestOptions(language="en"), RequestOptions(), RequestOptions(language="de", prompt="the cat"),
+                RequestOptions(timestamps=False, language="fr"), RequestOptions(language="es", task="translate"),
+                RequestOptions(language="en")]
+    eager = _engine(model, torch.float32, use_graphs=True)
+    compiled = _engine(model, torch.float32, use_graphs=True, compile_rules=True)
+    assert eager.capture_graphs() == 4 and compiled.capture_graphs() == 4
+    assert _summary(compiled.transcribe(audios, requests)) == _summary(eager.transcribe(audios, requests))
+    assert compiled.counters.graph_replays > 0 and compiled.counters.eager_steps == 0
+    hot = compiled.transcribe(audios[:2], [RequestOptions(language="en", temperature=0.8)] * 2)
+    assert all(r.tokens > 0 for r in hot)
+
+
 def test_the_compiled_encoder_follows_the_eager_one() -> None:
     """compileEncoder: the compiled encoder (batch size dynamic) gives the eager encoder's output at the
     compiled size and at a larger one that reuses it (a batch of 1 stays eager); its four blocks share

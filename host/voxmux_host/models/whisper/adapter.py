@@ -27,6 +27,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``overlapEncoder`` | false | a group that joins while slots decode is encoded on a CUDA stream of its own, the decode steps going on meanwhile; it enters at the first step after (decoding.py) |
 | ``stepAhead`` | false | each decode step is launched before the previous step's tokens are read, so that the host's work on them (ending windows, joins) overlaps a step on the GPU; a window's end is seen one step later (decoding.py) |
 | ``languageDetection`` | ``"reference"`` | where a request names no language, a clip shorter than 30 s is detected on ``"reference"``: OpenAI's input, the clip followed by silence, one more window in its encoder call; ``"window"``: its own decode window (padded with 0.0), no extra window, as faster-whisper does (the language may differ where the two disagree) |
+| ``compileRules`` | false | ``torch.compile`` the decode step's logit rules and token choice (torch >= 2.0 with Triton, ``cudaGraphs`` on a CUDA device: one compilation per batch size at warmup); the sampling noise stays outside |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel |
 
 Per request: ``language`` (an ISO 639-1 code the model knows; detected from the first 30 s when absent),
@@ -87,6 +88,7 @@ DEFAULT_OPTIONS: Dict[str, Any] = {
     "joinMaxWaitMs": 0,
     "overlapEncoder": False,
     "stepAhead": False,
+    "compileRules": False,
     "languageDetection": "reference",
     "probeTimeoutMs": 1500,
 }
@@ -156,11 +158,15 @@ def parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
     budget = options["maxTokensPerAudioSecond"]
     if budget is not None and (not is_number(budget) or budget <= 0):
         problems.append(f"Expected maxTokensPerAudioSecond to be a positive number or null: got {budget!r}")
-    for key in ("cudaGraphs", "conditionOnPreviousText", "overlapEncoder", "stepAhead", "compileEncoder"):
+    for key in ("cudaGraphs", "conditionOnPreviousText", "overlapEncoder", "stepAhead", "compileEncoder", "compileRules"):
         if not isinstance(options[key], bool):
             problems.append(f"Expected {key} to be true or false: got {options[key]!r}")
     if options["compileEncoder"] is True and not hasattr(torch.nn.Module, "compile"):
         problems.append(f"compileEncoder needs torch >= 2.2: this is torch {torch.__version__}")
+    if options["compileRules"] is True and not hasattr(torch, "compile"):
+        problems.append(f"compileRules needs torch >= 2.0: this is torch {torch.__version__}")
+    elif options["compileRules"] is True and options["cudaGraphs"] is not True:
+        problems.append("compileRules needs cudaGraphs: true (the rules compile once per captured batch size)")
     if options["languageDetection"] not in LANGUAGE_DETECTIONS:
         problems.append(f"Expected languageDetection to be reference or window: got {options['languageDetection']!r}")
     if options["matmul"] not in MATMUL_KINDS:
@@ -252,6 +258,9 @@ class WhisperAdapter:
         if options["compileEncoder"]:
             model.encoder.compile_()
         sizes = tuple(sorted(set(int(b) for b in options["batchSizes"])))
+        if options["compileRules"] and device.type != "cuda":
+            raise InstanceError("load_failed", f"compileRules needs a CUDA device (it runs in the step's CUDA graphs): "
+                                               f"got device {device}")
         engine_options = EngineOptions(
             slots=sizes[-1], batch_sizes=sizes, use_graphs=bool(options["cudaGraphs"]) and device.type == "cuda",
             temperature_increment=float(options["temperatureIncrement"]),
@@ -261,6 +270,7 @@ class WhisperAdapter:
             condition_on_previous_text=bool(options["conditionOnPreviousText"]), seed=int(options["seed"]),
             join_min_windows=int(options["joinMinWindows"]), join_max_wait_s=int(options["joinMaxWaitMs"]) / 1000,
             overlap_encoder=bool(options["overlapEncoder"]), step_ahead=bool(options["stepAhead"]),
+            compile_rules=bool(options["compileRules"]),
             detect_on_window=options["languageDetection"] == "window")
         self._engine = WhisperEngine(model, tokenizer, device, _DTYPES[dtype_name], engine_options)
         return WhisperLoadInfo(

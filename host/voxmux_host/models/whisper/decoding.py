@@ -107,6 +107,10 @@ class EngineOptions:
     overlap_encoder: bool = False
     #: Launch each decode step before reading the previous step's tokens (see the module docstring).
     step_ahead: bool = False
+    #: Run the step's logit rules and choice (:func:`select_tokens`) through ``torch.compile``, one compilation
+    #: per batch size at graph capture (CUDA graphs only): about forty small kernels over the vocabulary, a
+    #: fifth to a quarter of a step on one H100 (bench/results/whisper-h100-2026-12-06), fuse into a few.
+    compile_rules: bool = False
     #: Detect a clip shorter than 30 s on its own decode window (padded with 0.0) instead of OpenAI's input
     #: of the clip followed by silence: no second window in the encoder call, as faster-whisper does; the
     #: detected language may differ from OpenAI's where the two inputs disagree.
@@ -244,6 +248,41 @@ class StepState:
         self.out_logprobs = torch.zeros(slots, dtype=torch.float64, device=device)
 
 
+def select_tokens(logits: torch.Tensor, uniform: torch.Tensor, timestamps: torch.Tensor, sampled: torch.Tensor,
+                  last: torch.Tensor, penult: torch.Tensor, ts_last: torch.Tensor, budget: torch.Tensor,
+                  temperature: torch.Tensor, vocab: torch.Tensor, is_ts: torch.Tensor, is_text: torch.Tensor,
+                  suppress: torch.Tensor, blank: torch.Tensor, eot_row: torch.Tensor,
+                  timestamp_begin: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The logit rules of a step and its choice: logits [B, V] (float32), uniform noise [B, V] in [0, 1), each
+    row's state [B, 1] (timestamps on, tokens sampled, the last two tokens, the last timestamp, the token
+    budget, the temperature) and the vocabulary's masks [1, V] -> the next tokens [B] and their
+    log-probabilities [B]. OpenAI's rules: suppressed tokens, no blank or end-of-text first; timestamps in
+    pairs, never decreasing, the first at most MAX_INITIAL_TIMESTAMP_INDEX; a timestamp forced where their
+    total probability beats every text token's; end-of-text at the budget. Greedy at temperature 0, else
+    a Gumbel-max sample. Module-free (tensors and an integer) so that ``torch.compile`` can fuse its
+    forty-odd passes over the vocabulary into a few kernels (EngineOptions.compile_rules)."""
+    ts = timestamps
+    begin = sampled == 0
+    forbid = suppress | (begin & blank) | (~ts & is_ts)
+    last_ts = (sampled >= 1) & (last >= timestamp_begin)
+    penult_ts = (sampled < 2) | (penult >= timestamp_begin)
+    forbid = forbid | (ts & last_ts & penult_ts & is_ts) | (ts & last_ts & ~penult_ts & is_text)
+    lower = torch.where(last_ts & ~penult_ts, ts_last, ts_last + 1)
+    forbid = forbid | (ts & is_ts & (vocab < lower))
+    forbid = forbid | (ts & begin & (~is_ts | (vocab > timestamp_begin + MAX_INITIAL_TIMESTAMP_INDEX)))
+    masked = logits.masked_fill(forbid, float("-inf"))
+    logprobs = torch.log_softmax(masked, dim=-1)
+    ts_logprob = torch.logsumexp(logprobs.masked_fill(~is_ts, float("-inf")), dim=-1, keepdim=True)
+    text_logprob = logprobs.masked_fill(is_ts, float("-inf")).max(dim=-1, keepdim=True).values
+    masked = masked.masked_fill(ts & (ts_logprob > text_logprob) & ~is_ts, float("-inf"))
+    masked = torch.where(sampled >= budget, eot_row, masked)
+    logprobs = torch.log_softmax(masked, dim=-1)
+    gumbel = -torch.log(-torch.log(uniform.clamp(1e-10, 1.0 - 1e-7)))
+    sampled_tokens = (masked / temperature.clamp(min=1e-6) + gumbel).argmax(dim=-1)
+    next_tokens = torch.where(temperature[:, 0] > 0, sampled_tokens, masked.argmax(dim=-1))
+    return next_tokens, logprobs.gather(1, next_tokens[:, None])[:, 0]
+
+
 def compression_ratio(text: str) -> float:
     raw = text.encode("utf-8")
     return len(raw) / len(zlib.compress(raw)) if raw else 0.0
@@ -283,6 +322,15 @@ class WhisperEngine:
         self.eot_row = torch.full((config.n_vocab,), float("-inf"), device=device)
         self.eot_row[t.eot] = 0.0
         self.language_tokens = torch.tensor([t.language_ids[c] for c in t.languages], device=device)
+        self._select_tokens: Callable[..., Tuple[torch.Tensor, torch.Tensor]] = select_tokens
+        if options.compile_rules:
+            if not options.use_graphs or device.type != "cuda":
+                raise ValueError("Expected compile_rules with use_graphs on a CUDA device: the compiled rules are "
+                                 "compiled once per batch size, at graph capture")
+            compile_fn = getattr(torch, "compile", None)
+            if compile_fn is None:
+                raise ValueError(f"Expected torch >= 2.0 for compile_rules: got torch {torch.__version__}")
+            self._select_tokens = compile_fn(select_tokens, dynamic=False)
         # Windows waiting for a slot, and the slots' windows: shared by every submitted batch.
         self._waiting: Deque[_Window] = deque()
         self._slots: List[Optional[_Active]] = [None] * options.slots
@@ -318,33 +366,15 @@ class WhisperEngine:
         st.positions[:b].copy_(torch.clamp(st.positions[:b] + 1, max=self.config.n_text_ctx - 1))
 
     def _select(self, logits: torch.Tensor, b: int) -> Tuple[torch.Tensor, torch.Tensor]:
-        st, t = self.state, self.tokenizer
-        vocab, is_ts, is_text = self.vocab[None, :], self.is_timestamp[None, :], self.is_text[None, :]
-        ts = st.timestamps[:b, None]
-        sampled, last, penult = st.sampled[:b, None], st.last[:b, None], st.penult[:b, None]
-        begin = sampled == 0
-        forbid = self.suppress[None, :] | (begin & self.blank[None, :]) | (~ts & is_ts)
-        last_ts = (sampled >= 1) & (last >= t.timestamp_begin)
-        penult_ts = (sampled < 2) | (penult >= t.timestamp_begin)
-        forbid = forbid | (ts & last_ts & penult_ts & is_ts) | (ts & last_ts & ~penult_ts & is_text)
-        ts_last = st.ts_last[:b, None]
-        lower = torch.where(last_ts & ~penult_ts, ts_last, ts_last + 1)
-        forbid = forbid | (ts & is_ts & (vocab < lower))
-        forbid = forbid | (ts & begin & (~is_ts | (vocab > t.timestamp_begin + MAX_INITIAL_TIMESTAMP_INDEX)))
-        masked = logits.masked_fill(forbid, float("-inf"))
-        logprobs = torch.log_softmax(masked, dim=-1)
-        ts_logprob = torch.logsumexp(logprobs.masked_fill(~is_ts, float("-inf")), dim=-1, keepdim=True)
-        text_logprob = logprobs.masked_fill(is_ts, float("-inf")).max(dim=-1, keepdim=True).values
-        masked = masked.masked_fill(ts & (ts_logprob > text_logprob) & ~is_ts, float("-inf"))
-        over = sampled >= st.budget[:b, None]
-        masked = torch.where(over, self.eot_row[None, :], masked)
-        logprobs = torch.log_softmax(masked, dim=-1)
-        temperature = st.temperature[:b, None]
-        uniform = torch.rand(masked.shape, device=masked.device, generator=self.generator)
-        gumbel = -torch.log(-torch.log(uniform.clamp(1e-10, 1.0 - 1e-7)))
-        sampled_tokens = (masked / temperature.clamp(min=1e-6) + gumbel).argmax(dim=-1)
-        next_tokens = torch.where(temperature[:, 0] > 0, sampled_tokens, masked.argmax(dim=-1))
-        return next_tokens, logprobs.gather(1, next_tokens[:, None])[:, 0]
+        """Each of the first b slots' next token and its log-probability (:func:`select_tokens`, compiled with
+        ``compile_rules``); the sampling noise is drawn here, outside any compiled code."""
+        st = self.state
+        uniform = torch.rand(logits.shape, device=logits.device, generator=self.generator)
+        return self._select_tokens(  # type: ignore[no-any-return]
+            logits, uniform, st.timestamps[:b, None], st.sampled[:b, None], st.last[:b, None], st.penult[:b, None],
+            st.ts_last[:b, None], st.budget[:b, None], st.temperature[:b, None], self.vocab[None, :],
+            self.is_timestamp[None, :], self.is_text[None, :], self.suppress[None, :], self.blank[None, :],
+            self.eot_row[None, :], self.tokenizer.timestamp_begin)
 
     # ------------------------------------------------------------------ graphs
     def capture_graphs(self) -> int:
