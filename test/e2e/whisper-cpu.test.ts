@@ -131,12 +131,13 @@ describe('whisper adapter behind the server, through the openai SDK', () => {
     // The engine's counts reach /metrics with the heartbeats: wait until they stop changing.
     const settled = async () => {
       let last = JSON.stringify(await counts());
-      for (;;) {
+      for (const until = Date.now() + 20_000; Date.now() < until;) {
         await new Promise((resolve) => setTimeout(resolve, 500));
         const now = JSON.stringify(await counts());
         if (now === last) return JSON.parse(now) as Record<string, number>;
         last = now;
       }
+      throw new Error(`the engine's counts kept changing for 20 s: ${last}`);
     };
     const before = await settled();
     const result = await client.audio.transcriptions.create({ model: 'whisper-1', file: await toFile(pcm16Wav(long), 'long.wav') });
