@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import List, Optional, Tuple
 
 import numpy as np
 import pytest
@@ -247,3 +248,37 @@ def test_a_hf_checkpoint_with_an_untied_output_projection_and_another_problem_na
         load_hf_directory(str(tmp_path))
     assert "missing 1: model.decoder.layer_norm.bias" in str(info.value)
     assert "not tied 1: proj_out.weight" in str(info.value)
+
+
+def test_the_encoder_attention_quantizes_its_input_once_for_query_key_and_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With FP8 products (float stand-ins for float8 and torch._scaled_mm, which need a GPU), each encoder
+    block quantizes four inputs, not six: the query, key and value share one quantization of the block's
+    normalized input; the output follows the plain products."""
+    from voxmux_host import fp8
+
+    model = build_model(TINY, seed=3)
+    mel = torch.randn(2, 80, 3000, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = model.encoder(mel)
+    quantized: List[int] = []
+
+    def quantize(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        quantized.append(x.shape[-1])
+        return x, torch.ones(x.shape[0], 1)
+
+    def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+                  bias: Optional[torch.Tensor] = None, out_dtype: Optional[torch.dtype] = None,
+                  use_fast_accum: bool = False) -> torch.Tensor:
+        out = (a * scale_a) @ (b * scale_b)
+        return out if bias is None else out + bias
+
+    monkeypatch.setattr(fp8, "quantize_rowwise", quantize)
+    monkeypatch.setattr(torch, "_scaled_mm", scaled_mm, raising=False)
+    for linear in model.encoder.linears():
+        linear.fp8 = fp8.Fp8Weight(linear.weight.detach(), torch.ones(1, linear.out_features),
+                                   None if linear.bias is None else linear.bias.detach(), linear.weight.dtype)
+    with torch.no_grad():
+        got = model.encoder(mel)
+    assert torch.allclose(got, expected, atol=1e-5)
+    d = TINY.n_audio_state
+    assert quantized == [d, d, d, 4 * d] * TINY.n_audio_layer  # query/key/value once, output, MLP in, MLP out

@@ -24,7 +24,7 @@ Earlier releases had other forms (keyword-only optional scales, an amax output, 
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -97,24 +97,36 @@ def fp8_weight_from(weight: torch.Tensor, bias: Optional[torch.Tensor]) -> Fp8We
     return Fp8Weight(quantized.contiguous(), scale.reshape(1, n).contiguous(), kept_bias, weight.dtype)
 
 
-def fp8_linear(x: torch.Tensor, w: Fp8Weight) -> torch.Tensor:
-    """``F.linear(x, W, b)`` as one FP8 product: x [..., K] -> [..., N] in ``w.out_dtype``.
+def fp8_products(x: torch.Tensor, weights: Sequence[Fp8Weight]) -> List[torch.Tensor]:
+    """``F.linear(x, W, b)`` for each weight as one FP8 product, all sharing one quantization of x (an
+    attention layer's query, key and value read the same input): x [..., K] -> [..., N] each, in the
+    weight's ``out_dtype``.
 
     Needs :data:`FP8_AVAILABLE`, a CUDA device of compute capability 8.9 or higher and a bf16
     ``out_dtype``.
     """
     k = x.shape[-1]
     quantized, scale = quantize_rowwise(x.reshape(-1, k))
-    out: torch.Tensor = torch._scaled_mm(  # type: ignore[attr-defined]
-        quantized.contiguous(),
-        w.weight.t(),
-        scale_a=scale,
-        scale_b=w.scale,
-        bias=w.bias,
-        out_dtype=w.out_dtype,
-        use_fast_accum=USE_FAST_ACCUM,
-    )
-    return out.reshape(*x.shape[:-1], out.shape[-1])
+    quantized = quantized.contiguous()
+    outs = []
+    for w in weights:
+        out: torch.Tensor = torch._scaled_mm(  # type: ignore[attr-defined]
+            quantized,
+            w.weight.t(),
+            scale_a=scale,
+            scale_b=w.scale,
+            bias=w.bias,
+            out_dtype=w.out_dtype,
+            use_fast_accum=USE_FAST_ACCUM,
+        )
+        outs.append(out.reshape(*x.shape[:-1], out.shape[-1]))
+    return outs
+
+
+def fp8_linear(x: torch.Tensor, w: Fp8Weight) -> torch.Tensor:
+    """``F.linear(x, W, b)`` as one FP8 product: x [..., K] -> [..., N] in ``w.out_dtype`` (see
+    :func:`fp8_products`)."""
+    return fp8_products(x, (w,))[0]
 
 
 class Fp8CapableLinear(nn.Linear):

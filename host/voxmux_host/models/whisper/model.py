@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from voxmux_host import fp8
 from voxmux_host.fp8 import Fp8CapableLinear
 
 from .config import WhisperConfig
@@ -72,6 +73,10 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, xa: Optional[torch.Tensor] = None,
                 mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        if xa is None and self.query.fp8 is not None and self.key.fp8 is not None and self.value.fp8 is not None:
+            # FP8 products (the encoder's): the three read the same input, quantized once.
+            q, k, v = fp8.fp8_products(x, (self.query.fp8, self.key.fp8, self.value.fp8))
+            return self.merge(attend(self.heads(q), self.heads(k), self.heads(v), mask))
         source = x if xa is None else xa
         q, k, v = self.heads(self.query(x)), self.heads(self.key(source)), self.heads(self.value(source))
         return self.merge(attend(q, k, v, mask))
