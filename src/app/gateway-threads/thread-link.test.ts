@@ -68,10 +68,16 @@ const OPTIONS: SubmitOptions = { timeoutMs: 5000, requestId: 'r1', priority: 'hi
 
 describe('gateway thread link', () => {
   it('hands a transcription over with its samples, reports the dispatch and takes the memory back with the result', async () => {
-    let seen: { audio: Int16Array; language: string | null; priority: string | undefined } | undefined;
+    let seen: { audio: Int16Array; language: string | null; priority: string | undefined; rest: unknown } | undefined;
     const { deps, transfers } = link({
       transcribe: async (_model, request, options) => {
-        seen = { audio: new Int16Array(request.audio), language: request.language, priority: options.priority };
+        const { task, temperature, piece } = request;
+        seen = {
+          audio: new Int16Array(request.audio),
+          language: request.language,
+          priority: options.priority,
+          rest: { task, temperature, piece },
+        };
         options.onDispatched?.({ instanceId: 'i-0', queuedMs: 7 });
         return { text: 'hello', language: 'en', durationS: 1 } as never;
       },
@@ -80,13 +86,22 @@ describe('gateway thread link', () => {
     const dispatches: unknown[] = [];
     const result = await deps.transcribe(
       'm',
-      { audio: audio.subarray(1000), language: 'en', prompt: null, wordTimestamps: false },
+      {
+        audio: audio.subarray(1000),
+        language: 'en',
+        prompt: null,
+        wordTimestamps: false,
+        task: 'translate',
+        temperature: 0.4,
+        piece: true,
+      },
       { ...OPTIONS, onDispatched: (d) => dispatches.push(d) },
     );
     assert.equal((result as { text: string }).text, 'hello');
     assert.deepEqual(seen?.audio, audio.subarray(1000));
     assert.equal(seen?.language, 'en');
     assert.equal(seen?.priority, 'high');
+    assert.deepEqual(seen?.rest, { task: 'translate', temperature: 0.4, piece: true }, 'every field of the request crosses');
     assert.deepEqual(dispatches, [{ instanceId: 'i-0', queuedMs: 7 }]);
     // The caller's own samples are untouched (a copy crossed), and the copy's memory is pooled again.
     assert.equal(audio.length, 16_000);
