@@ -42,8 +42,10 @@
 //   whisper-b14-pieces-window: (b9), two instances under MPS with the clips cut and the encoder compiled,
 //                     with each piece's language detected on its own window (b13 on two instances);
 //   whisper-b15-pieces-window-fp8: (b14) with the encoder's products in FP8 (matmul fp8);
-//   whisper-b17-pieces-rules: (b14) with the decode step's logit rules compiled (compileRules). (b16, the
-//                     step's attention as two products, was measured slower and removed.)
+//   whisper-b17-pieces-rules: (b14) with the decode step's logit rules compiled (compileRules);
+//   whisper-b18-pieces-overlap: (b14) with each join's encoder call on a CUDA stream of its own beside the
+//                     decode steps (overlapEncoder), which a join otherwise stalls. (b16, the step's
+//                     attention as two products, was measured slower and removed.)
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
 // lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
 // 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
@@ -159,6 +161,10 @@ export const CONFIGS = {
   'whisper-b17-pieces-rules': config({
     ...B8,
     variant: { ...B6.variant, compileEncoder: true, languageDetection: 'window', compileRules: true },
+  }),
+  'whisper-b18-pieces-overlap': config({
+    ...B8,
+    variant: { ...B6.variant, compileEncoder: true, languageDetection: 'window', overlapEncoder: true },
   }),
 };
 

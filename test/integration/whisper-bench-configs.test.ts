@@ -39,6 +39,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b14-pieces-window',
       'whisper-b15-pieces-window-fp8',
       'whisper-b17-pieces-rules',
+      'whisper-b18-pieces-overlap',
     ]);
     const cut = new Set([
       'whisper-b8-pieces',
@@ -50,6 +51,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b14-pieces-window',
       'whisper-b15-pieces-window-fp8',
       'whisper-b17-pieces-rules',
+      'whisper-b18-pieces-overlap',
     ]);
     for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
@@ -156,6 +158,11 @@ describe('whisper benchmark configs', () => {
       ...side('whisper-b14-pieces-window'),
       models: { whisper: { ...b14Whisper, options: { ...b14Whisper.options, compileRules: true } } },
     });
+    // b18: b14 with each join's encoder call beside the decode steps.
+    assert.deepEqual(configs['whisper-b18-pieces-overlap'], {
+      ...side('whisper-b14-pieces-window'),
+      models: { whisper: { ...b14Whisper, options: { ...b14Whisper.options, overlapEncoder: true } } },
+    });
   });
 
   it('writes one file per side', () => {
@@ -172,6 +179,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b14-pieces-window.json',
       'whisper-b15-pieces-window-fp8.json',
       'whisper-b17-pieces-rules.json',
+      'whisper-b18-pieces-overlap.json',
       'whisper-b2-group-join.json',
       'whisper-b3-overlap.json',
       'whisper-b4-group-overlap.json',
