@@ -113,11 +113,13 @@ describe('whisper benchmark configs', () => {
       gateway: { ...b7.gateway, splitAboveMs: 30_000, pieceTargetMs: 22_500 },
       scheduler: { ...b7.scheduler, lengthBucketsMs: [30_000] },
     });
-    const b8Whisper = configs['whisper-b8-pieces']!.models.whisper;
-    assert.deepEqual(configs['whisper-b9-pieces-compiled'], {
-      ...b8,
-      models: { whisper: { ...b8Whisper, options: { ...b8Whisper.options, compileEncoder: true } } },
-    });
+    // The sides below are another side with some of the engine's options changed.
+    type WhisperModelConfig = { options: Record<string, unknown> };
+    const withOptions = (base: string, options: Record<string, unknown>) => {
+      const whisper = side(base).models.whisper as WhisperModelConfig;
+      return { ...side(base), models: { whisper: { ...whisper, options: { ...whisper.options, ...options } } } };
+    };
+    assert.deepEqual(configs['whisper-b9-pieces-compiled'], withOptions('whisper-b8-pieces', { compileEncoder: true }));
     // b10: b9 on one instance, without MPS.
     const b9 = side('whisper-b9-pieces-compiled');
     assert.deepEqual(configs['whisper-b10-one-pieces-compiled'], {
@@ -125,44 +127,23 @@ describe('whisper benchmark configs', () => {
       supervisor: { ...b9.supervisor, mps: { enabled: false } },
       models: { whisper: { ...b9.models.whisper, instances: 1 } },
     });
-    // b11: b10 with the encoder calls beside the decode steps.
-    const b10Whisper = configs['whisper-b10-one-pieces-compiled']!.models.whisper;
-    assert.deepEqual(configs['whisper-b11-one-pieces-overlap'], {
-      ...side('whisper-b10-one-pieces-compiled'),
-      models: { whisper: { ...b10Whisper, options: { ...b10Whisper.options, overlapEncoder: true } } },
-    });
-    // b12: b10 with each step launched before the last one's tokens are read.
-    assert.deepEqual(configs['whisper-b12-one-pieces-ahead'], {
-      ...side('whisper-b10-one-pieces-compiled'),
-      models: { whisper: { ...b10Whisper, options: { ...b10Whisper.options, stepAhead: true } } },
-    });
-    // b13: b10 with each piece's language detected on its own window.
-    assert.deepEqual(configs['whisper-b13-one-pieces-window'], {
-      ...side('whisper-b10-one-pieces-compiled'),
-      models: { whisper: { ...b10Whisper, options: { ...b10Whisper.options, languageDetection: 'window' } } },
-    });
-    // b14: b9 (two instances) with each piece's language detected on its own window.
-    const b9Whisper = configs['whisper-b9-pieces-compiled']!.models.whisper;
-    assert.deepEqual(configs['whisper-b14-pieces-window'], {
-      ...side('whisper-b9-pieces-compiled'),
-      models: { whisper: { ...b9Whisper, options: { ...b9Whisper.options, languageDetection: 'window' } } },
-    });
-    // b15: b14 with the encoder's products in FP8.
-    const b14Whisper = configs['whisper-b14-pieces-window']!.models.whisper;
-    assert.deepEqual(configs['whisper-b15-pieces-window-fp8'], {
-      ...side('whisper-b14-pieces-window'),
-      models: { whisper: { ...b14Whisper, options: { ...b14Whisper.options, matmul: 'fp8' } } },
-    });
-    // b17: b14 with the step's logit rules compiled.
-    assert.deepEqual(configs['whisper-b17-pieces-rules'], {
-      ...side('whisper-b14-pieces-window'),
-      models: { whisper: { ...b14Whisper, options: { ...b14Whisper.options, compileRules: true } } },
-    });
-    // b18: b14 with each join's encoder call beside the decode steps.
-    assert.deepEqual(configs['whisper-b18-pieces-overlap'], {
-      ...side('whisper-b14-pieces-window'),
-      models: { whisper: { ...b14Whisper, options: { ...b14Whisper.options, overlapEncoder: true } } },
-    });
+    const expected: [string, string, Record<string, unknown>][] = [
+      // b11: b10 with the encoder calls beside the decode steps.
+      ['whisper-b11-one-pieces-overlap', 'whisper-b10-one-pieces-compiled', { overlapEncoder: true }],
+      // b12: b10 with each step launched before the last one's tokens are read.
+      ['whisper-b12-one-pieces-ahead', 'whisper-b10-one-pieces-compiled', { stepAhead: true }],
+      // b13: b10 with each piece's language detected on its own window.
+      ['whisper-b13-one-pieces-window', 'whisper-b10-one-pieces-compiled', { languageDetection: 'window' }],
+      // b14: b9 (two instances) with each piece's language detected on its own window.
+      ['whisper-b14-pieces-window', 'whisper-b9-pieces-compiled', { languageDetection: 'window' }],
+      // b15: b14 with the encoder's products in FP8.
+      ['whisper-b15-pieces-window-fp8', 'whisper-b14-pieces-window', { matmul: 'fp8' }],
+      // b17: b14 with the step's logit rules compiled.
+      ['whisper-b17-pieces-rules', 'whisper-b14-pieces-window', { compileRules: true }],
+      // b18: b14 with each join's encoder call beside the decode steps.
+      ['whisper-b18-pieces-overlap', 'whisper-b14-pieces-window', { overlapEncoder: true }],
+    ];
+    for (const [name, base, options] of expected) assert.deepEqual(configs[name], withOptions(base, options), name);
   });
 
   it('writes one file per side', () => {
