@@ -128,21 +128,23 @@ describe('whisper adapter behind the server, through the openai SDK', () => {
       );
       return Object.fromEntries(names.map((name, i) => [name, values[i]!]));
     };
-    // The engine's counts reach /metrics with the heartbeats: wait until they stop changing.
-    const settled = async () => {
+    // The engine's counts reach /metrics with the heartbeats: wait until they stop changing (and, after the
+    // call, until they have changed: a heartbeat may come late on a busy machine).
+    const settled = async (changedFrom?: string) => {
       let last = JSON.stringify(await counts());
       for (const until = Date.now() + 20_000; Date.now() < until;) {
         await new Promise((resolve) => setTimeout(resolve, 500));
         const now = JSON.stringify(await counts());
-        if (now === last) return JSON.parse(now) as Record<string, number>;
+        if (now === last && now !== changedFrom) return now;
         last = now;
       }
-      throw new Error(`the engine's counts kept changing for 20 s: ${last}`);
+      throw new Error(`the engine's counts did not settle${changedFrom === undefined ? '' : ' on new values'} in 20 s: ${last}`);
     };
-    const before = await settled();
+    const beforeText = await settled();
+    const before = JSON.parse(beforeText) as Record<string, number>;
     const result = await client.audio.transcriptions.create({ model: 'whisper-1', file: await toFile(pcm16Wav(long), 'long.wav') });
     assert.equal(typeof result.text, 'string');
-    const after = await settled();
+    const after = JSON.parse(await settled(beforeText)) as Record<string, number>;
     const [clips, windows, encoderWindows] = ['clips', 'windows', 'encoderWindows'].map((name) => after[name]! - before[name]!);
     assert.ok(clips! >= 2, `the recording was cut into pieces: ${clips} clips`);
     assert.equal(windows, clips, 'each piece is one decode window');
