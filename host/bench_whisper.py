@@ -21,6 +21,7 @@ FP8, graphs) is skipped with the reason in the report.
     python3 host/bench_whisper.py --device cuda --parts variants --batch-sizes 16,64 --out encoder.json  # the encoder alone
     python3 host/bench_whisper.py --device cuda --parts ahead --batch-sizes 64 --out ahead.json  # step_ahead against not
     python3 host/bench_whisper.py --device cuda --parts rules --batch-sizes 1,16,64 --out rules.json  # compile_rules against not
+    python3 host/bench_whisper.py --device cuda --parts attention --batch-sizes 16,64 --out attention.json  # SDPA backends
     python3 host/bench_whisper.py --device cuda --parts profile --batch-sizes 1,16,64 --profile-batch-sizes 1,16,64 \
         --out profile.json  # where the time goes (meant to take under 5 minutes, compiles included)
     python3 host/bench_whisper.py --device cpu --config tiny --clip-seconds 2 --batch-sizes 2 --naive-clips 1  # dry run
@@ -30,6 +31,7 @@ FP8, graphs) is skipped with the reason in the report.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import platform
@@ -111,6 +113,9 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, Any]:
         report["encoderVariants"] = encoder_variants(model, config, sizes, device, dtype, args.encoder_variants,
                                                      max(1, args.stage_repeats // 10))
         progress(report, args.out, "encoder variants")
+    if "attention" in args.parts:
+        report["encoderAttention"] = encoder_attention(config, sizes, device, dtype, max(1, args.stage_repeats // 5))
+        progress(report, args.out, "encoder attention")
     if "profile" in args.parts:
         profile_part(report, engine, model, config, device, dtype, args)
     return report
@@ -255,6 +260,46 @@ def encoder_variants(model: Any, config: Any, sizes: Sequence[int], device: torc
     return times
 
 
+#: The fused attention kernels that torch's scaled_dot_product_attention can be held to
+#: (torch.nn.attention.SDPBackend), in the order the attention part times them.
+ATTENTION_BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION")
+
+
+@torch.no_grad()
+def encoder_attention(config: Any, sizes: Sequence[int], device: torch.device, dtype: torch.dtype,
+                      repeats: int) -> Dict[str, Any]:
+    """The encoder's self-attention over b padded 30 s windows (all heads, one layer) held to each of
+    :data:`ATTENTION_BACKENDS` in turn, and as torch picks (``default``: what the model runs), on query, key and value laid out as the model makes them (a
+    [b, frames, state] product viewed as heads); milliseconds and TFLOP/s (4 b heads frames^2 head_dim).
+    A backend that cannot run here says why."""
+    heads, frames = config.n_audio_head, config.n_audio_ctx
+    head_dim = config.n_audio_state // heads
+    report: Dict[str, Any] = {"shape": {"heads": heads, "frames": frames, "headDim": head_dim}, "backends": {}}
+    attention_module: Any = getattr(torch.nn, "attention", None)
+    sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
+    for name in ("default", *ATTENTION_BACKENDS):
+        side: Dict[str, Any] = {"ms": {}, "tflops": {}}
+        report["backends"][name] = side
+        if sdpa is None or (name != "default" and attention_module is None):
+            side["skipped"] = (f"picking an attention backend needs torch >= 2.3 (torch.nn.attention): "
+                               f"this is torch {torch.__version__}")
+            continue
+        held = attention_module.sdpa_kernel(getattr(attention_module.SDPBackend, name)) if name != "default" else None
+        for b in sizes:
+            q, k, v = (torch.randn(b, frames, config.n_audio_state, device=device, dtype=dtype)
+                       .view(b, frames, heads, head_dim).transpose(1, 2) for _ in range(3))
+            try:
+                with held if held is not None else contextlib.nullcontext():
+                    ms = timed_ms(lambda: sdpa(q, k, v), device, repeats)
+            except RuntimeError as error:
+                side["ms"], side["tflops"] = {}, {}
+                side["skipped"] = str(error).splitlines()[0] if str(error) else type(error).__name__
+                break
+            side["ms"][str(b)] = ms
+            side["tflops"][str(b)] = 4 * b * heads * frames * frames * head_dim / (ms / 1000) / 1e12
+    return report
+
+
 # ---------------------------------------------------------------------------------------------- profile
 #: The profile part wraps parts of the model in torch.profiler labels (record_function) named with this
 #: prefix, in eager code only, so that their kernels can be told apart: the attention (named with the keys'
@@ -290,6 +335,13 @@ def print_table(report: Dict[str, Any]) -> None:
               + ", ".join(f"{name} {ahead[name]['clipsPerSecond']:.2f} clips/s ({ahead[name]['wallMsPerStep']:.3f} ms of wall time a step)"
                           for name in ("plain", "ahead"))
               + f"; step ahead x{ahead['speedup']:.3f}")
+    attention = report.get("encoderAttention")
+    if attention is not None:
+        shape = attention["shape"]
+        print(f"encoder attention ({shape['heads']} heads x {shape['frames']} frames x {shape['headDim']}), ms (TFLOP/s):")
+        for name, side in attention["backends"].items():
+            times = "  ".join(f"b{b} {ms:.3f} ({side['tflops'][b]:.0f})" for b, ms in side["ms"].items())
+            print(f"{name:<20} {times or 'skipped: ' + side['skipped']}")
     profile = report.get("profile")
     if profile is not None:
         print_profile(profile)
@@ -312,7 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="eager,compiled,fp8 (default: all three on CUDA, eager on the CPU)")
     parser.add_argument("--parts", type=lambda s: [p for p in s.split(",") if p], default=["modes", "stages", "variants"],
                         help="modes (naive and engine throughput), stages (encoder and step times), rules "
-                             "(a replayed step with its logit rules eager and compiled), variants "
+                             "(a replayed step with its logit rules eager and compiled), attention (the encoder's "
+                             "self-attention held to each SDPA backend), variants "
                              "(the encoder eager, compiled, fp8), ahead (the engine with and without step_ahead), "
                              "profile (kernel time by category of the encoder's variants, its products alone and "
                              "decode steps, under torch.profiler); default modes,stages,variants; each is written "
@@ -332,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = set(args.encoder_variants) - {"eager", "compiled", "fp8"}
     if unknown:
         parser.error(f"unknown encoder variants: {sorted(unknown)}")
-    unknown = set(args.parts) - {"modes", "stages", "rules", "variants", "ahead", "profile"}
+    unknown = set(args.parts) - {"modes", "stages", "rules", "attention", "variants", "ahead", "profile"}
     if unknown:
         parser.error(f"unknown parts: {sorted(unknown)}")
     torch.manual_seed(args.seed)

@@ -46,6 +46,8 @@
 //   whisper-b18-pieces-overlap: (b14) with each join's encoder call on a CUDA stream of its own beside the
 //                     decode steps (overlapEncoder), which a join otherwise stalls. (b16, the step's
 //                     attention as two products, was measured slower and removed.)
+//   whisper-b19-pieces-rules-overlap: (b14) with both (compileRules and overlapEncoder);
+//   whisper-b20-three-rules-overlap: (b19) on three instances under MPS.
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
 // lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
 // 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
@@ -117,6 +119,7 @@ export function config({
 const ENGINE = { maxBatchSize: 64, maxQueueDelayMs: 5, graphs: true, batchSizes: [1, 2, 4, 8, 16, 32, 64] };
 const B6 = { ...ENGINE, runningBatches: 16, variant: { joinMinWindows: 8, joinMaxWaitMs: 50 } };
 const B8 = { ...B6, instances: 2, mps: true, pieces: true };
+const B19_VARIANT = { ...B6.variant, compileEncoder: true, languageDetection: 'window', compileRules: true, overlapEncoder: true };
 
 export const CONFIGS = {
   'whisper-a-naive': config({ maxBatchSize: 1, maxQueueDelayMs: 0, graphs: false, batchSizes: [1], runningBatches: 1 }),
@@ -166,6 +169,8 @@ export const CONFIGS = {
     ...B8,
     variant: { ...B6.variant, compileEncoder: true, languageDetection: 'window', overlapEncoder: true },
   }),
+  'whisper-b19-pieces-rules-overlap': config({ ...B8, variant: B19_VARIANT }),
+  'whisper-b20-three-rules-overlap': config({ ...B8, instances: 3, variant: B19_VARIANT }),
 };
 
 if (outDir !== undefined) {

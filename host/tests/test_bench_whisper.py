@@ -296,3 +296,23 @@ def test_the_encoder_profile_of_a_compiled_variant_labels_only_its_eager_batches
     if not whisper_model.HAS_SDPA:  # unlabelled, the plain attention's matmul and softmax are not told apart
         assert result["compiled"][str(COMPILED_MIN_WINDOWS)]["categories"]["attention"]["ms"] == 0
     assert sum("## encoder" in line for line in tables) == 4
+
+
+def test_the_attention_part_times_each_sdpa_backend_or_says_why_not(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "attention.json"
+    assert bench_whisper.main(["--device", "cpu", "--config", "tiny", "--batch-sizes", "1,2", "--parts", "attention",
+                               "--stage-repeats", "10", "--out", str(out)]) == 0
+    attention = json.loads(out.read_text())["encoderAttention"]
+    assert attention["shape"] == {"heads": 2, "frames": 1500, "headDim": 32}
+    assert list(attention["backends"]) == ["default", *bench_whisper.ATTENTION_BACKENDS]
+    for name, side in attention["backends"].items():
+        # Each backend has its times, or the reason it could not run here (torch 1.13 has no backends to pick).
+        if "skipped" in side:
+            assert side["skipped"] and side["ms"] == {}, name
+        else:
+            assert sorted(side["ms"]) == ["1", "2"] and min(side["ms"].values()) > 0, name
+            assert all(side["tflops"][b] > 0 for b in side["ms"]), name
+    if not hasattr(torch.nn, "attention"):
+        assert all("torch >= 2.3" in side["skipped"] for side in attention["backends"].values())
+    assert "encoder attention" in capsys.readouterr().out

@@ -40,6 +40,8 @@ describe('whisper benchmark configs', () => {
       'whisper-b15-pieces-window-fp8',
       'whisper-b17-pieces-rules',
       'whisper-b18-pieces-overlap',
+      'whisper-b19-pieces-rules-overlap',
+      'whisper-b20-three-rules-overlap',
     ]);
     const cut = new Set([
       'whisper-b8-pieces',
@@ -52,6 +54,8 @@ describe('whisper benchmark configs', () => {
       'whisper-b15-pieces-window-fp8',
       'whisper-b17-pieces-rules',
       'whisper-b18-pieces-overlap',
+      'whisper-b19-pieces-rules-overlap',
+      'whisper-b20-three-rules-overlap',
     ]);
     for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
@@ -142,8 +146,13 @@ describe('whisper benchmark configs', () => {
       ['whisper-b17-pieces-rules', 'whisper-b14-pieces-window', { compileRules: true }],
       // b18: b14 with each join's encoder call beside the decode steps.
       ['whisper-b18-pieces-overlap', 'whisper-b14-pieces-window', { overlapEncoder: true }],
+      // b19: b14 with both.
+      ['whisper-b19-pieces-rules-overlap', 'whisper-b14-pieces-window', { compileRules: true, overlapEncoder: true }],
     ];
     for (const [name, base, options] of expected) assert.deepEqual(configs[name], withOptions(base, options), name);
+    // b20: b19 on three instances.
+    const b19 = side('whisper-b19-pieces-rules-overlap');
+    assert.deepEqual(configs['whisper-b20-three-rules-overlap'], { ...b19, models: { whisper: { ...b19.models.whisper, instances: 3 } } });
   });
 
   it('writes one file per side', () => {
@@ -161,7 +170,9 @@ describe('whisper benchmark configs', () => {
       'whisper-b15-pieces-window-fp8.json',
       'whisper-b17-pieces-rules.json',
       'whisper-b18-pieces-overlap.json',
+      'whisper-b19-pieces-rules-overlap.json',
       'whisper-b2-group-join.json',
+      'whisper-b20-three-rules-overlap.json',
       'whisper-b3-overlap.json',
       'whisper-b4-group-overlap.json',
       'whisper-b5-compiled-fp8.json',
