@@ -10,6 +10,8 @@
 # Usage: bash bench/gpu/run-asr.sh OUT_DIR [CONFIG ...]   (default: every configuration)
 # ASR_BENCH_HOST_PATH: another model host tree (default host/), e.g. a baseline commit's, for a side-by-side run.
 # ASR_BENCH_WAIT_FOR: all (default: every instance ready before the first request) or one.
+# ASR_BENCH_RATES: an open loop instead of ASR_BENCH_LEVELS' closed one: offered requests/s (Poisson
+# arrivals), e.g. 40,50,60,70, which tests a target of N requests/s at p95 <= 1 s directly.
 # ASR_BENCH_CONFIGS_SCRIPT (default asr-configs.mjs) and ASR_BENCH_MODEL (default parakeet): another set of
 # configurations and the model they serve (run-whisper.sh: whisper-configs.mjs, whisper).
 set -uo pipefail
@@ -18,6 +20,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 # Powers of two up to 256, and steps between 64 and 256 where the capacity at p95 <= 1 s lies.
 levels=${ASR_BENCH_LEVELS:-1,2,4,8,16,32,64,96,128,160,192,224,256}
 step_s=${ASR_BENCH_STEP_S:-4}
+if [ -n "${ASR_BENCH_RATES:-}" ]; then load=(--rate "$ASR_BENCH_RATES"); else load=(--concurrency "$levels"); fi
 # Single-request latency on the idle server: this many requests one after another (0: skip).
 idle_requests=${ASR_BENCH_IDLE_REQUESTS:-50}
 mkdir -p "$out/configs" "$out/runs" "$out/runs-idle" "$out/logs"
@@ -36,6 +39,9 @@ node "${ASR_BENCH_CONFIGS_SCRIPT:-$root/bench/gpu/asr-configs.mjs}" "$out/config
 python3 "$root/bench/gpu/make-clip.py" /tmp/voxmux-clip45.wav 45
 configs=("$@")
 [ ${#configs[@]} -eq 0 ] && configs=($(cd "$out/configs" && ls *.json | sed 's/\.json$//'))
+for name in "${configs[@]}"; do
+  [ -e "$out/configs/$name.json" ] || { echo "unknown configuration $name: known are $(cd "$out/configs" && ls *.json | sed 's/\.json$//' | tr '\n' ' ')" >&2; exit 2; }
+done
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 port=8400
 for name in "${configs[@]}"; do
@@ -51,7 +57,7 @@ for name in "${configs[@]}"; do
       --timeout-s 120 --out "$out/runs-idle/$name" --label "$name idle" 2>&1 | grep -v '^step .* | ' | tail -4 | tee "$out/logs/$name.idle.txt"
   fi
   node "$root/.bundle/voxmux.mjs" bench transcribe --url "http://127.0.0.1:$port" --model "$model" \
-    --audio /tmp/voxmux-clip45.wav --concurrency "$levels" --duration-s "$step_s" --warmup-s 1 \
+    --audio /tmp/voxmux-clip45.wav "${load[@]}" --duration-s "$step_s" --warmup-s 1 \
     --slo 'p95<=1000ms' --gpu-hour-usd 3.5 --target-rps 1000 --timeout-s 120 --abandon-after-s 5 \
     --out "$out/runs/$name" --label "$name" 2>&1 | grep -v '^step .* | ' | tee "$out/logs/$name.bench.txt"
   get "http://127.0.0.1:$port/metrics" > "$out/logs/$name.metrics.txt"
