@@ -22,6 +22,7 @@ FP8, graphs) is skipped with the reason in the report.
     python3 host/bench_whisper.py --device cuda --parts ahead --batch-sizes 64 --out ahead.json  # step_ahead against not
     python3 host/bench_whisper.py --device cuda --parts rules --batch-sizes 1,16,64 --out rules.json  # compile_rules against not
     python3 host/bench_whisper.py --device cuda --parts attention --batch-sizes 16,64 --out attention.json  # SDPA backends
+    python3 host/bench_whisper.py --device cuda --parts first --batch-sizes 1,8,64 --out first.json  # new shapes' cost
     python3 host/bench_whisper.py --device cuda --parts profile --batch-sizes 1,16,64 --profile-batch-sizes 1,16,64 \
         --out profile.json  # where the time goes (meant to take under 5 minutes, compiles included)
     python3 host/bench_whisper.py --device cpu --config tiny --clip-seconds 2 --batch-sizes 2 --naive-clips 1  # dry run
@@ -46,10 +47,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_whisper_profile import print_profile, profile_part  # noqa: E402
-from bench_whisper_support import DTYPES, encoder_as, progress, sync, timed_ms  # noqa: E402
+from bench_whisper_support import DTYPES, encoder_as, progress, sync, timed_ms, variant_problem  # noqa: E402
 from voxmux_host.models.whisper.config import PRESETS  # noqa: E402
 from voxmux_host.models.whisper.decoding import EngineOptions, RequestOptions, WhisperEngine  # noqa: E402
-from voxmux_host.models.whisper.model import build_model  # noqa: E402
+from voxmux_host.models.whisper.model import KVCache, build_model  # noqa: E402
 from voxmux_host.models.whisper.tokenizer import synthetic_tokenizer, tiny_tokenizer  # noqa: E402
 
 
@@ -113,6 +114,9 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, Any]:
         report["encoderVariants"] = encoder_variants(model, config, sizes, device, dtype, args.encoder_variants,
                                                      max(1, args.stage_repeats // 10))
         progress(report, args.out, "encoder variants")
+    if "first" in args.parts:
+        report["firstCalls"] = first_calls(model, config, args.batch_sizes, device, dtype)
+        progress(report, args.out, "first calls")
     if "attention" in args.parts:
         report["encoderAttention"] = encoder_attention(config, sizes, device, dtype, max(1, args.stage_repeats // 5))
         progress(report, args.out, "encoder attention")
@@ -260,6 +264,50 @@ def encoder_variants(model: Any, config: Any, sizes: Sequence[int], device: torc
     return times
 
 
+#: Prompt lengths (tokens) of the decoder's prefill in the first-calls part: a bare start-of-transcript
+#: sequence, a short prompt, a long one.
+FIRST_PREFILL_LENGTHS = (3, 24, 96)
+
+
+@torch.no_grad()
+def first_calls(model: Any, config: Any, sizes: Sequence[int], device: torch.device,
+                dtype: torch.dtype) -> Dict[str, Any]:
+    """What a shape costs the first time it is seen, as serving meets it: the encoder (compiled as served
+    where it can be, batches under COMPILED_MIN_WINDOWS eager) on each batch size from 1 to the largest of
+    ``sizes`` (``--batch-sizes``) windows, and the decoder's prefill of b joining windows (each of ``sizes``) with prompts of each of
+    :data:`FIRST_PREFILL_LENGTHS` tokens; each called twice in a row, milliseconds. A first call much
+    slower than the second is work done once per shape (a compilation, a library's plan or autotuning)
+    that a request meeting that shape pays, unless warmup met it first."""
+    variant = "compiled" if variant_problem("compiled", device, dtype) is None and device.type == "cuda" else "eager"
+    why = "as served" if variant == "compiled" else (variant_problem("compiled", device, dtype) or "the compiled encoder runs on CUDA only")
+    encoder_as(model, config, variant, device, dtype)
+    report: Dict[str, Any] = {"encoderVariant": variant, "encoderVariantWhy": why, "encoder": {}, "prefill": {}}
+
+    def twice(fn: Any) -> Dict[str, float]:
+        calls = []
+        for _ in range(2):
+            sync(device)
+            start = time.perf_counter()
+            fn()
+            sync(device)
+            calls.append((time.perf_counter() - start) * 1000)
+        return {"firstMs": calls[0], "againMs": calls[1]}
+
+    for b in range(1, max(sizes) + 1):
+        mel = torch.randn(b, config.n_mels, 3000, device=device, dtype=dtype)
+        report["encoder"][str(b)] = twice(lambda: model.encoder(mel))
+    report["encoderExcessMs"] = sum(c["firstMs"] - c["againMs"] for c in report["encoder"].values())
+    cache = KVCache.allocate(config, max(sizes), device, dtype)
+    for b in sizes:
+        for length in FIRST_PREFILL_LENGTHS:
+            tokens = torch.randint(0, config.n_vocab, (b, length), device=device)
+            positions = torch.arange(length, device=device).expand(b, -1)
+            slots = torch.arange(b, device=device)
+            report["prefill"][f"{b}x{length}"] = twice(lambda: model.decoder.forward_cached(cache, tokens, positions, slots))
+    encoder_as(model, config, "eager", device, dtype)
+    return report
+
+
 #: The fused attention kernels that torch's scaled_dot_product_attention can be held to
 #: (torch.nn.attention.SDPBackend), in the order the attention part times them.
 ATTENTION_BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION")
@@ -284,12 +332,12 @@ def encoder_attention(config: Any, sizes: Sequence[int], device: torch.device, d
             side["skipped"] = (f"picking an attention backend needs torch >= 2.3 (torch.nn.attention): "
                                f"this is torch {torch.__version__}")
             continue
-        held = attention_module.sdpa_kernel(getattr(attention_module.SDPBackend, name)) if name != "default" else None
         for b in sizes:
             q, k, v = (torch.randn(b, frames, config.n_audio_state, device=device, dtype=dtype)
                        .view(b, frames, heads, head_dim).transpose(1, 2) for _ in range(3))
             try:
-                with held if held is not None else contextlib.nullcontext():
+                with (attention_module.sdpa_kernel(getattr(attention_module.SDPBackend, name)) if name != "default"
+                      else contextlib.nullcontext()):
                     ms = timed_ms(lambda: sdpa(q, k, v), device, repeats)
             except RuntimeError as error:
                 side["ms"], side["tflops"] = {}, {}
@@ -335,6 +383,16 @@ def print_table(report: Dict[str, Any]) -> None:
               + ", ".join(f"{name} {ahead[name]['clipsPerSecond']:.2f} clips/s ({ahead[name]['wallMsPerStep']:.3f} ms of wall time a step)"
                           for name in ("plain", "ahead"))
               + f"; step ahead x{ahead['speedup']:.3f}")
+    first = report.get("firstCalls")
+    if first is not None:
+        slow = {b: c for b, c in first["encoder"].items() if c["firstMs"] > 2 * c["againMs"]}
+        print(f"first calls, encoder {first['encoderVariant']} ({first['encoderVariantWhy']}): "
+              f"{first['encoderExcessMs']:.0f} ms more than again over {len(first['encoder'])} batch sizes; "
+              f"first at least twice again at {len(slow)} of them")
+        for b, c in first["encoder"].items():
+            print(f"  encoder {b:>3} windows: first {c['firstMs']:8.1f} ms, again {c['againMs']:8.1f} ms")
+        for shape, c in first["prefill"].items():
+            print(f"  prefill {shape:>8}: first {c['firstMs']:8.1f} ms, again {c['againMs']:8.1f} ms")
     attention = report.get("encoderAttention")
     if attention is not None:
         shape = attention["shape"]
@@ -364,7 +422,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="eager,compiled,fp8 (default: all three on CUDA, eager on the CPU)")
     parser.add_argument("--parts", type=lambda s: [p for p in s.split(",") if p], default=["modes", "stages", "variants"],
                         help="modes (naive and engine throughput), stages (encoder and step times), rules "
-                             "(a replayed step with its logit rules eager and compiled), attention (the encoder's "
+                             "(a replayed step with its logit rules eager and compiled), first (each encoder batch "
+                             "size and prefill shape called twice: what a new shape costs), attention (the encoder's "
                              "self-attention held to each SDPA backend), variants "
                              "(the encoder eager, compiled, fp8), ahead (the engine with and without step_ahead), "
                              "profile (kernel time by category of the encoder's variants, its products alone and "
@@ -385,7 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = set(args.encoder_variants) - {"eager", "compiled", "fp8"}
     if unknown:
         parser.error(f"unknown encoder variants: {sorted(unknown)}")
-    unknown = set(args.parts) - {"modes", "stages", "rules", "attention", "variants", "ahead", "profile"}
+    unknown = set(args.parts) - {"modes", "stages", "rules", "first", "attention", "variants", "ahead", "profile"}
     if unknown:
         parser.error(f"unknown parts: {sorted(unknown)}")
     torch.manual_seed(args.seed)

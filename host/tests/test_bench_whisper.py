@@ -316,3 +316,19 @@ def test_the_attention_part_times_each_sdpa_backend_or_says_why_not(tmp_path: Pa
     if not hasattr(torch.nn, "attention"):
         assert all("torch >= 2.3" in side["skipped"] for side in attention["backends"].values())
     assert "encoder attention" in capsys.readouterr().out
+
+
+def test_the_first_calls_part_times_each_new_shape_twice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "first.json"
+    assert bench_whisper.main(["--device", "cpu", "--config", "tiny", "--batch-sizes", "1,3", "--parts", "first",
+                               "--out", str(out)]) == 0
+    first = json.loads(out.read_text())["firstCalls"]
+    # Every encoder batch size up to the largest, not only the captured ones; on the CPU the encoder is eager.
+    assert first["encoderVariant"] == "eager" and "compiled" in first["encoderVariantWhy"]
+    assert sorted(first["encoder"], key=int) == ["1", "2", "3"]
+    prefill = first["prefill"]
+    assert sorted(prefill) == sorted(f"{b}x{t}" for b in (1, 3) for t in bench_whisper.FIRST_PREFILL_LENGTHS)
+    for calls in [*first["encoder"].values(), *prefill.values()]:
+        assert calls["firstMs"] > 0 and calls["againMs"] > 0
+    assert first["encoderExcessMs"] == pytest.approx(sum(c["firstMs"] - c["againMs"] for c in first["encoder"].values()))
+    assert "first calls" in capsys.readouterr().out
