@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
-# The Whisper serving benchmark on one GPU machine, side by side in one run (bench/gpu/whisper-configs.mjs):
-# (a) a naive server (batch 1, eager, no cache reuse across requests) and (b) voxmux's Whisper engine
-# (with b0, the same engine whose requests join decoding only at host batch boundaries; b2, the
-# engine whose joins wait for a group of windows; b3, its encoder beside the decode steps; b4, both;
-# b5, its encoder compiled with FP8 products; b6, b2 with 16 host batches in flight; b7, b6 on two
-# instances under MPS; b8, b7 with clips cut into two pieces; b9, b8 with the encoder compiled;
-# b10, b9 on one instance; b11, b10 with its encoder beside the decode steps; b12, b10 with each step
-# launched before the last one's tokens are read; b13, b10 with each piece's language detected on its
-# own window; b14, b13 on two instances; b15, b14 with FP8 products; b17, b14 with the step's logit
-# rules compiled; b18, b14 with its encoder beside the decode steps; b19, b14 with both; b20, b19 on three instances), all with
+# The Whisper serving benchmark on one GPU machine, side by side in one run
+# (bench/gpu/whisper-configs.mjs): (a) a naive server (batch 1, eager, no cache reuse across requests)
+# and (b) voxmux's Whisper engine (with b0, the same engine whose requests join decoding only at host
+# batch boundaries; b2, the engine whose joins wait for a group of windows; b3, its encoder beside the
+# decode steps; b4, both; b5, its encoder compiled with FP8 products; b6, b2 with 16 host batches in
+# flight; b7, b6 on two instances under MPS; b8, b7 with clips cut into two pieces; b9, b8 with the
+# encoder compiled; b10, b9 on one instance; b11, b10 with its encoder beside the decode steps; b12,
+# b10 with each step launched before the last one's tokens are read; b13, b10 with each piece's
+# language detected on its own window; b14, b13 on two instances; b15, b14 with FP8 products; b17, b14
+# with the step's logit rules compiled; b18, b14 with its encoder beside the decode steps; b19, b14
+# with both; b20, b19 on three instances; b21, b19 with every join's shape met at warmup), all with
 # large-v3-turbo shapes, 45 s clips and a token budget of 3 per audio second. For each: the
 # single-request latency on the idle server, then the ramp of run-asr.sh (capacity at p95 <= 1 s, GPU
 # busy from nvidia-smi), then the comparison; last, the engine's own tokens per second and the time of
-# its encoder call and decode step per batch size, and the encoder eager, compiled and with FP8 products
-# side by side (bench_whisper.py).
+# its encoder call and decode step per batch size, and the encoder eager, compiled and with FP8
+# products side by side (bench_whisper.py).
 #
 # Needs what run-asr.sh needs: node on PATH, the bundle .bundle/voxmux.mjs (npm run bundle), python3
 # with torch + CUDA. One command: bash bench/gpu/run-whisper.sh OUT_DIR
 # WHISPER_BENCH_IDLE_REQUESTS (default 20), ASR_BENCH_LEVELS (default 1,2,4,...,128) and ASR_BENCH_RATES reach run-asr.sh;
-# WHISPER_BENCH_CONFIGS (default: all twenty-one) names the sides to run, in order (each side boots its own
+# WHISPER_BENCH_CONFIGS (default: all twenty-two) names the sides to run, in order (each side boots its own
 # server and ramps: pick three or four to stay within a 10-minute limit); WHISPER_BENCH_ENGINE=0 skips the
 # engine's own part (bench_whisper.py) for a command that runs it first on its own.
 set -uo pipefail
@@ -35,7 +36,7 @@ export ASR_BENCH_LEVELS=${ASR_BENCH_LEVELS:-1,2,4,8,16,32,48,64,96,128}
   echo "command: bash bench/gpu/run-whisper.sh $out"
 } > "$out/run.txt"
 # shellcheck disable=SC2086  # a list of names
-bash "$root/bench/gpu/run-asr.sh" "$out" ${WHISPER_BENCH_CONFIGS:-whisper-a-naive whisper-b-engine whisper-b0-one-batch whisper-b2-group-join whisper-b3-overlap whisper-b4-group-overlap whisper-b5-compiled-fp8 whisper-b6-many-batches whisper-b7-two-instances whisper-b8-pieces whisper-b9-pieces-compiled whisper-b10-one-pieces-compiled whisper-b11-one-pieces-overlap whisper-b12-one-pieces-ahead whisper-b13-one-pieces-window whisper-b14-pieces-window whisper-b15-pieces-window-fp8 whisper-b17-pieces-rules whisper-b18-pieces-overlap whisper-b19-pieces-rules-overlap whisper-b20-three-rules-overlap}
+bash "$root/bench/gpu/run-asr.sh" "$out" ${WHISPER_BENCH_CONFIGS:-whisper-a-naive whisper-b-engine whisper-b0-one-batch whisper-b2-group-join whisper-b3-overlap whisper-b4-group-overlap whisper-b5-compiled-fp8 whisper-b6-many-batches whisper-b7-two-instances whisper-b8-pieces whisper-b9-pieces-compiled whisper-b10-one-pieces-compiled whisper-b11-one-pieces-overlap whisper-b12-one-pieces-ahead whisper-b13-one-pieces-window whisper-b14-pieces-window whisper-b15-pieces-window-fp8 whisper-b17-pieces-rules whisper-b18-pieces-overlap whisper-b19-pieces-rules-overlap whisper-b20-three-rules-overlap whisper-b21-pieces-warm}
 [ "${WHISPER_BENCH_ENGINE:-1}" = 0 ] && exit 0
 python3 "$root/host/bench_whisper.py" --device cuda --config large-v3-turbo --clip-seconds 45 \
   --tokens-per-audio-second 3 --out "$out/engine.json" | tee "$out/engine.txt"

@@ -17,8 +17,8 @@ from voxmux_host.model_api import BatchInput, ItemFailure, LoadContext, Transcri
 from voxmux_host.models.whisper.adapter import WhisperAdapter
 from voxmux_host.models.whisper.checkpoints import save_hf_directory, save_openai_checkpoint
 from voxmux_host.models.whisper.config import N_FRAMES, TINY
-from voxmux_host.models.whisper.decoding import (EngineOptions, RequestOptions, WhisperEngine, _Job, _Window,
-                                                 compression_ratio)
+from voxmux_host.models.whisper.decoding import (PREFILL_LENGTHS, EngineOptions, RequestOptions, WhisperEngine, _Job,
+                                                 _Window, compression_ratio)
 from voxmux_host.models.whisper.features import log_mel_spectrogram
 from voxmux_host.models.whisper.model import COMPILED_MIN_WINDOWS, WhisperModel, build_model
 from voxmux_host.models.whisper.tokenizer import special_tokens, tiny_tokenizer, tiny_vocabulary, write_tokenizer_files
@@ -263,6 +263,7 @@ def test_adapter_language_detection_option_sets_the_encoder_inputs_of_a_short_cl
     ({"compileEncoder": 1}, "Expected compileEncoder to be true or false"),
     ({"languageDetection": "fast"}, "Expected languageDetection to be reference or window: got 'fast'"),
     ({"compileRules": "yes"}, "Expected compileRules to be true or false"),
+    ({"warmShapes": "yes"}, "Expected warmShapes to be true or false"),
     ({"compileRules": True, "cudaGraphs": False},
      "compileRules needs cudaGraphs: true" if hasattr(torch, "compile") else "compileRules needs torch >= 2.0"),
     ({"compileRules": True},
@@ -535,3 +536,74 @@ def test_a_failed_step_fails_the_batches_in_the_engine_and_the_next_batch_runs(
     adapter.close()
     with pytest.raises(InstanceError):
         adapter.begin([BatchInput("c", _pcm(1.0, 3), language="en")], None)
+
+
+def _shapes_seen(engine: WhisperEngine, monkeypatch: pytest.MonkeyPatch) -> Dict[str, List[Any]]:
+    """Records the shapes of the engine's eager calls: encoder batches and the decoder's cached calls
+    outside the step (language detection, prefill)."""
+    seen: Dict[str, List[Any]] = {"encoder": [], "decoder": []}
+    encoder, forward_cached = engine.model.encoder.forward, engine.model.decoder.forward_cached
+
+    def encode(mel: torch.Tensor) -> torch.Tensor:
+        seen["encoder"].append(int(mel.shape[0]))
+        return encoder(mel)
+
+    def cached(cache: Any, tokens: torch.Tensor, positions: torch.Tensor, slots: Any = None) -> torch.Tensor:
+        if slots is not None:
+            seen["decoder"].append(tuple(tokens.shape))
+        return forward_cached(cache, tokens, positions, slots)
+
+    monkeypatch.setattr(engine.model.encoder, "forward", encode)
+    monkeypatch.setattr(engine.model.decoder, "forward_cached", cached)
+    return seen
+
+
+def test_warming_the_shapes_meets_every_join_shape_before_serving_and_changes_no_transcript(
+        model: WhisperModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    audios = [_audio(1.0 + 0.4 * k, seed=30 + k) for k in range(5)]
+    requests = [RequestOptions(language=None if k % 2 else "en", prompt="the cat" if k == 3 else None) for k in range(5)]
+    # Clips detected on their own windows: a group's encoder call is then as large as the group.
+    cold = _engine(model, detect_on_window=True).transcribe(audios, requests)
+    warmed = _engine(model, warm_shapes=True, detect_on_window=True)
+    seen = _shapes_seen(warmed, monkeypatch)
+    met = warmed.warm_shapes()
+    lengths = sorted({min(n, TINY.n_text_ctx) for n in PREFILL_LENGTHS})
+    # Every join size, 1 to the slots: its encoder call, its language detection and its prefill at each length.
+    assert seen["encoder"] == [1, 2, 3, 4]
+    assert set(seen["decoder"]) == {(n, 1) for n in range(1, 5)} | {(n, t) for n in range(1, 5) for t in lengths}
+    assert met == len(seen["encoder"]) + len(seen["decoder"])
+    warm_calls = {kind: list(calls) for kind, calls in seen.items()}
+    assert _summary(warmed.transcribe(audios, requests)) == _summary(cold)
+    # Serving met no shape that warming had not: the prefill is padded to one of its lengths.
+    assert set(seen["encoder"][4:]) <= set(warm_calls["encoder"])
+    assert set(seen["decoder"][len(warm_calls["decoder"]):]) <= set(warm_calls["decoder"])
+
+
+def test_without_warming_the_prefill_is_as_long_as_the_longest_prompt(model: WhisperModel,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = _engine(model)
+    seen = _shapes_seen(engine, monkeypatch)
+    engine.transcribe([_audio(1.0, seed=40)], [RequestOptions(language="en")])
+    # <|startoftranscript|>, language, task: the first step feeds the last, so two are prefilled.
+    assert seen["decoder"] == [(1, 2)]
+
+
+def test_the_adapter_warms_the_shapes_when_asked_without_counting_it_as_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    warms: List[int] = []
+    warm_shapes = WhisperEngine.warm_shapes
+
+    def counted(engine: WhisperEngine) -> int:
+        warms.append(engine.options.slots)
+        return warm_shapes(engine)
+
+    monkeypatch.setattr(WhisperEngine, "warm_shapes", counted)
+    warmed = _adapter({"config": "tiny", "seed": 5, "warmShapes": True})
+    assert warms == [4]
+    plain = _adapter({"config": "tiny", "seed": 5})
+    assert warms == [4]
+    # The engine's counts are the requests' work: warming adds nothing to them.
+    assert warmed.stats().encoder_windows == plain.stats().encoder_windows == 0  # type: ignore[attr-defined]
+    pcm = _pcm(1.0, 9)
+    assert warmed.run_batch([BatchInput("a", pcm)])[0] == plain.run_batch([BatchInput("a", pcm)])[0]
+    warmed.close()
+    plain.close()

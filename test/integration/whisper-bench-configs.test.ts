@@ -42,6 +42,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b18-pieces-overlap',
       'whisper-b19-pieces-rules-overlap',
       'whisper-b20-three-rules-overlap',
+      'whisper-b21-pieces-warm',
     ]);
     const cut = new Set([
       'whisper-b8-pieces',
@@ -56,6 +57,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b18-pieces-overlap',
       'whisper-b19-pieces-rules-overlap',
       'whisper-b20-three-rules-overlap',
+      'whisper-b21-pieces-warm',
     ]);
     for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
@@ -148,6 +150,8 @@ describe('whisper benchmark configs', () => {
       ['whisper-b18-pieces-overlap', 'whisper-b14-pieces-window', { overlapEncoder: true }],
       // b19: b14 with both.
       ['whisper-b19-pieces-rules-overlap', 'whisper-b14-pieces-window', { compileRules: true, overlapEncoder: true }],
+      // b21: b19 with every join's shape met at warmup.
+      ['whisper-b21-pieces-warm', 'whisper-b19-pieces-rules-overlap', { warmShapes: true }],
     ];
     for (const [name, base, options] of expected) assert.deepEqual(configs[name], withOptions(base, options), name);
     // b20: b19 on three instances.
@@ -173,6 +177,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b19-pieces-rules-overlap.json',
       'whisper-b2-group-join.json',
       'whisper-b20-three-rules-overlap.json',
+      'whisper-b21-pieces-warm.json',
       'whisper-b3-overlap.json',
       'whisper-b4-group-overlap.json',
       'whisper-b5-compiled-fp8.json',

@@ -161,6 +161,21 @@ def test_compiled_logit_rules_give_the_eager_rules_transcripts(tiny: WhisperMode
     assert all(r.tokens > 0 for r in hot)
 
 
+def test_warmed_shapes_give_the_cold_engines_transcripts_with_graphs(tiny: WhisperModel) -> None:
+    """warm_shapes on CUDA with the step's graphs: every join size's encoder call, detection and padded
+    prefill met before serving; the transcripts are the cold engine's (float32; with a prompt, a
+    translation, a clip detected without a language) and warming decodes no step."""
+    model = tiny.to(torch.float32)
+    audios = [_audio(s, 60 + i) for i, s in enumerate((45.0, 3.0, 12.0, 1.0, 8.0))]
+    requests = [RequestOptions(language="en"), RequestOptions(), RequestOptions(language="de", prompt="the cat"),
+                RequestOptions(timestamps=False, language="fr"), RequestOptions(language="es", task="translate")]
+    cold = _engine(model, torch.float32, use_graphs=True)
+    warmed = _engine(model, torch.float32, use_graphs=True, warm_shapes=True)
+    assert cold.capture_graphs() == warmed.capture_graphs() == 4
+    assert warmed.warm_shapes() > 0 and warmed.counters.decode_steps == 0
+    assert _summary(warmed.transcribe(audios, requests)) == _summary(cold.transcribe(audios, requests))
+
+
 def test_the_compiled_encoder_follows_the_eager_one() -> None:
     """compileEncoder: the compiled encoder (batch size dynamic) gives the eager encoder's output at the
     compiled size and at a larger one that reuses it (a batch of 1 stays eager); its four blocks share

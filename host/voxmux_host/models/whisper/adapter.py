@@ -28,6 +28,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``stepAhead`` | false | each decode step is launched before the previous step's tokens are read, so that the host's work on them (ending windows, joins) overlaps a step on the GPU; a window's end is seen one step later (decoding.py) |
 | ``languageDetection`` | ``"reference"`` | where a request names no language, a clip shorter than 30 s is detected on ``"reference"``: OpenAI's input, the clip followed by silence, one more window in its encoder call; ``"window"``: its own decode window (padded with 0.0), no extra window, as faster-whisper does (the language may differ where the two disagree) |
 | ``compileRules`` | false | ``torch.compile`` the decode step's logit rules and token choice (torch >= 2.0 with Triton, ``cudaGraphs`` on a CUDA device: one compilation per batch size at warmup); the sampling noise stays outside |
+| ``warmShapes`` | false | warmup meets every shape a join of 1 to ``max(batchSizes)`` windows gives the eager code (encoder call, cross keys and values, language detection, the prefill padded to a few lengths), so that work done once per shape is not paid by the first requests (decoding.py) |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel |
 
 Per request: ``language`` (an ISO 639-1 code the model knows; detected from the first 30 s when absent),
@@ -89,6 +90,7 @@ DEFAULT_OPTIONS: Dict[str, Any] = {
     "overlapEncoder": False,
     "stepAhead": False,
     "compileRules": False,
+    "warmShapes": False,
     "languageDetection": "reference",
     "probeTimeoutMs": 1500,
 }
@@ -158,7 +160,8 @@ def parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
     budget = options["maxTokensPerAudioSecond"]
     if budget is not None and (not is_number(budget) or budget <= 0):
         problems.append(f"Expected maxTokensPerAudioSecond to be a positive number or null: got {budget!r}")
-    for key in ("cudaGraphs", "conditionOnPreviousText", "overlapEncoder", "stepAhead", "compileEncoder", "compileRules"):
+    for key in ("cudaGraphs", "conditionOnPreviousText", "overlapEncoder", "stepAhead", "compileEncoder", "compileRules",
+                "warmShapes"):
         if not isinstance(options[key], bool):
             problems.append(f"Expected {key} to be true or false: got {options[key]!r}")
     if options["compileEncoder"] is True and not hasattr(torch.nn.Module, "compile"):
@@ -270,7 +273,7 @@ class WhisperAdapter:
             condition_on_previous_text=bool(options["conditionOnPreviousText"]), seed=int(options["seed"]),
             join_min_windows=int(options["joinMinWindows"]), join_max_wait_s=int(options["joinMaxWaitMs"]) / 1000,
             overlap_encoder=bool(options["overlapEncoder"]), step_ahead=bool(options["stepAhead"]),
-            compile_rules=bool(options["compileRules"]),
+            compile_rules=bool(options["compileRules"]), warm_shapes=bool(options["warmShapes"]),
             detect_on_window=options["languageDetection"] == "window")
         self._engine = WhisperEngine(model, tokenizer, device, _DTYPES[dtype_name], engine_options)
         return WhisperLoadInfo(
@@ -288,6 +291,8 @@ class WhisperAdapter:
             if self._options["compileEncoder"]:
                 self._compile_encoder()
             graphs = engine.capture_graphs()
+            if self._options["warmShapes"]:
+                engine.warm_shapes()
         finally:
             self._capturing.clear()
         self._warmup_ms = int((time.perf_counter() - start) * 1000)

@@ -60,6 +60,10 @@ from .word_adjustments import add_word_timestamps, get_end, speech_end
 TASKS = ("transcribe", "translate")
 #: OpenAI's max_initial_timestamp: the first timestamp is at most 1 s into the window.
 MAX_INITIAL_TIMESTAMP_INDEX = 50
+#: With ``warm_shapes``, a join's prefill is padded to the first of these lengths (tokens) that holds its
+#: longest prompt (at most n_text_ctx), so that the prefill has a few shapes that warming can meet: a
+#: prompt is at most n_text_ctx / 2 tokens of previous text and the start-of-transcript sequence.
+PREFILL_LENGTHS = (4, 8, 16, 32, 64, 128, 256)
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,10 @@ class EngineOptions:
     #: of the clip followed by silence: no second window in the encoder call, as faster-whisper does; the
     #: detected language may differ from OpenAI's where the two inputs disagree.
     detect_on_window: bool = False
+    #: Meet before serving every shape a join gives the eager code (:meth:`WhisperEngine.warm_shapes`), the
+    #: prefill padded to :data:`PREFILL_LENGTHS`: work a library or compiler does once per shape (an
+    #: attention plan, an autotuning, a compilation) is not paid by the first requests that meet it.
+    warm_shapes: bool = False
 
 
 @dataclass
@@ -681,7 +689,7 @@ class WhisperEngine:
         t = self.tokenizer
         sot_at = [p.index(t.sot) for p in prompts]
         lengths = [max(len(p) - 1, at + 1) for p, at in zip(prompts, sot_at)]
-        longest = max(lengths)
+        longest = self._prefill_length(max(lengths))
         tokens = torch.tensor([p[:n] + [t.eot] * (longest - n) for p, n in zip(prompts, lengths)], device=self.device)
         positions = torch.arange(longest, device=self.device).expand(len(prompts), -1)
         hidden = self.model.decoder.forward_cached(self.cache, tokens, positions, slot_index)
@@ -689,6 +697,44 @@ class WhisperEngine:
         at_sot = hidden[rows, torch.tensor(sot_at, device=self.device)]
         probs = torch.softmax(self.model.decoder.logits(at_sot), dim=-1)[:, t.no_speech]
         return [float(p) for p in probs.tolist()]
+
+    def _prefill_length(self, longest: int) -> int:
+        """The prefill's length for prompts of at most ``longest`` tokens: that, or with ``warm_shapes`` the
+        first of :data:`PREFILL_LENGTHS` that holds it (a padded position is written over before any query
+        attends to it, as with the shorter prompts' padding)."""
+        if not self.options.warm_shapes:
+            return longest
+        return next((n for n in self._warm_lengths() if n >= longest), longest)
+
+    def _warm_lengths(self) -> List[int]:
+        return sorted({min(n, self.config.n_text_ctx) for n in PREFILL_LENGTHS})
+
+    @torch.no_grad()
+    def warm_shapes(self) -> int:
+        """Meets, before serving, each shape that a join of 1 to ``slots`` windows gives the eager code: the
+        encoder call on that many windows (a group whose short clips are detected on inputs of their own adds
+        up to as many more: those are not met), their cross-attention keys and values, the language
+        detection's first step and the prefill at each of the lengths it is padded to. Returns how many
+        calls it made. The cache's slots are left holding its zeros' keys and values (a slot is filled when
+        a window is admitted); the engine's counts are not touched. Not while windows decode."""
+        t, calls = self.tokenizer, 0
+        for n in range(1, self.options.slots + 1):
+            rows = torch.arange(n, device=self.device)
+            features = self.model.encoder(torch.zeros(n, self.config.n_mels, N_FRAMES, device=self.device,
+                                                      dtype=self.dtype))
+            self.model.decoder.fill_cross(self.cache, rows, features)
+            sot = torch.full((n, 1), t.sot, device=self.device)
+            hidden = self.model.decoder.forward_cached(self.cache, sot, torch.zeros_like(sot), rows)
+            self.model.decoder.logits(hidden[:, 0])
+            calls += 2
+            for length in self._warm_lengths():
+                tokens = torch.full((n, length), t.eot, device=self.device)
+                positions = torch.arange(length, device=self.device).expand(n, -1)
+                self.model.decoder.logits(self.model.decoder.forward_cached(self.cache, tokens, positions, rows)[:, 0])
+                calls += 1
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return calls
 
     def _sot_sequence(self, job: _Job) -> List[int]:
         """``<|startoftranscript|>``, then the language and the task for a multilingual model: an English-only
