@@ -274,12 +274,13 @@ def first_calls(model: Any, config: Any, sizes: Sequence[int], device: torch.dev
                 dtype: torch.dtype) -> Dict[str, Any]:
     """What a shape costs the first time it is seen, as serving meets it: the encoder (compiled as served
     where it can be, batches under COMPILED_MIN_WINDOWS eager) on each batch size from 1 to the largest of
-    ``sizes`` (``--batch-sizes``) windows, and the decoder's prefill of b joining windows (each of ``sizes``) with prompts of each of
-    :data:`FIRST_PREFILL_LENGTHS` tokens; each called twice in a row, milliseconds. A first call much
-    slower than the second is work done once per shape (a compilation, a library's plan or autotuning)
-    that a request meeting that shape pays, unless warmup met it first."""
-    variant = "compiled" if variant_problem("compiled", device, dtype) is None and device.type == "cuda" else "eager"
-    why = "as served" if variant == "compiled" else (variant_problem("compiled", device, dtype) or "the compiled encoder runs on CUDA only")
+    ``sizes`` (``--batch-sizes``) windows, and the decoder's prefill of b joining windows (each of
+    ``sizes``) with prompts of each of :data:`FIRST_PREFILL_LENGTHS` tokens; each called twice in a row,
+    milliseconds. A first call much slower than the second is work done once per shape (a compilation, a
+    library's plan or autotuning) that a request meeting that shape pays, unless warmup met it first."""
+    problem = variant_problem("compiled", device, dtype) or (
+        None if device.type == "cuda" else "the compiled encoder runs on CUDA only")
+    variant, why = ("eager", problem) if problem is not None else ("compiled", "as served")
     encoder_as(model, config, variant, device, dtype)
     report: Dict[str, Any] = {"encoderVariant": variant, "encoderVariantWhy": why, "encoder": {}, "prefill": {}}
 
@@ -303,7 +304,8 @@ def first_calls(model: Any, config: Any, sizes: Sequence[int], device: torch.dev
             tokens = torch.randint(0, config.n_vocab, (b, length), device=device)
             positions = torch.arange(length, device=device).expand(b, -1)
             slots = torch.arange(b, device=device)
-            report["prefill"][f"{b}x{length}"] = twice(lambda: model.decoder.forward_cached(cache, tokens, positions, slots))
+            report["prefill"][f"{b}x{length}"] = twice(
+                lambda: model.decoder.forward_cached(cache, tokens, positions, slots))
     encoder_as(model, config, "eager", device, dtype)
     return report
 
@@ -316,10 +318,10 @@ ATTENTION_BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION
 @torch.no_grad()
 def encoder_attention(config: Any, sizes: Sequence[int], device: torch.device, dtype: torch.dtype,
                       repeats: int) -> Dict[str, Any]:
-    """The encoder's self-attention over b padded 30 s windows (all heads, one layer) held to each of
-    :data:`ATTENTION_BACKENDS` in turn, and as torch picks (``default``: what the model runs), on query, key and value laid out as the model makes them (a
-    [b, frames, state] product viewed as heads); milliseconds and TFLOP/s (4 b heads frames^2 head_dim).
-    A backend that cannot run here says why."""
+    """The encoder's self-attention over b padded 30 s windows (all heads, one layer) as torch picks its
+    kernel (``default``: what the model runs) and held to each of :data:`ATTENTION_BACKENDS` in turn, on
+    query, key and value laid out as the model makes them (a [b, frames, state] product viewed as heads);
+    milliseconds and TFLOP/s (4 b heads frames^2 head_dim). A backend that cannot run here says why."""
     heads, frames = config.n_audio_head, config.n_audio_ctx
     head_dim = config.n_audio_state // heads
     report: Dict[str, Any] = {"shape": {"heads": heads, "frames": frames, "headDim": head_dim}, "backends": {}}

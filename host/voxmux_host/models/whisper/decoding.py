@@ -715,7 +715,7 @@ class WhisperEngine:
         encoder call on that many windows (a group whose short clips are detected on inputs of their own adds
         up to as many more: those are not met), their cross-attention keys and values, the language
         detection's first step and the prefill at each of the lengths it is padded to. Returns how many
-        calls it made. The cache's slots are left holding its zeros' keys and values (a slot is filled when
+        encoder and decoder calls it made. The cache's slots are left holding its zeros' keys and values (a slot is filled when
         a window is admitted); the engine's counts are not touched. Not while windows decode."""
         t, calls = self.tokenizer, 0
         for n in range(1, self.options.slots + 1):
