@@ -21,6 +21,7 @@ FP8, graphs) is skipped with the reason in the report.
     python3 host/bench_whisper.py --device cuda --parts variants --batch-sizes 16,64 --out encoder.json  # the encoder alone
     python3 host/bench_whisper.py --device cuda --parts ahead --batch-sizes 64 --out ahead.json  # step_ahead against not
     python3 host/bench_whisper.py --device cuda --parts rules --batch-sizes 1,16,64 --out rules.json  # compile_rules against not
+    python3 host/bench_whisper.py --device cuda --parts spans --batch-sizes 1,16,64 --out spans.json  # step_spans
     python3 host/bench_whisper.py --device cuda --parts attention --batch-sizes 16,64 --out attention.json  # SDPA backends
     python3 host/bench_whisper.py --device cuda --parts first --batch-sizes 1,8,64 --out first.json  # new shapes' cost
     python3 host/bench_whisper.py --device cuda --parts profile --batch-sizes 1,16,64 --profile-batch-sizes 1,16,64 \
@@ -107,6 +108,10 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, Any]:
     if "rules" in args.parts:
         report["stepRules"] = step_rules_times(engine, model, tokenizer, sizes, device, dtype, common, args.stage_repeats)
         progress(report, args.out, "step rules")
+    if "spans" in args.parts:
+        report["stepSpans"] = step_span_times(model, tokenizer, sizes, device, dtype, common, args.stage_repeats,
+                                              engine.options.use_graphs)
+        progress(report, args.out, "step spans")
     if "ahead" in args.parts:
         report["stepAhead"] = step_ahead(engine, model, tokenizer, clips, device, dtype, common, args)
         progress(report, args.out, "step ahead")
@@ -244,6 +249,31 @@ def step_rules_times(engine: WhisperEngine, model: Any, tokenizer: Any, sizes: S
         for name, side in (("eager", engine), ("compiled", compiled)):
             if side is not None:
                 times[name][str(b)] = timed_ms(lambda: side._run_step(b), device, repeats)
+    return times
+
+
+#: The cache span the spans part times a step over, besides the whole cache (the bench's pieces decode at
+#: most about 70 tokens after a prompt of 3 or 4).
+STEP_SPAN = 128
+
+
+@torch.no_grad()
+def step_span_times(model: Any, tokenizer: Any, sizes: Sequence[int], device: torch.device, dtype: torch.dtype,
+                    common: Dict[str, Any], repeats: int, use_graphs: bool) -> Dict[str, Any]:
+    """One decode step for b slots over the whole self-attention cache and over its first
+    :data:`STEP_SPAN` positions (step_spans), the two alternating per size, ms: replayed from their CUDA
+    graphs where there are graphs, eager elsewhere."""
+    n_ctx = model.config.n_text_ctx
+    span = min(STEP_SPAN, n_ctx - 1)
+    spanned = WhisperEngine(model, tokenizer, device, dtype, EngineOptions(
+        slots=max(sizes), batch_sizes=tuple(sizes), use_graphs=use_graphs, step_spans=(span,), **common))
+    spanned.capture_graphs()
+    times: Dict[str, Any] = {"span": span, "replayed": bool(spanned.graphs), "ms": {str(n_ctx): {}, str(span): {}}}
+    for b in sizes:
+        for s in (n_ctx, span):
+            graph = spanned.graphs.get((b, s))
+            step = graph.replay if graph is not None else (lambda: spanned._step(b, s))
+            times["ms"][str(s)][str(b)] = timed_ms(step, device, repeats)
     return times
 
 
@@ -385,6 +415,13 @@ def print_table(report: Dict[str, Any]) -> None:
               + ", ".join(f"{name} {ahead[name]['clipsPerSecond']:.2f} clips/s ({ahead[name]['wallMsPerStep']:.3f} ms of wall time a step)"
                           for name in ("plain", "ahead"))
               + f"; step ahead x{ahead['speedup']:.3f}")
+    spans = report.get("stepSpans")
+    if spans is not None:
+        whole, short = (spans["ms"][k] for k in spans["ms"])
+        print(f"batch  step ms over {' and '.join(spans['ms'])} cache positions"
+              + (" (replayed)" if spans["replayed"] else " (eager)"))
+        for b in whole:
+            print(f"{b:>5} {whole[b]:>12.3f} {short[b]:>12.3f}")
     first = report.get("firstCalls")
     if first is not None:
         slow = {b: c for b, c in first["encoder"].items() if c["firstMs"] > 2 * c["againMs"]}
@@ -424,7 +461,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="eager,compiled,fp8 (default: all three on CUDA, eager on the CPU)")
     parser.add_argument("--parts", type=lambda s: [p for p in s.split(",") if p], default=["modes", "stages", "variants"],
                         help="modes (naive and engine throughput), stages (encoder and step times), rules "
-                             "(a replayed step with its logit rules eager and compiled), first (each encoder batch "
+                             "(a replayed step with its logit rules eager and compiled), spans (a step over the whole "
+                             "cache and over its first 128 positions), first (each encoder batch "
                              "size and prefill shape called twice: what a new shape costs), attention (the encoder's "
                              "self-attention held to each SDPA backend), variants "
                              "(the encoder eager, compiled, fp8), ahead (the engine with and without step_ahead), "
@@ -446,7 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = set(args.encoder_variants) - {"eager", "compiled", "fp8"}
     if unknown:
         parser.error(f"unknown encoder variants: {sorted(unknown)}")
-    unknown = set(args.parts) - {"modes", "stages", "rules", "first", "attention", "variants", "ahead", "profile"}
+    unknown = set(args.parts) - {"modes", "stages", "rules", "spans", "first", "attention", "variants", "ahead", "profile"}
     if unknown:
         parser.error(f"unknown parts: {sorted(unknown)}")
     torch.manual_seed(args.seed)

@@ -332,3 +332,15 @@ def test_the_first_calls_part_times_each_new_shape_twice(tmp_path: Path, capsys:
         assert calls["firstMs"] > 0 and calls["againMs"] > 0
     assert first["encoderExcessMs"] == pytest.approx(sum(c["firstMs"] - c["againMs"] for c in first["encoder"].values()))
     assert "first calls" in capsys.readouterr().out
+
+
+def test_the_spans_part_times_a_step_over_the_whole_cache_and_over_its_first_positions(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "spans.json"
+    assert bench_whisper.main(["--device", "cpu", "--config", "tiny", "--batch-sizes", "1,2", "--parts", "spans",
+                               "--stage-repeats", "3", "--out", str(out)]) == 0
+    spans = json.loads(out.read_text())["stepSpans"]
+    assert spans["span"] == bench_whisper.STEP_SPAN and spans["replayed"] is False  # no CUDA graphs on the CPU
+    assert sorted(spans["ms"]) == sorted([str(bench_whisper.STEP_SPAN), "448"])
+    assert all(sorted(by_size) == ["1", "2"] and min(by_size.values()) > 0 for by_size in spans["ms"].values())
+    assert "step ms over" in capsys.readouterr().out

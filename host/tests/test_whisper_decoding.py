@@ -264,6 +264,9 @@ def test_adapter_language_detection_option_sets_the_encoder_inputs_of_a_short_cl
     ({"languageDetection": "fast"}, "Expected languageDetection to be reference or window: got 'fast'"),
     ({"compileRules": "yes"}, "Expected compileRules to be true or false"),
     ({"warmShapes": "yes"}, "Expected warmShapes to be true or false"),
+    ({"stepCacheSpans": [0]}, "Expected stepCacheSpans to be a list of integers from 1 to 1023"),
+    ({"stepCacheSpans": 128}, "Expected stepCacheSpans to be a list of integers from 1 to 1023"),
+    ({"stepCacheSpans": [448]}, "Expected stepCacheSpans below the model's 448 text positions: got 448"),
     ({"compileRules": True, "cudaGraphs": False},
      "compileRules needs cudaGraphs: true" if hasattr(torch, "compile") else "compileRules needs torch >= 2.0"),
     ({"compileRules": True},
@@ -306,14 +309,15 @@ def test_a_tokenizer_that_does_not_fit_fails_the_load(tmp_path: Path) -> None:
 
 
 class _ReplayStep:
-    """Stands in for a CUDA graph of batch size ``b`` on the CPU: replaying runs the eager step on rows
-    0..b-1, free slots included, as the captured graph does."""
+    """Stands in for a CUDA graph of batch size ``b`` over ``span`` cache positions on the CPU: replaying runs
+    the eager step on rows 0..b-1, free slots included, as the captured graph does."""
 
-    def __init__(self, engine: WhisperEngine, b: int) -> None:
-        self.engine, self.b = engine, b
+    def __init__(self, engine: WhisperEngine, b: int, span: int = TINY.n_text_ctx) -> None:
+        self.engine, self.b, self.span, self.replays = engine, b, span, 0
 
     def replay(self) -> None:
-        self.engine._step(self.b)
+        self.replays += 1
+        self.engine._step(self.b, self.span)
 
 
 def test_steps_padded_to_a_captured_batch_size_give_the_same_results(model: WhisperModel) -> None:
@@ -321,7 +325,7 @@ def test_steps_padded_to_a_captured_batch_size_give_the_same_results(model: Whis
     requests = [RequestOptions(language="en"), RequestOptions(language="it"), RequestOptions(language="en")]
     eager = _engine(model, slots=4, batch_sizes=(1, 2, 4))
     padded = _engine(model, slots=4, batch_sizes=(4,))  # every step runs all four rows
-    padded.graphs = {4: _ReplayStep(padded, 4)}  # type: ignore[dict-item]
+    padded.graphs = {(4, TINY.n_text_ctx): _ReplayStep(padded, 4)}  # type: ignore[dict-item]
     expected = eager.transcribe(audios, requests)
     assert _summary(padded.transcribe(audios, requests)) == _summary(expected)
     assert padded.counters.graph_replays == padded.counters.decode_steps and padded.counters.eager_steps == 0
@@ -548,10 +552,11 @@ def _shapes_seen(engine: WhisperEngine, monkeypatch: pytest.MonkeyPatch) -> Dict
         seen["encoder"].append(int(mel.shape[0]))
         return encoder(mel)
 
-    def cached(cache: Any, tokens: torch.Tensor, positions: torch.Tensor, slots: Any = None) -> torch.Tensor:
+    def cached(cache: Any, tokens: torch.Tensor, positions: torch.Tensor, slots: Any = None,
+               span: Any = None) -> torch.Tensor:
         if slots is not None:
             seen["decoder"].append(tuple(tokens.shape))
-        return forward_cached(cache, tokens, positions, slots)
+        return forward_cached(cache, tokens, positions, slots, span)
 
     monkeypatch.setattr(engine.model.encoder, "forward", encode)
     monkeypatch.setattr(engine.model.decoder, "forward_cached", cached)
@@ -606,4 +611,66 @@ def test_the_adapter_warms_the_shapes_when_asked_without_counting_it_as_work(mon
     pcm = _pcm(1.0, 9)
     assert warmed.run_batch([BatchInput("a", pcm)])[0] == plain.run_batch([BatchInput("a", pcm)])[0]
     warmed.close()
+    plain.close()
+
+
+@pytest.mark.parametrize("step_ahead", [False, True])
+def test_steps_over_shorter_cache_spans_give_the_same_transcripts(model: WhisperModel, step_ahead: bool,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # 31 s clips: a second window whose prompt holds the first's text; up to 60 tokens a window, so that
+    # decoding crosses the spans of 8 and 16 positions and goes on over the whole cache.
+    audios = [_audio(s, 50 + i) for i, s in enumerate((31.0, 3.0, 12.0, 31.0, 1.0))]
+    requests = [RequestOptions(language="en"), RequestOptions(language="de", prompt="the cat"),
+                RequestOptions(language="en", timestamps=False), RequestOptions(language="fr"),
+                RequestOptions(language="en")]
+    plain = _engine(model, step_ahead=step_ahead)
+    spanned = _engine(model, step_ahead=step_ahead, step_spans=(8, 16))
+    spans: List[int] = []
+    step = spanned._step
+
+    def recorded(b: int, span: int) -> None:
+        # The step's query position of every window it decodes lies inside the span it attends over.
+        decoding = [i for i, a in enumerate(spanned._slots[:b]) if a is not None and not a.done]
+        assert all(int(spanned.state.positions[i]) < span for i in decoding)
+        spans.append(span)
+        step(b, span)
+
+    monkeypatch.setattr(spanned, "_step", recorded)
+    assert _summary(spanned.transcribe(audios, requests)) == _summary(plain.transcribe(audios, requests))
+    assert set(spans) == {16, TINY.n_text_ctx}  # some window always past 8 positions
+    # A lone short clip (2 tokens after a prompt of 3) stays within 8 positions.
+    lone = ([_audio(1.0, 59)], [RequestOptions(language="en")])
+    assert _summary(spanned.transcribe(*lone)) == _summary(plain.transcribe(*lone))
+    assert set(spans[-3:]) == {8} and spanned.counters.decode_steps == len(spans)
+
+
+def test_a_step_replays_the_graph_of_the_shortest_span_that_holds_its_slots(model: WhisperModel) -> None:
+    audios = [_audio(s, 60 + i) for i, s in enumerate((31.0, 2.0, 9.0))]
+    requests = [RequestOptions(language="en"), RequestOptions(language="en", prompt="the cat"),
+                RequestOptions(language="it")]
+    lone = ([_audio(1.0, 59)], [RequestOptions(language="en")])
+    plain = _engine(model)
+    engine = _engine(model, batch_sizes=(4,), step_spans=(8, 16))
+    graphs = {(4, span): _ReplayStep(engine, 4, span) for span in (8, 16, TINY.n_text_ctx)}
+    engine.graphs = graphs  # type: ignore[assignment]
+    assert _summary(engine.transcribe(*lone)) == _summary(plain.transcribe(*lone))
+    assert [g.replays > 0 for g in graphs.values()] == [True, False, False]
+    assert _summary(engine.transcribe(audios, requests)) == _summary(plain.transcribe(audios, requests))
+    assert all(graph.replays > 0 for graph in graphs.values())
+    assert sum(g.replays for g in graphs.values()) == engine.counters.graph_replays == engine.counters.decode_steps
+
+
+def test_spans_at_or_past_the_text_context_are_refused(model: WhisperModel) -> None:
+    with pytest.raises(ValueError, match="Expected step_spans below n_text_ctx 448: got"):
+        _engine(model, step_spans=(16, 448))
+
+
+def test_the_adapter_captures_its_steps_at_the_cache_spans_it_is_given() -> None:
+    spanned = _adapter({"config": "tiny", "seed": 5, "stepCacheSpans": [16, 8]})
+    assert spanned.engine.spans == (8, 16, TINY.n_text_ctx)
+    plain = _adapter({"config": "tiny", "seed": 5})
+    assert plain.engine.spans == (TINY.n_text_ctx,)
+    pcm = _pcm(3.0, 11)
+    assert spanned.run_batch([BatchInput("a", pcm)])[0] == plain.run_batch([BatchInput("a", pcm)])[0]
+    spanned.close()
     plain.close()

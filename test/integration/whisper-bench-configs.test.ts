@@ -43,6 +43,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b19-pieces-rules-overlap',
       'whisper-b20-three-rules-overlap',
       'whisper-b21-pieces-warm',
+      'whisper-b22-pieces-spans',
     ]);
     const cut = new Set([
       'whisper-b8-pieces',
@@ -58,6 +59,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b19-pieces-rules-overlap',
       'whisper-b20-three-rules-overlap',
       'whisper-b21-pieces-warm',
+      'whisper-b22-pieces-spans',
     ]);
     for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
@@ -152,6 +154,8 @@ describe('whisper benchmark configs', () => {
       ['whisper-b19-pieces-rules-overlap', 'whisper-b14-pieces-window', { compileRules: true, overlapEncoder: true }],
       // b21: b19 with every join's shape met at warmup.
       ['whisper-b21-pieces-warm', 'whisper-b19-pieces-rules-overlap', { warmShapes: true }],
+      // b22: b19 with the step also captured over the cache's first 128 positions.
+      ['whisper-b22-pieces-spans', 'whisper-b19-pieces-rules-overlap', { stepCacheSpans: [128] }],
     ];
     for (const [name, base, options] of expected) assert.deepEqual(configs[name], withOptions(base, options), name);
     // b20: b19 on three instances.
@@ -178,6 +182,7 @@ describe('whisper benchmark configs', () => {
       'whisper-b2-group-join.json',
       'whisper-b20-three-rules-overlap.json',
       'whisper-b21-pieces-warm.json',
+      'whisper-b22-pieces-spans.json',
       'whisper-b3-overlap.json',
       'whisper-b4-group-overlap.json',
       'whisper-b5-compiled-fp8.json',

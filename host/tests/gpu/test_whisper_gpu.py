@@ -176,6 +176,25 @@ def test_warmed_shapes_give_the_cold_engines_transcripts_with_graphs(tiny: Whisp
     assert _summary(warmed.transcribe(audios, requests)) == _summary(cold.transcribe(audios, requests))
 
 
+def test_steps_replayed_over_shorter_cache_spans_give_the_same_transcripts(tiny: WhisperModel) -> None:
+    """step_spans: a graph per batch size and span (8, 32 and the whole cache), each step replaying the
+    shortest that holds its windows' positions, gives the transcripts of the whole-cache graphs (float32;
+    with step_ahead too, which launches a step before the last is read)."""
+    model = tiny.to(torch.float32)
+    audios = [_audio(s, 70 + i) for i, s in enumerate((45.0, 3.0, 12.0, 1.0, 31.0))]
+    requests = [RequestOptions(language="en"), RequestOptions(language="de", prompt="the cat"),
+                RequestOptions(timestamps=False, language="fr"), RequestOptions(language="en"),
+                RequestOptions(language="es", task="translate")]
+    whole = _engine(model, torch.float32, use_graphs=True)
+    assert whole.capture_graphs() == 4
+    expected = _summary(whole.transcribe(audios, requests))
+    for step_ahead in (False, True):
+        spanned = _engine(model, torch.float32, use_graphs=True, step_spans=(8, 32), step_ahead=step_ahead)
+        assert spanned.capture_graphs() == 12
+        assert _summary(spanned.transcribe(audios, requests)) == expected
+        assert spanned.counters.eager_steps == 0
+
+
 def test_the_compiled_encoder_follows_the_eager_one() -> None:
     """compileEncoder: the compiled encoder (batch size dynamic) gives the eager encoder's output at the
     compiled size and at a larger one that reuses it (a batch of 1 stays eager); its four blocks share

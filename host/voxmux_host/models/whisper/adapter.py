@@ -29,6 +29,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``languageDetection`` | ``"reference"`` | where a request names no language, a clip shorter than 30 s is detected on ``"reference"``: OpenAI's input, the clip followed by silence, one more window in its encoder call; ``"window"``: its own decode window (padded with 0.0), no extra window, as faster-whisper does (the language may differ where the two disagree) |
 | ``compileRules`` | false | ``torch.compile`` the decode step's logit rules and token choice (torch >= 2.0 with Triton, ``cudaGraphs`` on a CUDA device: one compilation per batch size at warmup); the sampling noise stays outside |
 | ``warmShapes`` | false | warmup meets every shape a join of 1 to ``max(batchSizes)`` windows gives the eager code (encoder call, cross keys and values, language detection, the prefill padded to a few lengths), so that work done once per shape is not paid by the first requests (decoding.py) |
+| ``stepCacheSpans`` | [] | cache spans (positions below the model's ``n_text_ctx``) the decode step is also captured at: a step whose windows' positions all fall below one attends over that many positions of the self-attention cache instead of all of it (decoding.py) |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel |
 
 Per request: ``language`` (an ISO 639-1 code the model knows; detected from the first 30 s when absent),
@@ -91,6 +92,7 @@ DEFAULT_OPTIONS: Dict[str, Any] = {
     "stepAhead": False,
     "compileRules": False,
     "warmShapes": False,
+    "stepCacheSpans": [],
     "languageDetection": "reference",
     "probeTimeoutMs": 1500,
 }
@@ -146,6 +148,9 @@ def parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
     sizes = options["batchSizes"]
     if not isinstance(sizes, list) or not sizes or not all(is_int(v) and 0 < v <= 1024 for v in sizes):
         problems.append(f"Expected batchSizes to be a non-empty list of integers from 1 to 1024: got {sizes!r}")
+    spans = options["stepCacheSpans"]
+    if not isinstance(spans, list) or not all(is_int(v) and 0 < v < 1024 for v in spans):
+        problems.append(f"Expected stepCacheSpans to be a list of integers from 1 to 1023: got {spans!r}")
     for key in ("seed", "probeTimeoutMs", "joinMinWindows", "joinMaxWaitMs"):
         minimum = 0 if key in ("seed", "joinMaxWaitMs") else 1
         if not is_int(options[key]) or options[key] < minimum:
@@ -261,6 +266,10 @@ class WhisperAdapter:
         if options["compileEncoder"]:
             model.encoder.compile_()
         sizes = tuple(sorted(set(int(b) for b in options["batchSizes"])))
+        spans = tuple(sorted(set(int(n) for n in options["stepCacheSpans"])))
+        if spans and spans[-1] >= model.config.n_text_ctx:
+            raise InstanceError("load_failed", f"Expected stepCacheSpans below the model's {model.config.n_text_ctx} "
+                                               f"text positions: got {spans[-1]}")
         if options["compileRules"] and device.type != "cuda":
             raise InstanceError("load_failed", f"compileRules needs a CUDA device (it runs in the step's CUDA graphs): "
                                                f"got device {device}")
@@ -273,7 +282,7 @@ class WhisperAdapter:
             condition_on_previous_text=bool(options["conditionOnPreviousText"]), seed=int(options["seed"]),
             join_min_windows=int(options["joinMinWindows"]), join_max_wait_s=int(options["joinMaxWaitMs"]) / 1000,
             overlap_encoder=bool(options["overlapEncoder"]), step_ahead=bool(options["stepAhead"]),
-            compile_rules=bool(options["compileRules"]), warm_shapes=bool(options["warmShapes"]),
+            compile_rules=bool(options["compileRules"]), warm_shapes=bool(options["warmShapes"]), step_spans=spans,
             detect_on_window=options["languageDetection"] == "window")
         self._engine = WhisperEngine(model, tokenizer, device, _DTYPES[dtype_name], engine_options)
         return WhisperLoadInfo(

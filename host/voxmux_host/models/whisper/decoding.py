@@ -123,6 +123,10 @@ class EngineOptions:
     #: prefill padded to :data:`PREFILL_LENGTHS`: work a library or compiler does once per shape (an
     #: attention plan, an autotuning, a compilation) is not paid by the first requests that meet it.
     warm_shapes: bool = False
+    #: Cache spans (positions, each below n_text_ctx) the decode step is also captured at: a step whose
+    #: windows' positions all fall below one attends over that many positions of the self-attention cache
+    #: instead of all n_text_ctx, and reads that much less of it (:meth:`WhisperEngine._step_span`).
+    step_spans: Tuple[int, ...] = ()
 
 
 @dataclass
@@ -211,6 +215,8 @@ class _Active:
     sum_logprob: float = 0.0
     no_speech_prob: float = 0.0
     done: bool = False  # ended (its slot may already hold another window)
+    #: The position of the window's first decode step (its prompt's last token).
+    start: int = 0
 
 
 @dataclass
@@ -311,7 +317,13 @@ class WhisperEngine:
         self.cache = KVCache.allocate(config, options.slots, device, dtype)
         self.state = StepState(options.slots, device)
         self.batch_sizes = tuple(sorted(b for b in set(options.batch_sizes) if b <= options.slots))
-        self.graphs: Dict[int, torch.cuda.CUDAGraph] = {}
+        n_ctx = config.n_text_ctx
+        if any(not 0 < span < n_ctx for span in options.step_spans):
+            raise ValueError(f"Expected step_spans below n_text_ctx {n_ctx}: got {options.step_spans}")
+        #: The cache spans a step may attend over, the whole cache last.
+        self.spans = tuple(sorted({*options.step_spans, n_ctx}))
+        #: A CUDA graph of the step per batch size and span.
+        self.graphs: Dict[Tuple[int, int], torch.cuda.CUDAGraph] = {}
         self.graph_pool: Optional[Tuple[int, int]] = None
         self.generator = torch.Generator(device=device).manual_seed(options.seed) if device.type == "cpu" else None
         vocab = torch.arange(config.n_vocab, device=device)
@@ -359,9 +371,11 @@ class WhisperEngine:
 
     # ------------------------------------------------------------------ the step (graph-capturable)
     @torch.no_grad()
-    def _step(self, b: int) -> None:
+    def _step(self, b: int, span: Optional[int] = None) -> None:
+        """One decode step of slots 0..b-1, attending over the cache's first ``span`` positions (None: all)."""
         st, t = self.state, self.tokenizer
-        hidden = self.model.decoder.forward_cached(self.cache, st.tokens[:b, None], st.positions[:b, None])
+        hidden = self.model.decoder.forward_cached(self.cache, st.tokens[:b, None], st.positions[:b, None],
+                                                   span=span)
         logits = self.model.decoder.logits(hidden[:, -1])
         next_tokens, logprobs = self._select(logits, b)
         st.out_tokens[:b].copy_(next_tokens)
@@ -386,22 +400,23 @@ class WhisperEngine:
 
     # ------------------------------------------------------------------ graphs
     def capture_graphs(self) -> int:
-        """One CUDA graph of the step per batch size (CUDA only); returns how many were captured."""
+        """One CUDA graph of the step per batch size and span (CUDA only); returns how many were captured."""
         if self.device.type != "cuda" or not self.options.use_graphs:
             return 0
         pool = torch.cuda.graph_pool_handle()  # type: ignore[no-untyped-call]
         side = torch.cuda.Stream(device=self.device)  # type: ignore[no-untyped-call]
         side.wait_stream(torch.cuda.current_stream(self.device))  # type: ignore[no-untyped-call]
+        shapes = [(b, span) for b in self.batch_sizes for span in self.spans]
         with torch.cuda.stream(side):
-            for b in self.batch_sizes:
+            for b, span in shapes:
                 for _ in range(2):
-                    self._step(b)
+                    self._step(b, span)
         torch.cuda.current_stream(self.device).wait_stream(side)  # type: ignore[no-untyped-call]
-        for b in self.batch_sizes:
+        for b, span in shapes:
             graph = torch.cuda.CUDAGraph()  # type: ignore[no-untyped-call]
             with torch.cuda.graph(graph, pool=pool):  # type: ignore[no-untyped-call]
-                self._step(b)
-            self.graphs[b] = graph
+                self._step(b, span)
+            self.graphs[(b, span)] = graph
         torch.cuda.synchronize(self.device)
         self._reset_state()
         return len(self.graphs)
@@ -416,14 +431,25 @@ class WhisperEngine:
 
     def _run_step(self, rows: int) -> None:
         b = next((size for size in self.batch_sizes if size >= rows), rows)
-        graph = self.graphs.get(b)
+        span = self._step_span(rows)
+        graph = self.graphs.get((b, span))
         if graph is not None:
             graph.replay()  # type: ignore[no-untyped-call]
             self.counters.graph_replays += 1
         else:
-            self._step(rows)
+            self._step(rows, span)
             self.counters.eager_steps += 1
         self.counters.decode_steps += 1
+
+    def _step_span(self, rows: int) -> int:
+        """The shortest of :attr:`spans` that holds the next step's position of every window decoding in the
+        first ``rows`` slots. A window's next position is its start plus the steps launched since it was
+        admitted: at most one more than the tokens read (step_ahead launches one before reading)."""
+        if len(self.spans) == 1:
+            return self.spans[0]
+        needed = max((a.start + len(a.tokens) + 2 for a in self._slots[:rows] if a is not None and not a.done),
+                     default=1)
+        return next((span for span in self.spans if span >= needed), self.spans[-1])
 
     # ------------------------------------------------------------------ batches
     @torch.no_grad()
@@ -668,7 +694,7 @@ class WhisperEngine:
             if per_second is not None:
                 budget = min(budget, math.ceil(per_second * w.segment_size * HOP_LENGTH / SAMPLE_RATE))
             budgets.append(budget)
-            slots[free[k]] = _Active(w, budget, no_speech_prob=no_speech[k])
+            slots[free[k]] = _Active(w, budget, start=len(prompt) - 1, no_speech_prob=no_speech[k])
         values = {
             "tokens": [p[-1] for p in prompts], "positions": [len(p) - 1 for p in prompts],
             "sampled": [0] * len(group), "last": [0] * len(group), "penult": [0] * len(group),

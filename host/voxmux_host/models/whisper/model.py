@@ -220,15 +220,20 @@ class TextDecoder(nn.Module):
             cache.cross_v[layer][slots] = attn.heads(attn.value(xa)).to(cache.cross_v[layer].dtype)
 
     def forward_cached(self, cache: KVCache, tokens: torch.Tensor, positions: torch.Tensor,
-                       slots: Optional[torch.Tensor] = None) -> torch.Tensor:
+                       slots: Optional[torch.Tensor] = None, span: Optional[int] = None) -> torch.Tensor:
         """Tokens [B, T] at positions [B, T] of cache slots ``slots`` [B] (None: slots 0..B-1, read as views,
         which is the CUDA-graph path): writes their keys and values, attends to each slot's cache up to each
-        query's position and to its audio window; returns the hidden states [B, T, D] (before ``ln``)."""
+        query's position and to its audio window; returns the hidden states [B, T, D] (before ``ln``).
+        ``span``: the self-attention reads only the cache's first ``span`` positions (every query's
+        position must be below it; views only, with ``slots`` None)."""
         batch, _ = tokens.shape
         dtype = cache.self_k[0].dtype
         x = (self.token_embedding(tokens) + self.positional_embedding[positions]).to(dtype)
         rows = torch.arange(batch, device=tokens.device) if slots is None else slots
-        key_positions = torch.arange(self.n_ctx, device=tokens.device)
+        if span is not None and slots is not None:
+            raise ValueError("Expected span with the cache's first slots (slots None)")
+        span = self.n_ctx if span is None else span
+        key_positions = torch.arange(span, device=tokens.device)
         mask = (key_positions[None, None, :] <= positions[:, :, None])[:, None]  # [B, 1, T, C]
         for layer, block in enumerate(self.blocks):
             attn = block.attn
@@ -238,7 +243,7 @@ class TextDecoder(nn.Module):
             k_cache[rows[:, None], :, positions] = k.transpose(1, 2)
             v_cache[rows[:, None], :, positions] = v.transpose(1, 2)
             if slots is None:
-                keys, values = k_cache[:batch], v_cache[:batch]
+                keys, values = k_cache[:batch, :, :span], v_cache[:batch, :, :span]
                 cross_k, cross_v = cache.cross_k[layer][:batch], cache.cross_v[layer][:batch]
             else:
                 keys, values = k_cache[slots], v_cache[slots]
