@@ -20,7 +20,7 @@
 # Needs what run-asr.sh needs: node on PATH, the bundle .bundle/voxmux.mjs (npm run bundle), python3
 # with torch + CUDA. One command: bash bench/gpu/run-whisper.sh OUT_DIR
 # WHISPER_BENCH_IDLE_REQUESTS (default 20), ASR_BENCH_LEVELS (default 1,2,4,...,128) and ASR_BENCH_RATES reach run-asr.sh;
-# WHISPER_BENCH_CONFIGS (default: all twenty-three) names the sides to run, in order (each side boots its own
+# WHISPER_BENCH_CONFIGS (default: all of them) names the sides to run, in order (each side boots its own
 # server and ramps: pick three or four to stay within a 10-minute limit); WHISPER_BENCH_ENGINE=0 skips the
 # engine's own part (bench_whisper.py) for a command that runs it first on its own.
 set -uo pipefail
@@ -36,8 +36,10 @@ export ASR_BENCH_LEVELS=${ASR_BENCH_LEVELS:-1,2,4,8,16,32,48,64,96,128}
   echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)"
   echo "command: bash bench/gpu/run-whisper.sh $out"
 } > "$out/run.txt"
+# Every side, in the order whisper-configs.mjs declares them, unless WHISPER_BENCH_CONFIGS names some.
+all_sides=$(node --input-type=module -e "const { CONFIGS } = await import('$root/bench/gpu/whisper-configs.mjs'); console.log(Object.keys(CONFIGS).join(' '))")
 # shellcheck disable=SC2086  # a list of names
-bash "$root/bench/gpu/run-asr.sh" "$out" ${WHISPER_BENCH_CONFIGS:-whisper-a-naive whisper-b-engine whisper-b0-one-batch whisper-b2-group-join whisper-b3-overlap whisper-b4-group-overlap whisper-b5-compiled-fp8 whisper-b6-many-batches whisper-b7-two-instances whisper-b8-pieces whisper-b9-pieces-compiled whisper-b10-one-pieces-compiled whisper-b11-one-pieces-overlap whisper-b12-one-pieces-ahead whisper-b13-one-pieces-window whisper-b14-pieces-window whisper-b15-pieces-window-fp8 whisper-b17-pieces-rules whisper-b18-pieces-overlap whisper-b19-pieces-rules-overlap whisper-b20-three-rules-overlap whisper-b21-pieces-warm whisper-b22-pieces-spans}
+bash "$root/bench/gpu/run-asr.sh" "$out" ${WHISPER_BENCH_CONFIGS:-$all_sides}
 [ "${WHISPER_BENCH_ENGINE:-1}" = 0 ] && exit 0
 python3 "$root/host/bench_whisper.py" --device cuda --config large-v3-turbo --clip-seconds 45 \
   --tokens-per-audio-second 3 --out "$out/engine.json" | tee "$out/engine.txt"

@@ -15,52 +15,41 @@ const SCRIPT = fileURLToPath(new URL('../../bench/gpu/whisper-configs.mjs', impo
 
 type BenchConfigs = Record<string, { models: { whisper: { maxBatchSize: number; options: Record<string, unknown> } } }>;
 
+/** The sides of the benchmark, in the order the script declares them. */
+const SIDES = [
+  'whisper-a-naive',
+  'whisper-b-engine',
+  'whisper-b0-one-batch',
+  'whisper-b2-group-join',
+  'whisper-b3-overlap',
+  'whisper-b4-group-overlap',
+  'whisper-b5-compiled-fp8',
+  'whisper-b6-many-batches',
+  'whisper-b7-two-instances',
+  'whisper-b8-pieces',
+  'whisper-b9-pieces-compiled',
+  'whisper-b10-one-pieces-compiled',
+  'whisper-b11-one-pieces-overlap',
+  'whisper-b12-one-pieces-ahead',
+  'whisper-b13-one-pieces-window',
+  'whisper-b14-pieces-window',
+  'whisper-b15-pieces-window-fp8',
+  'whisper-b17-pieces-rules',
+  'whisper-b18-pieces-overlap',
+  'whisper-b19-pieces-rules-overlap',
+  'whisper-b20-three-rules-overlap',
+  'whisper-b21-pieces-warm',
+  'whisper-b22-pieces-spans',
+];
+
 describe('whisper benchmark configs', () => {
   it('are valid configs of the whisper adapter with the same token budget', async () => {
     const bench = (await import(SCRIPT)) as Record<string, unknown>;
     const configs = bench.CONFIGS as BenchConfigs;
     const tokensPerAudioSecond = bench.TOKENS_PER_AUDIO_SECOND as number;
-    assert.deepEqual(Object.keys(configs), [
-      'whisper-a-naive',
-      'whisper-b-engine',
-      'whisper-b0-one-batch',
-      'whisper-b2-group-join',
-      'whisper-b3-overlap',
-      'whisper-b4-group-overlap',
-      'whisper-b5-compiled-fp8',
-      'whisper-b6-many-batches',
-      'whisper-b7-two-instances',
-      'whisper-b8-pieces',
-      'whisper-b9-pieces-compiled',
-      'whisper-b10-one-pieces-compiled',
-      'whisper-b11-one-pieces-overlap',
-      'whisper-b12-one-pieces-ahead',
-      'whisper-b13-one-pieces-window',
-      'whisper-b14-pieces-window',
-      'whisper-b15-pieces-window-fp8',
-      'whisper-b17-pieces-rules',
-      'whisper-b18-pieces-overlap',
-      'whisper-b19-pieces-rules-overlap',
-      'whisper-b20-three-rules-overlap',
-      'whisper-b21-pieces-warm',
-      'whisper-b22-pieces-spans',
-    ]);
-    const cut = new Set([
-      'whisper-b8-pieces',
-      'whisper-b9-pieces-compiled',
-      'whisper-b10-one-pieces-compiled',
-      'whisper-b11-one-pieces-overlap',
-      'whisper-b12-one-pieces-ahead',
-      'whisper-b13-one-pieces-window',
-      'whisper-b14-pieces-window',
-      'whisper-b15-pieces-window-fp8',
-      'whisper-b17-pieces-rules',
-      'whisper-b18-pieces-overlap',
-      'whisper-b19-pieces-rules-overlap',
-      'whisper-b20-three-rules-overlap',
-      'whisper-b21-pieces-warm',
-      'whisper-b22-pieces-spans',
-    ]);
+    assert.deepEqual(Object.keys(configs), SIDES);
+    // Every side from b8 on cuts the clips into pieces.
+    const cut = new Set(SIDES.slice(SIDES.indexOf('whisper-b8-pieces')));
     for (const [name, file] of Object.entries(configs)) {
       const config = loadConfig({ file, filePath: name });
       const model = config.models.whisper!;
@@ -166,30 +155,6 @@ describe('whisper benchmark configs', () => {
   it('writes one file per side', () => {
     const dir = mkdtempSync(join(tmpdir(), 'voxmux-whisper-bench-'));
     execFileSync(process.execPath, [SCRIPT, dir, '/opt/host']);
-    assert.deepEqual(readdirSync(dir).sort(), [
-      'whisper-a-naive.json',
-      'whisper-b-engine.json',
-      'whisper-b0-one-batch.json',
-      'whisper-b10-one-pieces-compiled.json',
-      'whisper-b11-one-pieces-overlap.json',
-      'whisper-b12-one-pieces-ahead.json',
-      'whisper-b13-one-pieces-window.json',
-      'whisper-b14-pieces-window.json',
-      'whisper-b15-pieces-window-fp8.json',
-      'whisper-b17-pieces-rules.json',
-      'whisper-b18-pieces-overlap.json',
-      'whisper-b19-pieces-rules-overlap.json',
-      'whisper-b2-group-join.json',
-      'whisper-b20-three-rules-overlap.json',
-      'whisper-b21-pieces-warm.json',
-      'whisper-b22-pieces-spans.json',
-      'whisper-b3-overlap.json',
-      'whisper-b4-group-overlap.json',
-      'whisper-b5-compiled-fp8.json',
-      'whisper-b6-many-batches.json',
-      'whisper-b7-two-instances.json',
-      'whisper-b8-pieces.json',
-      'whisper-b9-pieces-compiled.json',
-    ]);
+    assert.deepEqual(readdirSync(dir).sort(), SIDES.map((name) => `${name}.json`).sort());
   });
 });
