@@ -573,6 +573,7 @@ def test_warming_the_shapes_meets_every_join_shape_before_serving_and_changes_no
     seen = _shapes_seen(warmed, monkeypatch)
     met = warmed.warm_shapes()
     lengths = sorted({min(n, TINY.n_text_ctx) for n in PREFILL_LENGTHS})
+    assert list(warmed.prefill_lengths) == lengths
     # Every join size, 1 to the slots: its encoder call, its language detection and its prefill at each length.
     assert seen["encoder"] == [1, 2, 3, 4]
     assert set(seen["decoder"]) == {(n, 1) for n in range(1, 5)} | {(n, t) for n in range(1, 5) for t in lengths}

@@ -121,6 +121,22 @@ def test_cached_decoding_equals_a_full_recompute() -> None:
     assert torch.allclose(torch.cat(stepped, dim=1), full, atol=1e-4)
 
 
+def test_a_cached_step_over_a_span_of_the_cache_equals_one_over_all_of_it() -> None:
+    model = build_model(TINY, seed=4)
+    with torch.no_grad():
+        xa = model.encoder(torch.randn(2, 80, 3000))
+        cache = KVCache.allocate(TINY, 2, torch.device("cpu"), torch.float32)
+        rows = torch.arange(2)
+        model.decoder.fill_cross(cache, rows, xa)
+        model.decoder.forward_cached(cache, torch.randint(0, TINY.n_vocab, (2, 6)), torch.arange(6).expand(2, 6), rows)
+        step = (torch.randint(0, TINY.n_vocab, (2, 1)), torch.tensor([[6], [3]]))
+        whole = model.decoder.forward_cached(cache, *step)
+        spanned = model.decoder.forward_cached(cache, *step, span=7)  # positions 0..6 hold every query's keys
+        assert torch.allclose(spanned, whole, atol=1e-6)
+        with pytest.raises(ValueError, match="Expected span with the cache's first slots"):
+            model.decoder.forward_cached(cache, *step, slots=rows, span=7)
+
+
 def _same_weights(a: WhisperModel, b: WhisperModel) -> bool:
     sb = b.state_dict()
     return all(torch.equal(t, sb[name]) for name, t in a.state_dict().items())

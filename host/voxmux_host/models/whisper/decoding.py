@@ -322,6 +322,8 @@ class WhisperEngine:
             raise ValueError(f"Expected step_spans below n_text_ctx {n_ctx}: got {options.step_spans}")
         #: The cache spans a step may attend over, the whole cache last.
         self.spans = tuple(sorted({*options.step_spans, n_ctx}))
+        #: The lengths a join's prefill is padded to with warm_shapes (:data:`PREFILL_LENGTHS` within n_ctx).
+        self.prefill_lengths = tuple(sorted({min(n, n_ctx) for n in PREFILL_LENGTHS}))
         #: A CUDA graph of the step per batch size and span.
         self.graphs: Dict[Tuple[int, int], torch.cuda.CUDAGraph] = {}
         self.graph_pool: Optional[Tuple[int, int]] = None
@@ -730,10 +732,7 @@ class WhisperEngine:
         attends to it, as with the shorter prompts' padding)."""
         if not self.options.warm_shapes:
             return longest
-        return next((n for n in self._warm_lengths() if n >= longest), longest)
-
-    def _warm_lengths(self) -> List[int]:
-        return sorted({min(n, self.config.n_text_ctx) for n in PREFILL_LENGTHS})
+        return next((n for n in self.prefill_lengths if n >= longest), longest)
 
     @torch.no_grad()
     def warm_shapes(self) -> int:
@@ -753,7 +752,7 @@ class WhisperEngine:
             hidden = self.model.decoder.forward_cached(self.cache, sot, torch.zeros_like(sot), rows)
             self.model.decoder.logits(hidden[:, 0])
             calls += 2
-            for length in self._warm_lengths():
+            for length in self.prefill_lengths:
                 tokens = torch.full((n, length), t.eot, device=self.device)
                 positions = torch.arange(length, device=self.device).expand(n, -1)
                 self.model.decoder.logits(self.model.decoder.forward_cached(self.cache, tokens, positions, rows)[:, 0])
