@@ -4,8 +4,9 @@ decode by full recompute, timestamps to segments, budgets, language detection, f
 from __future__ import annotations
 
 import math
+import threading
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +22,7 @@ from voxmux_host.models.whisper.decoding import (PREFILL_LENGTHS, EngineOptions,
                                                  _Window, compression_ratio)
 from voxmux_host.models.whisper.features import log_mel_spectrogram
 from voxmux_host.models.whisper.model import COMPILED_MIN_WINDOWS, WhisperModel, build_model
+from voxmux_host.models.whisper.service import DecodeService
 from voxmux_host.models.whisper.tokenizer import special_tokens, tiny_tokenizer, tiny_vocabulary, write_tokenizer_files
 
 NO_FALLBACK = dict(temperature_increment=0.0, no_speech_threshold=None)
@@ -595,24 +597,49 @@ def test_without_warming_the_prefill_is_as_long_as_the_longest_prompt(model: Whi
 
 
 def test_the_adapter_warms_the_shapes_when_asked_without_counting_it_as_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    warms: List[int] = []
-    warm_shapes = WhisperEngine.warm_shapes
+    warms: List[Tuple[str, Tuple[int, ...], str]] = []
+    warm = WhisperEngine._warm
 
-    def counted(engine: WhisperEngine) -> int:
-        warms.append(engine.options.slots)
-        return warm_shapes(engine)
+    def counted(engine: WhisperEngine, sizes: Sequence[int], lengths: Sequence[int]) -> int:
+        warms.append(("shapes" if engine.options.warm_shapes else "plain", tuple(sizes),
+                      threading.current_thread().name))
+        return warm(engine, sizes, lengths)
 
-    monkeypatch.setattr(WhisperEngine, "warm_shapes", counted)
+    monkeypatch.setattr(WhisperEngine, "_warm", counted)
     warmed = _adapter({"config": "tiny", "seed": 5, "warmShapes": True})
-    assert warms == [4]
+    # On the decoding thread, where serving makes its calls: a library's per-shape plans (cuDNN's attention
+    # graphs) and handles are kept per thread, so calls on the thread that loaded the model would warm nothing.
+    assert warms == [("shapes", (1, 2, 3, 4), "whisper-decode")]
     plain = _adapter({"config": "tiny", "seed": 5})
-    assert warms == [4]
+    # Without warmShapes, one join of one window: the decoding thread's first calls are not the first request's.
+    assert warms[1:] == [("plain", (1,), "whisper-decode")]
     # The engine's counts are the requests' work: warming adds nothing to them.
     assert warmed.stats().encoder_windows == plain.stats().encoder_windows == 0  # type: ignore[attr-defined]
     pcm = _pcm(1.0, 9)
     assert warmed.run_batch([BatchInput("a", pcm)])[0] == plain.run_batch([BatchInput("a", pcm)])[0]
     warmed.close()
     plain.close()
+
+
+def test_the_decoding_thread_runs_a_call_between_steps_and_gives_back_its_value_or_error(model: WhisperModel) -> None:
+    engine = _engine(model)
+    service = DecodeService(engine)
+    try:
+        assert service.call(lambda: threading.current_thread().name).result(timeout=30) == "whisper-decode"
+
+        def fails() -> None:
+            raise ValueError("no")
+
+        with pytest.raises(ValueError, match="no"):
+            service.call(fails).result(timeout=30)
+        # The thread goes on: a batch after the failed call decodes as it would on its own.
+        audio, request = _audio(1.0, seed=41), RequestOptions(language="en")
+        decoded = service.submit([audio], [request]).result(timeout=60)
+        assert _summary(decoded) == _summary(_engine(model).transcribe([audio], [request]))
+    finally:
+        service.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        service.call(lambda: None).result(timeout=30)
 
 
 @pytest.mark.parametrize("step_ahead", [False, True])

@@ -300,10 +300,12 @@ class WhisperAdapter:
             if self._options["compileEncoder"]:
                 self._compile_encoder()
             graphs = engine.capture_graphs()
-            if self._options["warmShapes"]:
-                engine.warm_shapes()
         finally:
             self._capturing.clear()
+        # The decoding thread starts once the graphs are captured, and meets the shapes there (service.py).
+        self._service = DecodeService(engine)
+        warm = engine.warm_shapes if self._options["warmShapes"] else engine.warm_first_calls
+        self._service.call(warm).result()
         self._warmup_ms = int((time.perf_counter() - start) * 1000)
         return WhisperWarmupInfo(graphs_captured=graphs, warmup_ms=self._warmup_ms, memory_bytes=self._memory_bytes())
 

@@ -734,16 +734,27 @@ class WhisperEngine:
             return longest
         return next((n for n in self.prefill_lengths if n >= longest), longest)
 
-    @torch.no_grad()
     def warm_shapes(self) -> int:
         """Meets, before serving, each shape that a join of 1 to ``slots`` windows gives the eager code: the
         encoder call on that many windows (a group whose short clips are detected on inputs of their own adds
         up to as many more: those are not met), their cross-attention keys and values, the language
         detection's first step and the prefill at each of the lengths it is padded to. Returns how many
-        encoder and decoder calls it made. The cache's slots are left holding its zeros' keys and values (a slot is filled when
-        a window is admitted); the engine's counts are not touched. Not while windows decode."""
+        encoder and decoder calls it made. To be called on the thread that serves (service.py)."""
+        return self._warm(range(1, self.options.slots + 1), self.prefill_lengths)
+
+    def warm_first_calls(self) -> int:
+        """One join of one window's calls (:meth:`warm_shapes` for a single shape): the first calls a thread
+        makes create the libraries' handles for it, which the first request would otherwise wait for."""
+        return self._warm((1,), self.prefill_lengths[:1])
+
+    @torch.no_grad()
+    def _warm(self, sizes: Sequence[int], lengths: Sequence[int]) -> int:
+        """The calls a join of each of ``sizes`` windows makes, its prefill at each of ``lengths``; returns
+        how many encoder and decoder calls it made. The cache's slots are left holding its zeros' keys and
+        values (a slot is filled when a window is admitted); the engine's counts are not touched. Not while
+        windows decode."""
         t, calls = self.tokenizer, 0
-        for n in range(1, self.options.slots + 1):
+        for n in sizes:
             rows = torch.arange(n, device=self.device)
             features = self.model.encoder(torch.zeros(n, self.config.n_mels, N_FRAMES, device=self.device,
                                                       dtype=self.dtype))
@@ -752,7 +763,7 @@ class WhisperEngine:
             hidden = self.model.decoder.forward_cached(self.cache, sot, torch.zeros_like(sot), rows)
             self.model.decoder.logits(hidden[:, 0])
             calls += 2
-            for length in self.prefill_lengths:
+            for length in lengths:
                 tokens = torch.full((n, length), t.eot, device=self.device)
                 positions = torch.arange(length, device=self.device).expand(n, -1)
                 self.model.decoder.logits(self.model.decoder.forward_cached(self.cache, tokens, positions, rows)[:, 0])

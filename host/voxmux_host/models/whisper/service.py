@@ -7,13 +7,16 @@ the engine (:meth:`WhisperEngine.tick`) while anything waits or decodes. A batch
 while another decodes (the scheduler's ``maxRunningBatchesPerInstance`` above 1) so joins free cache
 slots at once instead of waiting for the running batch to end. Every GPU call of decoding is made on
 this one thread. A failed step fails every batch that was in the engine, and the engine starts empty.
+:meth:`DecodeService.call` runs other GPU work on this thread between steps (warmup): libraries keep some
+state per thread (torch's cache of cuDNN attention graphs, one per shape; cuBLAS handles), so a call that
+is to spare serving a first-time cost must be made on the thread that serves.
 """
 from __future__ import annotations
 
 import threading
 from collections import deque
 from concurrent.futures import Future
-from typing import Deque, List, Sequence, Tuple
+from typing import Any, Callable, Deque, List, Sequence, Tuple, TypeVar
 
 import torch
 
@@ -23,6 +26,8 @@ from .decoding import DecodeBatch, RequestOptions, Transcription, WhisperEngine
 CLOSE_TIMEOUT_S = 10.0
 
 _Submission = Tuple[Sequence[torch.Tensor], Sequence[RequestOptions], "Future[List[Transcription]]"]
+_Call = Tuple[Callable[[], Any], "Future[Any]"]
+_T = TypeVar("_T")
 
 
 class DecodeService:
@@ -30,6 +35,7 @@ class DecodeService:
         self._engine = engine
         self._changed = threading.Condition()
         self._incoming: Deque[_Submission] = deque()
+        self._calls: Deque[_Call] = deque()
         self._is_closed = False
         self._thread = threading.Thread(target=self._run, name="whisper-decode", daemon=True)
         self._thread.start()
@@ -42,6 +48,17 @@ class DecodeService:
                 future.set_exception(RuntimeError("The whisper decoder is closed"))
                 return future
             self._incoming.append((audios, requests, future))
+            self._changed.notify()
+        return future
+
+    def call(self, fn: Callable[[], _T]) -> "Future[_T]":
+        """Runs ``fn`` on the decoding thread before its next step; the future holds its value or error."""
+        future: "Future[_T]" = Future()
+        with self._changed:
+            if self._is_closed:
+                future.set_exception(RuntimeError("The whisper decoder is closed"))
+                return future
+            self._calls.append((fn, future))
             self._changed.notify()
         return future
 
@@ -59,7 +76,7 @@ class DecodeService:
         running: List[Tuple[DecodeBatch, "Future[List[Transcription]]"]] = []
         while True:
             with self._changed:
-                while not self._incoming and engine.is_idle and not self._is_closed:
+                while not self._incoming and not self._calls and engine.is_idle and not self._is_closed:
                     self._changed.wait()
                 if self._is_closed:
                     closed = RuntimeError("The whisper decoder closed before the batch was done")
@@ -67,9 +84,18 @@ class DecodeService:
                         future.set_exception(closed)
                     for _, _, future in self._incoming:
                         future.set_exception(closed)
+                    for _, call_future in self._calls:
+                        call_future.set_exception(closed)
                     return
                 new = list(self._incoming)
                 self._incoming.clear()
+                calls = list(self._calls)
+                self._calls.clear()
+            for fn, call_future in calls:
+                try:
+                    call_future.set_result(fn())
+                except BaseException as err:  # noqa: BLE001 - the caller's error, not the decoding's
+                    call_future.set_exception(err)
             try:
                 for audios, requests, future in new:
                     running.append((engine.submit(audios, requests), future))
