@@ -606,10 +606,17 @@ def test_the_adapter_warms_the_shapes_when_asked_without_counting_it_as_work(mon
         return warm(engine, sizes, lengths)
 
     monkeypatch.setattr(WhisperEngine, "_warm", counted)
-    warmed = _adapter({"config": "tiny", "seed": 5, "warmShapes": True})
+    warmed = WhisperAdapter()
+    info = warmed.load(LoadContext("i0", "whisper-tiny", {"device": "cpu", "maxTokensPerAudioSecond": 2,
+                                                          "temperatureIncrement": 0, "batchSizes": [1, 2, 4],
+                                                          "config": "tiny", "seed": 5, "warmShapes": True}))
     # On the decoding thread, where serving makes its calls: a library's per-shape plans (cuDNN's attention
     # graphs) and handles are kept per thread, so calls on the thread that loaded the model would warm nothing.
+    # At load, while sibling instances may serve: warmup, under the exclusive-warmup gate, only captures.
     assert warms == [("shapes", (1, 2, 3, 4), "whisper-decode")]
+    assert [stage.stage for stage in info.stages] == ["warmup"]
+    warmup = warmed.warmup()
+    assert len(warms) == 1 and warmup.stages == ()  # no graphs on the CPU: nothing to capture
     plain = _adapter({"config": "tiny", "seed": 5})
     # Without warmShapes, one join of one window: the decoding thread's first calls are not the first request's.
     assert warms[1:] == [("plain", (1,), "whisper-decode")]

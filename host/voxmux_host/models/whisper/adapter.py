@@ -13,7 +13,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``device`` | ``"auto"`` | ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` |
 | ``dtype`` | ``"bf16"`` on CUDA, ``"fp32"`` on CPU | compute type (``"fp64"``: tests); the front end and the logits stay fp32 |
 | ``cudaGraphs`` | true | capture a CUDA graph of the decode step per batch size at warmup (CUDA only) |
-| ``compileEncoder`` | false | ``torch.compile`` the encoder's blocks, batch size dynamic (torch >= 2.2 with Triton; compiles at warmup, one block's compilation serving all); batches under 4 windows stay eager |
+| ``compileEncoder`` | false | ``torch.compile`` the encoder's blocks, batch size dynamic (torch >= 2.2 with Triton; compiles at load, one block's compilation serving all); batches under 4 windows stay eager |
 | ``matmul`` | ``"bf16"`` | ``"bf16"`` or ``"fp8"``: the encoder's products as FP8 (e4m3) products with row-wise scales (voxmux_host/fp8.py); needs torch >= 2.5, a GPU of compute capability >= 8.9, dtype bf16 and ``compileEncoder`` |
 | ``batchSizes`` | [1, 2, 4, 8, 16, 32, 64] | decode-step batch sizes captured; the largest is the number of cache slots |
 | ``temperatureIncrement`` | 0.2 | fallback: retry a window this much hotter (up to 1.0); 0 turns fallback off |
@@ -28,7 +28,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``stepAhead`` | false | each decode step is launched before the previous step's tokens are read, so that the host's work on them (ending windows, joins) overlaps a step on the GPU; a window's end is seen one step later (decoding.py) |
 | ``languageDetection`` | ``"reference"`` | where a request names no language, a clip shorter than 30 s is detected on ``"reference"``: OpenAI's input, the clip followed by silence, one more window in its encoder call; ``"window"``: its own decode window (padded with 0.0), no extra window, as faster-whisper does (the language may differ where the two disagree) |
 | ``compileRules`` | false | ``torch.compile`` the decode step's logit rules and token choice (torch >= 2.0 with Triton, ``cudaGraphs`` on a CUDA device: one compilation per batch size at warmup); the sampling noise stays outside |
-| ``warmShapes`` | false | warmup meets every shape a join of 1 to ``max(batchSizes)`` windows gives the eager code (encoder call, cross keys and values, language detection, the prefill padded to a few lengths), so that work done once per shape is not paid by the first requests (decoding.py) |
+| ``warmShapes`` | false | the load meets every shape a join of 1 to ``max(batchSizes)`` windows gives the eager code (encoder call, cross keys and values, language detection, the prefill padded to a few lengths), so that work done once per shape is not paid by the first requests; made at load on the decoding thread, where torch keeps cuDNN's attention graphs (decoding.py, service.py) |
 | ``stepCacheSpans`` | [] | cache spans (positions below the model's ``n_text_ctx``) the decode step is also captured at: a step whose windows' positions all fall below one attends over that many positions of the self-attention cache instead of all of it (decoding.py) |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel |
 
@@ -51,6 +51,7 @@ from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from voxmux_host.boot_stages import StageTimer
 from voxmux_host.errors import InstanceError
 from voxmux_host.fp8 import fp8_option_problems
 from voxmux_host.load_options import is_int, is_number, resolve_device, with_defaults
@@ -284,35 +285,50 @@ class WhisperAdapter:
             overlap_encoder=bool(options["overlapEncoder"]), step_ahead=bool(options["stepAhead"]),
             compile_rules=bool(options["compileRules"]), warm_shapes=bool(options["warmShapes"]), step_spans=spans,
             detect_on_window=options["languageDetection"] == "window")
-        self._engine = WhisperEngine(model, tokenizer, device, _DTYPES[dtype_name], engine_options)
+        engine = self._engine = WhisperEngine(model, tokenizer, device, _DTYPES[dtype_name], engine_options)
+        # Compilation and the decoding thread's first calls happen here, while sibling instances may still
+        # serve; warmup(), under the exclusive-warmup gate, only captures the step's graphs.
+        timer = StageTimer()
+        if options["compileEncoder"]:
+            with timer.stage("compile"):
+                self._compile_encoder()
+        with timer.stage("warmup"):
+            self._service = DecodeService(engine)
+            warm = engine.warm_shapes if options["warmShapes"] else engine.warm_first_calls
+            try:
+                self._service.call(warm).result()
+            except BaseException:
+                self._service.close()
+                self._service = None
+                raise
         return WhisperLoadInfo(
-            device=str(device), parameters=count_parameters(model.config), memory_bytes=self._memory_bytes(),
+            stages=timer.take(), device=str(device), parameters=count_parameters(model.config), memory_bytes=self._memory_bytes(),
             config=str(options["config"]) if weights == "random" else "checkpoint", weights=weights,
             tokenizer=tokenizer_source, dtype=dtype_name, languages=len(tokenizer.languages),
             multilingual=model.is_multilingual)
 
     def warmup(self) -> WarmupInfo:
         engine = self.engine
+        timer = StageTimer()
         start = time.perf_counter()
         with self._probe_lock:
             self._capturing.set()
         try:
-            if self._options["compileEncoder"]:
-                self._compile_encoder()
-            graphs = engine.capture_graphs()
+            # The decoding thread waits, idle, while the graphs are captured (graphs: none without CUDA).
+            if engine.options.use_graphs:
+                with timer.stage("graph_capture"):
+                    graphs = engine.capture_graphs()
+            else:
+                graphs = 0
         finally:
             self._capturing.clear()
-        # The decoding thread starts once the graphs are captured, and meets the shapes there (service.py).
-        self._service = DecodeService(engine)
-        warm = engine.warm_shapes if self._options["warmShapes"] else engine.warm_first_calls
-        self._service.call(warm).result()
         self._warmup_ms = int((time.perf_counter() - start) * 1000)
-        return WhisperWarmupInfo(graphs_captured=graphs, warmup_ms=self._warmup_ms, memory_bytes=self._memory_bytes())
+        return WhisperWarmupInfo(stages=timer.take(), graphs_captured=graphs, warmup_ms=self._warmup_ms,
+                                 memory_bytes=self._memory_bytes())
 
     @torch.no_grad()
     def _compile_encoder(self) -> None:
-        """The compiled encoder's one compilation (batch size dynamic; smaller batches stay eager), before
-        serving."""
+        """The compiled encoder's one compilation (batch size dynamic; smaller batches stay eager), at load."""
         engine = self.engine
         mel = torch.zeros(COMPILED_MIN_WINDOWS, engine.config.n_mels, N_FRAMES, device=engine.device, dtype=engine.dtype)
         engine.model.encoder(mel)
@@ -338,7 +354,9 @@ class WhisperAdapter:
     def begin(self, inputs: Sequence[BatchInput], staged: Optional[StagedBatch]) -> BatchFinish:
         if staged is not None:
             staged.release()
-        engine = self.engine
+        service = self._service
+        if service is None:
+            raise InstanceError("model_failed", "The whisper adapter is not loaded")
         results: List[Optional[BatchOutput]] = [None] * len(inputs)
         audios: List[torch.Tensor] = []
         requests: List[RequestOptions] = []
@@ -356,9 +374,7 @@ class WhisperAdapter:
         if not audios:
             outputs = [r for r in results if r is not None]
             return lambda: outputs
-        if self._service is None:  # after warmup: graph capture must not meet the decoding thread's work
-            self._service = DecodeService(engine)
-        pending = self._service.submit(audios, requests)
+        pending = service.submit(audios, requests)
 
         def finish() -> List[BatchOutput]:
             try:
