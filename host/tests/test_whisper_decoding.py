@@ -20,6 +20,7 @@ from voxmux_host.models.whisper.checkpoints import save_hf_directory, save_opena
 from voxmux_host.models.whisper.config import N_FRAMES, TINY
 from voxmux_host.models.whisper.decoding import (PREFILL_LENGTHS, EngineOptions, RequestOptions, WhisperEngine, _Job,
                                                  _Window, compression_ratio)
+from voxmux_host.models.whisper import decoding
 from voxmux_host.models.whisper.features import log_mel_spectrogram
 from voxmux_host.models.whisper.model import COMPILED_MIN_WINDOWS, WhisperModel, build_model
 from voxmux_host.models.whisper.service import DecodeService
@@ -594,6 +595,21 @@ def test_without_warming_the_prefill_is_as_long_as_the_longest_prompt(model: Whi
     engine.transcribe([_audio(1.0, seed=40)], [RequestOptions(language="en")])
     # <|startoftranscript|>, language, task: the first step feeds the last, so two are prefilled.
     assert seen["decoder"] == [(1, 2)]
+
+
+def test_warming_also_runs_the_front_end(model: WhisperModel,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The front end's first call loads the FFT library and builds the mel filters: not the first request's wait.
+    engine = _engine(model)
+    lengths: List[int] = []
+
+    def front_end(audio: torch.Tensor, n_mels: int) -> torch.Tensor:
+        lengths.append(int(audio.shape[-1]))
+        return log_mel_spectrogram(audio, n_mels)
+
+    monkeypatch.setattr(decoding, "log_mel_spectrogram", front_end)
+    assert engine.warm_first_calls() == 3
+    assert lengths == [30 * 16000]
 
 
 def test_the_adapter_warms_the_shapes_when_asked_without_counting_it_as_work(monkeypatch: pytest.MonkeyPatch) -> None:

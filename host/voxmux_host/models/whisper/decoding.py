@@ -50,7 +50,7 @@ from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from .config import FRAMES_PER_SECOND, HOP_LENGTH, INPUT_STRIDE, N_FRAMES, SAMPLE_RATE, TIME_PRECISION
+from .config import FRAMES_PER_SECOND, HOP_LENGTH, INPUT_STRIDE, N_FRAMES, N_SAMPLES, SAMPLE_RATE, TIME_PRECISION
 from .alignment import WordTiming, find_alignment
 from .features import log_mel_spectrogram
 from .model import KVCache, WhisperModel
@@ -749,12 +749,21 @@ class WhisperEngine:
 
     @torch.no_grad()
     def _warm(self, sizes: Sequence[int], lengths: Sequence[int]) -> int:
-        """The calls a join of each of ``sizes`` windows makes, its prefill at each of ``lengths``; returns
-        how many encoder and decoder calls it made. The cache's slots are left holding its zeros' keys and
+        """The front end on 30 s of audio, then the calls a join of each of ``sizes`` windows makes, its prefill
+        at each of ``lengths`` (the first size's encoder call on overlapEncoder's stream too); returns how many
+        encoder and decoder calls it made on the main stream. The cache's slots are left holding its zeros' keys and
         values (a slot is filled when a window is admitted); the engine's counts are not touched. Not while
         windows decode."""
         t, calls = self.tokenizer, 0
-        for n in sizes:
+        # The front end's first call loads the FFT library and builds the mel filters.
+        log_mel_spectrogram(torch.zeros(N_SAMPLES, device=self.device), self.config.n_mels)
+        for k, n in enumerate(sizes):
+            if k == 0 and self._encode_stream is not None:
+                # overlapEncoder's stream: the libraries' workspaces are kept per stream.
+                with torch.cuda.stream(self._encode_stream):
+                    self.model.encoder(torch.zeros(n, self.config.n_mels, N_FRAMES, device=self.device,
+                                                   dtype=self.dtype))
+                self._encode_stream.synchronize()  # type: ignore[no-untyped-call]
             rows = torch.arange(n, device=self.device)
             features = self.model.encoder(torch.zeros(n, self.config.n_mels, N_FRAMES, device=self.device,
                                                       dtype=self.dtype))
