@@ -302,7 +302,8 @@ class WhisperAdapter:
                 self._service = None
                 raise
         return WhisperLoadInfo(
-            stages=timer.take(), device=str(device), parameters=count_parameters(model.config), memory_bytes=self._memory_bytes(),
+            stages=timer.take(), device=str(device), parameters=count_parameters(model.config),
+            memory_bytes=self._memory_bytes(),
             config=str(options["config"]) if weights == "random" else "checkpoint", weights=weights,
             tokenizer=tokenizer_source, dtype=dtype_name, languages=len(tokenizer.languages),
             multilingual=model.is_multilingual)

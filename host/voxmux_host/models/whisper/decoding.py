@@ -749,11 +749,11 @@ class WhisperEngine:
 
     @torch.no_grad()
     def _warm(self, sizes: Sequence[int], lengths: Sequence[int]) -> int:
-        """The front end on 30 s of audio, then the calls a join of each of ``sizes`` windows makes, its prefill
-        at each of ``lengths`` (the first size's encoder call on overlapEncoder's stream too); returns how many
-        encoder and decoder calls it made on the main stream. The cache's slots are left holding its zeros' keys and
-        values (a slot is filled when a window is admitted); the engine's counts are not touched. Not while
-        windows decode."""
+        """The front end on 30 s of audio, then the calls a join of each of ``sizes`` windows makes, its
+        prefill at each of ``lengths`` (the first size's encoder call on overlapEncoder's stream too); returns
+        how many encoder and decoder calls it made on the main stream. The cache's slots are left holding its
+        zeros' keys and values (a slot is filled when a window is admitted); the engine's counts are not
+        touched. Not while windows decode."""
         t, calls = self.tokenizer, 0
         # The front end's first call loads the FFT library and builds the mel filters.
         log_mel_spectrogram(torch.zeros(N_SAMPLES, device=self.device), self.config.n_mels)
