@@ -60,9 +60,10 @@ from .word_adjustments import add_word_timestamps, get_end, speech_end
 TASKS = ("transcribe", "translate")
 #: OpenAI's max_initial_timestamp: the first timestamp is at most 1 s into the window.
 MAX_INITIAL_TIMESTAMP_INDEX = 50
-#: With ``warm_shapes``, a join's prefill is padded to the first of these lengths (tokens) that holds its
-#: longest prompt (at most n_text_ctx), so that the prefill has a few shapes that warming can meet: a
-#: prompt is at most n_text_ctx / 2 tokens of previous text and the start-of-transcript sequence.
+#: A join's prefill is padded to the first of these lengths (tokens) that holds its longest prompt (at most
+#: n_text_ctx), so that the prefill has a few shapes: a library's work for a new shape (torch's cuDNN
+#: attention graph, about 0.1 s on an H100) is paid a few times, or met by warming, not at every new prompt
+#: length. A prompt is at most n_text_ctx / 2 tokens of previous text and the start-of-transcript sequence.
 PREFILL_LENGTHS = (4, 8, 16, 32, 64, 128, 256)
 
 
@@ -119,8 +120,8 @@ class EngineOptions:
     #: of the clip followed by silence: no second window in the encoder call, as faster-whisper does; the
     #: detected language may differ from OpenAI's where the two inputs disagree.
     detect_on_window: bool = False
-    #: Meet before serving every shape a join gives the eager code (:meth:`WhisperEngine.warm_shapes`), the
-    #: prefill padded to :data:`PREFILL_LENGTHS`: work a library or compiler does once per shape (an
+    #: Meet before serving every shape a join gives the eager code (:meth:`WhisperEngine.warm_shapes`, the
+    #: prefill at each of :data:`PREFILL_LENGTHS`): work a library or compiler does once per shape (an
     #: attention plan, an autotuning, a compilation) is not paid by the first requests that meet it.
     warm_shapes: bool = False
     #: Cache spans (positions, each below n_text_ctx) the decode step is also captured at: a step whose
@@ -322,7 +323,7 @@ class WhisperEngine:
             raise ValueError(f"Expected step_spans below n_text_ctx {n_ctx}: got {options.step_spans}")
         #: The cache spans a step may attend over, the whole cache last.
         self.spans = tuple(sorted({*options.step_spans, n_ctx}))
-        #: The lengths a join's prefill is padded to with warm_shapes (:data:`PREFILL_LENGTHS` within n_ctx).
+        #: The lengths a join's prefill is padded to (:data:`PREFILL_LENGTHS` within n_ctx).
         self.prefill_lengths = tuple(sorted({min(n, n_ctx) for n in PREFILL_LENGTHS}))
         #: A CUDA graph of the step per batch size and span.
         self.graphs: Dict[Tuple[int, int], torch.cuda.CUDAGraph] = {}
@@ -727,11 +728,9 @@ class WhisperEngine:
         return [float(p) for p in probs.tolist()]
 
     def _prefill_length(self, longest: int) -> int:
-        """The prefill's length for prompts of at most ``longest`` tokens: that, or with ``warm_shapes`` the
-        first of :data:`PREFILL_LENGTHS` that holds it (a padded position is written over before any query
-        attends to it, as with the shorter prompts' padding)."""
-        if not self.options.warm_shapes:
-            return longest
+        """The prefill's length for prompts of at most ``longest`` tokens: the first of
+        :data:`PREFILL_LENGTHS` that holds it (a padded position is written over before any query attends to
+        it, as with the shorter prompts' padding)."""
         return next((n for n in self.prefill_lengths if n >= longest), longest)
 
     def warm_shapes(self) -> int:
