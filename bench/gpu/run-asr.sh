@@ -12,6 +12,8 @@
 # ASR_BENCH_WAIT_FOR: all (default: every instance ready before the first request) or one.
 # ASR_BENCH_RATES: an open loop instead of ASR_BENCH_LEVELS' closed one: offered requests/s (Poisson
 # arrivals), e.g. 40,50,60,70, which tests a target of N requests/s at p95 <= 1 s directly.
+# ASR_BENCH_CLOSED_CONFIGS: sides that run ASR_BENCH_LEVELS' closed loop even where ASR_BENCH_RATES is set
+# (a naive side that serves a request or two a second, beside the sides the offered rates are for).
 # ASR_BENCH_CONFIGS_SCRIPT (default asr-configs.mjs) and ASR_BENCH_MODEL (default parakeet): another set of
 # configurations and the model they serve (run-whisper.sh: whisper-configs.mjs, whisper).
 set -uo pipefail
@@ -20,7 +22,6 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 # Powers of two up to 256, and steps between 64 and 256 where the capacity at p95 <= 1 s lies.
 levels=${ASR_BENCH_LEVELS:-1,2,4,8,16,32,64,96,128,160,192,224,256}
 step_s=${ASR_BENCH_STEP_S:-4}
-if [ -n "${ASR_BENCH_RATES:-}" ]; then load=(--rate "$ASR_BENCH_RATES"); else load=(--concurrency "$levels"); fi
 # Single-request latency on the idle server: this many requests one after another (0: skip).
 idle_requests=${ASR_BENCH_IDLE_REQUESTS:-50}
 mkdir -p "$out/configs" "$out/runs" "$out/runs-idle" "$out/logs"
@@ -46,6 +47,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 port=8400
 for name in "${configs[@]}"; do
   port=$((port + 1))
+  if [ -n "${ASR_BENCH_RATES:-}" ] && [[ " ${ASR_BENCH_CLOSED_CONFIGS:-} " != *" $name "* ]]; then
+    load=(--rate "$ASR_BENCH_RATES")
+  else
+    load=(--concurrency "$levels")
+  fi
   echo "== $name (port $port)"
   node "$root/.bundle/voxmux.mjs" serve --config "$out/configs/$name.json" --port "$port" --log-level info > "$out/logs/$name.server.log" 2>&1 &
   server=$!

@@ -19,7 +19,8 @@
 #
 # Needs what run-asr.sh needs: node on PATH, the bundle .bundle/voxmux.mjs (npm run bundle), python3
 # with torch + CUDA. One command: bash bench/gpu/run-whisper.sh OUT_DIR
-# WHISPER_BENCH_IDLE_REQUESTS (default 20), ASR_BENCH_LEVELS (default 1,2,4,...,128) and ASR_BENCH_RATES reach run-asr.sh;
+# WHISPER_BENCH_IDLE_REQUESTS (default 20), ASR_BENCH_LEVELS (default 1,2,4,...,128), ASR_BENCH_RATES and
+# ASR_BENCH_CLOSED_CONFIGS reach run-asr.sh;
 # WHISPER_BENCH_CONFIGS (default: all of them) names the sides to run, in order (each side boots its own
 # server and ramps: pick three or four to stay within a 10-minute limit); WHISPER_BENCH_ENGINE=0 skips the
 # engine's own part (bench_whisper.py) for a command that runs it first on its own.
