@@ -651,6 +651,20 @@ def test_the_adapter_warms_the_shapes_when_asked_without_counting_it_as_work(mon
     plain.close()
 
 
+def test_a_warming_that_fails_fails_the_load_and_stops_the_decoding_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    def out_of_memory(engine: WhisperEngine) -> int:
+        raise RuntimeError("CUDA out of memory (a stand-in)")
+
+    monkeypatch.setattr(WhisperEngine, "warm_first_calls", out_of_memory)
+    adapter = WhisperAdapter()
+    before = set(threading.enumerate())
+    with pytest.raises(RuntimeError, match="out of memory"):
+        adapter.load(LoadContext("i0", "whisper-tiny", {"device": "cpu", "config": "tiny", "seed": 5}))
+    assert [t.name for t in set(threading.enumerate()) - before] == []
+    with pytest.raises(InstanceError, match="not loaded"):
+        adapter.begin([BatchInput("a", _pcm(1.0, 1))], None)
+
+
 def test_the_decoding_thread_runs_a_call_between_steps_and_gives_back_its_value_or_error(model: WhisperModel) -> None:
     engine = _engine(model)
     service = DecodeService(engine)
