@@ -297,6 +297,10 @@ def encoder_variants(model: Any, config: Any, sizes: Sequence[int], device: torc
 #: Prompt lengths (tokens) of the decoder's prefill in the first-calls part: a bare start-of-transcript
 #: sequence, a short prompt, a long one.
 FIRST_PREFILL_LENGTHS = (3, 24, 96)
+#: The attention kernels the first-calls part also holds the prefill to (torch.nn.attention.SDPBackend), each
+#: on prompts a token longer than the last's: kernels that keep no plan per shape, unlike cuDNN's, whose
+#: graph torch builds for each new shape.
+FIRST_PREFILL_KERNELS = ("EFFICIENT_ATTENTION", "MATH")
 
 
 @torch.no_grad()
@@ -305,9 +309,10 @@ def first_calls(model: Any, config: Any, sizes: Sequence[int], device: torch.dev
     """What a shape costs the first time it is seen, as serving meets it: the encoder (compiled as served
     where it can be, batches under COMPILED_MIN_WINDOWS eager) on each batch size from 1 to the largest of
     ``sizes`` (``--batch-sizes``) windows, and the decoder's prefill of b joining windows (each of
-    ``sizes``) with prompts of each of :data:`FIRST_PREFILL_LENGTHS` tokens; each called twice in a row,
-    milliseconds. A first call much slower than the second is work done once per shape (a compilation, a
-    library's plan or autotuning) that a request meeting that shape pays, unless warmup met it first."""
+    ``sizes``) with prompts of each of :data:`FIRST_PREFILL_LENGTHS` tokens, then held to each of
+    :data:`FIRST_PREFILL_KERNELS` on shapes not met before; each called twice in a row, milliseconds. A first
+    call much slower than the second is work done once per shape (a compilation, a library's plan or
+    autotuning) that a request meeting that shape pays, unless warmup met it first."""
     problem = variant_problem("compiled", device, dtype) or (
         None if device.type == "cuda" else "the compiled encoder runs on CUDA only")
     variant, why = ("eager", problem) if problem is not None else ("compiled", "as served")
@@ -329,13 +334,32 @@ def first_calls(model: Any, config: Any, sizes: Sequence[int], device: torch.dev
         report["encoder"][str(b)] = twice(lambda: model.encoder(mel))
     report["encoderExcessMs"] = sum(c["firstMs"] - c["againMs"] for c in report["encoder"].values())
     cache = KVCache.allocate(config, max(sizes), device, dtype)
-    for b in sizes:
-        for length in FIRST_PREFILL_LENGTHS:
-            tokens = torch.randint(0, config.n_vocab, (b, length), device=device)
-            positions = torch.arange(length, device=device).expand(b, -1)
-            slots = torch.arange(b, device=device)
-            report["prefill"][f"{b}x{length}"] = twice(
-                lambda: model.decoder.forward_cached(cache, tokens, positions, slots))
+
+    def prefills(offset: int) -> Dict[str, Dict[str, float]]:
+        calls = {}
+        for b in sizes:
+            for length in (n + offset for n in FIRST_PREFILL_LENGTHS):
+                tokens = torch.randint(0, config.n_vocab, (b, length), device=device)
+                positions = torch.arange(length, device=device).expand(b, -1)
+                slots = torch.arange(b, device=device)
+                calls[f"{b}x{length}"] = twice(lambda: model.decoder.forward_cached(cache, tokens, positions, slots))
+        return calls
+
+    report["prefill"] = prefills(0)
+    report["prefillByKernel"] = {}
+    attention_module: Any = getattr(torch.nn, "attention", None)
+    for k, name in enumerate(FIRST_PREFILL_KERNELS, start=1):
+        side: Dict[str, Any] = {"prefill": {}}
+        report["prefillByKernel"][name] = side
+        if attention_module is None:
+            side["skipped"] = (f"picking an attention kernel needs torch >= 2.3 (torch.nn.attention): "
+                               f"this is torch {torch.__version__}")
+            continue
+        try:
+            with attention_module.sdpa_kernel(getattr(attention_module.SDPBackend, name)):
+                side["prefill"] = prefills(k)
+        except RuntimeError as error:
+            side["skipped"] = str(error).splitlines()[0] if str(error) else type(error).__name__
     encoder_as(model, config, "eager", device, dtype)
     return report
 
@@ -432,6 +456,11 @@ def print_table(report: Dict[str, Any]) -> None:
             print(f"  encoder {b:>3} windows: first {c['firstMs']:8.1f} ms, again {c['againMs']:8.1f} ms")
         for shape, c in first["prefill"].items():
             print(f"  prefill {shape:>8}: first {c['firstMs']:8.1f} ms, again {c['againMs']:8.1f} ms")
+        for name, side in first["prefillByKernel"].items():
+            if "skipped" in side:
+                print(f"  prefill held to {name}: skipped: {side['skipped']}")
+            for shape, c in side["prefill"].items():
+                print(f"  prefill {shape:>8} ({name}): first {c['firstMs']:8.1f} ms, again {c['againMs']:8.1f} ms")
     attention = report.get("encoderAttention")
     if attention is not None:
         shape = attention["shape"]

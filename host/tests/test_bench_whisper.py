@@ -331,6 +331,19 @@ def test_the_first_calls_part_times_each_new_shape_twice(tmp_path: Path, capsys:
     for calls in [*first["encoder"].values(), *prefill.values()]:
         assert calls["firstMs"] > 0 and calls["againMs"] > 0
     assert first["encoderExcessMs"] == pytest.approx(sum(c["firstMs"] - c["againMs"] for c in first["encoder"].values()))
+    # The prefill held to each attention kernel that keeps no per-shape plan, on shapes not met before.
+    by_kernel = first["prefillByKernel"]
+    assert list(by_kernel) == list(bench_whisper.FIRST_PREFILL_KERNELS)
+    for name, side in by_kernel.items():
+        if "skipped" in side:
+            assert side["skipped"] and side["prefill"] == {}, name
+            continue
+        assert not set(side["prefill"]) & set(prefill), name
+        assert all(calls["firstMs"] > 0 and calls["againMs"] > 0 for calls in side["prefill"].values()), name
+    if not hasattr(torch.nn, "attention"):
+        assert all("torch >= 2.3" in side["skipped"] for side in by_kernel.values())
+    else:
+        assert "prefill" in by_kernel["MATH"] and by_kernel["MATH"]["prefill"]  # the math kernel runs anywhere
     assert "first calls" in capsys.readouterr().out
 
 
