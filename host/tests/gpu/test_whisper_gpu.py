@@ -102,6 +102,28 @@ def test_adapter_warmup_captures_a_graph_per_batch_size() -> None:
     adapter.close()
 
 
+def test_the_adapter_warms_on_its_decoding_thread_at_load_and_serves_what_a_cold_one_does() -> None:
+    """warmShapes with overlapEncoder on CUDA: the load warms every join shape, the front end and the
+    encoder's own stream on the decoding thread, before warmup captures the graphs; the transcripts are a
+    cold adapter's."""
+    options = {"config": "tiny", "device": "cuda", "batchSizes": [1, 2, 4], "maxTokensPerAudioSecond": 3,
+               "temperatureIncrement": 0, "overlapEncoder": True, "dtype": "fp32"}
+    cold, warmed = WhisperAdapter(), WhisperAdapter()
+    assert [s.stage for s in cold.load(LoadContext("i0", "whisper", options)).stages] == ["warmup"]
+    info = warmed.load(LoadContext("i1", "whisper", {**options, "warmShapes": True}))
+    assert [s.stage for s in info.stages] == ["warmup"]
+    for adapter in (cold, warmed):
+        warmup = adapter.warmup()
+        assert warmup.graphs_captured == 3 and [s.stage for s in warmup.stages] == ["graph_capture"]
+    pcms = [(_audio(s, 70 + i).numpy() * 32768).astype("int16") for i, s in enumerate((45.0, 3.0, 12.0))]
+    inputs = [BatchInput("a", pcms[0], language="en"), BatchInput("b", pcms[1]),
+              BatchInput("c", pcms[2], language="de")]
+    assert warmed.run_batch(inputs) == cold.run_batch(inputs)
+    assert warmed.stats().encoder_windows == cold.stats().encoder_windows  # type: ignore[attr-defined]
+    cold.close()
+    warmed.close()
+
+
 def test_groups_encoded_beside_the_graph_replays_give_the_same_transcripts(tiny: WhisperModel) -> None:
     """overlap_encoder on CUDA: groups that join while slots decode are encoded on their own stream (the
     steps replaying meanwhile) and give what the engine gives without it."""
