@@ -48,7 +48,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_whisper_profile import print_profile, profile_part  # noqa: E402
-from bench_whisper_support import DTYPES, encoder_as, progress, sync, timed_ms, variant_problem  # noqa: E402
+from bench_whisper_support import (DTYPES, attention_kernels, attention_kernels_missing, encoder_as,  # noqa: E402
+                                   progress, sync, timed_ms, variant_problem)
 from voxmux_host.models.whisper.config import PRESETS  # noqa: E402
 from voxmux_host.models.whisper.decoding import EngineOptions, RequestOptions, WhisperEngine  # noqa: E402
 from voxmux_host.models.whisper.model import KVCache, build_model  # noqa: E402
@@ -347,13 +348,12 @@ def first_calls(model: Any, config: Any, sizes: Sequence[int], device: torch.dev
 
     report["prefill"] = prefills(0)
     report["prefillByKernel"] = {}
-    attention_module: Any = getattr(torch.nn, "attention", None)
+    attention_module = attention_kernels()
     for k, name in enumerate(FIRST_PREFILL_KERNELS, start=1):
         side: Dict[str, Any] = {"prefill": {}}
         report["prefillByKernel"][name] = side
         if attention_module is None:
-            side["skipped"] = (f"picking an attention kernel needs torch >= 2.3 (torch.nn.attention): "
-                               f"this is torch {torch.__version__}")
+            side["skipped"] = attention_kernels_missing()
             continue
         try:
             with attention_module.sdpa_kernel(getattr(attention_module.SDPBackend, name)):
@@ -379,14 +379,13 @@ def encoder_attention(config: Any, sizes: Sequence[int], device: torch.device, d
     heads, frames = config.n_audio_head, config.n_audio_ctx
     head_dim = config.n_audio_state // heads
     report: Dict[str, Any] = {"shape": {"heads": heads, "frames": frames, "headDim": head_dim}, "backends": {}}
-    attention_module: Any = getattr(torch.nn, "attention", None)
+    attention_module = attention_kernels()
     sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
     for name in ("default", *ATTENTION_BACKENDS):
         side: Dict[str, Any] = {"ms": {}, "tflops": {}}
         report["backends"][name] = side
         if sdpa is None or (name != "default" and attention_module is None):
-            side["skipped"] = (f"picking an attention backend needs torch >= 2.3 (torch.nn.attention): "
-                               f"this is torch {torch.__version__}")
+            side["skipped"] = attention_kernels_missing()
             continue
         for b in sizes:
             q, k, v = (torch.randn(b, frames, config.n_audio_state, device=device, dtype=dtype)
