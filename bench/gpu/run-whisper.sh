@@ -9,7 +9,7 @@
 # b10 with each step launched before the last one's tokens are read; b13, b10 with each piece's
 # language detected on its own window; b14, b13 on two instances; b15, b14 with FP8 products; b17, b14
 # with the step's logit rules compiled; b18, b14 with its encoder beside the decode steps; b19, b14
-# with both; b20, b19 on three instances; b21, b19 with every join's shape met at warmup; b22, b19
+# with both; b20, b19 on three instances; b21, b19 with every join's shape met before serving; b22, b19
 # with the step also captured over the cache's first 128 positions), all with
 # large-v3-turbo shapes, 45 s clips and a token budget of 3 per audio second. For each: the
 # single-request latency on the idle server, then the ramp of run-asr.sh (capacity at p95 <= 1 s, GPU

@@ -48,7 +48,7 @@
 //                     attention as two products, was measured slower and removed.)
 //   whisper-b19-pieces-rules-overlap: (b14) with both (compileRules and overlapEncoder);
 //   whisper-b20-three-rules-overlap: (b19) on three instances under MPS;
-//   whisper-b21-pieces-warm: (b19) with every join's shape met at warmup (warmShapes);
+//   whisper-b21-pieces-warm: (b19) with every join's shape met before serving (warmShapes);
 //   whisper-b22-pieces-spans: (b19) with the step also captured over the cache's first 128 positions
 //                     (stepCacheSpans), which hold every piece's tokens at 3 a second.
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary

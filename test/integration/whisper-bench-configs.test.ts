@@ -141,7 +141,7 @@ describe('whisper benchmark configs', () => {
       ['whisper-b18-pieces-overlap', 'whisper-b14-pieces-window', { overlapEncoder: true }],
       // b19: b14 with both.
       ['whisper-b19-pieces-rules-overlap', 'whisper-b14-pieces-window', { compileRules: true, overlapEncoder: true }],
-      // b21: b19 with every join's shape met at warmup.
+      // b21: b19 with every join's shape met before serving.
       ['whisper-b21-pieces-warm', 'whisper-b19-pieces-rules-overlap', { warmShapes: true }],
       // b22: b19 with the step also captured over the cache's first 128 positions.
       ['whisper-b22-pieces-spans', 'whisper-b19-pieces-rules-overlap', { stepCacheSpans: [128] }],
