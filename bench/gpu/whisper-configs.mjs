@@ -50,7 +50,8 @@
 //   whisper-b20-three-rules-overlap: (b19) on three instances under MPS;
 //   whisper-b21-pieces-warm: (b19) with every join's shape met before serving (warmShapes);
 //   whisper-b22-pieces-spans: (b19) with the step also captured over the cache's first 128 positions
-//                     (stepCacheSpans), which hold every piece's tokens at 3 a second.
+//                     (stepCacheSpans), which hold every piece's tokens at 3 a second;
+//   whisper-b23-warm-spans: (b21) with b22's spans.
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
 // lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
 // 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
@@ -176,6 +177,7 @@ export const CONFIGS = {
   'whisper-b20-three-rules-overlap': config({ ...B8, instances: 3, variant: B19_VARIANT }),
   'whisper-b21-pieces-warm': config({ ...B8, variant: { ...B19_VARIANT, warmShapes: true } }),
   'whisper-b22-pieces-spans': config({ ...B8, variant: { ...B19_VARIANT, stepCacheSpans: [128] } }),
+  'whisper-b23-warm-spans': config({ ...B8, variant: { ...B19_VARIANT, warmShapes: true, stepCacheSpans: [128] } }),
 };
 
 if (outDir !== undefined) {

@@ -40,6 +40,7 @@ const SIDES = [
   'whisper-b20-three-rules-overlap',
   'whisper-b21-pieces-warm',
   'whisper-b22-pieces-spans',
+  'whisper-b23-warm-spans',
 ];
 
 describe('whisper benchmark configs', () => {
@@ -145,6 +146,8 @@ describe('whisper benchmark configs', () => {
       ['whisper-b21-pieces-warm', 'whisper-b19-pieces-rules-overlap', { warmShapes: true }],
       // b22: b19 with the step also captured over the cache's first 128 positions.
       ['whisper-b22-pieces-spans', 'whisper-b19-pieces-rules-overlap', { stepCacheSpans: [128] }],
+      // b23: b21 with b22's spans.
+      ['whisper-b23-warm-spans', 'whisper-b21-pieces-warm', { stepCacheSpans: [128] }],
     ];
     for (const [name, base, options] of expected) assert.deepEqual(configs[name], withOptions(base, options), name);
     // b20: b19 on three instances.
