@@ -48,8 +48,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_whisper_profile import print_profile, profile_part  # noqa: E402
-from bench_whisper_support import (DTYPES, attention_kernels, attention_kernels_missing, encoder_as,  # noqa: E402
-                                   progress, sync, timed_ms, variant_problem)
+from bench_whisper_support import DTYPES, encoder_as, progress, sync, timed_ms, variant_problem  # noqa: E402
+from voxmux_host.attention_kernels import attention_kernels, attention_kernels_missing, held_to  # noqa: E402
 from voxmux_host.models.whisper.config import PRESETS  # noqa: E402
 from voxmux_host.models.whisper.decoding import EngineOptions, RequestOptions, WhisperEngine  # noqa: E402
 from voxmux_host.models.whisper.model import KVCache, build_model  # noqa: E402
@@ -348,15 +348,11 @@ def first_calls(model: Any, config: Any, sizes: Sequence[int], device: torch.dev
 
     report["prefill"] = prefills(0)
     report["prefillByKernel"] = {}
-    attention_module = attention_kernels()
     for k, name in enumerate(FIRST_PREFILL_KERNELS, start=1):
         side: Dict[str, Any] = {"prefill": {}}
         report["prefillByKernel"][name] = side
-        if attention_module is None:
-            side["skipped"] = attention_kernels_missing()
-            continue
         try:
-            with attention_module.sdpa_kernel(getattr(attention_module.SDPBackend, name)):
+            with held_to((name,)):
                 side["prefill"] = prefills(k)
         except RuntimeError as error:
             side["skipped"] = str(error).splitlines()[0] if str(error) else type(error).__name__
@@ -391,8 +387,7 @@ def encoder_attention(config: Any, sizes: Sequence[int], device: torch.device, d
             q, k, v = (torch.randn(b, frames, config.n_audio_state, device=device, dtype=dtype)
                        .view(b, frames, heads, head_dim).transpose(1, 2) for _ in range(3))
             try:
-                with (attention_module.sdpa_kernel(getattr(attention_module.SDPBackend, name)) if name != "default"
-                      else contextlib.nullcontext()):
+                with held_to((name,)) if name != "default" else contextlib.nullcontext():
                     ms = timed_ms(lambda: sdpa(q, k, v), device, repeats)
             except RuntimeError as error:
                 side["ms"], side["tflops"] = {}, {}

@@ -36,16 +36,6 @@ def timed_ms(fn: Any, device: torch.device, repeats: int) -> float:
     return (time.perf_counter() - start) * 1000 / repeats
 
 
-def attention_kernels() -> Any:
-    """``torch.nn.attention`` (``sdpa_kernel`` holds scaled_dot_product_attention to one kernel), or None
-    where this torch has none: :func:`attention_kernels_missing` says why."""
-    return getattr(torch.nn, "attention", None)
-
-
-def attention_kernels_missing() -> str:
-    return f"picking an attention kernel needs torch >= 2.3 (torch.nn.attention): this is torch {torch.__version__}"
-
-
 def variant_problem(variant: str, device: torch.device, dtype: torch.dtype) -> Optional[str]:
     """Why the encoder cannot run as ``variant`` here (None where it can)."""
     problems = []

@@ -51,7 +51,9 @@
 //   whisper-b21-pieces-warm: (b19) with every join's shape met before serving (warmShapes);
 //   whisper-b22-pieces-spans: (b19) with the step also captured over the cache's first 128 positions
 //                     (stepCacheSpans), which hold every piece's tokens at 3 a second;
-//   whisper-b23-warm-spans: (b21) with b22's spans.
+//   whisper-b23-warm-spans: (b21) with b22's spans;
+//   whisper-b24-efficient-prefill: (b23) with a join's eager decoder calls held to the memory-efficient
+//                     attention kernel (prefillAttention), which keeps no plan per shape: less to warm.
 // Both serve large-v3-turbo shapes with random weights in bf16. Random weights decode to arbitrary
 // lengths, so both force end-of-text at 3 tokens per second of window audio (maxTokensPerAudioSecond:
 // 90 tokens for a full 30 s window, timestamps included; speech runs about 2.5 to 3 tokens per second)
@@ -178,6 +180,10 @@ export const CONFIGS = {
   'whisper-b21-pieces-warm': config({ ...B8, variant: { ...B19_VARIANT, warmShapes: true } }),
   'whisper-b22-pieces-spans': config({ ...B8, variant: { ...B19_VARIANT, stepCacheSpans: [128] } }),
   'whisper-b23-warm-spans': config({ ...B8, variant: { ...B19_VARIANT, warmShapes: true, stepCacheSpans: [128] } }),
+  'whisper-b24-efficient-prefill': config({
+    ...B8,
+    variant: { ...B19_VARIANT, warmShapes: true, stepCacheSpans: [128], prefillAttention: 'efficient' },
+  }),
 };
 
 if (outDir !== undefined) {

@@ -13,6 +13,7 @@ import numpy.typing as npt
 import pytest
 import torch
 
+from voxmux_host import attention_kernels
 from voxmux_host.errors import InstanceError
 from voxmux_host.model_api import BatchInput, ItemFailure, LoadContext, Transcript
 from voxmux_host.models.whisper.adapter import WhisperAdapter
@@ -617,6 +618,81 @@ def test_warming_also_runs_the_front_end(model: WhisperModel,
     monkeypatch.setattr(decoding, "log_mel_spectrogram", front_end)
     assert engine.warm_first_calls() == 3
     assert lengths == [30 * 16000]
+
+
+class _HeldKernels:
+    """A stand-in for attention_kernels.held_to: records the kernels asked for and whether a call is inside."""
+
+    def __init__(self) -> None:
+        self.asked: List[Tuple[str, ...]] = []
+        self.inside = False
+
+    def __call__(self, names: Sequence[str]) -> Any:
+        self.asked.append(tuple(names))
+        held = self
+
+        class Context:
+            def __enter__(self) -> None:
+                assert not held.inside
+                held.inside = True
+
+            def __exit__(self, *exc: Any) -> None:
+                held.inside = False
+
+        return Context()
+
+
+def test_efficient_prefill_attention_holds_every_join_call_and_only_those(model: WhisperModel,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # cuDNN's attention, torch's choice on an H100 or H200, builds a graph per new shape (0.1-0.15 s): a join's
+    # eager decoder calls (language detection, the prefill) are held to the memory-efficient kernel, the
+    # decode steps are not.
+    held = _HeldKernels()
+    monkeypatch.setattr(attention_kernels, "held_to", held)
+    audios = [_audio(1.0 + 0.4 * k, seed=70 + k) for k in range(3)]
+    requests = [RequestOptions(language=None if k == 1 else "en", prompt="the cat" if k == 2 else None) for k in range(3)]
+    plain = _engine(model).transcribe(audios, requests)
+    assert held.asked == []
+    engine = _engine(model, prefill_attention="efficient", warm_shapes=True)
+    calls: List[Tuple[Tuple[int, ...], bool]] = []
+    forward_cached = engine.model.decoder.forward_cached
+
+    def cached(cache: Any, tokens: torch.Tensor, positions: torch.Tensor, slots: Any = None,
+               span: Any = None) -> torch.Tensor:
+        calls.append((tuple(tokens.shape), held.inside))
+        return forward_cached(cache, tokens, positions, slots, span)
+
+    monkeypatch.setattr(engine.model.decoder, "forward_cached", cached)
+    engine.warm_shapes()
+    assert calls and all(inside for _, inside in calls)
+    assert set(held.asked) == {("EFFICIENT_ATTENTION", "MATH")}
+    calls.clear()
+    assert _summary(engine.transcribe(audios, requests)) == _summary(plain)
+    joins = [shape for shape, inside in calls if inside]
+    steps = [shape for shape, inside in calls if not inside]
+    # One group of three: one detection (one window), one prefill (three windows, padded to 8 tokens by the
+    # prompt), then the steps, none of them held.
+    assert joins == [(1, 1), (3, 8)]
+    assert steps and engine.counters.decode_steps == len(steps)
+
+
+def test_prefill_attention_takes_auto_or_efficient(model: WhisperModel) -> None:
+    assert _engine(model).prefill_kernels is None
+    with pytest.raises(ValueError, match="Expected prefill_attention to be one of"):
+        _engine(model, prefill_attention="flash")
+
+
+def test_the_adapter_holds_its_prefill_to_a_cuda_kernel_where_torch_can(monkeypatch: pytest.MonkeyPatch) -> None:
+    from voxmux_host.models.whisper import adapter as adapter_module
+    base = {"device": "cpu", "config": "tiny", "seed": 5}
+    with pytest.raises(InstanceError, match="Expected prefillAttention to be one of auto, efficient: got 'cudnn'"):
+        WhisperAdapter().load(LoadContext("i0", "whisper-tiny", {**base, "prefillAttention": "cudnn"}))
+    monkeypatch.setattr(adapter_module, "attention_kernels", lambda: None)
+    with pytest.raises(InstanceError, match=r"prefillAttention efficient: picking an attention kernel needs torch >= 2\.3"):
+        WhisperAdapter().load(LoadContext("i0", "whisper-tiny", {**base, "prefillAttention": "efficient"}))
+    monkeypatch.setattr(adapter_module, "attention_kernels", lambda: object())
+    with pytest.raises(InstanceError, match="prefillAttention efficient picks a CUDA kernel: got device cpu"):
+        WhisperAdapter().load(LoadContext("i0", "whisper-tiny", {**base, "prefillAttention": "efficient"}))
 
 
 def test_the_adapter_warms_the_shapes_when_asked_without_counting_it_as_work(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -41,6 +41,7 @@ const SIDES = [
   'whisper-b21-pieces-warm',
   'whisper-b22-pieces-spans',
   'whisper-b23-warm-spans',
+  'whisper-b24-efficient-prefill',
 ];
 
 describe('whisper benchmark configs', () => {
@@ -148,6 +149,8 @@ describe('whisper benchmark configs', () => {
       ['whisper-b22-pieces-spans', 'whisper-b19-pieces-rules-overlap', { stepCacheSpans: [128] }],
       // b23: b21 with b22's spans.
       ['whisper-b23-warm-spans', 'whisper-b21-pieces-warm', { stepCacheSpans: [128] }],
+      // b24: b23 with the join's eager decoder calls held to the memory-efficient attention kernel.
+      ['whisper-b24-efficient-prefill', 'whisper-b23-warm-spans', { prefillAttention: 'efficient' }],
     ];
     for (const [name, base, options] of expected) assert.deepEqual(configs[name], withOptions(base, options), name);
     // b20: b19 on three instances.

@@ -3,6 +3,7 @@ one by one, bf16 against fp32 on large-v3-turbo shapes, and the adapter's warmup
 size. Skipped without CUDA."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 from typing import Any, Iterator, List
@@ -10,6 +11,7 @@ from typing import Any, Iterator, List
 import pytest
 import torch
 
+from voxmux_host.attention_kernels import attention_kernels, attention_kernels_missing, held_to
 from voxmux_host.fp8 import FP8_AVAILABLE, FP8_MIN_CAPABILITY
 from voxmux_host.model_api import BatchInput, LoadContext, Transcript
 from voxmux_host.models.whisper.adapter import WhisperAdapter
@@ -122,6 +124,41 @@ def test_the_adapter_warms_on_its_decoding_thread_at_load_and_serves_what_a_cold
     assert warmed.stats().encoder_windows == cold.stats().encoder_windows  # type: ignore[attr-defined]
     cold.close()
     warmed.close()
+
+
+@pytest.mark.skipif(attention_kernels() is None, reason=attention_kernels_missing())
+def test_a_prefill_held_to_the_efficient_kernel_follows_torchs_choice_and_serves_the_same_transcripts() -> None:
+    """prefillAttention efficient: on turbo shapes in bf16 the prefill's output follows torch's choice of
+    kernel (cuDNN's on an H100 or H200); the adapter with it serves what one without it does."""
+    config = dataclasses.replace(LARGE_V3_TURBO, n_audio_layer=1)
+    model = build_model(config, seed=3).to(DEVICE, torch.bfloat16)
+    slots = torch.arange(4, device=DEVICE)
+    tokens = torch.randint(0, config.n_vocab, (4, 24), device=DEVICE)
+    positions = torch.arange(24, device=DEVICE).expand(4, -1)
+    hidden = []
+    for held in (False, True):
+        cache = KVCache.allocate(config, 4, DEVICE, torch.bfloat16)
+        with torch.no_grad():
+            model.decoder.fill_cross(cache, slots, torch.randn(4, config.n_audio_ctx, config.n_audio_state,
+                                                               generator=torch.Generator().manual_seed(4))
+                                     .to(DEVICE, torch.bfloat16))
+            with held_to(("EFFICIENT_ATTENTION", "MATH")) if held else contextlib.nullcontext():
+                hidden.append(model.decoder.forward_cached(cache, tokens, positions, slots).float())
+    cosine = torch.nn.functional.cosine_similarity(hidden[0].flatten(1), hidden[1].flatten(1), dim=-1)
+    assert (cosine > 0.999).all(), cosine
+    options = {"config": "tiny", "device": "cuda", "batchSizes": [1, 2, 4], "maxTokensPerAudioSecond": 3,
+               "temperatureIncrement": 0, "dtype": "fp32", "warmShapes": True}
+    plain, efficient = WhisperAdapter(), WhisperAdapter()
+    plain.load(LoadContext("i0", "whisper", options))
+    efficient.load(LoadContext("i1", "whisper", {**options, "prefillAttention": "efficient"}))
+    for adapter in (plain, efficient):
+        adapter.warmup()
+    pcms = [(_audio(s, 80 + i).numpy() * 32768).astype("int16") for i, s in enumerate((45.0, 3.0, 12.0))]
+    inputs = [BatchInput("a", pcms[0], language="en"), BatchInput("b", pcms[1], prompt="the cat"),
+              BatchInput("c", pcms[2])]
+    assert efficient.run_batch(inputs) == plain.run_batch(inputs)
+    plain.close()
+    efficient.close()
 
 
 def test_groups_encoded_beside_the_graph_replays_give_the_same_transcripts(tiny: WhisperModel) -> None:

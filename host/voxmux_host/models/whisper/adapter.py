@@ -30,6 +30,7 @@ Options (``LoadContext.options``; unknown keys fail the load):
 | ``compileRules`` | false | ``torch.compile`` the decode step's logit rules and token choice (torch >= 2.0 with Triton, ``cudaGraphs`` on a CUDA device: one compilation per batch size at warmup); the sampling noise stays outside |
 | ``warmShapes`` | false | the load meets every shape a join of 1 to ``max(batchSizes)`` windows gives the eager code (encoder call, cross keys and values, language detection, the prefill padded to a few lengths), so that work done once per shape is not paid by the first requests; made at load on the decoding thread, where torch keeps cuDNN's attention graphs (decoding.py, service.py) |
 | ``stepCacheSpans`` | [] | cache spans (positions below the model's ``n_text_ctx``) the decode step is also captured at: a step whose windows' positions all fall below one attends over that many positions of the self-attention cache instead of all of it (decoding.py) |
+| ``prefillAttention`` | ``"auto"`` | the attention kernel of a join's eager decoder calls (language detection's first step, the prefill): ``"auto"``, torch's choice (on an H100 or H200 cuDNN's, which builds a graph per new shape, about 0.1 s); ``"efficient"``, the memory-efficient kernel, which keeps no plan per shape (torch >= 2.3, CUDA) (decoding.py) |
 | ``probeTimeoutMs`` | 1500 | how long ``probe`` waits for its kernel |
 
 Per request: ``language`` (an ISO 639-1 code the model knows; detected from the first 30 s when absent),
@@ -51,6 +52,7 @@ from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from voxmux_host.attention_kernels import attention_kernels, attention_kernels_missing
 from voxmux_host.boot_stages import StageTimer
 from voxmux_host.errors import InstanceError
 from voxmux_host.fp8 import fp8_option_problems
@@ -61,7 +63,7 @@ from voxmux_host.model_api import (AdapterStats, BatchFinish, BatchInput, BatchO
 
 from .checkpoints import CheckpointError, load_hf_directory, load_openai_checkpoint
 from .config import N_FRAMES, PRESETS, count_parameters
-from .decoding import TASKS, DecodedSegment, EngineOptions, RequestOptions, Transcription, WhisperEngine
+from .decoding import PREFILL_ATTENTION, TASKS, DecodedSegment, EngineOptions, RequestOptions, Transcription, WhisperEngine
 from .features import pcm_to_float
 from .model import COMPILED_MIN_WINDOWS, WhisperModel, build_model
 from .service import DecodeService
@@ -94,6 +96,7 @@ DEFAULT_OPTIONS: Dict[str, Any] = {
     "compileRules": False,
     "warmShapes": False,
     "stepCacheSpans": [],
+    "prefillAttention": "auto",
     "languageDetection": "reference",
     "probeTimeoutMs": 1500,
 }
@@ -176,6 +179,11 @@ def parse_options(raw: Dict[str, Any]) -> Dict[str, Any]:
         problems.append(f"compileRules needs torch >= 2.0: this is torch {torch.__version__}")
     elif options["compileRules"] is True and options["cudaGraphs"] is not True:
         problems.append("compileRules needs cudaGraphs: true (the rules compile once per captured batch size)")
+    if options["prefillAttention"] not in PREFILL_ATTENTION:
+        problems.append(f"Expected prefillAttention to be one of {', '.join(PREFILL_ATTENTION)}: "
+                        f"got {options['prefillAttention']!r}")
+    elif options["prefillAttention"] != "auto" and attention_kernels() is None:
+        problems.append(f"prefillAttention {options['prefillAttention']}: {attention_kernels_missing()}")
     if options["languageDetection"] not in LANGUAGE_DETECTIONS:
         problems.append(f"Expected languageDetection to be reference or window: got {options['languageDetection']!r}")
     if options["matmul"] not in MATMUL_KINDS:
@@ -271,6 +279,9 @@ class WhisperAdapter:
         if spans and spans[-1] >= model.config.n_text_ctx:
             raise InstanceError("load_failed", f"Expected stepCacheSpans below the model's {model.config.n_text_ctx} "
                                                f"text positions: got {spans[-1]}")
+        if options["prefillAttention"] != "auto" and device.type != "cuda":
+            raise InstanceError("load_failed", f"prefillAttention {options['prefillAttention']} picks a CUDA kernel: "
+                                               f"got device {device}")
         if options["compileRules"] and device.type != "cuda":
             raise InstanceError("load_failed", f"compileRules needs a CUDA device (it runs in the step's CUDA graphs): "
                                                f"got device {device}")
@@ -284,7 +295,7 @@ class WhisperAdapter:
             join_min_windows=int(options["joinMinWindows"]), join_max_wait_s=int(options["joinMaxWaitMs"]) / 1000,
             overlap_encoder=bool(options["overlapEncoder"]), step_ahead=bool(options["stepAhead"]),
             compile_rules=bool(options["compileRules"]), warm_shapes=bool(options["warmShapes"]), step_spans=spans,
-            detect_on_window=options["languageDetection"] == "window")
+            prefill_attention=str(options["prefillAttention"]), detect_on_window=options["languageDetection"] == "window")
         engine = self._engine = WhisperEngine(model, tokenizer, device, _DTYPES[dtype_name], engine_options)
         # Compilation and the decoding thread's first calls happen here, while sibling instances may still
         # serve; warmup(), under the exclusive-warmup gate, only captures the step's graphs.

@@ -41,14 +41,17 @@ slots with a temperature. On CUDA it is captured once per batch size (rows ``0..
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, ContextManager, Deque, Dict, List, Optional, Sequence, Tuple
 
 import torch
+
+from voxmux_host import attention_kernels
 
 from .config import FRAMES_PER_SECOND, HOP_LENGTH, INPUT_STRIDE, N_FRAMES, N_SAMPLES, SAMPLE_RATE, TIME_PRECISION
 from .alignment import WordTiming, find_alignment
@@ -65,6 +68,9 @@ MAX_INITIAL_TIMESTAMP_INDEX = 50
 #: attention graph, about 0.1 s on an H100) is paid a few times, or met by warming, not at every new prompt
 #: length. A prompt is at most n_text_ctx / 2 tokens of previous text and the start-of-transcript sequence.
 PREFILL_LENGTHS = (4, 8, 16, 32, 64, 128, 256)
+#: EngineOptions.prefill_attention's choices, each the kernels it holds the calls to (None: torch's choice).
+PREFILL_ATTENTION: Dict[str, Optional[Tuple[str, ...]]] = {"auto": None,
+                                                           "efficient": ("EFFICIENT_ATTENTION", "MATH")}
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,12 @@ class EngineOptions:
     #: windows' positions all fall below one attends over that many positions of the self-attention cache
     #: instead of all n_text_ctx, and reads that much less of it (:meth:`WhisperEngine._step_span`).
     step_spans: Tuple[int, ...] = ()
+    #: The attention kernel of a join's eager decoder calls (the language detection's first step and the
+    #: prefill): ``"auto"``, torch's choice (cuDNN's on an H100 or H200, which builds a graph for each new
+    #: shape: about 0.1-0.15 s); ``"efficient"``, held to the memory-efficient kernel (the math one where
+    #: it cannot run), which meets a new shape in 3-17 ms and a known one within 2 ms of cuDNN on one H100
+    #: (bench/results/whisper-h100-2026-12-06d). Needs torch >= 2.3.
+    prefill_attention: str = "auto"
 
 
 @dataclass
@@ -325,6 +337,11 @@ class WhisperEngine:
         self.spans = tuple(sorted({*options.step_spans, n_ctx}))
         #: The lengths a join's prefill is padded to (:data:`PREFILL_LENGTHS` within n_ctx).
         self.prefill_lengths = tuple(sorted({min(n, n_ctx) for n in PREFILL_LENGTHS}))
+        if options.prefill_attention not in PREFILL_ATTENTION:
+            raise ValueError(f"Expected prefill_attention to be one of {sorted(PREFILL_ATTENTION)}: "
+                             f"got {options.prefill_attention!r}")
+        #: The kernels a join's eager decoder calls are held to (None: torch's choice).
+        self.prefill_kernels = PREFILL_ATTENTION[options.prefill_attention]
         #: A CUDA graph of the step per batch size and span.
         self.graphs: Dict[Tuple[int, int], torch.cuda.CUDAGraph] = {}
         self.graph_pool: Optional[Tuple[int, int]] = None
@@ -676,7 +693,8 @@ class WhisperEngine:
         if detect:
             rows = slot_index[detect]
             sot = torch.full((len(detect), 1), t.sot, device=self.device)
-            hidden = self.model.decoder.forward_cached(self.cache, sot, torch.zeros_like(sot), rows)
+            with self._join_attention():
+                hidden = self.model.decoder.forward_cached(self.cache, sot, torch.zeros_like(sot), rows)
             logits = self.model.decoder.logits(hidden[:, 0])[:, self.language_tokens]
             for k, choice in zip(detect, logits.argmax(dim=-1).tolist()):
                 group[k].job.language = t.languages[int(choice)]
@@ -721,11 +739,18 @@ class WhisperEngine:
         longest = self._prefill_length(max(lengths))
         tokens = torch.tensor([p[:n] + [t.eot] * (longest - n) for p, n in zip(prompts, lengths)], device=self.device)
         positions = torch.arange(longest, device=self.device).expand(len(prompts), -1)
-        hidden = self.model.decoder.forward_cached(self.cache, tokens, positions, slot_index)
+        with self._join_attention():
+            hidden = self.model.decoder.forward_cached(self.cache, tokens, positions, slot_index)
         rows = torch.arange(len(prompts), device=self.device)
         at_sot = hidden[rows, torch.tensor(sot_at, device=self.device)]
         probs = torch.softmax(self.model.decoder.logits(at_sot), dim=-1)[:, t.no_speech]
         return [float(p) for p in probs.tolist()]
+
+    def _join_attention(self) -> ContextManager[None]:
+        """The context of a join's eager decoder calls: attention held to :attr:`prefill_kernels`."""
+        if self.prefill_kernels is None:
+            return contextlib.nullcontext()
+        return attention_kernels.held_to(self.prefill_kernels)
 
     def _prefill_length(self, longest: int) -> int:
         """The prefill's length for prompts of at most ``longest`` tokens: the first of
@@ -768,14 +793,16 @@ class WhisperEngine:
                                                       dtype=self.dtype))
             self.model.decoder.fill_cross(self.cache, rows, features)
             sot = torch.full((n, 1), t.sot, device=self.device)
-            hidden = self.model.decoder.forward_cached(self.cache, sot, torch.zeros_like(sot), rows)
-            self.model.decoder.logits(hidden[:, 0])
-            calls += 2
-            for length in lengths:
-                tokens = torch.full((n, length), t.eot, device=self.device)
-                positions = torch.arange(length, device=self.device).expand(n, -1)
-                self.model.decoder.logits(self.model.decoder.forward_cached(self.cache, tokens, positions, rows)[:, 0])
-                calls += 1
+            with self._join_attention():
+                hidden = self.model.decoder.forward_cached(self.cache, sot, torch.zeros_like(sot), rows)
+                self.model.decoder.logits(hidden[:, 0])
+                calls += 2
+                for length in lengths:
+                    tokens = torch.full((n, length), t.eot, device=self.device)
+                    positions = torch.arange(length, device=self.device).expand(n, -1)
+                    hidden = self.model.decoder.forward_cached(self.cache, tokens, positions, rows)
+                    self.model.decoder.logits(hidden[:, 0])
+                    calls += 1
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         return calls
