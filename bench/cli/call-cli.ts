@@ -90,7 +90,7 @@ call options:
   --gpu-hour-usd USD        price of one GPU-hour, for the cost per call
   --gpus N                  GPUs behind the server (default ${CALL_DEFAULTS.gpus})
   --seed N                  seed of the utterance and pause draws (default ${CALL_DEFAULTS.seed})
-  --reps, --out, --label, --metrics-url, --scrape-interval-s, --gpu, --api-key-file, --api-key:
+  --reps, --out, --label, --commit, --metrics-url, --scrape-interval-s, --gpu, --api-key-file, --api-key:
                             as for bench transcribe
 `;
 

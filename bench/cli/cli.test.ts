@@ -111,6 +111,10 @@ describe('runBenchCli', () => {
       [['transcribe', '--url', 'http://h', '--model', 'm', '--audio', 'x.wav', '--abandon-after-s', '-1'], /--abandon-after-s/],
       [['transcribe', '--url', 'http://h', '--model', 'm', '--audio', 'x.wav', '--slo', 'p95>=1s'], /SLO clause/],
       [['transcribe', '--url', 'http://h', '--model', 'm', '--audio', '/nonexistent/x.wav'], /does not exist/],
+      [
+        ['transcribe', '--url', 'http://h', '--model', 'm', '--audio', 'x.wav', '--commit', 'HEAD'],
+        /Expected --commit to be a commit hash \(7 to 64 hex digits\): got 'HEAD'/,
+      ],
       [['transcribe', '--bogus'], /Unknown option '--bogus'/],
       [['compare', 'only-one.json'], /at least two results files/],
       [['plot'], /Unknown bench command 'plot'/],

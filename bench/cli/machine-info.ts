@@ -95,8 +95,10 @@ export async function readRunProvenance(options: {
   command: string[];
   startedAtMs: number;
   endedAtMs: number;
+  /** The commit to record, where the repository's own metadata would name another (a tree copied without it). */
+  gitCommit?: string;
 }): Promise<RunProvenance> {
-  const gitCommit = await readGitCommit(options.cwd);
+  const gitCommit = options.gitCommit ?? (await readGitCommit(options.cwd));
   return {
     command: options.command,
     ...(gitCommit === undefined ? {} : { gitCommit }),

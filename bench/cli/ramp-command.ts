@@ -63,6 +63,7 @@ export const RAMP_FLAGS = {
   'target-rps': { type: 'string' },
   out: { type: 'string' },
   label: { type: 'string' },
+  commit: { type: 'string' },
   'metrics-url': { type: 'string' },
   'scrape-interval-s': { type: 'string' },
   gpu: { type: 'string' },
@@ -106,6 +107,8 @@ export interface RampConfig {
   gpus: number;
   targetRps?: number;
   label?: string;
+  /** The commit the results record (default: the repository's HEAD). */
+  commit?: string;
   metricsUrl?: string;
   scrapeIntervalMs: number;
   isGpuSampling: boolean;
@@ -157,6 +160,7 @@ export async function toRampConfig(values: FlagValues<typeof RAMP_FLAGS>, defaul
     gpus: numberFlag(values.gpus, '--gpus', defaults.gpus, { min: 0.01, max: 100_000 }),
     ...(targetRps === undefined ? {} : { targetRps }),
     ...(values.label === undefined ? {} : { label: values.label }),
+    ...(values.commit === undefined ? {} : { commit: toCommit(values.commit) }),
     ...(values['metrics-url'] === undefined ? {} : { metricsUrl: values['metrics-url'] }),
     scrapeIntervalMs:
       1000 * numberFlag(values['scrape-interval-s'], '--scrape-interval-s', defaults.scrapeIntervalS, { min: 0.05, max: 3600 }),
@@ -165,6 +169,11 @@ export async function toRampConfig(values: FlagValues<typeof RAMP_FLAGS>, defaul
     preflightTimeoutMs:
       1000 * numberFlag(values['preflight-timeout-s'], '--preflight-timeout-s', defaults.preflightTimeoutS, { min: 0.05, max: 120 }),
   };
+}
+
+function toCommit(text: string): string {
+  if (!/^[0-9a-f]{7,64}$/.test(text)) throw usageError(`Expected --commit to be a commit hash (7 to 64 hex digits): got '${text}'`);
+  return text;
 }
 
 export interface RampRunRequest {
@@ -284,6 +293,7 @@ export async function runRampCommand(
     command: ['voxmux', 'bench', ...redactArgv([request.commandName, ...context.args])],
     startedAtMs,
     endedAtMs: clock.wallMs(),
+    ...(config.commit === undefined ? {} : { gitCommit: config.commit }),
   });
   const results: BenchResults = {
     schema: RESULTS_SCHEMA,

@@ -70,6 +70,7 @@ speech options:
   --target-rps R            report the GPUs needed for R calls/s
   --out DIR                 output directory (default bench/out/<time>-<label>)
   --label TEXT              name of this run in plots and comparisons
+  --commit SHA              the commit the results record (default: the repository's HEAD)
   --metrics-url URL|off     Prometheus metrics on the same origin (default <origin>/metrics)
   --scrape-interval-s S     metrics scrape period (default ${SPEECH_DEFAULTS.scrapeIntervalS})
   --gpu auto|off            sample nvidia-smi when present (default auto)

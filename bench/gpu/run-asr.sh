@@ -16,6 +16,9 @@
 # (a naive side that serves a request or two a second, beside the sides the offered rates are for).
 # ASR_BENCH_CONFIGS_SCRIPT (default asr-configs.mjs) and ASR_BENCH_MODEL (default parakeet): another set of
 # configurations and the model they serve (run-whisper.sh: whisper-configs.mjs, whisper).
+# ASR_BENCH_READY_S (default 420): how long a server may take before every instance is ready (a Whisper
+# side that warms every join shape takes up to about 200 s with two instances).
+# BENCH_COMMIT: the commit the results record, where this tree's git metadata names another (a copy).
 set -uo pipefail
 out=${1:?usage: run-asr.sh OUT_DIR [CONFIG ...]}; shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -24,6 +27,9 @@ levels=${ASR_BENCH_LEVELS:-1,2,4,8,16,32,64,96,128,160,192,224,256}
 step_s=${ASR_BENCH_STEP_S:-4}
 # Single-request latency on the idle server: this many requests one after another (0: skip).
 idle_requests=${ASR_BENCH_IDLE_REQUESTS:-50}
+ready_s=${ASR_BENCH_READY_S:-420}
+commit=()
+[ -n "${BENCH_COMMIT:-}" ] && commit=(--commit "$BENCH_COMMIT")
 mkdir -p "$out/configs" "$out/runs" "$out/runs-idle" "$out/logs"
 case ${ASR_BENCH_WAIT_FOR:-all} in
   all) ready_check=all_ready ;;
@@ -55,17 +61,17 @@ for name in "${configs[@]}"; do
   echo "== $name (port $port)"
   node "$root/.bundle/voxmux.mjs" serve --config "$out/configs/$name.json" --port "$port" --log-level info > "$out/logs/$name.server.log" 2>&1 &
   server=$!
-  wait_ready $ready_check "http://127.0.0.1:$port/health/ready" $server "$out/logs/$name.server.log" 240 || { echo "server $name not started"; continue; }
+  wait_ready $ready_check "http://127.0.0.1:$port/health/ready" $server "$out/logs/$name.server.log" "$ready_s" || { echo "server $name not started"; continue; }
   get "http://127.0.0.1:$port/health/ready" > "$out/logs/$name.ready.json"
   if [ "$idle_requests" -gt 0 ]; then
     node "$root/.bundle/voxmux.mjs" bench transcribe --url "http://127.0.0.1:$port" --model "$model" \
       --audio /tmp/voxmux-clip45.wav --concurrency 1 --max-requests "$idle_requests" --duration-s 120 --warmup-s 0 \
-      --timeout-s 120 --out "$out/runs-idle/$name" --label "$name idle" 2>&1 | grep -v '^step .* | ' | tail -4 | tee "$out/logs/$name.idle.txt"
+      --timeout-s 120 --out "$out/runs-idle/$name" --label "$name idle" ${commit[@]+"${commit[@]}"} 2>&1 | grep -v '^step .* | ' | tail -4 | tee "$out/logs/$name.idle.txt"
   fi
   node "$root/.bundle/voxmux.mjs" bench transcribe --url "http://127.0.0.1:$port" --model "$model" \
     --audio /tmp/voxmux-clip45.wav "${load[@]}" --duration-s "$step_s" --warmup-s 1 \
     --slo 'p95<=1000ms' --gpu-hour-usd 3.5 --target-rps 1000 --timeout-s 120 --abandon-after-s 5 \
-    --out "$out/runs/$name" --label "$name" 2>&1 | grep -v '^step .* | ' | tee "$out/logs/$name.bench.txt"
+    --out "$out/runs/$name" --label "$name" ${commit[@]+"${commit[@]}"} 2>&1 | grep -v '^step .* | ' | tee "$out/logs/$name.bench.txt"
   get "http://127.0.0.1:$port/metrics" > "$out/logs/$name.metrics.txt"
   kill -TERM $server; wait $server
 done

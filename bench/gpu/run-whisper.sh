@@ -34,7 +34,7 @@ export ASR_BENCH_IDLE_REQUESTS=${WHISPER_BENCH_IDLE_REQUESTS:-20}
 export ASR_BENCH_LEVELS=${ASR_BENCH_LEVELS:-1,2,4,8,16,32,48,64,96,128}
 {
   echo "date: $(date -u +%FT%TZ)"
-  echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)"
+  echo "commit: ${BENCH_COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}"
   echo "command: bash bench/gpu/run-whisper.sh $out"
 } > "$out/run.txt"
 # Every side, in the order whisper-configs.mjs declares them, unless WHISPER_BENCH_CONFIGS names some.

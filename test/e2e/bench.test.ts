@@ -291,7 +291,7 @@ describe('voxmux bench against a local server with known capacity', () => {
           'transcribe',
           ...['--url', slow.url, '--model', MODEL, '--audio', audioPath, '--concurrency', '6'],
           ...['--duration-s', '0.5', '--warmup-s', '0', '--timeout-s', '30', '--abandon-after-s', '0.1'],
-          ...['--gpu', 'off', '--label', 'abandon', '--out', out],
+          ...['--gpu', 'off', '--label', 'abandon', '--out', out, '--commit', 'abc1234'],
         ],
         io,
         { shouldHandleSignals: false },
@@ -300,6 +300,8 @@ describe('voxmux bench against a local server with known capacity', () => {
       const elapsedMs = Date.now() - started;
       const results = JSON.parse(await readFile(join(out, 'results.json'), 'utf8')) as BenchResults;
       assert.equal(results.options.abandonAfterMs, 100);
+      // --commit: recorded as given, for a tree whose git metadata names another commit.
+      assert.equal(results.gitCommit, 'abc1234');
       const [step] = results.steps;
       assert.equal(step!.errors, 0, 'abandoned requests are not errors of the window');
       assert.ok((step!.reps[0]!.late.errorsByCode.abandoned ?? 0) >= 3, JSON.stringify(step!.reps[0]!.late));
