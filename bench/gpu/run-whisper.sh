@@ -10,7 +10,8 @@
 # language detected on its own window; b14, b13 on two instances; b15, b14 with FP8 products; b17, b14
 # with the step's logit rules compiled; b18, b14 with its encoder beside the decode steps; b19, b14
 # with both; b20, b19 on three instances; b21, b19 with every join's shape met before serving; b22, b19
-# with the step also captured over the cache's first 128 positions), all with
+# with the step also captured over the cache's first 128 positions; b23, b21 with b22's spans; b24, b23
+# with a join's eager decoder calls held to the memory-efficient attention kernel), all with
 # large-v3-turbo shapes, 45 s clips and a token budget of 3 per audio second. For each: the
 # single-request latency on the idle server, then the ramp of run-asr.sh (capacity at p95 <= 1 s, GPU
 # busy from nvidia-smi), then the comparison; last, the engine's own tokens per second and the time of
@@ -20,7 +21,7 @@
 # Needs what run-asr.sh needs: node on PATH, the bundle .bundle/voxmux.mjs (npm run bundle), python3
 # with torch + CUDA. One command: bash bench/gpu/run-whisper.sh OUT_DIR
 # WHISPER_BENCH_IDLE_REQUESTS (default 20), ASR_BENCH_LEVELS (default 1,2,4,...,128), ASR_BENCH_RATES and
-# ASR_BENCH_CLOSED_CONFIGS reach run-asr.sh;
+# ASR_BENCH_CLOSED_CONFIGS, ASR_BENCH_READY_S and BENCH_COMMIT reach run-asr.sh;
 # WHISPER_BENCH_CONFIGS (default: all of them) names the sides to run, in order (each side boots its own
 # server and ramps: pick three or four to stay within a 10-minute limit); WHISPER_BENCH_ENGINE=0 skips the
 # engine's own part (bench_whisper.py) for a command that runs it first on its own.
