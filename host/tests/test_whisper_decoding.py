@@ -3,6 +3,7 @@ decode by full recompute, timestamps to segments, budgets, language detection, f
 (options, per-request failures, both checkpoint layouts giving the same transcripts)."""
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from pathlib import Path
@@ -627,19 +628,15 @@ class _HeldKernels:
         self.asked: List[Tuple[str, ...]] = []
         self.inside = False
 
-    def __call__(self, names: Sequence[str]) -> Any:
+    @contextlib.contextmanager
+    def __call__(self, names: Sequence[str]) -> Iterator[None]:
         self.asked.append(tuple(names))
-        held = self
-
-        class Context:
-            def __enter__(self) -> None:
-                assert not held.inside
-                held.inside = True
-
-            def __exit__(self, *exc: Any) -> None:
-                held.inside = False
-
-        return Context()
+        assert not self.inside
+        self.inside = True
+        try:
+            yield
+        finally:
+            self.inside = False
 
 
 def test_efficient_prefill_attention_holds_every_join_call_and_only_those(model: WhisperModel,
